@@ -1,0 +1,76 @@
+//! The one `extern "C"` callback handed to `msptiSubscribe`.
+//!
+//! It reads only `callbackSite` and `functionName`: a real MSPTI fills nothing else, and
+//! `correlationData` in particular is a garbage pointer (DESIGN.md fact 1). ENTER pushes a
+//! timestamp on this thread's stack; EXIT pops the matching one and records the duration in this
+//! thread's shard. Once a (thread, key) has been seen it allocates nothing, takes no lock, never
+//! calls Python, and no panic crosses back into the library.
+
+use std::ffi::{c_char, c_void};
+use std::sync::atomic::Ordering;
+
+use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT};
+
+use crate::core::clock;
+use crate::core::recorder::{EPOCH, POISONED, RECORDING, WINDOW};
+use crate::core::shard::{self, RawKey};
+
+/// The subscriber callback.
+///
+/// # Safety
+/// `cbdata` is NULL or points to a `msptiCallbackData` whose first two fields are valid for the
+/// duration of the call (the MSPTI contract; the other fields are never read).
+pub unsafe extern "C" fn on_callback(_userdata: *mut c_void, domain: u32, cbid: u32, cbdata: *const MsptiCallbackData) {
+    if cbdata.is_null() || POISONED.load(Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: MSPTI writes callbackSite (offset 0) and functionName (offset 8) before every
+    // call; these two reads touch nothing else of the struct.
+    let (site, name) = unsafe {
+        (
+            std::ptr::addr_of!((*cbdata).callback_site).read(),
+            std::ptr::addr_of!((*cbdata).function_name).read() as *const c_char,
+        )
+    };
+    let r = std::panic::catch_unwind(|| handle(domain, cbid, site, name as usize));
+    if r.is_err() {
+        POISONED.store(true, Ordering::Relaxed);
+        RECORDING.store(false, Ordering::Relaxed);
+    }
+}
+
+#[inline(always)]
+fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
+    let recording = RECORDING.load(Ordering::Relaxed);
+    let key = RawKey { domain, cbid, name };
+    match site {
+        MSPTI_API_ENTER => {
+            if !recording {
+                return;
+            }
+            let Some(s) = shard::current() else { return };
+            let epoch = EPOCH.load(Ordering::Relaxed);
+            // Clock last on ENTER, so bookkeeping is not inside the measured interval.
+            s.enter(key, clock::now(), epoch);
+        }
+        MSPTI_API_EXIT => {
+            // Clock first on EXIT, for the same reason.
+            let end = clock::now();
+            // Not recording: still pop a matching open call (begun before stop), count nothing.
+            let Some(s) = shard::current() else { return };
+            let epoch = EPOCH.load(Ordering::Relaxed);
+            let Some(start) = s.exit(key, epoch, recording) else { return };
+            if !recording {
+                return;
+            }
+            if let Some(h) = s.histogram(key) {
+                h.hist.record(clock::to_ns(start, end), WINDOW.load(Ordering::Relaxed));
+            }
+        }
+        _ => {
+            if let Some(s) = shard::current() {
+                s.count_bad_site();
+            }
+        }
+    }
+}

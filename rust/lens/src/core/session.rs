@@ -1,0 +1,242 @@
+//! The subscription's life: subscribe, choose what is enabled, start and stop recording, reset
+//! windows, snapshot, unsubscribe. One active session per process, as MSPTI allows one
+//! subscriber.
+//!
+//! ```text
+//!   new() ──subscribe──▶ Stopped ──start()──▶ Running ──stop()──▶ Stopped ──close()──▶ Closed
+//!                          │  enable()/disable() change the wanted set; while Running they
+//!                          │  reach MSPTI at once
+//! ```
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use mspti_abi::*;
+
+use super::clock::{self, ClockKind};
+use super::recorder;
+use crate::callback::on_callback;
+use crate::error::{Error, Result};
+use crate::ffi::loader::MsptiLibrary;
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+pub struct Session {
+    lib: Arc<MsptiLibrary>,
+    handle: MsptiSubscriberHandle,
+    /// Wanted enable bits per domain (index = domain value), applied while running.
+    wanted: [u64; 3],
+    running: bool,
+    closed: bool,
+    clock: ClockKind,
+}
+
+// SAFETY: the handle is an opaque token MSPTI accepts from any thread; all mutation goes through
+// &mut self, which the binding layer guards with a mutex.
+unsafe impl Send for Session {}
+
+fn check_domain(domain: u32) -> Result<()> {
+    if domain == MSPTI_CB_DOMAIN_RUNTIME || domain == MSPTI_CB_DOMAIN_HCCL {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "unknown callback domain {domain}; valid domains are 1 (runtime) and 2 (hccl)"
+        )))
+    }
+}
+
+fn domain_bits(domain: u32) -> u64 {
+    let max = domain_max_cbid(domain).unwrap_or(0);
+    ((1u64 << (max + 1)) - 1) & !1
+}
+
+impl Session {
+    /// Subscribe to `lib`. Fails if another Session is active, or if MSPTI's only subscriber slot
+    /// is taken (code 2).
+    ///
+    /// # Errors
+    /// `AlreadyActive`, `Forked`, or the library's error from `msptiSubscribe`.
+    pub fn new(lib: Arc<MsptiLibrary>) -> Result<Session> {
+        if recorder::FORKED.load(Ordering::Relaxed) {
+            return Err(Error::Forked);
+        }
+        if ACTIVE.swap(true, Ordering::AcqRel) {
+            return Err(Error::AlreadyActive);
+        }
+        recorder::install_fork_handler();
+        let mut handle: MsptiSubscriberHandle = std::ptr::null_mut();
+        // SAFETY: msptiSubscribe with a valid out pointer and our callback, which is safe to call
+        // from any thread at any time, also after unsubscribe (it only touches static state).
+        let rc = unsafe { (lib.subscribe)(&mut handle, Some(on_callback), std::ptr::null_mut()) };
+        if let Err(e) = lib.check("msptiSubscribe", rc) {
+            ACTIVE.store(false, Ordering::Release);
+            return Err(e);
+        }
+        // A new session starts with an empty window.
+        recorder::RECORDING.store(false, Ordering::Release);
+        recorder::reset();
+        Ok(Session { lib, handle, wanted: [0; 3], running: false, closed: false, clock: ClockKind::Tsc })
+    }
+
+    pub fn library(&self) -> &Arc<MsptiLibrary> {
+        &self.lib
+    }
+    pub fn is_running(&self) -> bool {
+        self.running
+    }
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+    pub fn clock(&self) -> ClockKind {
+        self.clock
+    }
+    pub fn wanted(&self, domain: u32) -> u64 {
+        self.wanted.get(domain as usize).copied().unwrap_or(0)
+    }
+
+    fn live(&self) -> Result<()> {
+        if self.closed {
+            Err(Error::Closed)
+        } else if recorder::FORKED.load(Ordering::Relaxed) {
+            Err(Error::Forked)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn call_enable_domain(&self, on: bool, domain: u32) -> Result<()> {
+        // SAFETY: our live subscriber handle and a checked domain.
+        let rc = unsafe { (self.lib.enable_domain)(u32::from(on), self.handle, domain) };
+        self.lib.check("msptiEnableDomain", rc)
+    }
+
+    fn call_enable_callback(&self, on: bool, domain: u32, cbid: u32) -> Result<()> {
+        // SAFETY: our live subscriber handle, a checked domain and id.
+        let rc = unsafe { (self.lib.enable_callback)(u32::from(on), self.handle, domain, cbid) };
+        self.lib.check("msptiEnableCallback", rc)
+    }
+
+    /// Enable or disable a whole domain.
+    ///
+    /// # Errors
+    /// An invalid domain, a closed session, or the library's error (applied at once if running).
+    pub fn set_domain(&mut self, domain: u32, on: bool) -> Result<()> {
+        self.live()?;
+        check_domain(domain)?;
+        if self.running {
+            self.call_enable_domain(on, domain)?;
+        }
+        let bits = domain_bits(domain);
+        let w = &mut self.wanted[domain as usize];
+        *w = if on { *w | bits } else { *w & !bits };
+        Ok(())
+    }
+
+    /// Enable or disable one callback id.
+    ///
+    /// # Errors
+    /// An invalid domain or id, a closed session, or the library's error.
+    pub fn set_callback(&mut self, domain: u32, cbid: u32, on: bool) -> Result<()> {
+        self.live()?;
+        check_domain(domain)?;
+        let max = domain_max_cbid(domain).unwrap_or(0);
+        if cbid == 0 || cbid > max {
+            return Err(Error::InvalidArgument(format!(
+                "callback id {cbid} is out of range for domain {domain}; valid ids are 1-{max}"
+            )));
+        }
+        if self.running {
+            self.call_enable_callback(on, domain, cbid)?;
+        }
+        let w = &mut self.wanted[domain as usize];
+        *w = if on { *w | (1 << cbid) } else { *w & !(1 << cbid) };
+        Ok(())
+    }
+
+    fn apply_wanted(&self) -> Result<()> {
+        for domain in [MSPTI_CB_DOMAIN_RUNTIME, MSPTI_CB_DOMAIN_HCCL] {
+            let w = self.wanted[domain as usize];
+            if w == domain_bits(domain) {
+                self.call_enable_domain(true, domain)?;
+            } else {
+                for cbid in 1..64 {
+                    if w & (1 << cbid) != 0 {
+                        self.call_enable_callback(true, domain, cbid)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn disable_all(&self) -> Result<()> {
+        let a = self.call_enable_domain(false, MSPTI_CB_DOMAIN_RUNTIME);
+        let b = self.call_enable_domain(false, MSPTI_CB_DOMAIN_HCCL);
+        a.and(b)
+    }
+
+    /// Begin recording with `clock` (falls back to monotonic where unavailable); returns the
+    /// clock in use.
+    ///
+    /// # Errors
+    /// A closed session, a poisoned callback, or the library's error from an enable call (then
+    /// nothing stays enabled).
+    pub fn start(&mut self, clock: ClockKind) -> Result<ClockKind> {
+        self.live()?;
+        if recorder::POISONED.load(Ordering::Relaxed) {
+            return Err(Error::Poisoned);
+        }
+        if self.running {
+            return Ok(self.clock);
+        }
+        self.clock = clock::select(clock, self.lib.get_timestamp);
+        recorder::EPOCH.fetch_add(1, Ordering::AcqRel);
+        recorder::RECORDING.store(true, Ordering::Release);
+        if let Err(e) = self.apply_wanted() {
+            recorder::RECORDING.store(false, Ordering::Release);
+            let _ = self.disable_all();
+            return Err(e);
+        }
+        self.running = true;
+        Ok(self.clock)
+    }
+
+    /// Stop recording and disable every callback in the library (no cost while stopped).
+    ///
+    /// # Errors
+    /// The library's error from disabling; recording stops regardless.
+    pub fn stop(&mut self) -> Result<()> {
+        if !self.running {
+            return Ok(());
+        }
+        self.running = false;
+        recorder::RECORDING.store(false, Ordering::Release);
+        recorder::EPOCH.fetch_add(1, Ordering::AcqRel);
+        self.disable_all()
+    }
+
+    /// Stop, unsubscribe, and free the process's one session slot. Idempotent.
+    ///
+    /// # Errors
+    /// The library's error from `msptiUnsubscribe`; the session is closed regardless.
+    pub fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let stopped = self.stop();
+        self.closed = true;
+        ACTIVE.store(false, Ordering::Release);
+        if recorder::FORKED.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        // SAFETY: our handle; the callback stays valid after this returns (static state only).
+        let rc = unsafe { (self.lib.unsubscribe)(self.handle) };
+        stopped.and(self.lib.check("msptiUnsubscribe", rc))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

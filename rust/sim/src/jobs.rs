@@ -1,0 +1,67 @@
+//! Background work on simulator threads: workloads and trace replay, each a `Job` whose progress
+//! the caller polls and which it joins.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+pub struct Job {
+    pub done: AtomicU64,
+    pub total: AtomicU64,
+    pub calls: AtomicU64,
+    pub cancel: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Job {
+    pub fn new(total: u64) -> Arc<Job> {
+        Arc::new(Job {
+            done: AtomicU64::new(0),
+            total: AtomicU64::new(total),
+            calls: AtomicU64::new(0),
+            cancel: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn spawn(self: &Arc<Job>, name: String, f: impl FnOnce() + Send + 'static) {
+        let h = std::thread::Builder::new().name(name).spawn(f).expect("spawn a simulator thread");
+        self.threads.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+    }
+
+    /// Wait for every thread; true when none panicked.
+    pub fn join(&self) -> bool {
+        let hs: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        hs.into_iter().map(|h| h.join().is_ok()).fold(true, |a, b| a & b)
+    }
+
+    pub fn tick(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+static JOBS: Mutex<Vec<Option<Arc<Job>>>> = Mutex::new(Vec::new());
+
+/// Register a job and return its handle (>= 1).
+pub fn register(job: Arc<Job>) -> u64 {
+    let mut jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    jobs.push(Some(job));
+    jobs.len() as u64
+}
+
+pub fn get(handle: u64) -> Option<Arc<Job>> {
+    let jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    jobs.get((handle as usize).wrapping_sub(1)).and_then(|j| j.clone())
+}
+
+/// Forget a finished job.
+pub fn release(handle: u64) {
+    let mut jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(slot) = jobs.get_mut((handle as usize).wrapping_sub(1)) {
+        *slot = None;
+    }
+}

@@ -1,0 +1,143 @@
+//! The simulated libmspti's process-wide state: the one subscriber, the enable bitmaps, the
+//! fidelity mode, the LD_PRELOAD check, injected faults and the delivery counters.
+//!
+//! Rules are those of MSPTI 26.x (`mspti_abi.md` §5c): one subscriber (a second gets 2), subscribe
+//! and unsubscribe clear every enable bit, enable-domain sets ids 1-36 / 1-12, cbid >= 64 or a bad
+//! domain or a wrong handle give 1, enable without a subscriber is a silent 0.
+
+use core::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+
+use mspti_abi::*;
+
+/// What the library writes into `msptiCallbackData` besides `callbackSite` and `functionName`.
+#[repr(u32)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Fidelity {
+    /// Fills correlationId, correlationData, symbolName, functionParams, functionReturnValue as
+    /// the seed guide describes (no real library does this).
+    Documented = 0,
+    /// Real MSPTI 26.x: only callbackSite and functionName; the rest is garbage.
+    Cann26 = 1,
+    /// Real CANN 8.x: as Cann26, with the `rt*` function names of libruntime.
+    Cann8 = 2,
+}
+
+impl Fidelity {
+    pub fn from_u32(v: u32) -> Option<Fidelity> {
+        match v {
+            0 => Some(Fidelity::Documented),
+            1 => Some(Fidelity::Cann26),
+            2 => Some(Fidelity::Cann8),
+            _ => None,
+        }
+    }
+}
+
+/// The subscriber object a handle points to. Never freed: a callback that loaded it just before
+/// `msptiUnsubscribe` may still use it afterwards, as with the real library's shared_ptr copy.
+pub struct Subscriber {
+    pub callback: MsptiCallbackFunc,
+    pub userdata: *mut c_void,
+}
+
+pub static SUBSCRIBER: AtomicPtr<Subscriber> = AtomicPtr::new(std::ptr::null_mut());
+/// Serialises subscribe/unsubscribe (the real one is thread-safe; enable calls are not required to be).
+pub static SUBSCRIBE_LOCK: Mutex<()> = Mutex::new(());
+/// One 64-bit enable bitmap per domain, indexed by domain value.
+pub static ENABLED: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+pub static FIDELITY: AtomicU32 = AtomicU32::new(Fidelity::Cann26 as u32);
+
+/// LD_PRELOAD check (26.0+): off by default so the simulator runs anywhere; when on, the enable
+/// calls give 6 unless the LD_PRELOAD variable (read once, when the check is turned on) names
+/// `libmspti.so`.
+pub static PRELOAD_CHECK: AtomicBool = AtomicBool::new(false);
+pub static PRELOAD_OK: AtomicBool = AtomicBool::new(false);
+
+/// Injected faults: a non-zero value is returned by that MSPTI function instead of doing its work.
+pub const FAULT_SUBSCRIBE: usize = 0;
+pub const FAULT_UNSUBSCRIBE: usize = 1;
+pub const FAULT_ENABLE_CALLBACK: usize = 2;
+pub const FAULT_ENABLE_DOMAIN: usize = 3;
+pub const FAULT_GET_TIMESTAMP: usize = 4;
+pub const FAULT_GET_VERSION: usize = 5;
+pub const FAULT_GET_RESULT_STRING: usize = 6;
+pub const FAULT_SLOTS: usize = 7;
+pub static FAULTS: [AtomicU32; FAULT_SLOTS] = [const { AtomicU32::new(0) }; FAULT_SLOTS];
+
+pub fn fault(slot: usize) -> MsptiResult {
+    FAULTS[slot].load(Ordering::Relaxed)
+}
+
+/// Delivery counters, per (domain, cbid, site): how many callbacks the library actually invoked.
+/// Off by default so benchmarks measure no shared-counter traffic.
+pub static COUNTING: AtomicBool = AtomicBool::new(false);
+const DOMAINS: usize = 3;
+const IDS: usize = 64;
+pub static DELIVERED: [[[AtomicU64; 2]; IDS]; DOMAINS] =
+    [const { [const { [const { AtomicU64::new(0) }; 2] }; IDS] }; DOMAINS];
+
+/// Modes of `msptiGetTimestamp`: real (CLOCK_REALTIME, as the real library's default) or a
+/// per-thread virtual clock that calls advance by exactly their modelled duration.
+pub static CLOCK_VIRTUAL: AtomicU8 = AtomicU8::new(0);
+
+pub fn fidelity() -> Fidelity {
+    Fidelity::from_u32(FIDELITY.load(Ordering::Relaxed)).unwrap_or(Fidelity::Cann26)
+}
+
+pub fn is_enabled(domain: u32, cbid: u32) -> bool {
+    (domain as usize) < DOMAINS
+        && cbid < CBID_BITMAP_BITS
+        && ENABLED[domain as usize].load(Ordering::Relaxed) & (1u64 << cbid) != 0
+}
+
+pub fn clear_enabled() {
+    for e in &ENABLED {
+        e.store(0, Ordering::Relaxed);
+    }
+}
+
+pub fn count_delivered(domain: u32, cbid: u32, site: u32) {
+    if COUNTING.load(Ordering::Relaxed) && (domain as usize) < DOMAINS && (cbid as usize) < IDS && site < 2 {
+        DELIVERED[domain as usize][cbid as usize][site as usize].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub fn reset_delivered() {
+    for d in &DELIVERED {
+        for c in d {
+            for s in c {
+                s.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Whether `handle` is the live subscriber.
+pub fn is_current(handle: MsptiSubscriberHandle) -> bool {
+    let cur = SUBSCRIBER.load(Ordering::Acquire);
+    !cur.is_null() && cur as usize == handle as usize
+}
+
+/// The enable calls' shared checks, in the real order: fault, subscriber, handle, domain, preload.
+pub fn check_enable(subscriber: MsptiSubscriberHandle, domain: u32) -> Result<bool, MsptiResult> {
+    if SUBSCRIBER.load(Ordering::Acquire).is_null() {
+        // 26.0/26.1: a silent no-op without a subscriber.
+        return Ok(false);
+    }
+    if !is_current(subscriber) {
+        return Err(MSPTI_ERROR_INVALID_PARAMETER);
+    }
+    if domain != MSPTI_CB_DOMAIN_RUNTIME && domain != MSPTI_CB_DOMAIN_HCCL {
+        return Err(MSPTI_ERROR_INVALID_PARAMETER);
+    }
+    if PRELOAD_CHECK.load(Ordering::Relaxed) && !PRELOAD_OK.load(Ordering::Relaxed) {
+        return Err(MSPTI_ERROR_WITHOUT_LD_PRELOAD);
+    }
+    Ok(true)
+}
+
+pub fn read_preload_env() -> bool {
+    std::env::var("LD_PRELOAD").map(|v| v.contains("libmspti.so")).unwrap_or(false)
+}

@@ -1,0 +1,307 @@
+//! Simulated workloads: a data-parallel training step and an inference loop, each calling the
+//! simulated runtime and HCCL the way a torch_npu job calls the real ones.
+
+use std::collections::HashSet;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use crate::apis;
+use crate::jobs::Job;
+use crate::models::{self, Model, Rng};
+
+/// Workload settings as C passes them (`msimWorkloadStart`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WorkloadConfig {
+    /// 0: training, 1: inference.
+    pub kind: u32,
+    /// Training steps, or inference requests, per compute thread.
+    pub steps: u32,
+    /// Ranks in the communicator: shapes HCCL host time.
+    pub ranks: u32,
+    /// Compute threads; each training thread has its own communication thread.
+    pub threads: u32,
+    pub seed: u64,
+    /// Every modelled duration is multiplied by this (1.0 = realistic; smaller runs faster).
+    pub time_scale: f64,
+}
+
+pub const TRAINING: u32 = 0;
+pub const INFERENCE: u32 = 1;
+
+/// The APIs a workload calls, resolved once by their 26.x names (the same entries fire the
+/// `rt*` names in cann8 mode).
+struct Apis {
+    launch: [u32; 4],
+    memcpy_async: u32,
+    memcpy: u32,
+    memset_async: u32,
+    sync: u32,
+    malloc: u32,
+    malloc_cached: u32,
+    free: u32,
+    malloc_host: u32,
+    free_host: u32,
+    mem_info: u32,
+    set_device: u32,
+    reset_device: u32,
+    create_context: u32,
+    destroy_context: u32,
+    create_stream: u32,
+    destroy_stream: u32,
+    allreduce: u32,
+    broadcast: u32,
+    allgather: u32,
+    reduce_scatter: u32,
+    barrier: u32,
+}
+
+fn api(name: &str) -> u32 {
+    apis::find(name).unwrap_or_else(|| panic!("simulated API {name} is in the table"))
+}
+
+impl Apis {
+    fn resolve() -> Apis {
+        Apis {
+            launch: [
+                api("aclrtLaunchKernel"),
+                api("aclrtLaunchKernelV2"),
+                api("aclrtLaunchKernelWithConfig"),
+                api("aclrtLaunchKernelWithHostArgs"),
+            ],
+            memcpy_async: api("aclrtMemcpyAsync"),
+            memcpy: api("aclrtMemcpy"),
+            memset_async: api("aclrtMemsetAsync"),
+            sync: api("aclrtSynchronizeStream"),
+            malloc: api("aclrtMalloc"),
+            malloc_cached: api("aclrtMallocCached"),
+            free: api("aclrtFree"),
+            malloc_host: api("aclrtMallocHost"),
+            free_host: api("aclrtFreeHost"),
+            mem_info: api("aclrtGetMemInfo"),
+            set_device: api("aclrtSetDevice"),
+            reset_device: api("aclrtResetDevice"),
+            create_context: api("aclrtCreateContext"),
+            destroy_context: api("aclrtDestroyContext"),
+            create_stream: api("aclrtCreateStream"),
+            destroy_stream: api("aclrtDestroyStream"),
+            allreduce: api("HcclAllReduce"),
+            broadcast: api("HcclBroadcast"),
+            allgather: api("HcclAllGather"),
+            reduce_scatter: api("HcclReduceScatter"),
+            barrier: api("HcclBarrier"),
+        }
+    }
+}
+
+/// One thread's view: its random stream, the time scale, and the job it reports to.
+struct Actor {
+    rng: Rng,
+    scale: f64,
+    job: Arc<Job>,
+}
+
+impl Actor {
+    fn run(&mut self, api: u32, model: &Model) {
+        let ns = model.sample(&mut self.rng) * self.scale;
+        apis::call(api, ns as u64);
+        self.job.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn run_ns(&mut self, api: u32, ns: f64) {
+        apis::call(api, (ns * self.scale) as u64);
+        self.job.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A kernel launch, mostly through aclrtLaunchKernel, sometimes its newer variants.
+    fn launch(&mut self, a: &Apis) {
+        let r = self.rng.uniform();
+        let which = if r < 0.80 {
+            0
+        } else if r < 0.93 {
+            1
+        } else if r < 0.98 {
+            2
+        } else {
+            3
+        };
+        self.run(a.launch[which], &models::LAUNCH);
+    }
+}
+
+/// Messages from a training thread to its communication thread.
+enum Comm {
+    AllReduce(u64),
+    AllGather(u64),
+    Broadcast(u64),
+    Barrier,
+    /// Reply when everything sent before has been issued.
+    Flush(mpsc::Sender<()>),
+}
+
+fn comm_thread(rx: mpsc::Receiver<Comm>, mut actor: Actor, a: Arc<Apis>, ranks: u32) {
+    let mut seen: HashSet<(u32, u64)> = HashSet::new();
+    let mut hccl = |actor: &mut Actor, op: u32, bytes: u64| {
+        let first = seen.insert((op, bytes));
+        let ns = models::hccl_host_ns(&mut actor.rng, bytes, ranks, first);
+        actor.run_ns(op, ns);
+    };
+    for msg in rx {
+        match msg {
+            Comm::AllReduce(b) => hccl(&mut actor, a.allreduce, b),
+            Comm::AllGather(b) => hccl(&mut actor, a.allgather, b),
+            Comm::Broadcast(b) => hccl(&mut actor, a.broadcast, b),
+            Comm::Barrier => hccl(&mut actor, a.barrier, 0),
+            Comm::Flush(reply) => {
+                let _ = reply.send(());
+            }
+        }
+    }
+}
+
+const MIB: u64 = 1 << 20;
+/// Gradient buckets of a ~350 M-parameter model in fp16 (DDP's 25 MiB default bucket size).
+const BUCKETS: [u64; 6] = [25 * MIB, 25 * MIB, 25 * MIB, 25 * MIB, 25 * MIB, 12 * MIB];
+
+fn training_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>, tx: mpsc::Sender<Comm>) {
+    // Set-up, as torch_npu does on first use of a device.
+    me.run(a.set_device, &models::SET_DEVICE);
+    me.run(a.create_context, &models::CREATE_CONTEXT);
+    me.run(a.create_stream, &models::CREATE_STREAM);
+    me.run(a.create_stream, &models::CREATE_STREAM);
+    for _ in 0..8 {
+        me.run(a.malloc, &models::MALLOC);
+    }
+    me.run(a.malloc_host, &models::MALLOC_HOST);
+    let _ = tx.send(Comm::Broadcast(64 * MIB));
+    for step in 0..cfg.steps {
+        if me.job.cancelled() {
+            break;
+        }
+        // Forward: inputs to the device, then the layers' kernels.
+        me.run(a.memcpy_async, &models::MEMCPY_ASYNC);
+        me.run(a.memcpy_async, &models::MEMCPY_ASYNC);
+        for i in 0..150 {
+            me.launch(&a);
+            if i % 50 == 0 {
+                me.run(a.memset_async, &models::MEMSET_ASYNC);
+            }
+        }
+        if me.rng.chance(0.05) {
+            // The caching allocator grows now and then.
+            let m = if me.rng.chance(0.5) { a.malloc } else { a.malloc_cached };
+            me.run(m, &models::MALLOC);
+        }
+        // Backward: kernels, handing each finished gradient bucket to the communication thread.
+        for b in BUCKETS {
+            for _ in 0..50 {
+                me.launch(&a);
+            }
+            let _ = tx.send(Comm::AllReduce(b));
+        }
+        if step % 10 == 9 {
+            let _ = tx.send(Comm::AllGather(4 * MIB));
+        }
+        let (rtx, rrx) = mpsc::channel();
+        let _ = tx.send(Comm::Flush(rtx));
+        let _ = rrx.recv();
+        // Optimizer: fused kernels, wait for the stream, read the loss back.
+        for _ in 0..40 {
+            me.launch(&a);
+        }
+        me.run(a.sync, &models::STREAM_SYNC);
+        me.run(a.memcpy, &models::MEMCPY);
+        if step % 10 == 0 {
+            me.run(a.mem_info, &models::MEM_GET_INFO);
+        }
+        me.job.tick();
+    }
+    let _ = tx.send(Comm::Barrier);
+    let (rtx, rrx) = mpsc::channel();
+    let _ = tx.send(Comm::Flush(rtx));
+    let _ = rrx.recv();
+    for _ in 0..8 {
+        me.run(a.free, &models::FREE);
+    }
+    me.run(a.free_host, &models::FREE_HOST);
+    me.run(a.destroy_stream, &models::DESTROY_STREAM);
+    me.run(a.destroy_stream, &models::DESTROY_STREAM);
+    me.run(a.destroy_context, &models::DESTROY_CONTEXT);
+    me.run(a.reset_device, &models::RESET_DEVICE);
+}
+
+fn inference_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>) {
+    let mut seen: HashSet<u32> = HashSet::new();
+    me.run(a.set_device, &models::SET_DEVICE);
+    me.run(a.create_stream, &models::CREATE_STREAM);
+    for _ in 0..4 {
+        me.run(a.malloc, &models::MALLOC);
+    }
+    for _ in 0..cfg.steps {
+        if me.job.cancelled() {
+            break;
+        }
+        me.run(a.memcpy_async, &models::MEMCPY_ASYNC);
+        // Prefill.
+        for _ in 0..200 {
+            me.launch(&a);
+        }
+        // Decode: per token, the layers' kernels and (tensor parallel) small all-reduces.
+        let tokens = 16 + me.rng.below(32);
+        for _ in 0..tokens {
+            for layer_group in 0..4u32 {
+                for _ in 0..10 {
+                    me.launch(&a);
+                }
+                if cfg.ranks > 1 {
+                    let first = seen.insert(layer_group);
+                    let ns = models::hccl_host_ns(&mut me.rng, 64 * 1024, cfg.ranks, first);
+                    me.run_ns(a.allreduce, ns);
+                }
+            }
+            me.run(a.sync, &models::STREAM_SYNC);
+            me.run(a.memcpy, &models::MEMCPY);
+        }
+        if cfg.ranks > 1 && me.rng.chance(0.1) {
+            let ns = models::hccl_host_ns(&mut me.rng, MIB, cfg.ranks, false);
+            me.run_ns(a.reduce_scatter, ns);
+        }
+        me.job.tick();
+    }
+    for _ in 0..4 {
+        me.run(a.free, &models::FREE);
+    }
+    me.run(a.destroy_stream, &models::DESTROY_STREAM);
+    me.run(a.reset_device, &models::RESET_DEVICE);
+}
+
+/// Start a workload on its own threads; the returned job counts finished steps.
+pub fn start(cfg: WorkloadConfig) -> Result<Arc<Job>, &'static str> {
+    if cfg.kind != TRAINING && cfg.kind != INFERENCE {
+        return Err("kind must be 0 (training) or 1 (inference)");
+    }
+    if cfg.threads == 0 || cfg.threads > 256 || cfg.ranks == 0 {
+        return Err("threads must be 1-256 and ranks at least 1");
+    }
+    if !(cfg.time_scale.is_finite() && cfg.time_scale >= 0.0) {
+        return Err("time_scale must be a finite number >= 0");
+    }
+    let a = Arc::new(Apis::resolve());
+    let job = Job::new(u64::from(cfg.steps) * u64::from(cfg.threads));
+    for t in 0..cfg.threads {
+        let seed = cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(u64::from(t) * 2 + 1);
+        let me = Actor { rng: Rng::new(seed), scale: cfg.time_scale, job: job.clone() };
+        let a2 = a.clone();
+        if cfg.kind == TRAINING {
+            let (tx, rx) = mpsc::channel();
+            let comm = Actor { rng: Rng::new(seed ^ 0xc0ffee), scale: cfg.time_scale, job: job.clone() };
+            let a3 = a.clone();
+            let ranks = cfg.ranks;
+            job.spawn(format!("sim-comm-{t}"), move || comm_thread(rx, comm, a3, ranks));
+            job.spawn(format!("sim-train-{t}"), move || training_thread(cfg, me, a2, tx));
+        } else {
+            job.spawn(format!("sim-infer-{t}"), move || inference_thread(cfg, me, a2));
+        }
+    }
+    Ok(job)
+}
