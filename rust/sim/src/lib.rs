@@ -472,17 +472,22 @@ pub extern "C" fn msimJobCancel(handle: u64) -> u32 {
     }
 }
 
-/// Wait for a job's threads and forget it: 0 when all finished cleanly, 1 unknown, 2 a thread failed.
+/// Wait for a job's threads: 0 when all finished cleanly, 1 unknown handle, 2 a thread failed.
+/// The job's progress stays readable until `msimJobRelease`.
 #[no_mangle]
 pub extern "C" fn msimJobJoin(handle: u64) -> u32 {
     let Some(j) = jobs::get(handle) else { return 1 };
-    let ok = j.join();
-    jobs::release(handle);
-    if ok {
+    if j.join() {
         0
     } else {
         2
     }
+}
+
+/// Forget a job (after joining it).
+#[no_mangle]
+pub extern "C" fn msimJobRelease(handle: u64) {
+    jobs::release(handle);
 }
 
 macro_rules! named_entry_points {

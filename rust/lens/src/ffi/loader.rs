@@ -214,7 +214,8 @@ pub fn cann_candidates() -> Vec<PathBuf> {
 /// a libmspti already mapped, the CANN locations, then `simulator` (if given).
 pub fn discover(explicit: Option<&Path>, simulator: Option<&Path>) -> Result<Arc<MsptiLibrary>> {
     if let Some(p) = explicit {
-        return open(p, Origin::Explicit);
+        let is_sim = simulator.is_some_and(|s| s.canonicalize().ok() == p.canonicalize().ok());
+        return open(p, if is_sim { Origin::Simulator } else { Origin::Explicit });
     }
     if let Ok(p) = std::env::var("MSPTI_LIBRARY") {
         if !p.is_empty() {

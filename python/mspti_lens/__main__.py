@@ -1,0 +1,123 @@
+"""Command line: ``python -m mspti_lens {demo,replay,doctor,install-kernel}``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from . import plots
+    from .session import Session
+    from .sim import Simulator, print_progress
+
+    sim = Simulator()
+    sim.reset()
+    print("mspti-lens demo on the bundled SIMULATOR: a stand-in libmspti.so with a simulated ACL runtime")
+    print("and HCCL. Every number below is SIMULATED, not measured on an Ascend NPU.\n")
+    with Session(library="sim", enable=["runtime", "hccl"]) as session:
+        job = sim.start_workload(
+            args.workload, steps=args.steps, ranks=args.ranks, threads=args.threads, seed=args.seed
+        )
+        result = job.join(print_progress(f"{args.workload}, {args.threads} thread(s), {args.ranks} ranks"))
+        snap = session.snapshot()
+    print(f"\n{result.calls:,} simulated calls in {result.wall_s:.1f} s\n")
+    import polars as pl
+
+    with pl.Config(tbl_rows=40, tbl_cols=20, tbl_width_chars=220, tbl_hide_dataframe_shape=True):
+        print(snap)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {
+        "distribution.png": plots.distribution(snap),
+        "cdf.png": plots.cdf(snap),
+        "hccl.png": plots.compare_hccl(snap),
+        "launch.png": plots.compare_launch(snap),
+    }
+    for name, fig in figures.items():
+        fig.savefig(out / name, dpi=110)
+    snap.save(out / "snapshot.parquet")
+    print(f"\nplots: {', '.join(str(out / n) for n in figures)}")
+    print(f"snapshot: {out / 'snapshot.parquet'} (mspti_lens.load() reads it back)")
+    print("(SIMULATED data)")
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from .session import Session
+    from .sim import Simulator
+    from .traces import Trace
+
+    trace = Trace.read(args.trace)
+    sim = Simulator()
+    sim.reset()
+    if args.virtual:
+        sim.set_clock("virtual")
+    try:
+        with Session(library="sim", clock="mspti" if args.virtual else "auto") as session:
+            sim.replay(trace, progress=True)
+            snap = session.snapshot()
+    finally:
+        sim.set_clock("real")
+    print(snap)
+    if trace.skipped:
+        top = ", ".join(f"{k} x{v}" for k, v in trace.skipped.most_common(8))
+        print(f"skipped (no MSPTI counterpart): {top}")
+    if args.save:
+        snap.save(args.save)
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import main
+
+    return main(args)
+
+
+def _install_kernel(args: argparse.Namespace) -> int:
+    from .kernelspec import main
+
+    return main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m mspti_lens", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="run a simulated workload, print the summary, write plots")
+    d.add_argument("--workload", choices=["training", "inference"], default="training")
+    d.add_argument("--steps", type=int, default=60)
+    d.add_argument("--ranks", type=int, default=8)
+    d.add_argument("--threads", type=int, default=2)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--out", default="demo-out", help="folder for the PNG plots and the snapshot")
+    d.set_defaults(func=_demo)
+    r = sub.add_parser("replay", help="replay a Kineto trace on the simulator and summarise it")
+    r.add_argument("trace")
+    r.add_argument("--virtual", action="store_true", help="virtual clock: durations exactly the trace's")
+    r.add_argument("--save", help="write the snapshot to this Parquet file")
+    r.set_defaults(func=_replay)
+    doc = sub.add_parser("doctor", help="check library, LD_PRELOAD, CANN's mspti package, subscriber slot")
+    doc.add_argument("--library", default=None, help="path to libmspti.so (default: discovery order)")
+    doc.set_defaults(func=_doctor)
+    k = sub.add_parser("install-kernel", help="install a Jupyter kernel that preloads libmspti.so")
+    k.add_argument("--library", default=None, help="path to libmspti.so (default: discovery order)")
+    k.add_argument("--name", default="mspti-lens")
+    k.add_argument("--display-name", default=None)
+    k.add_argument("--user", action="store_true", default=True)
+    k.add_argument("--prefix", default=None, help="install under this prefix (e.g. sys.prefix)")
+    k.set_defaults(func=_install_kernel)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The MSPTI callback catalogue: domains, callback ids and the function names that fire them.
+
+Users name what to trace the way they know it: a domain (``"runtime"``, ``"hccl"``), a callback
+by enum name (``"MSPTI_CBID_RUNTIME_LAUNCH"``), short name (``"LAUNCH"``), function name
+(``"aclrtLaunchKernel"`` or CANN 8.x ``"rtKernelLaunch"``), or a ``(domain, id)`` pair.
+MSPTI enables whole callback ids, so naming one function enables every function of its id
+(``aclrtLaunchKernel`` enables the four LAUNCH functions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Union
+
+from . import _native
+
+DOMAINS: dict[str, int] = {"runtime": 1, "hccl": 2}
+DOMAIN_NAMES: dict[int, str] = {v: k for k, v in DOMAINS.items()}
+
+Target = Union[str, tuple]
+
+
+@dataclass(frozen=True)
+class Callback:
+    """One callback id of `cbids.csv`."""
+
+    domain: int
+    cbid: int
+    short: str
+    enum: str
+    names_26x: tuple[str, ...]
+    names_8x: tuple[str, ...]
+
+    @property
+    def domain_name(self) -> str:
+        return DOMAIN_NAMES[self.domain]
+
+    @property
+    def label(self) -> str:
+        """The name users know: the first 26.x function name, else the 8.x one, else the enum."""
+        if self.names_26x:
+            return self.names_26x[0]
+        if self.names_8x:
+            return self.names_8x[0]
+        return self.enum
+
+
+@cache
+def callbacks() -> tuple[Callback, ...]:
+    """Every defined callback id, INVALID included (37 runtime, 13 HCCL)."""
+    return tuple(
+        Callback(d, c, short, enum, tuple(a), tuple(b)) for d, c, short, enum, a, b in _native.callbacks()
+    )
+
+
+def callback(domain: int, cbid: int) -> Callback | None:
+    for c in callbacks():
+        if c.domain == domain and c.cbid == cbid:
+            return c
+    return None
+
+
+def enableable() -> tuple[Callback, ...]:
+    """Callback ids that can be enabled (every id but INVALID)."""
+    return tuple(c for c in callbacks() if c.cbid != 0)
+
+
+def function_names() -> list[str]:
+    """Every function name that fires a callback, 26.x first."""
+    seen: dict[str, None] = {}
+    for c in enableable():
+        for n in c.names_26x + c.names_8x:
+            seen.setdefault(n, None)
+    return list(seen)
+
+
+def _valid_choices() -> str:
+    shorts = ", ".join(c.short for c in enableable())
+    return (
+        "valid choices are a domain ('runtime', 'hccl'), a callback's short name "
+        f"({shorts}), its enum name (e.g. 'MSPTI_CBID_RUNTIME_LAUNCH'), a function name "
+        "(e.g. 'aclrtLaunchKernel', 'HcclAllReduce', 'rtKernelLaunch'), or a (domain, id) pair with ids "
+        "1-36 for runtime and 1-12 for hccl"
+    )
+
+
+def _domain_value(d: object) -> int:
+    if isinstance(d, bool):
+        raise ValueError(f"unknown domain {d!r}; valid domains are 'runtime' (1) and 'hccl' (2)")
+    if isinstance(d, int) and d in DOMAIN_NAMES:
+        return d
+    if isinstance(d, str):
+        key = d.strip().lower().removeprefix("mspti_cb_domain_")
+        if key in DOMAINS:
+            return DOMAINS[key]
+    raise ValueError(f"unknown domain {d!r}; valid domains are 'runtime' (1) and 'hccl' (2)")
+
+
+def resolve(what: Target) -> tuple[int, int | None]:
+    """Turn one user target into ``(domain, cbid)``; ``cbid`` is None for a whole domain.
+
+    Raises ValueError naming the valid choices for anything unknown.
+    """
+    if isinstance(what, tuple):
+        if len(what) != 2:
+            raise ValueError(f"a (domain, id) pair has two items, not {len(what)}: {what!r}")
+        d = _domain_value(what[0])
+        cbid = what[1]
+        if isinstance(cbid, str):
+            dd, cc = resolve(cbid)
+            if dd != d or cc is None:
+                raise ValueError(f"{cbid!r} is not a callback of domain {DOMAIN_NAMES[d]!r}")
+            return d, cc
+        if not isinstance(cbid, int) or isinstance(cbid, bool):
+            raise ValueError(f"callback id must be an int, not {type(cbid).__name__}: {what!r}")
+        top = 36 if d == 1 else 12
+        if not 1 <= cbid <= top:
+            raise ValueError(
+                f"callback id {cbid} is out of range for domain {DOMAIN_NAMES[d]!r}; valid ids are 1-{top}"
+            )
+        return d, cbid
+    if not isinstance(what, str):
+        raise ValueError(f"cannot enable {what!r} (a {type(what).__name__}); {_valid_choices()}")
+    text = what.strip()
+    low = text.lower().removeprefix("mspti_cb_domain_")
+    if low in DOMAINS:
+        return DOMAINS[low], None
+    up = text.upper()
+    for c in enableable():
+        if up in (c.enum, c.short) or text in c.names_26x or text in c.names_8x:
+            return c.domain, c.cbid
+    raise ValueError(f"unknown callback or domain {what!r}; {_valid_choices()}")
+
+
+def describe(domain: int, cbid: int | None) -> str:
+    if cbid is None:
+        return DOMAIN_NAMES.get(domain, str(domain))
+    c = callback(domain, cbid)
+    return c.enum if c else f"({domain}, {cbid})"

@@ -1,0 +1,33 @@
+"""Exceptions and warnings of mspti_lens.
+
+Every error the native core raises derives from :class:`MsptiError`. Errors from an MSPTI call
+carry ``(message, code, code_name, function)`` in ``args``; the two that users meet in practice
+have their own classes: :class:`SubscriberBusyError` (code 2: another tool holds MSPTI's only
+subscriber slot) and :class:`PreloadRequiredError` (code 6: the process was not started with
+``LD_PRELOAD`` of libmspti.so). Bad arguments raise :class:`ValueError` naming the valid choices.
+"""
+
+from __future__ import annotations
+
+from ._native import (
+    LibraryError,
+    MsptiCallError,
+    MsptiError,
+    PreloadRequiredError,
+    SessionError,
+    SubscriberBusyError,
+)
+
+__all__ = [
+    "LibraryError",
+    "MsptiCallError",
+    "MsptiError",
+    "PreloadRequiredError",
+    "SessionError",
+    "SimulatedBackendWarning",
+    "SubscriberBusyError",
+]
+
+
+class SimulatedBackendWarning(UserWarning):
+    """No real libmspti.so was found, so the bundled simulator is in use: results are simulated."""

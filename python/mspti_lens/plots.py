@@ -1,0 +1,226 @@
+"""Latency plots (matplotlib). Each function takes a Snapshot (or its ``histogram()`` frame) and
+returns a Figure; none computes statistics of its own beyond re-binning the snapshot's buckets
+for display. Titles say when the data is simulated."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+import polars as pl
+
+from ._deps import require
+from .snapshot import Snapshot, format_ns
+
+PERCENTILES = (0.5, 0.9, 0.99, 0.999)
+_PCT_STYLE = {0.5: ("p50", "-"), 0.9: ("p90", "--"), 0.99: ("p99", "-."), 0.999: ("p99.9", ":")}
+BINS_PER_DECADE = 24
+
+
+def _plt():
+    # matplotlib picks a headless backend by itself when there is no display.
+    return require("matplotlib.pyplot", "plot")
+
+
+def _frame(data: Snapshot | pl.DataFrame) -> tuple[pl.DataFrame, bool, Snapshot | None]:
+    if isinstance(data, Snapshot):
+        return data.histogram(), data.simulated, data
+    if isinstance(data, pl.DataFrame):
+        need = {"name", "lower_ns", "upper_ns", "count"}
+        if not need <= set(data.columns):
+            raise ValueError(f"a histogram frame needs columns {sorted(need)}; got {data.columns}")
+        sim = "source" in data.columns and (data["source"] == "simulated").any()
+        return data, bool(sim), None
+    raise TypeError(f"expected a Snapshot or its histogram() DataFrame, not {type(data).__name__}")
+
+
+def _pick(frame: pl.DataFrame, names: Iterable[str] | None, top: int) -> list[str]:
+    totals = (
+        frame.with_columns(((pl.col("lower_ns") + pl.col("upper_ns")) / 2 * pl.col("count")).alias("t"))
+        .group_by("name")
+        .agg(pl.col("t").sum(), pl.col("count").sum())
+        .sort("t", descending=True)
+    )
+    have = totals["name"].to_list()
+    if names is None:
+        return have[:top]
+    names = list(names)
+    unknown = [n for n in names if n not in have]
+    if unknown:
+        raise ValueError(f"no data for {unknown}; functions in this snapshot: {', '.join(have) or '(none)'}")
+    return names
+
+
+def _rebin(sub: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the fine buckets into log-spaced display bins (BINS_PER_DECADE per decade)."""
+    lo = np.maximum(sub["lower_ns"].to_numpy().astype(float), 1.0)
+    cnt = sub["count"].to_numpy().astype(float)
+    a = math.floor(math.log10(lo.min()) * BINS_PER_DECADE) / BINS_PER_DECADE
+    b = math.ceil(math.log10(max(sub["upper_ns"].to_numpy().max(), 2.0)) * BINS_PER_DECADE) / BINS_PER_DECADE
+    edges = 10 ** np.arange(a, b + 1.0 / BINS_PER_DECADE, 1.0 / BINS_PER_DECADE)
+    idx = np.clip(np.searchsorted(edges, lo, side="right") - 1, 0, len(edges) - 2)
+    vals = np.bincount(idx, weights=cnt, minlength=len(edges) - 1)
+    return vals, edges
+
+
+def _quantile(sub: pl.DataFrame, q: float) -> float:
+    """Nearest-rank quantile from the buckets (midpoint), for markers drawn from a bare frame."""
+    counts = sub["count"].to_numpy()
+    cum = np.cumsum(counts)
+    rank = max(1, math.ceil(q * cum[-1]))
+    i = int(np.searchsorted(cum, rank))
+    return float(sub["lower_ns"][i] + sub["upper_ns"][i] - 1) / 2.0
+
+
+def _ns_axis(ax) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_ns(v) if v > 0 else ""))
+
+
+def _title(base: str, simulated: bool) -> str:
+    return f"{base} [SIMULATED]" if simulated else base
+
+
+def distribution(
+    data: Snapshot | pl.DataFrame,
+    names: Sequence[str] | None = None,
+    *,
+    density: bool = False,
+    percentiles: Sequence[float] = PERCENTILES,
+    top: int = 6,
+    title: str | None = None,
+):
+    """Latency distribution per API on a log duration axis, with percentile markers.
+
+    ``names`` picks functions (default: the ``top`` by total time); ``density`` plots the share of
+    calls per display bin instead of counts."""
+    plt = _plt()
+    frame, simulated, _ = _frame(data)
+    picked = _pick(frame, names, top) if len(frame) else []
+    n = max(len(picked), 1)
+    cols = 2 if n > 1 else 1
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 2.6 * rows + 0.6), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    if not picked:
+        axes[0][0].text(0.5, 0.5, "no calls recorded", ha="center", va="center", transform=axes[0][0].transAxes)
+    for ax, name in zip(axes.flat, picked):
+        sub = frame.filter(pl.col("name") == name).sort("lower_ns")
+        vals, edges = _rebin(sub)
+        total = vals.sum()
+        y = vals / total if density else vals
+        ax.stairs(y, edges, fill=True, alpha=0.55, color="C0")
+        ax.stairs(y, edges, color="C0")
+        _ns_axis(ax)
+        ax.set_ylabel("share of calls" if density else "calls")
+        for q in percentiles:
+            v = _quantile(sub, q)
+            label, style = _PCT_STYLE.get(q, (f"p{q * 100:g}", ":"))
+            ax.axvline(v, color="C3", linestyle=style, linewidth=1.1, label=f"{label} {format_ns(v)}")
+        ax.set_title(f"{name} · {int(total):,} calls", fontsize=10)
+        ax.legend(fontsize=7, loc="upper right", frameon=False)
+        ax.grid(True, which="major", axis="x", alpha=0.3)
+    fig.suptitle(_title(title or "Host API latency distribution", simulated), fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def cdf(data: Snapshot | pl.DataFrame, names: Sequence[str] | None = None, *, top: int = 8, title: str | None = None):
+    """Cumulative distribution of several APIs on one log duration axis."""
+    plt = _plt()
+    frame, simulated, _ = _frame(data)
+    picked = _pick(frame, names, top) if len(frame) else []
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, name in enumerate(picked):
+        sub = frame.filter(pl.col("name") == name).sort("lower_ns")
+        upper = sub["upper_ns"].to_numpy().astype(float)
+        cum = np.cumsum(sub["count"].to_numpy()) / sub["count"].sum()
+        ax.step(np.r_[sub["lower_ns"][0], upper], np.r_[0, cum], where="post", label=name, color=f"C{i % 10}")
+    _ns_axis(ax)
+    for q in (0.5, 0.9, 0.99):
+        ax.axhline(q, color="grey", linewidth=0.6, linestyle=":")
+    ax.set_ylim(0, 1.005)
+    ax.set_ylabel("fraction of calls ≤ duration")
+    ax.grid(True, which="major", alpha=0.3)
+    if picked:
+        ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(_title(title or "Host API latency CDF", simulated))
+    fig.tight_layout()
+    return fig
+
+
+def _compare(frame: pl.DataFrame, names: list[str], simulated: bool, title: str, density: bool = True):
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    if not names:
+        ax.text(0.5, 0.5, "no calls recorded", ha="center", va="center", transform=ax.transAxes)
+    for i, name in enumerate(names):
+        sub = frame.filter(pl.col("name") == name).sort("lower_ns")
+        vals, edges = _rebin(sub)
+        y = vals / vals.sum() if density else vals
+        med = _quantile(sub, 0.5)
+        p99 = _quantile(sub, 0.99)
+        ax.stairs(y, edges, color=f"C{i % 10}", linewidth=1.6,
+                  label=f"{name} ({int(vals.sum()):,}; p50 {format_ns(med)}, p99 {format_ns(p99)})")
+    _ns_axis(ax)
+    ax.set_ylabel("share of calls" if density else "calls")
+    ax.grid(True, which="major", axis="x", alpha=0.3)
+    if names:
+        ax.legend(fontsize=8)
+    ax.set_title(_title(title, simulated))
+    fig.tight_layout()
+    return fig
+
+
+def compare_hccl(data: Snapshot | pl.DataFrame, *, title: str | None = None):
+    """Every HCCL operation's host-time distribution in one figure."""
+    frame, simulated, _ = _frame(data)
+    hccl = frame.filter(pl.col("domain") == "hccl") if "domain" in frame.columns else frame.filter(
+        pl.col("name").str.starts_with("Hccl")
+    )
+    names = _pick(hccl, None, 12) if len(hccl) else []
+    return _compare(hccl, names, simulated, title or "HCCL operations: host time (enqueue + waits)")
+
+
+def compare_launch(data: Snapshot | pl.DataFrame, *, title: str | None = None):
+    """The kernel-launch functions (LAUNCH and the other launch ids) in one figure."""
+    frame, simulated, _ = _frame(data)
+    if "callback" in frame.columns:
+        launch = frame.filter(pl.col("callback").str.contains("LAUNCH"))
+    else:
+        launch = frame.filter(pl.col("name").str.contains("(?i)launch"))
+    names = _pick(launch, None, 12) if len(launch) else []
+    return _compare(launch, names, simulated, title or "Kernel launch functions")
+
+
+def before_after(before: Snapshot, after: Snapshot, names: Sequence[str] | None = None, *, top: int = 4):
+    """Before/after: each API's distribution in both snapshots, overlaid, with medians."""
+    plt = _plt()
+    fb, sb, _ = _frame(before)
+    fa, sa, _ = _frame(after)
+    both = pl.concat([fb.select("name", "lower_ns", "upper_ns", "count"), fa.select("name", "lower_ns", "upper_ns", "count")])
+    picked = _pick(both, names, top) if len(both) else []
+    n = max(len(picked), 1)
+    fig, axes = plt.subplots(n, 1, figsize=(8, 2.4 * n + 0.6), squeeze=False)
+    for ax, name in zip(axes[:, 0], picked):
+        for frame, label, color in ((fb, "before", "C0"), (fa, "after", "C1")):
+            sub = frame.filter(pl.col("name") == name).sort("lower_ns")
+            if not len(sub):
+                continue
+            vals, edges = _rebin(sub)
+            med = _quantile(sub, 0.5)
+            ax.stairs(vals / vals.sum(), edges, color=color, linewidth=1.5,
+                      label=f"{label}: {int(vals.sum()):,} calls, p50 {format_ns(med)}")
+            ax.axvline(med, color=color, linestyle="--", linewidth=0.9)
+        _ns_axis(ax)
+        ax.set_title(name, fontsize=10)
+        ax.set_ylabel("share")
+        ax.legend(fontsize=8)
+    fig.suptitle(_title("Before / after", sb or sa))
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,168 @@
+"""`Session`: one MSPTI subscription whose callbacks become latency histograms."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Iterable
+
+from . import _native
+from .backend import BackendInfo, info_of, load_library
+from .catalog import DOMAIN_NAMES, Target, callback, resolve
+from .snapshot import Snapshot, make_meta
+
+CLOCKS = ("auto", "tsc", "monotonic", "mspti")
+
+
+class Session:
+    """Subscribe to MSPTI and record how long every enabled Runtime/HCCL API call takes.
+
+    >>> with Session(library="sim", enable=["LAUNCH", "hccl"]) as s:   # doctest: +SKIP
+    ...     run_my_step()
+    ...     print(s.snapshot().summary())
+
+    ``library`` is a path to ``libmspti.so``, ``"sim"`` for the bundled simulator, or None for the
+    discovery order of :func:`mspti_lens.backend_info`. ``enable`` names what to trace
+    (domains, callbacks or function names; see :mod:`mspti_lens.catalog`). ``clock`` is
+    ``"auto"`` (the TSC where the kernel trusts it, else CLOCK_MONOTONIC), ``"tsc"``,
+    ``"monotonic"`` or ``"mspti"`` (the library's ``msptiGetTimestamp``, MSPTI's own clock).
+
+    One Session may be active per process (MSPTI has one subscriber slot). Entering the ``with``
+    block starts recording; leaving it unsubscribes. ``enable``/``disable`` work at any time,
+    also from another thread while calls are being recorded.
+    """
+
+    def __init__(
+        self,
+        library: str | os.PathLike | None = None,
+        *,
+        enable: Iterable[Target] | str = ("runtime", "hccl"),
+        clock: str = "auto",
+    ):
+        if clock not in CLOCKS:
+            raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
+        # A lone string is one target; any other iterable is a list of targets, so a single
+        # (domain, id) pair is written enable=[("runtime", 10)].
+        targets = [enable] if isinstance(enable, str) else list(enable)
+        resolved = [resolve(t) for t in targets]  # validate before subscribing
+        self._lib = load_library(library)
+        self.backend: BackendInfo = info_of(self._lib)
+        self._native = _native.NativeSession(self._lib)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._window_start = time.time()
+        for d, c in resolved:
+            self._apply(d, c, True)
+
+    # -- what is traced ------------------------------------------------------------------------
+    def _apply(self, domain: int, cbid: int | None, on: bool) -> None:
+        if cbid is None:
+            self._native.set_domain(domain, on)
+        else:
+            self._native.set_callback(domain, cbid, on)
+
+    def enable(self, *what: Target) -> Session:
+        """Trace these domains or callbacks (at once if running). Returns self."""
+        for d, c in [resolve(w) for w in what]:
+            self._apply(d, c, True)
+        return self
+
+    def disable(self, *what: Target) -> Session:
+        """Stop tracing these domains or callbacks (at once if running). Returns self."""
+        for d, c in [resolve(w) for w in what]:
+            self._apply(d, c, False)
+        return self
+
+    @property
+    def enabled(self) -> list[str]:
+        """The enabled callbacks by enum name."""
+        out = []
+        for d in DOMAIN_NAMES:
+            mask = self._native.wanted(d)
+            for cbid in range(1, 64):
+                if mask >> cbid & 1:
+                    cb = callback(d, cbid)
+                    out.append(cb.enum if cb else f"({d}, {cbid})")
+        return out
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> Session:
+        """Begin (or resume) recording. Returns self."""
+        self._native.start(self._clock)
+        return self
+
+    def stop(self) -> Session:
+        """Stop recording and disable the callbacks in MSPTI; data is kept. Returns self."""
+        self._native.stop()
+        return self
+
+    def close(self) -> None:
+        """Stop and unsubscribe; the Session cannot be used afterwards. Idempotent."""
+        self._native.close()
+
+    def __enter__(self) -> Session:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._native.close()
+        except Exception:
+            pass
+
+    @property
+    def running(self) -> bool:
+        return self._native.running
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    @property
+    def clock(self) -> str:
+        """The clock of the current (or last) recording: tsc, monotonic or mspti."""
+        return self._native.clock
+
+    # -- data ----------------------------------------------------------------------------------
+    def _meta(self, start: float) -> dict:
+        return make_meta(
+            self.backend.label,
+            self.backend.simulated,
+            self._native.clock,
+            start,
+            library=self.backend.path,
+            fidelity=self.backend.fidelity,
+        )
+
+    def snapshot(self) -> Snapshot:
+        """The current window, merged over every thread, while recording goes on."""
+        with self._lock:
+            return Snapshot(self._native.snapshot(), self._meta(self._window_start))
+
+    def reset(self) -> Snapshot:
+        """Start a new window without unsubscribing; returns the window just closed (nothing is
+        lost: every call is in exactly one of the two)."""
+        with self._lock:
+            start, self._window_start = self._window_start, time.time()
+            return Snapshot(self._native.reset(), self._meta(start))
+
+    def status(self) -> dict:
+        """State at a glance: backend, running, clock, enabled callbacks, counters of the window."""
+        snap = self.snapshot()
+        return {
+            "backend": self.backend.label,
+            "library": self.backend.path,
+            "running": self.running,
+            "clock": self.clock,
+            "enabled": self.enabled,
+            "calls": snap.total_calls,
+            **snap.counters,
+            **_native.health(),
+        }
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "running" if self.running else "stopped"
+        return f"<mspti_lens.Session {state} on {self.backend.label} ({self.backend.path})>"

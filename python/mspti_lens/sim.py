@@ -1,0 +1,327 @@
+"""Driver of the bundled simulator: a stand-in libmspti with a simulated ACL runtime and HCCL.
+
+The simulator is the same shared object the core loads as its MSPTI library (``dlopen`` of one
+file gives one instance), so what this module configures is what the Session sees.
+
+>>> from mspti_lens import Session, sim          # doctest: +SKIP
+>>> s = sim.Simulator()
+>>> with Session(library="sim") as session:
+...     s.run_workload("training", steps=20)
+...     print(session.snapshot())
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable, Sequence
+
+from .backend import FIDELITIES, simulator_path
+
+FAULT_SLOTS = {
+    "msptiSubscribe": 0,
+    "msptiUnsubscribe": 1,
+    "msptiEnableCallback": 2,
+    "msptiEnableDomain": 3,
+    "msptiGetTimestamp": 4,
+    "msptiGetVersion": 5,
+    "msptiGetResultString": 6,
+}
+WORKLOADS = {"training": 0, "inference": 1}
+CLOCK_MODES = ("real", "virtual")
+ENTER, EXIT = 0, 1
+
+
+class _WorkloadConfig(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_uint32),
+        ("steps", ctypes.c_uint32),
+        ("ranks", ctypes.c_uint32),
+        ("threads", ctypes.c_uint32),
+        ("seed", ctypes.c_uint64),
+        ("time_scale", ctypes.c_double),
+    ]
+
+
+@dataclass(frozen=True)
+class SimApi:
+    """One simulated entry point: a function of a callback id."""
+
+    index: int
+    domain: int
+    cbid: int
+    name_26x: str | None
+    name_8x: str | None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    done: int
+    total: int
+    calls: int
+    wall_s: float
+
+
+class Job:
+    """Work running on simulator threads (a workload or a replay)."""
+
+    def __init__(self, sim: Simulator, handle: int, what: str):
+        self._sim, self.handle, self.what = sim, handle, what
+        self._t0 = time.perf_counter()
+        self._result: JobResult | None = None
+
+    def progress(self) -> tuple[int, int, int]:
+        """(steps or events done, total, simulated calls made)."""
+        if self._result is not None:
+            return self._result.done, self._result.total, self._result.calls
+        d, t, c = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
+        if self._sim.lib.msimJobProgress(self.handle, ctypes.byref(d), ctypes.byref(t), ctypes.byref(c)):
+            raise RuntimeError(f"simulator job {self.handle} is unknown")
+        return d.value, t.value, c.value
+
+    def cancel(self) -> None:
+        if self._result is None:
+            self._sim.lib.msimJobCancel(self.handle)
+
+    def join(self, progress: Callable[[int, int], None] | None = None, interval: float = 0.2) -> JobResult:
+        """Wait for the job, calling ``progress(done, total)`` every ``interval`` seconds."""
+        if self._result is not None:
+            return self._result
+        if progress is not None:
+            while True:
+                done, total, _ = self.progress()
+                progress(done, total)
+                if done >= total:
+                    break
+                time.sleep(interval)
+        rc = self._sim.lib.msimJobJoin(self.handle)
+        done, total, calls = self.progress()
+        self._sim.lib.msimJobRelease(self.handle)
+        if rc == 2:
+            raise RuntimeError(f"a simulator thread of {self.what} failed")
+        self._result = JobResult(done, total, calls, time.perf_counter() - self._t0)
+        return self._result
+
+
+def print_progress(what: str) -> Callable[[int, int], None]:
+    def show(done: int, total: int) -> None:
+        pct = 100.0 * done / total if total else 100.0
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r[simulator] {what}: {done}/{total} ({pct:.0f}%)" + end)
+        sys.stderr.flush()
+
+    return show
+
+
+class Simulator:
+    """Control the simulated libmspti: fidelity, LD_PRELOAD check, clock, faults, and the
+    simulated runtime/HCCL calls, workloads and trace replay."""
+
+    def __init__(self, path: str | None = None):
+        p = path or str(simulator_path())
+        self.path = p
+        self.lib = ctypes.CDLL(p)
+        L = self.lib
+        u32, u64, i32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+        L.msimVersion.restype = u32
+        L.msimSetFidelity.argtypes, L.msimSetFidelity.restype = [u32], u32
+        L.msimGetFidelity.restype = u32
+        L.msimSetPreloadCheck.argtypes = [u32]
+        L.msimSetClock.argtypes = [u32]
+        L.msimVirtualSet.argtypes = [u64]
+        L.msimVirtualNow.restype = u64
+        L.msimSetFault.argtypes, L.msimSetFault.restype = [u32, u32], u32
+        L.msimSetCounting.argtypes = [u32]
+        L.msimDelivered.argtypes, L.msimDelivered.restype = [u32, u32, u32], u64
+        L.msimEnabledMask.argtypes, L.msimEnabledMask.restype = [u32], u64
+        L.msimSubscribed.restype = u32
+        L.msimApiCount.restype = u32
+        L.msimApiInfo.argtypes = [u32] + [ctypes.c_void_p] * 4
+        L.msimApiInfo.restype = u32
+        L.msimCall.argtypes, L.msimCall.restype = [u32, u64], i32
+        L.msimCallMany.argtypes, L.msimCallMany.restype = [u32, u64, u64], i32
+        L.msimFire.argtypes, L.msimFire.restype = [u32, u32], i32
+        L.msimInject.argtypes = [u32, u32, u32, ctypes.c_void_p, u32]
+        L.msimInject.restype = i32
+        L.msimWorkloadStart.argtypes, L.msimWorkloadStart.restype = [ctypes.POINTER(_WorkloadConfig)], u64
+        L.msimReplayStart.argtypes = [u32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        L.msimReplayStart.restype = u64
+        L.msimJobProgress.argtypes = [u64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        L.msimJobProgress.restype = u32
+        L.msimJobCancel.argtypes, L.msimJobCancel.restype = [u64], u32
+        L.msimJobJoin.argtypes, L.msimJobJoin.restype = [u64], u32
+        L.msimJobRelease.argtypes, L.msimJobRelease.restype = [u64], None
+
+    # -- configuration -------------------------------------------------------------------------
+    @property
+    def fidelity(self) -> str:
+        """``documented`` (fills every field as the seed guide says), ``cann26`` (the default: only
+        callbackSite and functionName, the rest garbage, like real MSPTI 26.x) or ``cann8`` (as
+        cann26 with CANN 8.x ``rt*`` function names)."""
+        return FIDELITIES[self.lib.msimGetFidelity()]
+
+    @fidelity.setter
+    def fidelity(self, mode: str) -> None:
+        if mode not in FIDELITIES:
+            raise ValueError(f"unknown fidelity {mode!r}; valid modes are {', '.join(FIDELITIES)}")
+        self.lib.msimSetFidelity(FIDELITIES.index(mode))
+
+    def preload_check(self, on: bool) -> None:
+        """MSPTI 26.x's LD_PRELOAD check (off by default): when on, the enable calls return 6 unless
+        the LD_PRELOAD variable, read now, names libmspti.so."""
+        self.lib.msimSetPreloadCheck(1 if on else 0)
+
+    def set_clock(self, mode: str) -> None:
+        """``real`` (work takes real time; msptiGetTimestamp is CLOCK_REALTIME) or ``virtual`` (a
+        per-thread clock that each call advances by exactly its modelled duration)."""
+        if mode not in CLOCK_MODES:
+            raise ValueError(f"unknown clock mode {mode!r}; valid modes are {', '.join(CLOCK_MODES)}")
+        self.lib.msimSetClock(CLOCK_MODES.index(mode))
+
+    def set_fault(self, function: str, code: int) -> None:
+        """Make an MSPTI function return ``code`` (0 clears it)."""
+        if function not in FAULT_SLOTS:
+            raise ValueError(f"unknown function {function!r}; valid ones are {', '.join(FAULT_SLOTS)}")
+        self.lib.msimSetFault(FAULT_SLOTS[function], int(code))
+
+    def clear_faults(self) -> None:
+        for slot in FAULT_SLOTS.values():
+            self.lib.msimSetFault(slot, 0)
+
+    def reset(self) -> None:
+        """Defaults: cann26, real clock, no preload check, no faults, counting off."""
+        self.fidelity = "cann26"
+        self.set_clock("real")
+        self.preload_check(False)
+        self.clear_faults()
+        self.counting(False)
+
+    def counting(self, on: bool) -> None:
+        """Count delivered callbacks per (domain, cbid, site); turning it on zeroes the counts."""
+        self.lib.msimSetCounting(1 if on else 0)
+
+    def delivered(self, domain: int, cbid: int, site: int = EXIT) -> int:
+        return self.lib.msimDelivered(domain, cbid, site)
+
+    def delivered_total(self, site: int = EXIT) -> int:
+        return sum(self.delivered(d, c, site) for d in (1, 2) for c in range(64))
+
+    def enabled_mask(self, domain: int) -> int:
+        """The library's enable bitmap for a domain (what the toolkit actually enabled)."""
+        return self.lib.msimEnabledMask(domain)
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.lib.msimSubscribed())
+
+    # -- simulated runtime ---------------------------------------------------------------------
+    @cached_property
+    def apis(self) -> tuple[SimApi, ...]:
+        out = []
+        d, c = ctypes.c_uint32(), ctypes.c_uint32()
+        a, b = ctypes.c_char_p(), ctypes.c_char_p()
+        for i in range(self.lib.msimApiCount()):
+            self.lib.msimApiInfo(i, ctypes.byref(d), ctypes.byref(c), ctypes.byref(a), ctypes.byref(b))
+            out.append(
+                SimApi(
+                    i,
+                    d.value,
+                    c.value,
+                    a.value.decode() if a.value else None,
+                    b.value.decode() if b.value else None,
+                )
+            )
+        return tuple(out)
+
+    def api(self, name: str) -> int:
+        """The index of a simulated API by its 26.x (or 8.x) function name."""
+        for a in self.apis:
+            if a.name_26x == name:
+                return a.index
+        for a in self.apis:
+            if a.name_8x == name:
+                return a.index
+        names = sorted({a.name_26x for a in self.apis if a.name_26x})
+        raise ValueError(f"the simulator has no API {name!r}; valid names include {', '.join(names)}")
+
+    def call(self, api: str | int, work_ns: int = 0, count: int = 1) -> None:
+        """Call a simulated API ``count`` times, each taking ``work_ns`` (ENTER, work, EXIT)."""
+        i = self.api(api) if isinstance(api, str) else int(api)
+        if not 0 <= i < len(self.apis):
+            raise ValueError(f"API index {i} is outside 0..{len(self.apis) - 1}")
+        if work_ns < 0 or count < 0:
+            raise ValueError("work_ns and count must be >= 0")
+        rc = self.lib.msimCallMany(i, int(work_ns), int(count))
+        if rc != 0:
+            raise RuntimeError(f"simulated call of API {i} failed ({rc})")
+
+    def fire(self, api: str | int, site: int) -> None:
+        """Fire a lone ENTER (0) or EXIT (1) of an API: unbalanced sequences for tests."""
+        i = self.api(api) if isinstance(api, str) else int(api)
+        self.lib.msimFire(i, site)
+
+    def inject(self, domain: int, cbid: int, site: int, name: bytes | None, garbage: bool = True) -> int:
+        """Invoke the subscriber's callback directly, enable bits bypassed (fault injection).
+        ``name`` None passes a NULL functionName. Returns 0, or 1 if nobody is subscribed."""
+        buf = ctypes.c_char_p(name) if name is not None else None
+        ptr = ctypes.cast(buf, ctypes.c_void_p) if buf is not None else None
+        return self.lib.msimInject(domain, cbid, site, ptr, 1 if garbage else 0)
+
+    # -- workloads and replay ------------------------------------------------------------------
+    def start_workload(
+        self,
+        kind: str = "training",
+        *,
+        steps: int = 20,
+        ranks: int = 8,
+        threads: int = 1,
+        seed: int = 0,
+        time_scale: float = 1.0,
+    ) -> Job:
+        """Start a simulated workload on its own threads: ``training`` (forward/backward launches,
+        gradient all-reduce on a second thread per training thread, optimizer, sync) or
+        ``inference`` (prefill and decode launches, small tensor-parallel all-reduces)."""
+        if kind not in WORKLOADS:
+            raise ValueError(f"unknown workload {kind!r}; valid workloads are {', '.join(WORKLOADS)}")
+        for name, v, lo, hi in (("steps", steps, 0, 10**7), ("ranks", ranks, 1, 65536), ("threads", threads, 1, 256)):
+            if not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError(f"{name} must be an int in {lo}..{hi}, not {v!r}")
+        if not time_scale >= 0:
+            raise ValueError(f"time_scale must be >= 0, not {time_scale!r}")
+        cfg = _WorkloadConfig(WORKLOADS[kind], steps, ranks, threads, seed & (2**64 - 1), float(time_scale))
+        h = self.lib.msimWorkloadStart(ctypes.byref(cfg))
+        if h == 0:
+            raise ValueError(f"the simulator rejected the workload settings {cfg!r}")
+        return Job(self, h, f"{kind} workload")
+
+    def run_workload(self, kind: str = "training", *, progress: bool = False, **kw) -> JobResult:
+        """Run a workload to the end (see :meth:`start_workload`), printing progress if asked."""
+        job = self.start_workload(kind, **kw)
+        return job.join(print_progress(f"{kind} workload") if progress else None)
+
+    def start_replay(self, threads: Sequence[Sequence[tuple[int, int, int]]]) -> Job:
+        """Replay per-thread event lists of (api index, site, t_ns), each sorted in time."""
+        lens = [len(t) for t in threads]
+        flat = [e for t in threads for e in t]
+        n = len(flat)
+        if not threads:
+            raise ValueError("nothing to replay: no threads")
+        L = (ctypes.c_uint64 * len(lens))(*lens)
+        api = (ctypes.c_uint32 * n)(*[e[0] for e in flat])
+        site = (ctypes.c_uint32 * n)(*[e[1] for e in flat])
+        t = (ctypes.c_uint64 * n)(*[e[2] for e in flat])
+        h = self.lib.msimReplayStart(len(lens), L, api, site, t)
+        if h == 0:
+            raise ValueError("the simulator rejected the replay (an unknown API index or site)")
+        return Job(self, h, "replay")
+
+    def replay(self, trace, *, progress: bool = False) -> JobResult:
+        """Replay a :class:`mspti_lens.traces.Trace` (or a path to a Kineto trace) to the end."""
+        from .traces import Trace
+
+        tr = trace if isinstance(trace, Trace) else Trace.read(trace)
+        job = self.start_replay(tr.events(self))
+        return job.join(print_progress("replay") if progress else None)

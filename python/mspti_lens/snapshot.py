@@ -1,0 +1,349 @@
+"""Immutable snapshots of the latency histograms, as polars DataFrames and Parquet files."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import polars as pl
+
+from . import _native
+from .catalog import DOMAIN_NAMES, callback
+
+FORMAT = "mspti-lens-snapshot/1"
+QUANTILES = (0.5, 0.9, 0.99, 0.999)
+SUMMARY_COLUMNS = (
+    "domain",
+    "callback",
+    "name",
+    "num_calls",
+    "total_ns",
+    "time_pct",
+    "avg_ns",
+    "min_ns",
+    "med_ns",
+    "p90_ns",
+    "p99_ns",
+    "p999_ns",
+    "max_ns",
+    "stddev_ns",
+    "source",
+)
+COUNTER_NAMES = ("unmatched", "overflow", "dropped", "abandoned", "bad_site", "in_flight", "threads")
+UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def _short(domain: int, cbid: int) -> str:
+    c = callback(domain, cbid)
+    return c.short if c else f"CBID_{cbid}"
+
+
+def format_ns(v: float, unit: str | None = None) -> str:
+    """A duration for people: 812 ns, 5.41 µs, 2.03 ms, 1.20 s (or in a fixed unit)."""
+    if unit is None:
+        unit = "ns" if v < 1e3 else "µs" if v < 1e6 else "ms" if v < 1e9 else "s"
+    x = v / UNITS[unit]
+    return f"{x:.0f} {unit}" if unit == "ns" or x >= 100 else f"{x:.3g} {unit}"
+
+
+def check_unit(unit: str) -> str:
+    if unit not in UNITS:
+        raise ValueError(f"unknown time unit {unit!r}; valid units are {', '.join(UNITS)}")
+    return unit
+
+
+class Snapshot:
+    """One window of latency histograms, merged over every thread. Immutable.
+
+    - :meth:`summary`: one row per (domain, callback, function) with the columns of nsys
+      ``cuda_api_sum`` / msprof-analyze ``CannApiSum`` plus tail percentiles, in ns.
+    - :meth:`histogram`: one row per non-empty bucket.
+    - :meth:`diff`: before/after comparison with another snapshot.
+    - :meth:`save` / :meth:`load`: a Parquet file that round-trips exactly.
+    """
+
+    def __init__(self, native: _native.NativeSnapshot, meta: dict[str, Any]):
+        self._native = native
+        self.meta = dict(meta)
+        self._summary: pl.DataFrame | None = None
+
+    # -- facts ---------------------------------------------------------------------------------
+    @property
+    def simulated(self) -> bool:
+        return bool(self.meta.get("simulated", False))
+
+    @property
+    def label(self) -> str:
+        return str(self.meta.get("label", "unknown backend"))
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """unmatched (EXIT without ENTER), in_flight (ENTER without EXIT yet), abandoned, overflow,
+        dropped, bad_site, threads."""
+        return dict(self._native.counters())
+
+    @property
+    def unmatched(self) -> int:
+        return self.counters["unmatched"]
+
+    @property
+    def in_flight(self) -> int:
+        return self.counters["in_flight"]
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.meta.get("window_end", 0.0)) - float(self.meta.get("window_start", 0.0))
+
+    @property
+    def total_calls(self) -> int:
+        return int(self.summary()["num_calls"].sum()) if len(self) else 0
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    # -- frames --------------------------------------------------------------------------------
+    def summary(self) -> pl.DataFrame:
+        """One row per (domain, callback, function), sorted by total time, all times in ns."""
+        if self._summary is None:
+            s = self._native.stats(list(QUANTILES))
+            n = len(s["name"])
+            df = pl.DataFrame(
+                {
+                    "domain": [DOMAIN_NAMES.get(d, str(d)) for d in s["domain"]],
+                    "callback": [_short(d, c) for d, c in zip(s["domain"], s["cbid"])],
+                    "name": s["name"],
+                    "num_calls": pl.Series(s["count"], dtype=pl.UInt64),
+                    "total_ns": pl.Series(s["total"], dtype=pl.UInt64),
+                    "avg_ns": pl.Series(s["mean"], dtype=pl.Float64),
+                    "min_ns": pl.Series(s["min"], dtype=pl.UInt64),
+                    "med_ns": pl.Series(s["q0"], dtype=pl.UInt64),
+                    "p90_ns": pl.Series(s["q1"], dtype=pl.UInt64),
+                    "p99_ns": pl.Series(s["q2"], dtype=pl.UInt64),
+                    "p999_ns": pl.Series(s["q3"], dtype=pl.UInt64),
+                    "max_ns": pl.Series(s["max"], dtype=pl.UInt64),
+                    "stddev_ns": pl.Series(s["std"], dtype=pl.Float64),
+                    "source": ["simulated" if self.simulated else "libmspti"] * n,
+                },
+                schema_overrides={"domain": pl.String, "callback": pl.String, "name": pl.String},
+            )
+            total = df["total_ns"].sum() if n else 0
+            df = df.with_columns(
+                (pl.col("total_ns").cast(pl.Float64) * 100.0 / max(total, 1)).alias("time_pct")
+            )
+            self._summary = df.select(SUMMARY_COLUMNS).sort(
+                ["total_ns", "domain", "name"], descending=[True, False, False]
+            )
+        return self._summary
+
+    def histogram(self) -> pl.DataFrame:
+        """One row per non-empty bucket: domain, callback, name, bucket, lower_ns, upper_ns, count,
+        source (each bucket holds durations in [lower_ns, upper_ns))."""
+        b = self._native.buckets()
+        s = self._native.stats([])
+        keys = b["key"]
+        return pl.DataFrame(
+            {
+                "domain": [DOMAIN_NAMES.get(s["domain"][k], str(s["domain"][k])) for k in keys],
+                "callback": [_short(s["domain"][k], s["cbid"][k]) for k in keys],
+                "name": [s["name"][k] for k in keys],
+                "bucket": pl.Series(b["bucket"], dtype=pl.UInt32),
+                "lower_ns": pl.Series(b["lower"], dtype=pl.UInt64),
+                "upper_ns": pl.Series(b["upper"], dtype=pl.UInt64),
+                "count": pl.Series(b["count"], dtype=pl.UInt64),
+                "source": ["simulated" if self.simulated else "libmspti"] * len(keys),
+            },
+            schema_overrides={"domain": pl.String, "callback": pl.String, "name": pl.String, "source": pl.String},
+        )
+
+    def quantile(self, q: float, name: str | None = None) -> pl.DataFrame:
+        """Any quantile per function (ns): columns domain, name, value."""
+        s = self._native.stats([float(q)])
+        df = pl.DataFrame(
+            {
+                "domain": [DOMAIN_NAMES.get(d, str(d)) for d in s["domain"]],
+                "name": s["name"],
+                "value": pl.Series(s["q0"], dtype=pl.UInt64),
+            },
+            schema_overrides={"domain": pl.String, "name": pl.String},
+        )
+        return df.filter(pl.col("name") == name) if name else df
+
+    def diff(self, other: Snapshot) -> pl.DataFrame:
+        """Compare ``self`` (before) with ``other`` (after): per function, calls and avg/med/p99 of
+        each side and the change in percent. Functions seen on one side only have nulls."""
+        if not isinstance(other, Snapshot):
+            raise TypeError(f"diff() takes a Snapshot, not {type(other).__name__}")
+        cols = ["num_calls", "avg_ns", "med_ns", "p99_ns", "max_ns"]
+        a = self.summary().select(["domain", "name", *cols])
+        b = other.summary().select(["domain", "name", *cols])
+        j = a.join(b, on=["domain", "name"], how="full", suffix="_after", coalesce=True)
+        j = j.rename({c: f"{c}_before" for c in cols})
+        for c in ("avg_ns", "med_ns", "p99_ns"):
+            j = j.with_columns(
+                (
+                    (pl.col(f"{c}_after").cast(pl.Float64) - pl.col(f"{c}_before").cast(pl.Float64))
+                    * 100.0
+                    / pl.col(f"{c}_before").cast(pl.Float64)
+                ).alias(f"{c.removesuffix('_ns')}_change_pct")
+            )
+        return j.sort("domain", "name")
+
+    def merge(self, other: Snapshot) -> Snapshot:
+        """The exact sum of two snapshots (threads, runs, ranks)."""
+        if not isinstance(other, Snapshot):
+            raise TypeError(f"merge() takes a Snapshot, not {type(other).__name__}")
+        meta = dict(self.meta)
+        meta["simulated"] = self.simulated or other.simulated
+        meta["label"] = self.label if self.label == other.label else f"{self.label} + {other.label}"
+        meta["window_start"] = min(self.meta.get("window_start", 0), other.meta.get("window_start", 0))
+        meta["window_end"] = max(self.meta.get("window_end", 0), other.meta.get("window_end", 0))
+        return Snapshot(self._native.merge(other._native), meta)
+
+    # -- files ---------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write a Parquet file: one row per key with its exact state and non-empty buckets, and the
+        metadata (backend, simulated, clock, window, counters) in the file's key-value metadata."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        k = self._native.key_state()
+        b = self._native.buckets()
+        n = len(k["name"])
+        buckets: list[list[int]] = [[] for _ in range(n)]
+        counts: list[list[int]] = [[] for _ in range(n)]
+        for key, bucket, count in zip(b["key"], b["bucket"], b["count"]):
+            buckets[key].append(bucket)
+            counts[key].append(count)
+        table = pa.table(
+            {
+                "domain": pa.array(k["domain"], pa.uint32()),
+                "cbid": pa.array(k["cbid"], pa.uint32()),
+                "name": pa.array(k["name"], pa.string()),
+                "count": pa.array(k["count"], pa.uint64()),
+                "sum": pa.array(k["sum"], pa.uint64()),
+                "sum_sq": pa.array(k["sum_sq"], pa.float64()),
+                "min": pa.array(k["min"], pa.uint64()),
+                "max": pa.array(k["max"], pa.uint64()),
+                "overflow": pa.array(k["overflow"], pa.uint64()),
+                "buckets": pa.array(buckets, pa.list_(pa.uint32())),
+                "counts": pa.array(counts, pa.list_(pa.uint64())),
+            }
+        )
+        meta = {"format": FORMAT, "meta": self.meta, "counters": self.counters}
+        table = table.replace_schema_metadata({"mspti_lens": json.dumps(meta)})
+        pq.write_table(table, os.fspath(path))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Snapshot:
+        """Read a file written by :meth:`save`. Anything else raises ValueError (or
+        FileNotFoundError), never a wrong snapshot."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        p = os.fspath(path)
+        if not os.path.exists(p):
+            raise FileNotFoundError(f"no snapshot file at {p}")
+        try:
+            table = pq.read_table(p)
+        except (pa.ArrowException, OSError) as e:
+            raise ValueError(f"{p} is not a mspti-lens snapshot (not a readable Parquet file: {e})") from None
+        raw = (table.schema.metadata or {}).get(b"mspti_lens")
+        try:
+            head = json.loads(raw) if raw else None
+        except ValueError:
+            head = None
+        if not isinstance(head, dict) or head.get("format") != FORMAT:
+            raise ValueError(
+                f"{p} is a Parquet file but not a mspti-lens snapshot (no '{FORMAT}' metadata); "
+                "snapshots are written by Snapshot.save()"
+            )
+        want = ["domain", "cbid", "name", "count", "sum", "sum_sq", "min", "max", "overflow", "buckets", "counts"]
+        missing = [c for c in want if c not in table.column_names]
+        if missing:
+            raise ValueError(f"{p} lacks snapshot columns {missing}")
+        try:
+            c = {name: table.column(name).to_pylist() for name in want}
+            bkey: list[int] = []
+            bidx: list[int] = []
+            bcnt: list[int] = []
+            for i, (bs, cs) in enumerate(zip(c["buckets"], c["counts"])):
+                if bs is None or cs is None or len(bs) != len(cs):
+                    raise ValueError(f"key {i} has {len(bs or [])} buckets but {len(cs or [])} counts")
+                bkey.extend([i] * len(bs))
+                bidx.extend(bs)
+                bcnt.extend(cs)
+            counters = {str(k): int(v) for k, v in dict(head.get("counters") or {}).items()}
+            native = _native.NativeSnapshot.from_state(
+                c["domain"], c["cbid"], c["name"], c["sum"], c["sum_sq"], c["min"], c["max"],
+                c["overflow"], bkey, bidx, bcnt, counters,
+            )
+        except (TypeError, OverflowError, pa.ArrowException) as e:
+            raise ValueError(f"{p} holds a malformed snapshot: {e}") from None
+        declared = [int(x) for x in c["count"]]
+        actual = native.stats([])["count"]
+        if declared != list(actual):
+            raise ValueError(f"{p} is inconsistent: per-key counts {declared} do not match its buckets")
+        meta = dict(head.get("meta") or {})
+        meta["loaded_from"] = p
+        return cls(native, meta)
+
+    # -- display -------------------------------------------------------------------------------
+    def _title(self) -> str:
+        n = self.total_calls
+        extra = []
+        if self.unmatched:
+            extra.append(f"{self.unmatched} unmatched")
+        if self.in_flight:
+            extra.append(f"{self.in_flight} in flight")
+        tail = f" ({', '.join(extra)})" if extra else ""
+        return f"mspti-lens snapshot · {self.label} · {n:,} calls in {len(self)} APIs · {self.duration_s:.2f} s{tail}"
+
+    def table(self, unit: str | None = None, top: int | None = None) -> pl.DataFrame:
+        """The summary formatted for reading: durations as text in ``unit`` (auto if None)."""
+        df = self.summary()
+        if top is not None:
+            df = df.head(top)
+        fmt = [c for c in ("avg_ns", "min_ns", "med_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "stddev_ns")]
+        return df.select(
+            "domain",
+            "name",
+            "num_calls",
+            pl.col("time_pct").round(1).alias("time_%"),
+            *[
+                pl.col(c).map_elements(lambda v, u=unit: format_ns(float(v), u), return_dtype=pl.String).alias(
+                    c.removesuffix("_ns")
+                )
+                for c in ["total_ns", *fmt]
+            ],
+        )
+
+    def __repr__(self) -> str:
+        if not len(self):
+            return self._title() + "\n(no calls recorded)"
+        with pl.Config(tbl_rows=40, tbl_cols=20, tbl_width_chars=200, tbl_hide_dataframe_shape=True):
+            return self._title() + "\n" + repr(self.table())
+
+    def _repr_html_(self) -> str:
+        import html
+
+        banner = ""
+        if self.simulated:
+            banner = (
+                '<div style="background:#fff3cd;color:#664d03;padding:2px 6px;font-weight:bold">'
+                "SIMULATED DATA: produced by the mspti-lens simulator, not measured on an NPU</div>"
+            )
+        body = self.table()._repr_html_() if len(self) else "<p>(no calls recorded)</p>"
+        return f"{banner}<div><b>{html.escape(self._title())}</b></div>{body}"
+
+
+def make_meta(backend_label: str, simulated: bool, clock: str, window_start: float, **extra: Any) -> dict:
+    return {
+        "label": backend_label,
+        "simulated": simulated,
+        "clock": clock,
+        "window_start": window_start,
+        "window_end": time.time(),
+        **extra,
+    }
