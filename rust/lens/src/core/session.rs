@@ -169,10 +169,23 @@ impl Session {
         Ok(())
     }
 
+    /// Disable everything in the library: per domain, and if that call fails, id by id, so a
+    /// failing enable-domain cannot leave callbacks on. Returns the first error.
     fn disable_all(&self) -> Result<()> {
-        let a = self.call_enable_domain(false, MSPTI_CB_DOMAIN_RUNTIME);
-        let b = self.call_enable_domain(false, MSPTI_CB_DOMAIN_HCCL);
-        a.and(b)
+        let mut first = Ok(());
+        for domain in [MSPTI_CB_DOMAIN_RUNTIME, MSPTI_CB_DOMAIN_HCCL] {
+            if let Err(e) = self.call_enable_domain(false, domain) {
+                for cbid in 1..64 {
+                    if self.wanted[domain as usize] & (1 << cbid) != 0 {
+                        let _ = self.call_enable_callback(false, domain, cbid);
+                    }
+                }
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
     }
 
     /// Begin recording with `clock` (falls back to monotonic where unavailable); returns the
@@ -215,23 +228,25 @@ impl Session {
         self.disable_all()
     }
 
-    /// Stop, unsubscribe, and free the process's one session slot. Idempotent.
+    /// Stop, unsubscribe, and free the process's one session slot. Idempotent. If
+    /// `msptiUnsubscribe` fails the session stays open (it still holds MSPTI's slot), so the
+    /// caller can retry.
     ///
     /// # Errors
-    /// The library's error from `msptiUnsubscribe`; the session is closed regardless.
+    /// The library's error from `msptiUnsubscribe` (or from disabling).
     pub fn close(&mut self) -> Result<()> {
         if self.closed {
             return Ok(());
         }
         let stopped = self.stop();
+        if !recorder::FORKED.load(Ordering::Relaxed) {
+            // SAFETY: our handle; the callback stays valid after this returns (static state only).
+            let rc = unsafe { (self.lib.unsubscribe)(self.handle) };
+            self.lib.check("msptiUnsubscribe", rc)?;
+        }
         self.closed = true;
         ACTIVE.store(false, Ordering::Release);
-        if recorder::FORKED.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        // SAFETY: our handle; the callback stays valid after this returns (static state only).
-        let rc = unsafe { (self.lib.unsubscribe)(self.handle) };
-        stopped.and(self.lib.check("msptiUnsubscribe", rc))
+        stopped
     }
 }
 

@@ -1,0 +1,100 @@
+"""Shared fixtures: the simulator in its default state, a Session on it, and the C stand-in library."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+TRACES = SHARED / "traces" / "hta"
+
+
+@pytest.fixture
+def sim():
+    """The bundled simulator, reset to its defaults before and after the test."""
+    from mspti_lens.sim import Simulator
+
+    s = Simulator()
+    s.reset()
+    yield s
+    s.reset()
+
+
+@pytest.fixture
+def session(sim):
+    """A Session on the simulator (runtime and HCCL enabled, not started), closed afterwards."""
+    from mspti_lens import Session
+
+    s = Session(library="sim")
+    yield s
+    s.close()
+
+
+def compile_c(source: Path, out: Path, *flags: str) -> Path:
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-Wall", "-o", str(out), str(source), "-lpthread", *flags],
+                   check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def fake_lib_path(tmp_path_factory) -> Path:
+    """tests/c/fake_mspti.c compiled for loading into the test process. Not named libmspti.so, so
+    that discovery in this process never mistakes it for a preloaded real library."""
+    d = tmp_path_factory.mktemp("fake")
+    return compile_c(ROOT / "tests" / "c" / "fake_mspti.c", d / "libfake_mspti.so")
+
+
+@pytest.fixture(scope="session")
+def fake_cann_root(tmp_path_factory) -> Path:
+    """A CANN-like tree whose lib64/libmspti.so is the C stand-in (for discovery in subprocesses)."""
+    root = tmp_path_factory.mktemp("cann")
+    (root / "lib64").mkdir()
+    compile_c(ROOT / "tests" / "c" / "fake_mspti.c", root / "lib64" / "libmspti.so")
+    return root
+
+
+class Fake:
+    """ctypes view of the C stand-in's driver functions."""
+
+    def __init__(self, path: Path):
+        self.lib = ctypes.CDLL(str(path))
+        L = self.lib
+        u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+        L.fake_api_count.restype = u32
+        L.fake_api_name.argtypes, L.fake_api_name.restype = [u32], ctypes.c_char_p
+        L.fake_call.argtypes = [u32, ctypes.POINTER(u32), u32, u32]
+        L.fake_loop.argtypes = [u32, ctypes.POINTER(u32), u32, u64]
+        L.fake_fire.argtypes = [u32, u32]
+        L.fake_enabled.argtypes, L.fake_enabled.restype = [u32], u64
+        L.fake_delivered_exits.restype = u64
+        self.names = [L.fake_api_name(i).decode() for i in range(L.fake_api_count())]
+
+    def index(self, name: str) -> int:
+        return self.names.index(name)
+
+    def loop(self, api: str, inner: list[str], n: int) -> None:
+        arr = (ctypes.c_uint32 * max(len(inner), 1))(*[self.index(x) for x in inner])
+        self.lib.fake_loop(self.index(api), arr, len(inner), n)
+
+    def fire(self, api: str, site: int) -> None:
+        self.lib.fake_fire(self.index(api), site)
+
+
+@pytest.fixture(scope="session")
+def fake(fake_lib_path) -> Fake:
+    return Fake(fake_lib_path)
+
+
+def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run code in a fresh interpreter (for process-wide state: discovery, crashes, LD_PRELOAD)."""
+    e = dict(os.environ)
+    for k in ("MSPTI_LIBRARY", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "LD_PRELOAD"):
+        e.pop(k, None)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=timeout)
