@@ -5,6 +5,7 @@ for display. Titles say when the data is simulated."""
 from __future__ import annotations
 
 import math
+import threading
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -18,9 +19,33 @@ _PCT_STYLE = {0.5: ("p50", "-"), 0.9: ("p90", "--"), 0.99: ("p99", "-."), 0.999:
 BINS_PER_DECADE = 24
 
 
-def _plt():
-    # matplotlib picks a headless backend by itself when there is no display.
-    return require("matplotlib.pyplot", "plot")
+def _new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1):
+    """A Figure with a ``rows`` x ``cols`` grid of axes, not registered with pyplot.
+
+    Not going through pyplot keeps figures made on a background thread (the control panel's
+    refresh) out of the inline backend's "show every new figure at the end of the cell", and a
+    returned figure is shown exactly once in a notebook (by its rich repr)."""
+    require("matplotlib", "plot")
+    if threading.current_thread() is threading.main_thread():
+        # Importing pyplot once, on the main thread, lets an inline backend register the
+        # Figure -> PNG formatter of IPython; nothing of pyplot is used afterwards.
+        require("matplotlib.pyplot", "plot")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    return fig, axes
+
+
+def to_png(fig, dpi: int = 100) -> bytes:
+    """Render a figure to PNG bytes (what the control panel shows)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
 
 
 def _frame(data: Snapshot | pl.DataFrame) -> tuple[pl.DataFrame, bool, Snapshot | None]:
@@ -98,13 +123,12 @@ def distribution(
 
     ``names`` picks functions (default: the ``top`` by total time); ``density`` plots the share of
     calls per display bin instead of counts."""
-    plt = _plt()
     frame, simulated, _ = _frame(data)
     picked = _pick(frame, names, top) if len(frame) else []
     n = max(len(picked), 1)
     cols = 2 if n > 1 else 1
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 2.6 * rows + 0.6), squeeze=False)
+    fig, axes = _new_figure((6.5 * cols, 2.6 * rows + 0.6), rows, cols)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     if not picked:
@@ -132,10 +156,10 @@ def distribution(
 
 def cdf(data: Snapshot | pl.DataFrame, names: Sequence[str] | None = None, *, top: int = 8, title: str | None = None):
     """Cumulative distribution of several APIs on one log duration axis."""
-    plt = _plt()
     frame, simulated, _ = _frame(data)
     picked = _pick(frame, names, top) if len(frame) else []
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, axes = _new_figure((8, 4.5))
+    ax = axes[0][0]
     for i, name in enumerate(picked):
         sub = frame.filter(pl.col("name") == name).sort("lower_ns")
         upper = sub["upper_ns"].to_numpy().astype(float)
@@ -155,8 +179,8 @@ def cdf(data: Snapshot | pl.DataFrame, names: Sequence[str] | None = None, *, to
 
 
 def _compare(frame: pl.DataFrame, names: list[str], simulated: bool, title: str, density: bool = True):
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    fig, axes = _new_figure((8.5, 4.5))
+    ax = axes[0][0]
     if not names:
         ax.text(0.5, 0.5, "no calls recorded", ha="center", va="center", transform=ax.transAxes)
     for i, name in enumerate(names):
@@ -177,36 +201,47 @@ def _compare(frame: pl.DataFrame, names: list[str], simulated: bool, title: str,
     return fig
 
 
-def compare_hccl(data: Snapshot | pl.DataFrame, *, title: str | None = None):
-    """Every HCCL operation's host-time distribution in one figure."""
+def compare_hccl(
+    data: Snapshot | pl.DataFrame,
+    names: Sequence[str] | None = None,
+    *,
+    density: bool = True,
+    title: str | None = None,
+):
+    """Every HCCL operation's host-time distribution in one figure (``names`` picks some)."""
     frame, simulated, _ = _frame(data)
     hccl = frame.filter(pl.col("domain") == "hccl") if "domain" in frame.columns else frame.filter(
         pl.col("name").str.starts_with("Hccl")
     )
-    names = _pick(hccl, None, 12) if len(hccl) else []
-    return _compare(hccl, names, simulated, title or "HCCL operations: host time (enqueue + waits)")
+    picked = _pick(hccl, names, 12) if len(hccl) or names else []
+    return _compare(hccl, picked, simulated, title or "HCCL operations: host time (enqueue + waits)", density)
 
 
-def compare_launch(data: Snapshot | pl.DataFrame, *, title: str | None = None):
+def compare_launch(
+    data: Snapshot | pl.DataFrame,
+    names: Sequence[str] | None = None,
+    *,
+    density: bool = True,
+    title: str | None = None,
+):
     """The kernel-launch functions (LAUNCH and the other launch ids) in one figure."""
     frame, simulated, _ = _frame(data)
     if "callback" in frame.columns:
         launch = frame.filter(pl.col("callback").str.contains("LAUNCH"))
     else:
         launch = frame.filter(pl.col("name").str.contains("(?i)launch"))
-    names = _pick(launch, None, 12) if len(launch) else []
-    return _compare(launch, names, simulated, title or "Kernel launch functions")
+    picked = _pick(launch, names, 12) if len(launch) or names else []
+    return _compare(launch, picked, simulated, title or "Kernel launch functions: host time", density)
 
 
 def before_after(before: Snapshot, after: Snapshot, names: Sequence[str] | None = None, *, top: int = 4):
     """Before/after: each API's distribution in both snapshots, overlaid, with medians."""
-    plt = _plt()
     fb, sb, _ = _frame(before)
     fa, sa, _ = _frame(after)
     both = pl.concat([fb.select("name", "lower_ns", "upper_ns", "count"), fa.select("name", "lower_ns", "upper_ns", "count")])
     picked = _pick(both, names, top) if len(both) else []
     n = max(len(picked), 1)
-    fig, axes = plt.subplots(n, 1, figsize=(8, 2.4 * n + 0.6), squeeze=False)
+    fig, axes = _new_figure((8, 2.4 * n + 0.6), n, 1)
     for ax, name in zip(axes[:, 0], picked):
         for frame, label, color in ((fb, "before", "C0"), (fa, "after", "C1")):
             sub = frame.filter(pl.col("name") == name).sort("lower_ns")
