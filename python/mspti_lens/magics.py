@@ -271,7 +271,7 @@ class MsptiMagics(Magics):
     # -- cell form -------------------------------------------------------------------------------
     def _cell(self, args, cell: str):
         targets = self._targets(args)
-        session = self._ensure_session(args, targets)
+        session = self._ensure_session(args, [])  # a new session keeps its defaults after the cell
         was_running = session.running
         before = session.enabled
         if targets:

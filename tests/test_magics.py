@@ -1,0 +1,303 @@
+"""The %mspti / %%mspti magics, through a real IPython shell, against the simulator."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("IPython")
+
+import polars as pl
+from IPython.terminal.interactiveshell import TerminalInteractiveShell
+from IPython.testing.globalipapp import start_ipython
+from IPython.utils.capture import capture_output
+
+from mspti_lens import Snapshot
+from mspti_lens.sim import Simulator
+
+LAUNCH = 1 << 10
+ALL_RUNTIME = sum(1 << c for c in range(1, 37))
+
+
+@pytest.fixture(scope="module")
+def sim():
+    s = Simulator()
+    s.reset()
+    yield s
+    s.reset()
+
+
+@pytest.fixture
+def ip(sim, monkeypatch):
+    """A real IPython shell with the extension loaded; the extension (and its session) is
+    unloaded afterwards. The pager must never be used."""
+    import IPython.core.page
+
+    def no_pager(*a, **k):
+        raise AssertionError("mspti-lens must not use the pager")
+
+    monkeypatch.setattr(IPython.core.page, "page", no_pager)
+    shell = start_ipython() or TerminalInteractiveShell.instance()
+    # A notebook front end asks for HTML too; the terminal shell does not by default.
+    html = shell.display_formatter.formatters["text/html"]
+    monkeypatch.setattr(html, "enabled", True)
+    sim.reset()
+    shell.user_ns["s"] = sim
+    with capture_output() as cap:
+        shell.run_line_magic("load_ext", "mspti_lens")
+    shell.load_message = cap
+    shell.run_line_magic("config", "MsptiMagics.library = 'sim'")
+    yield shell
+    shell.run_line_magic("unload_ext", "mspti_lens")
+    for k in ("unit", "top", "display", "library", "refresh"):
+        shell.config.MsptiMagics.pop(k, None) if "MsptiMagics" in shell.config else None
+    assert not sim.subscribed, "unload_ext must unsubscribe"
+
+
+def magics(shell):
+    from mspti_lens.magics import MsptiMagics
+
+    return next(m for m in shell.configurables if isinstance(m, MsptiMagics))
+
+
+def run_ok(shell, code: str):
+    r = shell.run_cell(code, store_history=False)
+    assert r.success, r.error_in_exec or r.error_before_exec
+    return r.result
+
+
+def run_usage_error(shell, code: str) -> str:
+    """Run a cell that must fail with a clear UsageError; return the message."""
+    with capture_output() as cap:
+        r = shell.run_cell(code, store_history=False)
+    assert not r.success
+    from IPython.core.error import UsageError
+
+    assert isinstance(r.error_in_exec, UsageError), r.error_in_exec
+    # The kernel keeps working.
+    assert shell.run_cell("40 + 2", store_history=False).result == 42
+    return str(r.error_in_exec) + cap.stdout + cap.stderr
+
+
+def test_load_states_the_backend_and_registers_config(ip):
+    out = ip.load_message.outputs
+    assert out, "load_ext should display a message"
+    text = out[0].data["text/plain"]
+    assert "SIMULATED" in text and "libmspti_sim.so" in text
+    assert "text/html" in out[0].data
+    assert "mspti" in ip.magics_manager.magics["line"] and "mspti" in ip.magics_manager.magics["cell"]
+    # %config sees the settings (a traitlets Configurable).
+    with capture_output() as cap:
+        ip.run_line_magic("config", "MsptiMagics")
+    for name in ("unit", "top", "refresh", "display", "library"):
+        assert f"MsptiMagics.{name}" in cap.stdout
+    # Loading twice does not register a second instance.
+    ip.run_line_magic("load_ext", "mspti_lens")
+    from mspti_lens.magics import MsptiMagics
+
+    assert sum(isinstance(m, MsptiMagics) for m in ip.configurables) == 1
+
+
+def test_help_documents_the_options(ip):
+    doc = ip.find_line_magic("mspti").__doc__
+    for opt in ("--domain", "--callback", "--display", "--kind", "--density", "--unit", "--top", "--out"):
+        assert opt in doc
+    for cmd in ("start", "stop", "reset", "status", "summary", "plot", "panel", "save", "diff"):
+        assert cmd in doc
+
+
+def test_cell_magic_profiles_only_named_callbacks_and_returns_the_snapshot(ip, sim):
+    code = "mask_in_cell = s.enabled_mask(1), s.enabled_mask(2)\ns.run_workload('training', steps=4, ranks=8)"
+    with capture_output() as cap:
+        snap = ip.run_cell_magic("mspti", "-c aclrtLaunchKernel -o cell_snap", code)
+    assert isinstance(snap, Snapshot)
+    assert ip.user_ns["cell_snap"] is snap
+    # Only the LAUNCH id was enabled in the library while the cell ran.
+    assert ip.user_ns["mask_in_cell"] == (LAUNCH, 0)
+    names = set(snap.summary()["name"])
+    assert "aclrtLaunchKernel" in names
+    assert all("LaunchKernel" in n for n in names), names
+    # The plot was displayed under the cell as a PNG with a text fallback.
+    bundles = [o.data for o in cap.outputs]
+    assert any(b.get("image/png", b"")[:4] == b"\x89PNG" for b in bundles)
+    assert any("SIMULATED" in b.get("text/plain", "") for b in bundles)
+    # Afterwards the session is stopped again and traces its defaults (runtime + hccl).
+    session = magics(ip).session
+    assert not session.running
+    assert sim.enabled_mask(1) == 0  # stopped: nothing enabled in the library
+    assert len(session.enabled) == 36 + 12
+
+
+def test_cell_magic_display_choices(ip):
+    with capture_output() as cap:
+        r = ip.run_cell_magic("mspti", "-d runtime --display summary", "s.call('aclrtMalloc', 1000, 5)")
+    assert isinstance(r, Snapshot) and r.summary()["num_calls"].sum() == 5
+    assert not any("image/png" in o.data for o in cap.outputs)
+    with capture_output() as cap:
+        r = ip.run_cell_magic("mspti", "-d runtime --display plot -o p", "s.call('aclrtFree', 1000, 3)")
+    assert r is None and ip.user_ns["p"].summary()["num_calls"].sum() == 3
+    assert any("image/png" in o.data for o in cap.outputs)
+    with capture_output() as cap:
+        r = ip.run_cell_magic("mspti", "--display none -o q", "s.call('aclrtFree', 1000, 2)")
+    assert r is None and not cap.outputs
+    assert ip.user_ns["q"].summary()["num_calls"].sum() == 2
+
+
+def test_cell_magic_via_run_cell_sets_underscore(ip):
+    run_ok(ip, "%%mspti -d hccl --display summary\ns.call('HcclAllReduce', 2000, 7)")
+    # the magic's return value became the cell's output
+    assert isinstance(ip.user_ns["_"], Snapshot)
+    assert ip.user_ns["_"].summary()["name"].to_list() == ["HcclAllReduce"]
+
+
+def test_cell_error_still_returns_what_was_recorded(ip):
+    with capture_output():
+        snap = ip.run_cell_magic("mspti", "-d runtime --display summary",
+                                 "s.call('aclrtMalloc', 100, 4)\nraise RuntimeError('boom')")
+    assert snap.summary()["num_calls"].sum() == 4
+
+
+def test_line_lifecycle(ip, sim, tmp_path):
+    m = magics(ip)
+    msg = ip.run_line_magic("mspti", "start -d hccl")
+    assert "SIMULATED" in repr(msg) and "HCCL" in repr(msg)
+    assert sim.enabled_mask(2) != 0 and sim.enabled_mask(1) == 0
+    sim.call("HcclAllReduce", 1000, 3)
+    sim.call("aclrtMalloc", 1000, 3)  # not traced
+    st = ip.run_line_magic("mspti", "status")
+    assert st["state"] == "running" and st["calls"] == 3 and st["unmatched"] == 0
+    assert "<table>" in st._repr_html_() and "mspti-lens status" in repr(st)
+
+    ip.run_line_magic("mspti", "stop")
+    assert sim.enabled_mask(2) == 0 and not m.session.running
+    sim.call("HcclAllReduce", 1000, 5)  # stopped: not recorded
+    ip.run_line_magic("mspti", "start")  # resume with the same selection
+    assert sim.enabled_mask(2) != 0
+    sim.call("HcclBroadcast", 1000, 2)
+
+    first = ip.run_line_magic("mspti", "reset")
+    assert isinstance(first, Snapshot)
+    assert dict(zip(*first.summary().select("name", "num_calls"))) == {"HcclAllReduce": 3, "HcclBroadcast": 2}
+    sim.call("HcclAllReduce", 1000, 4)
+    now = ip.run_line_magic("mspti", "summary")
+    assert now.summary()["num_calls"].sum() == 4
+    merged = ip.run_line_magic("mspti", "summary --all")
+    assert merged.summary()["num_calls"].sum() == 9  # nothing lost across reset
+
+    with capture_output() as cap:
+        assert ip.run_line_magic("mspti", "plot -k cdf") is None
+    assert cap.outputs[0].data["image/png"][:4] == b"\x89PNG"
+    assert "CDF" in cap.outputs[0].data["text/plain"]
+    with capture_output() as cap:
+        ip.run_line_magic("mspti", "plot -k hccl --density")
+    assert "HCCL" in cap.outputs[0].data["text/plain"]
+
+    path = tmp_path / "w.parquet"
+    msg = ip.run_line_magic("mspti", f"save {path}")
+    assert "saved 4 calls" in repr(msg)
+    assert Snapshot.load(path).summary()["num_calls"].sum() == 4
+
+    ip.user_ns["before"] = first
+    d = ip.run_line_magic("mspti", f"diff before {path}")
+    assert isinstance(d, pl.DataFrame)
+    row = d.filter(pl.col("name") == "HcclAllReduce")
+    assert row["num_calls_before"][0] == 3 and row["num_calls_after"][0] == 4
+    with capture_output() as cap:
+        ip.run_line_magic("mspti", f"diff before {path} --display both")
+    assert any("Before / after" in o.data.get("text/plain", "") for o in cap.outputs)
+
+    msg = ip.run_line_magic("mspti", "close")
+    assert "closed" in repr(msg) and not sim.subscribed
+    assert "no session" in repr(ip.run_line_magic("mspti", "close"))
+
+
+def test_unit_and_top_settings(ip):
+    ip.run_line_magic("config", "MsptiMagics.top = 2")
+    ip.run_line_magic("config", "MsptiMagics.unit = 'us'")
+    ip.run_line_magic("mspti", "start -d runtime")
+    for api in ("aclrtMalloc", "aclrtFree", "aclrtMemset"):
+        ip.user_ns["s"].call(api, 5000, 2)
+    snap = ip.run_line_magic("mspti", "summary")
+    assert len(snap.table()) == 2
+    assert " us" in repr(snap) and "µs" not in repr(snap)
+    assert "<table" in snap._repr_html_()
+    snap = ip.run_line_magic("mspti", "summary -t 3 -u ns")
+    assert len(snap.table()) == 3 and " ns" in repr(snap)
+
+
+def test_panel_command_returns_a_live_panel(ip, sim):
+    from mspti_lens.widgets import ControlPanel
+
+    ip.run_line_magic("config", "MsptiMagics.refresh = 0.05")
+    panel = ip.run_line_magic("mspti", "panel")
+    assert isinstance(panel, ControlPanel)
+    assert panel.interval == 0.05 and panel.auto_refreshing
+    assert "application/vnd.jupyter.widget-view+json" in panel._repr_mimebundle_()
+    panel.toggles["hccl"].value = False
+    assert sim.enabled_mask(2) == 0 or not magics(ip).session.running
+    ip.run_line_magic("unload_ext", "mspti_lens")
+    assert not panel.auto_refreshing  # unload stops the refresh thread
+    ip.run_line_magic("load_ext", "mspti_lens")
+    ip.run_line_magic("config", "MsptiMagics.library = 'sim'")
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("%mspti bogus", "valid commands are start, stop"),
+        ("%mspti", "needs a command"),
+        ("%mspti start --bogus", "unrecognized arguments"),
+        ("%mspti start -d gpu", "valid choices"),
+        ("%mspti start -c aclrtNoSuchThing", "aclrtLaunchKernel"),
+        ("%mspti plot -k pie", "invalid choice"),
+        ("%mspti summary -u parsec", "invalid choice"),
+        ("%mspti save", "takes one PATH"),
+        ("%mspti diff onlyone", "two snapshots"),
+        ("%mspti stop", "no mspti-lens session is open"),
+        ("%mspti start --top 0", "positive"),
+        ("%mspti save /no/such/dir/x.parquet", "does not exist"),
+        ("%mspti start --library /no/such/libmspti.so", "libmspti"),
+        ("%%mspti summary\n1", "takes options only"),
+    ],
+)
+def test_bad_input_gives_a_clear_message(ip, line, expected):
+    if "top 0" in line:
+        line = "%mspti summary --top 0"
+        ip.run_line_magic("mspti", "start")
+    if "save /no" in line:
+        ip.run_line_magic("mspti", "start")
+    msg = run_usage_error(ip, line)
+    assert expected in msg, msg
+    # After the error the magic still works.
+    assert ip.run_line_magic("mspti", "status")["backend"].startswith("SIMULATED")
+
+
+def test_diff_rejects_non_snapshots(ip):
+    ip.user_ns["x"] = 3
+    assert "not a mspti_lens Snapshot" in run_usage_error(ip, "%mspti diff x x")
+    assert "neither a Snapshot variable nor a snapshot file" in run_usage_error(ip, "%mspti diff nope nope")
+
+
+def test_bad_config_value_is_refused(ip, caplog):
+    ip.run_cell("%config MsptiMagics.unit = 'parsec'", store_history=False)
+    # traitlets refuses it, naming the valid choices (logged: the kernel shows it on stderr)
+    assert "expected any of ['auto', 'ns', 'us', 'ms', 's']" in caplog.text
+    assert magics(ip).unit == "auto"
+    assert ip.run_cell("1 + 1", store_history=False).result == 2
+
+
+def test_unload_closes_and_unregisters(ip, sim):
+    ip.run_line_magic("mspti", "start")
+    assert sim.subscribed
+    ip.run_line_magic("unload_ext", "mspti_lens")
+    assert not sim.subscribed
+    assert "mspti" not in ip.magics_manager.magics["line"]
+    ip.run_line_magic("load_ext", "mspti_lens")  # the fixture unloads again
+    ip.run_line_magic("config", "MsptiMagics.library = 'sim'")
+
+
+def test_a_users_own_session_is_explained(ip):
+    from mspti_lens import Session
+
+    with Session(library="sim"):
+        msg = run_usage_error(ip, "%mspti start")
+    assert "one" in msg.lower() and "session" in msg.lower()

@@ -1,0 +1,215 @@
+"""The control panel: its logic (panel.py) and the ipywidgets binding (widgets.py), against the
+simulator, which records what the library actually has enabled."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from mspti_lens import Session, load
+from mspti_lens.panel import Panel, options
+from mspti_lens.sim import Simulator
+
+pytest.importorskip("ipywidgets")
+
+from mspti_lens.widgets import ControlPanel  # noqa: E402
+
+RUNTIME_ALL = sum(1 << c for c in range(1, 37))
+HCCL_ALL = sum(1 << c for c in range(1, 13))
+LAUNCH = 1 << 10
+
+
+@pytest.fixture
+def sim():
+    s = Simulator()
+    s.reset()
+    yield s
+    s.reset()
+
+
+@pytest.fixture
+def session(sim):
+    s = Session(library="sim", enable=["runtime"])
+    s.start()
+    yield s
+    s.close()
+    assert not sim.subscribed
+
+
+@pytest.fixture
+def cp(session):
+    panel = ControlPanel(session, interval=0.05, auto_refresh=False)
+    yield panel
+    panel.close()
+
+
+def wait_for(cond, timeout=30.0):
+    """Wait for an event (not a speed assertion): True as soon as cond() holds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+# -- panel logic, no widgets -----------------------------------------------------------------------
+def test_domain_switches_reach_the_library(session, sim):
+    p = Panel(session)
+    assert p.domain_enabled("runtime") and not p.domain_enabled("hccl")
+    assert sim.enabled_mask(1) == RUNTIME_ALL and sim.enabled_mask(2) == 0
+    p.set_domain("hccl", True)
+    assert sim.enabled_mask(2) == HCCL_ALL and p.domain_enabled("hccl")
+    p.set_domain("runtime", False)
+    assert sim.enabled_mask(1) == 0 and not p.domain_enabled("runtime")
+    with pytest.raises(ValueError, match="valid domains are runtime, hccl"):
+        p.set_domain("gpu", True)
+
+
+def test_search_uses_the_names_users_know(session):
+    p = Panel(session)
+    assert len(options()) == 36 + 12
+    launch = p.search("aclrtLaunchKernel")
+    assert [o.key for o in launch] == ["MSPTI_CBID_RUNTIME_LAUNCH"]
+    assert launch[0].label.startswith("aclrtLaunchKernel")
+    assert [o.key for o in p.search("HcclAllReduce")] == ["MSPTI_CBID_HCCL_ALLREDUCE"]
+    assert {o.key for o in p.search("rtKernelLaunch")} >= {"MSPTI_CBID_RUNTIME_LAUNCH"}  # CANN 8.x name
+    assert all(o.callback.domain == 2 for o in p.search("hccl"))
+    assert p.search("no-such-api") == []
+
+
+def test_select_applies_only_to_visible_options(session, sim):
+    p = Panel(session)
+    visible = [o.key for o in p.search("launch")]
+    p.select(visible, ["MSPTI_CBID_RUNTIME_LAUNCH"])
+    # the other launch ids went off, LAUNCH and every runtime id hidden by the search stay on
+    hidden_on = RUNTIME_ALL & ~sum(1 << o.callback.cbid for o in p.search("launch"))
+    assert sim.enabled_mask(1) == hidden_on | LAUNCH
+    p.select(visible, [])
+    assert sim.enabled_mask(1) == hidden_on
+    with pytest.raises(ValueError, match="not among the visible"):
+        p.select(visible, ["MSPTI_CBID_HCCL_ALLREDUCE"])
+    with pytest.raises(ValueError, match="unknown callback"):
+        p.select(["nope"], [])
+
+
+def test_reset_keeps_every_window_and_export_round_trips(session, sim, tmp_path):
+    p = Panel(session, export_dir=tmp_path)
+    sim.call("aclrtMalloc", 1000, 5)
+    v = p.reset()
+    assert v.calls == 0 and p.windows[-1].total_calls == 5
+    sim.call("aclrtMalloc", 1000, 3)
+    path = p.export()
+    assert path.startswith(str(tmp_path)) and load(path).total_calls == 3
+    assert load(p.export(tmp_path / "named.parquet")).total_calls == 3
+    with pytest.raises(ValueError, match="does not exist"):
+        p.export(tmp_path / "missing" / "x.parquet")
+
+
+def test_view_counts_unmatched_and_in_flight(session, sim):
+    p = Panel(session)
+    sim.fire("aclrtMalloc", 1)  # an EXIT with no ENTER
+    sim.fire("aclrtFree", 0)  # an ENTER still open
+    v = p.refresh()
+    assert v.unmatched == 1 and v.in_flight == 1
+    assert "1 unmatched" in v.status_text() and "1 in flight" in v.status_text()
+    assert "SIMULATED" in v.status_html()
+    sim.fire("aclrtFree", 1)
+
+
+def test_stop_start_and_bad_settings(session, sim):
+    p = Panel(session)
+    p.stop()
+    assert sim.enabled_mask(1) == 0 and not p.last.running
+    p.start()
+    assert sim.enabled_mask(1) == RUNTIME_ALL and p.last.running
+    with pytest.raises(ValueError, match="valid units"):
+        p.set_unit("parsec")
+    with pytest.raises(ValueError, match="valid kinds"):
+        p.set_plot_kind("pie")
+    with pytest.raises(TypeError):
+        Panel("not a session")
+
+
+# -- the widgets -----------------------------------------------------------------------------------
+def test_toggle_widget_enables_in_the_library(cp, sim):
+    assert cp.toggles["runtime"].value and not cp.toggles["hccl"].value
+    cp.toggles["hccl"].value = True
+    assert sim.enabled_mask(2) == HCCL_ALL
+    cp.toggles["runtime"].value = False
+    assert sim.enabled_mask(1) == 0
+    # the picker follows: no runtime callback selected any more, every HCCL one is
+    assert all(k.startswith("MSPTI_CBID_HCCL") for k in cp.callbacks.value)
+    assert len(cp.callbacks.value) == 12
+
+
+def test_picker_widget(cp, sim):
+    cp.search.value = "launch"
+    keys = [k for _, k in cp.callbacks.options]
+    assert "MSPTI_CBID_RUNTIME_LAUNCH" in keys and len(keys) == 5
+    cp.callbacks.value = ("MSPTI_CBID_RUNTIME_LAUNCH",)
+    hidden = RUNTIME_ALL & ~sum(1 << c for c in (10, 11, 12, 13, 14))
+    assert sim.enabled_mask(1) == hidden | LAUNCH
+    assert not cp.toggles["runtime"].value  # the domain is no longer fully on
+    cp.search.value = "HcclAllReduce"
+    cp.callbacks.value = ("MSPTI_CBID_HCCL_ALLREDUCE",)
+    assert sim.enabled_mask(2) == 1 << 1
+    cp.search.value = ""
+    assert len(cp.callbacks.options) == 48
+    assert set(cp.callbacks.value) == set(cp.panel.selected())
+
+
+def test_buttons_and_errors_show_in_the_panel(cp, sim, tmp_path):
+    cp.buttons["stop"].click()
+    assert sim.enabled_mask(1) == 0 and cp.buttons["start"].disabled is False
+    cp.buttons["start"].click()
+    assert sim.enabled_mask(1) == RUNTIME_ALL and cp.buttons["start"].disabled
+    sim.call("aclrtMalloc", 1000, 4)
+    cp.buttons["reset"].click()
+    assert cp.panel.windows[-1].total_calls == 4 and "<b>0</b> calls" in cp.status.value
+    cp.export_path.value = str(tmp_path / "nope" / "x.parquet")
+    cp.buttons["export"].click()
+    assert "does not exist" in cp.message.value
+    cp.export_path.value = str(tmp_path / "x.parquet")
+    cp.buttons["export"].click()
+    assert "saved" in cp.message.value and (tmp_path / "x.parquet").exists()
+
+
+def test_auto_refresh_runs_on_a_thread_while_collection_runs(session, sim):
+    cp = ControlPanel(session, interval=0.05)
+    try:
+        assert cp.auto_refreshing
+        before = cp.refreshes
+        job = sim.start_workload("training", steps=30, ranks=8, threads=1)
+        # the kernel (this thread) is free while the panel refreshes on its own thread
+        assert threading.current_thread() is threading.main_thread()
+        assert wait_for(lambda: cp.refreshes > before + 2)
+        job.join()
+        assert wait_for(lambda: "aclrtLaunchKernel" in cp.table.value)
+        assert wait_for(lambda: f"<b>{session.snapshot().total_calls:,}</b> calls" in cp.status.value)
+        assert cp.plot.value[:4] == b"\x89PNG"
+        # toggling HCCL on while it runs: HCCL rows appear after the next refreshes
+        cp.toggles["hccl"].value = True
+        sim.run_workload("training", steps=5, ranks=8)
+        assert wait_for(lambda: "HcclAllReduce" in cp.table.value)
+        cp.kind.value = "hccl"
+        assert cp.plot.value[:4] == b"\x89PNG" and cp.errors == []
+    finally:
+        cp.close()
+    assert not cp.auto_refreshing
+
+
+def test_refresh_stops_when_session_closes(sim):
+    s = Session(library="sim")
+    s.start()
+    cp = ControlPanel(s, interval=0.02, plot=False)
+    s.close()
+    assert wait_for(lambda: not cp.auto_refreshing)
+    cp.close()
+
+
+def test_bad_interval(session):
+    with pytest.raises(ValueError, match="interval"):
+        ControlPanel(session, interval=0)
