@@ -20,21 +20,23 @@ BINS_PER_DECADE = 24
 
 
 def _new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1):
-    """A Figure with a ``rows`` x ``cols`` grid of axes, not registered with pyplot.
+    """A Figure with a ``rows`` x ``cols`` grid of axes that pyplot does not keep.
 
-    Not going through pyplot keeps figures made on a background thread (the control panel's
-    refresh) out of the inline backend's "show every new figure at the end of the cell", and a
-    returned figure is shown exactly once in a notebook (by its rich repr)."""
+    On the main thread the figure is made by pyplot (which loads the notebook's backend, so the
+    figure renders as an image) and released from pyplot at once: a returned figure is then
+    shown exactly once (by its rich repr), not a second time by the inline backend. On other
+    threads (the control panel's refresh) pyplot is not touched at all."""
     require("matplotlib", "plot")
     if threading.current_thread() is threading.main_thread():
-        # Importing pyplot once, on the main thread, lets an inline backend register the
-        # Figure -> PNG formatter of IPython; nothing of pyplot is used afterwards.
-        require("matplotlib.pyplot", "plot")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+        plt = require("matplotlib.pyplot", "plot")
+        fig = plt.figure(figsize=figsize)
+        plt.close(fig)
+    else:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
-    fig = Figure(figsize=figsize)
-    FigureCanvasAgg(fig)
+        fig = Figure(figsize=figsize)
+        FigureCanvasAgg(fig)
     axes = fig.subplots(rows, cols, squeeze=False)
     return fig, axes
 
@@ -179,23 +181,39 @@ def cdf(data: Snapshot | pl.DataFrame, names: Sequence[str] | None = None, *, to
 
 
 def _compare(frame: pl.DataFrame, names: list[str], simulated: bool, title: str, density: bool = True):
-    fig, axes = _new_figure((8.5, 4.5))
-    ax = axes[0][0]
+    """Two panels: the distributions overlaid (top) and, per function, the spread from min to
+    max with p50-p99 as a bar and ticks at p90 and p99.9 (bottom), on one log time axis."""
+    fig, axes = _new_figure((8.5, 4.0 + 0.42 * max(len(names), 1)), 2, 1)
+    ax, strip = axes[0][0], axes[1][0]
     if not names:
         ax.text(0.5, 0.5, "no calls recorded", ha="center", va="center", transform=ax.transAxes)
+        strip.set_visible(False)
     for i, name in enumerate(names):
         sub = frame.filter(pl.col("name") == name).sort("lower_ns")
         vals, edges = _rebin(sub)
         y = vals / vals.sum() if density else vals
-        med = _quantile(sub, 0.5)
-        p99 = _quantile(sub, 0.99)
-        ax.stairs(y, edges, color=f"C{i % 10}", linewidth=1.6,
-                  label=f"{name} ({int(vals.sum()):,}; p50 {format_ns(med)}, p99 {format_ns(p99)})")
+        colour = f"C{i % 10}"
+        q = {p: _quantile(sub, p) for p in (0.5, 0.9, 0.99, 0.999)}
+        ax.stairs(y, edges, color=colour, linewidth=1.6,
+                  label=f"{name} ({int(vals.sum()):,}; p50 {format_ns(q[0.5])}, p99 {format_ns(q[0.99])})")
+        row = len(names) - 1 - i
+        lo, hi = float(sub["lower_ns"].min()), float(sub["upper_ns"].max())
+        strip.hlines(row, max(lo, 1.0), hi, color=colour, linewidth=1)
+        strip.hlines(row, q[0.5], q[0.99], color=colour, linewidth=7, alpha=0.55)
+        strip.plot([q[0.5]], [row], marker="|", markersize=14, color="black")
+        strip.plot([q[0.9], q[0.999]], [row, row], linestyle="none", marker="|", markersize=9, color=colour)
     _ns_axis(ax)
     ax.set_ylabel("share of calls" if density else "calls")
     ax.grid(True, which="major", axis="x", alpha=0.3)
     if names:
         ax.legend(fontsize=8)
+        strip.set_yticks(range(len(names)), list(reversed(names)), fontsize=8)
+        strip.set_ylim(-0.6, len(names) - 0.4)
+        _ns_axis(strip)
+        strip.set_xlim(ax.get_xlim())
+        strip.grid(True, which="major", axis="x", alpha=0.3)
+        strip.set_xlabel("host time per call · bar p50-p99, black tick p50, ticks p90 and p99.9, line min-max",
+                         fontsize=8)
     ax.set_title(_title(title, simulated))
     fig.tight_layout()
     return fig
@@ -234,8 +252,16 @@ def compare_launch(
     return _compare(launch, picked, simulated, title or "Kernel launch functions: host time", density)
 
 
-def before_after(before: Snapshot, after: Snapshot, names: Sequence[str] | None = None, *, top: int = 4):
-    """Before/after: each API's distribution in both snapshots, overlaid, with medians."""
+def before_after(
+    before: Snapshot | pl.DataFrame,
+    after: Snapshot | pl.DataFrame,
+    names: Sequence[str] | None = None,
+    *,
+    top: int = 4,
+    labels: tuple[str, str] = ("before", "after"),
+):
+    """Before/after: each API's distribution in both snapshots, overlaid, with medians.
+    ``labels`` names the two sides (e.g. ``("training", "inference")``)."""
     fb, sb, _ = _frame(before)
     fa, sa, _ = _frame(after)
     both = pl.concat([fb.select("name", "lower_ns", "upper_ns", "count"), fa.select("name", "lower_ns", "upper_ns", "count")])
@@ -243,7 +269,7 @@ def before_after(before: Snapshot, after: Snapshot, names: Sequence[str] | None 
     n = max(len(picked), 1)
     fig, axes = _new_figure((8, 2.4 * n + 0.6), n, 1)
     for ax, name in zip(axes[:, 0], picked):
-        for frame, label, color in ((fb, "before", "C0"), (fa, "after", "C1")):
+        for frame, label, color in ((fb, labels[0], "C0"), (fa, labels[1], "C1")):
             sub = frame.filter(pl.col("name") == name).sort("lower_ns")
             if not len(sub):
                 continue
@@ -256,6 +282,9 @@ def before_after(before: Snapshot, after: Snapshot, names: Sequence[str] | None 
         ax.set_title(name, fontsize=10)
         ax.set_ylabel("share")
         ax.legend(fontsize=8)
-    fig.suptitle(_title("Before / after", sb or sa))
+    if not picked:
+        axes[0][0].text(0.5, 0.5, "no calls recorded", ha="center", va="center", transform=axes[0][0].transAxes)
+    fig.suptitle(_title(f"{labels[0].capitalize()} / {labels[1]}" if labels != ("before", "after")
+                        else "Before / after", sb or sa))
     fig.tight_layout()
     return fig

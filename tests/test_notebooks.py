@@ -1,0 +1,157 @@
+"""Execute every notebook top to bottom with nbclient (against the simulator) and check what the
+cells produced: the facts each scenario demonstrates, the tables, the figures."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+EXPECTED = {
+    "quickstart",
+    "scenario1_domain_tracing",
+    "scenario2_launch_only",
+    "scenario3_enter_exit_pairing",
+    "scenario4_hccl_latency",
+}
+_cache: dict[str, object] = {}
+
+
+def run(name: str, tmp_path_factory):
+    if name not in _cache:
+        nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+        cwd = tmp_path_factory.mktemp(name)
+        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                resources={"metadata": {"path": str(cwd)}}).execute()
+        _cache[name] = nb
+    return _cache[name]
+
+
+def cell(nb, tag: str):
+    for c in nb.cells:
+        if tag in c.metadata.get("tags", []):
+            return c
+    raise AssertionError(f"no cell tagged {tag!r}")
+
+
+def stdout(c) -> str:
+    return "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream" and o.name == "stdout")
+
+
+def texts(c) -> str:
+    return "\n".join(o.get("data", {}).get("text/plain", "") for o in c.outputs if "data" in o)
+
+
+def images(c) -> list[bytes]:
+    import base64
+
+    return [base64.b64decode(o["data"]["image/png"]) for o in c.outputs
+            if "data" in o and "image/png" in o["data"]]
+
+
+def assert_clean(nb):
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        for o in c.outputs:
+            assert o.output_type != "error", f"{c.source[:60]!r} raised {o.get('ename')}: {o.get('evalue')}"
+            if o.output_type == "stream" and o.name == "stderr":
+                assert "Traceback" not in o.text and "Error" not in o.text, o.text
+
+
+def test_one_notebook_per_scenario_and_they_are_stored_without_outputs():
+    found = {p.stem for p in NOTEBOOKS.glob("*.ipynb")}
+    assert EXPECTED <= found
+    for p in NOTEBOOKS.glob("*.ipynb"):
+        nb = nbformat.read(p, as_version=4)
+        nbformat.validate(nb)
+        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), p.name
+        assert "simulat" in nb.cells[0].source.lower(), f"{p.name} must say it runs on the simulator"
+
+
+def test_quickstart(tmp_path_factory):
+    nb = run("quickstart", tmp_path_factory)
+    assert_clean(nb)
+    assert "SIMULATED" in texts(cell(nb, "load"))
+    prof = cell(nb, "profile-cell")
+    assert images(prof) and images(prof)[0][:4] == b"\x89PNG"
+    summary = [o for o in prof.outputs if o.output_type == "execute_result" and "text/html" in o["data"]]
+    assert summary and "SIMULATED DATA" in summary[-1]["data"]["text/html"]
+    assert "aclrtLaunchKernel" in summary[-1]["data"]["text/plain"]
+    assert "aclrtLaunchKernel" in texts(cell(nb, "underscore"))  # `_` was the snapshot
+    panel = cell(nb, "panel")
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in panel.outputs)
+    m = re.search(r"running · ([\d,]+) calls · (\d+) unmatched", stdout(cell(nb, "status")))
+    assert m and int(m.group(1).replace(",", "")) > 0, stdout(cell(nb, "status"))
+    st = texts(cell(nb, "magic-status"))
+    assert "running" in st and "36 callbacks" in st  # runtime only: what `%mspti start -d runtime` asked
+    assert "session closed" in texts(cell(nb, "cleanup"))
+
+
+def test_scenario1_domain_tracing(tmp_path_factory):
+    nb = run("scenario1_domain_tracing", tmp_path_factory)
+    assert_clean(nb)
+    out = stdout(cell(nb, "masks"))
+    assert "runtime enable bitmap in the library: 0x1ffffffffe" in out  # ids 1..36
+    assert "hccl enable bitmap in the library:    0x0" in out
+    assert "SIMULATED" in texts(cell(nb, "snapshot"))
+    dom = stdout(cell(nb, "domains"))
+    assert "domains recorded: ['runtime']" in dom and "unmatched: 0" in dom
+    m = re.search(r"(\d+) of (\d+) hooked runtime functions recorded", stdout(cell(nb, "all-apis")))
+    assert m and m.group(1) == m.group(2) and int(m.group(1)) >= 30
+    assert "missing: []" in stdout(cell(nb, "all-apis"))
+    for tag in ("plot-distribution", "plot-cdf"):
+        assert images(cell(nb, tag)), tag
+    assert "still subscribed: False" in stdout(cell(nb, "closed"))
+
+
+def test_scenario2_launch_only(tmp_path_factory):
+    nb = run("scenario2_launch_only", tmp_path_factory)
+    assert_clean(nb)
+    out = stdout(cell(nb, "masks"))
+    assert "['MSPTI_CBID_RUNTIME_LAUNCH']" in out and "runtime bitmap 0x400" in out and "hccl bitmap 0x0" in out
+    windows = stdout(cell(nb, "windows")).strip().splitlines()
+    assert len(windows) == 2
+    for line in windows:
+        calls = int(re.search(r":\s+(\d+) calls", line).group(1))
+        names = re.findall(r"'(\w+)'", line)
+        assert calls > 0 and "aclrtLaunchKernel" in names
+        assert all(n.startswith("aclrtLaunchKernel") for n in names), line
+    for tag in ("plot-launch", "plot-before-after"):
+        assert images(cell(nb, tag)), tag
+    assert "med_change_pct" in texts(cell(nb, "diff"))
+    magic = texts(cell(nb, "magic"))
+    assert "SIMULATED" in magic and "aclrtLaunchKernel" in magic and "aclrtMalloc" not in magic
+
+
+def test_scenario3_pairing_and_correlation_data(tmp_path_factory):
+    nb = run("scenario3_enter_exit_pairing", tmp_path_factory)
+    assert_clean(nb)
+    doc = texts(cell(nb, "documented"))
+    cann = texts(cell(nb, "cann26"))
+    assert "aclrtMalloc" in doc and "ENTER" in doc and "EXIT" in doc
+    assert "0xdeadbeef" in cann and "0xdeadbeef" not in doc
+    fields = stdout(cell(nb, "fields"))
+    assert "share correlationData: True" in fields and "correlationData = 0xdeadbeef" in fields
+    same = stdout(cell(nb, "same-durations"))
+    assert "identical summaries under both fidelities: True" in same and "unmatched: 0" in same
+    pairing = stdout(cell(nb, "pairing"))
+    assert "{'aclrtMalloc': 1, 'aclrtFree': 1}" in pairing
+    assert "unmatched: 1 | in flight: 1" in pairing
+
+
+def test_scenario4_hccl_latency(tmp_path_factory):
+    nb = run("scenario4_hccl_latency", tmp_path_factory)
+    assert_clean(nb)
+    out = stdout(cell(nb, "hccl-ops"))
+    assert "domains: ['hccl']" in out
+    assert "HcclAllReduce" in out.splitlines()[1] and "HcclAllReduce" in out.splitlines()[2]
+    assert "p999_ns" in texts(cell(nb, "percentiles"))
+    for tag in ("plot-hccl", "plot-allreduce", "plot-before-after"):
+        assert images(cell(nb, tag)), tag
+    assert "HcclAllReduce" in texts(cell(nb, "diff"))
