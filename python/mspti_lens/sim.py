@@ -92,9 +92,10 @@ class Job:
             return self._result
         if progress is not None:
             while True:
+                finished = bool(self._sim.lib.msimJobFinished(self.handle))
                 done, total, _ = self.progress()
                 progress(done, total)
-                if done >= total:
+                if finished:
                     break
                 time.sleep(interval)
         rc = self._sim.lib.msimJobJoin(self.handle)
@@ -107,9 +108,14 @@ class Job:
 
 
 def print_progress(what: str) -> Callable[[int, int], None]:
+    last = [-1]
+
     def show(done: int, total: int) -> None:
         pct = 100.0 * done / total if total else 100.0
         end = "\n" if done >= total else ""
+        if done == last[0]:
+            return
+        last[0] = done
         sys.stderr.write(f"\r[simulator] {what}: {done}/{total} ({pct:.0f}%)" + end)
         sys.stderr.flush()
 
@@ -152,6 +158,7 @@ class Simulator:
         L.msimJobProgress.argtypes = [u64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         L.msimJobProgress.restype = u32
         L.msimJobCancel.argtypes, L.msimJobCancel.restype = [u64], u32
+        L.msimJobFinished.argtypes, L.msimJobFinished.restype = [u64], u32
         L.msimJobJoin.argtypes, L.msimJobJoin.restype = [u64], u32
         L.msimJobRelease.argtypes, L.msimJobRelease.restype = [u64], None
 

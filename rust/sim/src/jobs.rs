@@ -35,6 +35,11 @@ impl Job {
         hs.into_iter().map(|h| h.join().is_ok()).fold(true, |a, b| a & b)
     }
 
+    /// Whether every thread of the job has ended.
+    pub fn finished(&self) -> bool {
+        self.threads.lock().unwrap_or_else(|e| e.into_inner()).iter().all(|h| h.is_finished())
+    }
+
     pub fn tick(&self) {
         self.done.fetch_add(1, Ordering::Relaxed);
     }

@@ -460,6 +460,12 @@ pub unsafe extern "C" fn msimJobProgress(handle: u64, done: *mut u64, total: *mu
     0
 }
 
+/// 1 when every thread of the job has ended (or the handle is unknown), else 0.
+#[no_mangle]
+pub extern "C" fn msimJobFinished(handle: u64) -> u32 {
+    jobs::get(handle).map_or(1, |j| u32::from(j.finished()))
+}
+
 /// Ask a job to stop early.
 #[no_mangle]
 pub extern "C" fn msimJobCancel(handle: u64) -> u32 {

@@ -42,15 +42,18 @@ fn run_thread(events: &[Event], job: &Job) {
         if job.cancelled() {
             break;
         }
+        let top_level_enter = e.site == MSPTI_API_ENTER && depth == 0;
         if virtual_clock {
             clock::virtual_set(e.t_ns);
-        } else if e.site == MSPTI_API_ENTER && depth == 0 {
-            origin = Instant::now();
-            t0 = e.t_ns;
-        } else {
+        } else if !top_level_enter {
             clock::wait_until(origin + Duration::from_nanos(e.t_ns.saturating_sub(t0)));
         }
         apis::fire_site(e.api, e.site);
+        if top_level_enter && !virtual_clock {
+            // The call's work starts once its ENTER callback has returned, as in a real library.
+            origin = Instant::now();
+            t0 = e.t_ns;
+        }
         if e.site == MSPTI_API_ENTER {
             depth += 1;
             job.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -1,0 +1,208 @@
+"""The Session API on the simulator: what to trace, start/stop/reset windows, snapshots, files."""
+
+from __future__ import annotations
+
+import threading
+
+import polars as pl
+import pytest
+
+import mspti_lens
+from mspti_lens import Session, Snapshot
+from mspti_lens.snapshot import SUMMARY_COLUMNS
+
+RUNTIME_ALL = ((1 << 37) - 1) & ~1
+HCCL_ALL = ((1 << 13) - 1) & ~1
+
+
+@pytest.mark.parametrize(
+    "target,domain,mask",
+    [
+        ("runtime", 1, RUNTIME_ALL),
+        ("HCCL", 2, HCCL_ALL),
+        ("MSPTI_CBID_RUNTIME_LAUNCH", 1, 1 << 10),
+        ("LAUNCH", 1, 1 << 10),
+        ("aclrtLaunchKernel", 1, 1 << 10),
+        ("rtKernelLaunch", 1, 1 << 10),  # a CANN 8.x name enables the same id
+        ("aclrtMallocCached", 1, 1 << 15),  # 26.x reports it under MALLOC
+        ("HcclAlltoAll", 2, 1 << 6),
+        (("runtime", 22), 1, 1 << 22),
+        ((2, "ALLREDUCE"), 2, 1 << 1),
+    ],
+)
+def test_every_way_of_naming_a_target_reaches_the_library(sim, target, domain, mask):
+    with Session(library="sim", enable=[target]) as s:
+        assert sim.enabled_mask(domain) == mask
+        assert sim.enabled_mask(3 - domain) == 0
+        assert s.running
+
+
+def test_enable_and_disable_while_running_take_effect_at_once(sim):
+    with Session(library="sim", enable=[]) as s:
+        assert sim.enabled_mask(1) == 0 and s.enabled == []
+        sim.call("aclrtLaunchKernel", 0, 10)
+        s.enable("LAUNCH", "HcclAllReduce")
+        assert sim.enabled_mask(1) == 1 << 10 and sim.enabled_mask(2) == 1 << 1
+        assert s.enabled == ["MSPTI_CBID_RUNTIME_LAUNCH", "MSPTI_CBID_HCCL_ALLREDUCE"]
+        sim.call("aclrtLaunchKernel", 0, 20)
+        sim.call("HcclAllReduce", 0, 3)
+        s.disable("hccl")
+        sim.call("HcclAllReduce", 0, 5)
+        counts = dict(s.snapshot().summary().select("name", "num_calls").iter_rows())
+    assert counts == {"aclrtLaunchKernel": 20, "HcclAllReduce": 3}
+
+
+def test_enable_from_another_thread_while_calls_run(sim):
+    with Session(library="sim", enable=[]) as s:
+        stop = threading.Event()
+
+        def caller():
+            while not stop.is_set():
+                sim.call("aclrtMemcpyAsync", 0, 200)
+
+        t = threading.Thread(target=caller)
+        t.start()
+        try:
+            s.enable("MEMCPY_ASYNC")
+            while s.snapshot().total_calls < 1000:
+                pass
+            s.disable("MEMCPY_ASYNC")
+        finally:
+            stop.set()
+            t.join()
+        # A call that passed the library's enable check just before disable() may still land
+        # (as with the real library); once the caller is done, nothing more does.
+        frozen = s.snapshot().total_calls
+        sim.call("aclrtMemcpyAsync", 0, 500)
+        assert s.snapshot().total_calls == frozen >= 1000
+        assert s.snapshot().unmatched == 0
+
+
+def test_stop_disables_everything_in_the_library_and_start_restores_it(sim):
+    s = Session(library="sim", enable=["hccl", "LAUNCH", "MEMCPY"])
+    try:
+        assert sim.enabled_mask(1) == 0  # nothing before start
+        s.start()
+        assert sim.enabled_mask(1) == (1 << 10) | (1 << 22) and sim.enabled_mask(2) == HCCL_ALL
+        s.stop()
+        assert sim.enabled_mask(1) == 0 and sim.enabled_mask(2) == 0 and not s.running
+        s.start()
+        assert sim.enabled_mask(1) == (1 << 10) | (1 << 22)
+    finally:
+        s.close()
+    assert not sim.subscribed
+
+
+def test_reset_returns_the_closed_window_and_starts_an_empty_one(sim):
+    with Session(library="sim") as s:
+        sim.call("aclrtLaunchKernel", 1000, 300)
+        closed = s.reset()
+        assert closed.total_calls == 300
+        assert s.snapshot().total_calls == 0 and len(s.snapshot()) == 0
+        sim.call("aclrtLaunchKernel", 1000, 7)
+        snap = s.snapshot()
+        assert snap.total_calls == 7
+        assert closed.meta["window_end"] <= snap.meta["window_start"] + 1e-3
+
+
+def test_a_new_session_starts_with_an_empty_window(sim):
+    with Session(library="sim") as s:
+        sim.call("aclrtMalloc", 0, 5)
+        assert s.snapshot().total_calls == 5
+    with Session(library="sim") as s:
+        assert s.snapshot().total_calls == 0
+
+
+def test_summary_has_the_columns_users_know_and_labels_simulated_data(sim):
+    sim.set_clock("virtual")
+    with Session(library="sim", clock="mspti") as s:
+        for ns in (1_000, 2_000, 3_000, 4_000):
+            sim.call("aclrtLaunchKernel", ns)
+        sim.call("HcclAllReduce", 30_000, 2)
+        snap = s.snapshot()
+    df = snap.summary()
+    assert tuple(df.columns) == SUMMARY_COLUMNS
+    assert df["name"].to_list() == ["HcclAllReduce", "aclrtLaunchKernel"]  # by total time
+    launch = df.filter(pl.col("name") == "aclrtLaunchKernel").row(0, named=True)
+    assert launch["num_calls"] == 4 and launch["total_ns"] == 10_000
+    assert launch["min_ns"] == 1_000 and launch["max_ns"] == 4_000
+    assert abs(launch["med_ns"] - 2_000) <= 2_000 / 128  # a bucket midpoint, within 0.78 %
+    assert launch["avg_ns"] == 2_500 and launch["callback"] == "LAUNCH" and launch["domain"] == "runtime"
+    assert launch["stddev_ns"] == pytest.approx(1290.994, rel=1e-5)
+    assert df["time_pct"].sum() == pytest.approx(100.0)
+    assert set(df["source"]) == {"simulated"}
+    assert snap.simulated and "SIMULATED" in snap.label and "SIMULATED" in repr(snap)
+    assert "SIMULATED DATA" in snap._repr_html_()
+    assert snap.meta["clock"] == "mspti"
+
+
+def test_histogram_rows_sum_to_the_counts(sim):
+    with Session(library="sim") as s:
+        sim.run_workload("inference", steps=2, ranks=4, time_scale=0.05)
+        snap = s.snapshot()
+    h = snap.histogram()
+    sums = dict(h.group_by("name").agg(pl.col("count").sum()).iter_rows())
+    assert sums == dict(snap.summary().select("name", "num_calls").iter_rows())
+    assert (h["upper_ns"] > h["lower_ns"]).all() and (h["count"] > 0).all()
+
+
+def test_save_and_load_round_trip_exactly(sim, tmp_path):
+    with Session(library="sim") as s:
+        sim.run_workload("training", steps=2, ranks=4, time_scale=0.05)
+        snap = s.snapshot()
+    path = tmp_path / "snap.parquet"
+    snap.save(path)
+    back = mspti_lens.load(path)
+    assert back.summary().equals(snap.summary())
+    assert back.histogram().equals(snap.histogram())
+    assert back.counters == snap.counters
+    assert back.simulated and back.label == snap.label and back.meta["loaded_from"] == str(path)
+
+
+def test_diff_compares_before_and_after(sim):
+    sim.set_clock("virtual")
+    with Session(library="sim", clock="mspti") as s:
+        sim.call("aclrtLaunchKernel", 4_000, 10)
+        before = s.reset()
+        sim.call("aclrtLaunchKernel", 6_000, 10)
+        sim.call("aclrtMemcpy", 100, 1)
+        after = s.snapshot()
+    d = before.diff(after)
+    row = d.filter(pl.col("name") == "aclrtLaunchKernel").row(0, named=True)
+    assert row["num_calls_before"] == 10 and row["num_calls_after"] == 10
+    assert row["med_change_pct"] == pytest.approx(50.0)
+    new = d.filter(pl.col("name") == "aclrtMemcpy").row(0, named=True)
+    assert new["num_calls_before"] is None and new["num_calls_after"] == 1
+    with pytest.raises(TypeError):
+        before.diff("not a snapshot")  # type: ignore[arg-type]
+
+
+def test_merge_of_windows_equals_the_whole(sim):
+    sim.set_clock("virtual")
+    with Session(library="sim", clock="mspti") as s:
+        sim.run_workload("training", steps=2, ranks=2, seed=3)
+        a = s.reset()
+        sim.run_workload("training", steps=2, ranks=2, seed=4)
+        b = s.snapshot()
+    with Session(library="sim", clock="mspti") as s:
+        sim.run_workload("training", steps=2, ranks=2, seed=3)
+        sim.run_workload("training", steps=2, ranks=2, seed=4)
+        whole = s.snapshot()
+    m = a.merge(b)
+    assert m.histogram().drop("bucket").sort("name", "lower_ns").equals(
+        whole.histogram().drop("bucket").sort("name", "lower_ns")
+    )
+
+
+def test_status_reports_the_state(session, sim):
+    session.start()
+    sim.call("aclrtFree", 0, 3)
+    st = session.status()
+    assert st["running"] and st["calls"] == 3 and st["backend"].startswith("SIMULATED")
+    assert st["unmatched"] == 0 and st["poisoned"] is False and "MSPTI_CBID_HCCL_ALLREDUCE" in st["enabled"]
+    assert "stopped" not in repr(session) and "running" in repr(session)
+
+
+def test_snapshot_repr_of_an_empty_window(session):
+    snap = session.snapshot()
+    assert isinstance(snap, Snapshot) and len(snap) == 0 and "no calls recorded" in repr(snap)
