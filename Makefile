@@ -9,11 +9,11 @@ SIM_SO := python/mspti_lens/_sim/libmspti_sim.so
 help: ## list the tasks
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-$(VENV)/.deps: pyproject.toml
+$(VENV)/.deps: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "maturin>=1.5,<2" pytest pytest-timeout hypothesis nbclient nbformat ipykernel \
-		ipython ipywidgets traitlets polars pyarrow numpy matplotlib
+		ipython ipywidgets traitlets polars pyarrow numpy matplotlib mypy
 	touch $@
 
 system-deps: ## Debian packages the tests need (headless Chromium for the browser test, fonts)

@@ -1,0 +1,131 @@
+"""Type stubs of the native core (rust/lens/src/py). Users want the wrappers in mspti_lens."""
+
+from typing import Any, final
+
+__all__ = [
+    "__version__",
+    "BUCKETS",
+    "MAX_RELATIVE_ERROR",
+    "RANGE_END_NS",
+    "HISTOGRAM_BYTES",
+    "TSC_RELIABLE",
+    "build_profile",
+    "MsptiError",
+    "LibraryError",
+    "MsptiCallError",
+    "SubscriberBusyError",
+    "PreloadRequiredError",
+    "SessionError",
+    "Library",
+    "NativeSession",
+    "NativeSnapshot",
+    "load_library",
+    "mapped_libmspti",
+    "cann_candidates",
+    "health",
+    "callbacks",
+    "results",
+    "bucket_bounds",
+    "callback_data_layout",
+]
+
+__version__: str
+BUCKETS: int
+MAX_RELATIVE_ERROR: float
+RANGE_END_NS: int
+HISTOGRAM_BYTES: int
+TSC_RELIABLE: bool
+build_profile: str
+
+class MsptiError(Exception): ...
+class LibraryError(MsptiError): ...
+class MsptiCallError(MsptiError):
+    """args: (message, code, code_name, function)."""
+class SubscriberBusyError(MsptiCallError): ...
+class PreloadRequiredError(MsptiCallError): ...
+class SessionError(MsptiError): ...
+
+@final
+class Library:
+    """A loaded MSPTI library; libraries stay loaded for the life of the process."""
+    @property
+    def path(self) -> str: ...
+    @property
+    def origin(self) -> str:
+        """explicit, MSPTI_LIBRARY, preloaded, CANN or simulator."""
+    @property
+    def simulated(self) -> bool: ...
+    @property
+    def optional_symbols(self) -> list[str]: ...
+    @property
+    def version(self) -> int | None:
+        """msptiGetVersion (xxyyzz), where the library has it."""
+    @property
+    def preloaded(self) -> bool:
+        """Whether LD_PRELOAD names this library."""
+    @property
+    def sim_fidelity(self) -> int | None:
+        """0 documented, 1 cann26, 2 cann8; None for a real library."""
+    def result_string(self, code: int) -> str | None: ...
+
+def load_library(path: str | None = None, simulator: str | None = None) -> Library:
+    """path, else MSPTI_LIBRARY, a preloaded libmspti, the CANN locations, then simulator."""
+
+def mapped_libmspti() -> str | None: ...
+def cann_candidates() -> list[str]: ...
+def health() -> dict[str, Any]:
+    """poisoned, forked, late_threads, clock_errors (process-wide)."""
+def callbacks() -> list[tuple[int, int, str, str, list[str], list[str]]]:
+    """(domain, cbid, short, enum name, 26.x names, 8.x names) for every callback id."""
+def results() -> list[tuple[int, str, str]]:
+    """(code, enum name, library string) for every msptiResult."""
+def bucket_bounds(i: int) -> tuple[int, int]: ...
+def callback_data_layout() -> dict[str, int]: ...
+
+@final
+class NativeSession:
+    """One MSPTI subscription (the process's only one)."""
+    def __new__(cls, library: Library) -> NativeSession: ...
+    @property
+    def library(self) -> Library: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def clock(self) -> str: ...
+    def set_domain(self, domain: int, on: bool) -> None: ...
+    def set_callback(self, domain: int, cbid: int, on: bool) -> None: ...
+    def wanted(self, domain: int) -> int: ...
+    def start(self, clock: str = "auto") -> str: ...
+    def stop(self) -> None: ...
+    def close(self) -> None: ...
+    def snapshot(self) -> NativeSnapshot: ...
+    def reset(self) -> NativeSnapshot: ...
+
+@final
+class NativeSnapshot:
+    """Merged histograms, one per (domain, cbid, function name)."""
+    def stats(self, quantiles: list[float]) -> dict[str, list[Any]]: ...
+    def buckets(self) -> dict[str, list[int]]: ...
+    def key_state(self) -> dict[str, list[Any]]: ...
+    def counters(self) -> dict[str, int]: ...
+    def merge(self, other: NativeSnapshot) -> NativeSnapshot: ...
+    def __len__(self) -> int: ...
+    @staticmethod
+    def from_state(
+        domain: list[int],
+        cbid: list[int],
+        name: list[str],
+        sum: list[int],
+        sum_sq: list[float],
+        min: list[int | None],
+        max: list[int | None],
+        overflow: list[int],
+        bucket_key: list[int],
+        bucket: list[int],
+        bucket_count: list[int],
+        counters: dict[str, int],
+    ) -> NativeSnapshot: ...
+    @staticmethod
+    def from_values(values: list[int], name: str = "values") -> NativeSnapshot: ...
