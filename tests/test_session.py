@@ -206,3 +206,30 @@ def test_status_reports_the_state(session, sim):
 def test_snapshot_repr_of_an_empty_window(session):
     snap = session.snapshot()
     assert isinstance(snap, Snapshot) and len(snap) == 0 and "no calls recorded" in repr(snap)
+
+
+def test_unsubscribing_while_other_threads_are_inside_callbacks_is_safe(sim):
+    stop = threading.Event()
+
+    def caller(api):
+        while not stop.is_set():
+            sim.call(api, 0, 2_000)
+
+    ts = [threading.Thread(target=caller, args=(a,)) for a in ("aclrtLaunchKernel", "HcclAllReduce", "aclrtMemcpy")]
+    for t in ts:
+        t.start()
+    try:
+        for _ in range(30):
+            s = Session(library="sim").start()
+            snap = s.snapshot()
+            s.close()
+            # At most one call per thread was entered before enabling and exited after.
+            assert not sim.subscribed and snap.unmatched <= 3
+    finally:
+        stop.set()
+        for t in ts:
+            t.join()
+    with Session(library="sim") as s:
+        sim.call("aclrtLaunchKernel", 0, 10)
+        snap = s.snapshot()
+    assert snap.total_calls == 10 and snap.unmatched == 0
