@@ -77,19 +77,22 @@ pub struct SimParams {
     pub work_ns: u64,
 }
 
+/// What one call shares between its ENTER and EXIT (documented mode fills the fields from it).
+pub struct CallFrame {
+    pub corr: u64,
+    pub shared: u64,
+    pub params: SimParams,
+    pub ret: i32,
+}
+
+impl CallFrame {
+    fn new(corr: u64, work_ns: u64) -> CallFrame {
+        CallFrame { corr, shared: 0, params: SimParams { work_ns }, ret: 0 }
+    }
+}
+
 /// Fire one callback if a subscriber is present and (domain, cbid) is enabled for it.
-/// `shared` is the call's ENTER/EXIT shared slot (documented mode's `correlationData`).
-pub fn fire(
-    domain: u32,
-    cbid: u32,
-    site: u32,
-    name: *const c_char,
-    fidelity: Fidelity,
-    corr: u64,
-    shared: *mut u64,
-    params: *const SimParams,
-    ret: *const i32,
-) {
+pub fn fire(domain: u32, cbid: u32, site: u32, name: *const c_char, fidelity: Fidelity, frame: &mut CallFrame) {
     let sub = SUBSCRIBER.load(Ordering::Acquire);
     if sub.is_null() || !state::is_enabled(domain, cbid) {
         return;
@@ -102,22 +105,26 @@ pub fn fire(
         Fidelity::Documented => MsptiCallbackData {
             callback_site: site,
             function_name: name,
-            function_params: params.cast(),
-            function_return_value: if site == MSPTI_API_EXIT { ret.cast() } else { std::ptr::null() },
+            function_params: std::ptr::addr_of!(frame.params).cast(),
+            function_return_value: if site == MSPTI_API_EXIT {
+                std::ptr::addr_of!(frame.ret).cast()
+            } else {
+                std::ptr::null()
+            },
             symbol_name: if domain == MSPTI_CB_DOMAIN_RUNTIME && cbid == 10 {
                 SYMBOL.as_ptr()
             } else {
                 std::ptr::null()
             },
-            correlation_id: corr,
+            correlation_id: frame.corr,
             reserved1: 0,
             reserved2: 0,
-            correlation_data: shared,
+            correlation_data: std::ptr::addr_of_mut!(frame.shared),
         },
-        Fidelity::Cann26 | Fidelity::Cann8 => garbage(site, name, corr),
+        Fidelity::Cann26 | Fidelity::Cann8 => garbage(site, name, frame.corr),
     };
     state::count_delivered(domain, cbid, site);
-    // SAFETY: `cb` is the subscriber's C callback; `data` lives on this frame for the whole call.
+    // SAFETY: `cb` is the subscriber's C callback; `data` and `frame` outlive the call.
     unsafe { cb(sub.userdata, domain, cbid, &data) };
 }
 
@@ -147,14 +154,12 @@ pub fn call(api: u32, work_ns: u64) -> i32 {
         return 0;
     };
     let corr = if fidelity == Fidelity::Documented { CORRELATION.fetch_add(1, Ordering::Relaxed) + 1 } else { 0 };
-    let mut shared: u64 = 0;
-    let params = SimParams { work_ns };
-    let ret: i32 = 0;
+    let mut frame = CallFrame::new(corr, work_ns);
     let name = name.as_ptr();
-    fire(a.domain, a.cbid, MSPTI_API_ENTER, name, fidelity, corr, &mut shared, &params, &ret);
+    fire(a.domain, a.cbid, MSPTI_API_ENTER, name, fidelity, &mut frame);
     clock::spend(work_ns);
-    fire(a.domain, a.cbid, MSPTI_API_EXIT, name, fidelity, corr, &mut shared, &params, &ret);
-    ret
+    fire(a.domain, a.cbid, MSPTI_API_EXIT, name, fidelity, &mut frame);
+    frame.ret
 }
 
 /// Fire one ENTER or EXIT of `api` on its own, as replay and fault injection need.
@@ -162,9 +167,6 @@ pub fn fire_site(api: u32, site: u32) -> i32 {
     let Some(a) = table().get(api as usize) else { return -1 };
     let fidelity = state::fidelity();
     let Some(name) = a.name(fidelity) else { return 0 };
-    let mut shared: u64 = 0;
-    let params = SimParams { work_ns: 0 };
-    let ret: i32 = 0;
-    fire(a.domain, a.cbid, site, name.as_ptr(), fidelity, 0, &mut shared, &params, &ret);
+    fire(a.domain, a.cbid, site, name.as_ptr(), fidelity, &mut CallFrame::new(0, 0));
     0
 }

@@ -67,7 +67,7 @@ pub extern "C" fn msptiUnsubscribe(subscriber: MsptiSubscriberHandle) -> MsptiRe
     if cur.is_null() {
         return MSPTI_SUCCESS;
     }
-    if cur as usize != subscriber as usize {
+    if !std::ptr::eq(cur.cast::<MsptiSubscriber>(), subscriber) {
         return MSPTI_ERROR_INVALID_PARAMETER;
     }
     clear_enabled();

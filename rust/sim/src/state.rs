@@ -117,7 +117,7 @@ pub fn reset_delivered() {
 /// Whether `handle` is the live subscriber.
 pub fn is_current(handle: MsptiSubscriberHandle) -> bool {
     let cur = SUBSCRIBER.load(Ordering::Acquire);
-    !cur.is_null() && cur as usize == handle as usize
+    !cur.is_null() && std::ptr::eq(cur.cast::<MsptiSubscriber>(), handle)
 }
 
 /// The enable calls' shared checks, in the real order: fault, subscriber, handle, domain, preload.
