@@ -13,7 +13,7 @@ $(VENV)/.deps: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "maturin>=1.5,<2" pytest pytest-timeout hypothesis nbclient nbformat ipykernel \
-		ipython ipywidgets traitlets polars pyarrow numpy matplotlib mypy
+		ipython ipywidgets traitlets polars pyarrow numpy matplotlib jupyterlab playwright mypy
 	touch $@
 
 system-deps: ## Debian packages the tests need (headless Chromium for the browser test, fonts)

@@ -125,6 +125,8 @@ class ControlPanel:
             ]
         )
         self.widget.add_class("mspti-lens-panel")
+        self.table.add_class("mspti-lens-table")
+        self.status.add_class("mspti-lens-status")
         self._fill_picker()
         p.on_change.append(self._on_view)
         self.refresh(plot=True)
