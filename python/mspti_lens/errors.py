@@ -22,6 +22,7 @@ __all__ = [
     "LibraryError",
     "MsptiCallError",
     "MsptiError",
+    "NotPreloadedWarning",
     "PreloadRequiredError",
     "SessionError",
     "SimulatedBackendWarning",
@@ -31,3 +32,8 @@ __all__ = [
 
 class SimulatedBackendWarning(UserWarning):
     """No real libmspti.so was found, so the bundled simulator is in use: results are simulated."""
+
+
+class NotPreloadedWarning(UserWarning):
+    """A real libmspti.so is in use but the process was not started with it in LD_PRELOAD, so no
+    callback will fire (CANN 8.x stays silent; MSPTI 26.x refuses with code 6)."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from typing import Iterable
 
 from . import _native
 from .backend import BackendInfo, info_of, load_library
 from .catalog import DOMAIN_NAMES, Target, callback, resolve
+from .errors import NotPreloadedWarning
 from .snapshot import Snapshot, make_meta
 
 CLOCKS = ("auto", "tsc", "monotonic", "mspti")
@@ -52,6 +54,7 @@ class Session:
         self._clock = clock
         self._lock = threading.Lock()
         self._window_start = time.time()
+        self._preload_warned = False
         for d, c in resolved:
             self._apply(d, c, True)
 
@@ -90,6 +93,10 @@ class Session:
     def start(self) -> Session:
         """Begin (or resume) recording. Returns self."""
         self._native.start(self._clock)
+        b = self.backend
+        if not self._preload_warned and not b.simulated and not b.preloaded and b.origin != "preloaded":
+            self._preload_warned = True
+            warnings.warn(NotPreloadedWarning(b.preload_hint), stacklevel=2)
         return self
 
     def stop(self) -> Session:
