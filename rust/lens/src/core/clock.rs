@@ -66,7 +66,7 @@ fn calibrate_tsc() -> u64 {
     *MULT.get_or_init(|| {
         let (t0, c0) = (Instant::now(), rdtsc());
         std::thread::sleep(Duration::from_millis(20));
-        let (ns, ticks) = (t0.elapsed().as_nanos() as u128, u128::from(rdtsc() - c0));
+        let (ns, ticks) = (t0.elapsed().as_nanos(), u128::from(rdtsc() - c0));
         ((ns << 32) / ticks.max(1)) as u64
     })
 }

@@ -30,9 +30,12 @@ impl RawKey {
     fn tag(&self) -> u64 {
         (u64::from(self.domain) << 32) | u64::from(self.cbid)
     }
+    /// A slot index < KEY_SLOTS: one multiply of name, cbid and domain mixed (Fibonacci hashing;
+    /// the top bits of the product depend on every input bit).
     #[inline(always)]
     fn hash(&self) -> usize {
-        let h = (self.name as u64 ^ self.tag().wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        let h = (self.name as u64 ^ (u64::from(self.cbid) << 48) ^ (u64::from(self.domain) << 56))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
         (h >> 56) as usize % KEY_SLOTS
     }
 }
@@ -42,7 +45,7 @@ pub struct KeyHistogram {
     pub domain: u32,
     pub cbid: u32,
     pub name: String,
-    pub hist: AtomicHistogram,
+    pub hist: Box<AtomicHistogram>,
 }
 
 struct KeySlot {
@@ -75,12 +78,16 @@ pub struct ShardCounters {
     pub bad_site: u64,
 }
 
+/// Aligned to 128 bytes (and so a multiple of 128 long): no cache line of a shard, which its
+/// owner writes on every call, is shared with another thread's data.
+#[repr(align(128))]
 pub struct Shard {
     in_use: AtomicBool,
     /// Open calls now (owner writes, snapshots read for "in flight").
     depth: AtomicU32,
     stack: UnsafeCell<[Open; STACK_DEPTH]>,
-    keys: Box<[KeySlot]>,
+    /// Open-addressed by `RawKey::hash`; inline, so a lookup is one load from the shard.
+    keys: [KeySlot; KEY_SLOTS],
     unmatched: AtomicU64,
     overflow: AtomicU64,
     dropped: AtomicU64,
@@ -103,9 +110,8 @@ impl Shard {
             in_use: AtomicBool::new(true),
             depth: AtomicU32::new(0),
             stack: UnsafeCell::new([Open { key: RawKey { domain: 0, cbid: 0, name: 0 }, start: 0, epoch: 0 }; STACK_DEPTH]),
-            keys: (0..KEY_SLOTS)
-                .map(|_| KeySlot { tag: AtomicU64::new(0), name: AtomicU64::new(0), hist: AtomicPtr::new(std::ptr::null_mut()) })
-                .collect(),
+            keys: [const { KeySlot { tag: AtomicU64::new(0), name: AtomicU64::new(0), hist: AtomicPtr::new(std::ptr::null_mut()) } };
+                KEY_SLOTS],
             unmatched: AtomicU64::new(0),
             overflow: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -169,7 +175,9 @@ impl Shard {
         let tag = key.tag();
         let mut i = key.hash();
         for _ in 0..KEY_SLOTS {
-            let slot = &self.keys[i];
+            // SAFETY: i < KEY_SLOTS always: hash() is reduced modulo KEY_SLOTS, and so is every
+            // step below.
+            let slot = unsafe { self.keys.get_unchecked(i) };
             let h = slot.hist.load(Ordering::Acquire);
             if h.is_null() {
                 return self.insert(slot, key);
