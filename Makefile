@@ -14,6 +14,7 @@ $(VENV)/.deps: pyproject.toml Makefile
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "maturin>=1.5,<2" pytest pytest-timeout hypothesis nbclient nbformat ipykernel \
 		ipython ipywidgets traitlets polars pyarrow numpy matplotlib jupyterlab playwright mypy
+	$(PIP) install -q atheris || echo "atheris did not install: the fuzz smoke test (tests/test_reliability_input.py) is skipped"
 	touch $@
 
 system-deps: ## Debian packages the tests need (headless Chromium for the browser test, fonts)
