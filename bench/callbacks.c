@@ -19,7 +19,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* "The TSC": the cheapest cycle/tick counter of the machine. */
+#if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
+static inline uint64_t ticks(void) { return __rdtsc(); }
+#elif defined(__aarch64__)
+static inline uint64_t ticks(void) {
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+}
+#else
+static inline uint64_t ticks(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+#endif
 
 typedef struct {
     uint32_t callbackSite;
@@ -52,9 +69,9 @@ void bench_minimal_cb(void *ud, uint32_t domain, uint32_t cbid, const cbdata_t *
     (void)ud; (void)domain; (void)cbid;
     if (d->callbackSite == SITE_ENTER) {
         unsigned n = min_depth;
-        if (n < DEPTH) { min_stack[n] = __rdtsc(); min_depth = n + 1; }
+        if (n < DEPTH) { min_stack[n] = ticks(); min_depth = n + 1; }
     } else {
-        uint64_t t = __rdtsc();
+        uint64_t t = ticks();
         unsigned n = min_depth;
         if (n) { min_depth = n - 1; min_hist[bucket_of(t - min_stack[n - 1])]++; }
     }
@@ -120,9 +137,9 @@ void bench_trace_cb(void *ud, uint32_t domain, uint32_t cbid, const cbdata_t *d)
     (void)ud; (void)domain; (void)cbid;
     if (d->callbackSite == SITE_ENTER) {
         unsigned n = tr_depth;
-        if (n < DEPTH) { tr_stack[n] = __rdtsc(); tr_depth = n + 1; }
+        if (n < DEPTH) { tr_stack[n] = ticks(); tr_depth = n + 1; }
     } else {
-        uint64_t t = __rdtsc();
+        uint64_t t = ticks();
         unsigned n = tr_depth;
         if (!n) return;
         tr_depth = n - 1;
@@ -174,4 +191,4 @@ void bench_trace_clear(void) {
     while (c) { chunk_t *n = c->next; free(c); c = n; }
 }
 
-uint64_t bench_rdtsc(void) { return __rdtsc(); }
+uint64_t bench_rdtsc(void) { return ticks(); }
