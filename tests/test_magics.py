@@ -301,3 +301,34 @@ def test_a_users_own_session_is_explained(ip):
     with Session(library="sim"):
         msg = run_usage_error(ip, "%mspti start")
     assert "one" in msg.lower() and "session" in msg.lower()
+
+
+def test_load_on_a_real_library_without_preload_gives_the_fix(fake_lib_path, monkeypatch):
+    """A real (non-simulator) library that LD_PRELOAD does not name: the load message warns and
+    gives the one command that fixes it."""
+    from types import SimpleNamespace
+
+    from mspti_lens.magics import load_message
+
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    msg = load_message(SimpleNamespace(library=str(fake_lib_path)))
+    assert msg.level == "warning"
+    text = repr(msg)
+    assert str(fake_lib_path) in text and "SIMULATED" not in text
+    assert f"LD_PRELOAD={fake_lib_path}" in text and "python -m mspti_lens install-kernel" in text
+    assert "background:#fff3cd" in msg._repr_html_()
+
+
+def test_cell_magic_keeps_the_running_window(ip, sim):
+    """%%mspti on a running session: the cell gets its own window and the calls made before it
+    stay available (`%mspti summary --all`); the session keeps running afterwards."""
+    ip.run_line_magic("mspti", "start -d runtime")
+    sim.call("aclrtMalloc", 1000, 6)
+    with capture_output():
+        cell = ip.run_cell_magic("mspti", "--display summary", "s.call('aclrtFree', 1000, 2)")
+    assert dict(zip(*cell.summary().select("name", "num_calls"))) == {"aclrtFree": 2}
+    assert magics(ip).session.running
+    sim.call("aclrtMemset", 1000, 1)
+    everything = ip.run_line_magic("mspti", "summary --all")
+    assert dict(zip(*everything.summary().select("name", "num_calls"))) == {
+        "aclrtMalloc": 6, "aclrtFree": 2, "aclrtMemset": 1}

@@ -34,15 +34,15 @@ def cann_env(library: str, environ: dict[str, str] | None = None) -> dict[str, s
             env[k] = v
     lib = os.path.abspath(library)
     libdir = os.path.dirname(lib)
-    roots = [env.get("ASCEND_HOME_PATH"), env.get("ASCEND_TOOLKIT_HOME")]
+    roots: list[str | None] = [env.get("ASCEND_HOME_PATH"), env.get("ASCEND_TOOLKIT_HOME")]
     if not any(roots) and os.path.basename(libdir) == "lib64":
         env["ASCEND_HOME_PATH"] = os.path.dirname(libdir)
         roots = [env["ASCEND_HOME_PATH"]]
     markers = [r for r in roots if r] + ["Ascend"]
     for k in PATH_VARS:
-        v = env_in.get(k)
-        if v and any(m in v for m in markers):
-            env[k] = v
+        pv = env_in.get(k)
+        if pv and any(m in pv for m in markers):
+            env[k] = pv
     ld = env.get("LD_LIBRARY_PATH", env_in.get("LD_LIBRARY_PATH", ""))
     if libdir not in ld.split(":"):
         env["LD_LIBRARY_PATH"] = ":".join(p for p in (libdir, ld) if p)

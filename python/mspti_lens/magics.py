@@ -35,7 +35,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
-from traitlets import Bool, Enum, Float, Int, Unicode
+from traitlets import Enum, Float, Int, Unicode
 
 from .catalog import DOMAINS, resolve
 from .errors import MsptiError, SessionError, SimulatedBackendWarning
@@ -136,6 +136,12 @@ class MsptiMagics(Magics):
         self.panels: list[Any] = []
 
     # -- helpers ---------------------------------------------------------------------------------
+    @property
+    def _shell(self):
+        if self.shell is None:  # pragma: no cover - magics are always registered on a shell
+            raise UsageError("the mspti magics are not attached to an IPython shell")
+        return self.shell
+
     def _unit(self, args) -> str | None:
         u = getattr(args, "unit", None) or self.unit
         return None if u == "auto" else u
@@ -203,7 +209,7 @@ class MsptiMagics(Magics):
         display(figure_bundle(fig), raw=True)
 
     def _resolve_snapshot(self, ref: str) -> Snapshot:
-        ns = self.shell.user_ns
+        ns = self._shell.user_ns
         if ref in ns:
             value = ns[ref]
             if isinstance(value, Snapshot):
@@ -282,7 +288,7 @@ class MsptiMagics(Magics):
                 self.windows.append(closed)
             if not was_running:
                 session.start()
-            self.shell.run_cell(cell, store_history=False)
+            self._shell.run_cell(cell, store_history=False)
             snap = self._wrap(session.reset(), args)
         finally:
             if not was_running and not session.closed:
@@ -297,7 +303,7 @@ class MsptiMagics(Magics):
     def _present(self, snap: Snapshot, args, default: str):
         self.last = snap
         if args.out:
-            self.shell.user_ns[args.out] = snap
+            self._shell.user_ns[args.out] = snap
         show = args.display or default
         if show in ("both", "plot"):
             self._show_plot(snap, args.kind, args.density)

@@ -197,7 +197,7 @@ def _compare(frame: pl.DataFrame, names: list[str], simulated: bool, title: str,
         ax.stairs(y, edges, color=colour, linewidth=1.6,
                   label=f"{name} ({int(vals.sum()):,}; p50 {format_ns(q[0.5])}, p99 {format_ns(q[0.99])})")
         row = len(names) - 1 - i
-        lo, hi = float(sub["lower_ns"].min()), float(sub["upper_ns"].max())
+        lo, hi = float(sub["lower_ns"].to_numpy().min()), float(sub["upper_ns"].to_numpy().max())
         strip.hlines(row, max(lo, 1.0), hi, color=colour, linewidth=1)
         strip.hlines(row, q[0.5], q[0.99], color=colour, linewidth=7, alpha=0.55)
         strip.plot([q[0.5]], [row], marker="|", markersize=14, color="black")
