@@ -67,7 +67,8 @@ def test_range_reaches_beyond_100_seconds():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=10**12), min_size=1, max_size=400), st.floats(0, 1))
+# The stated range: 0 to 2^37 ns (137 s); beyond it values are kept but not resolved (see above).
+@given(st.lists(st.integers(min_value=0, max_value=2**37 - 1), min_size=1, max_size=400), st.floats(0, 1))
 def test_any_quantile_is_within_one_bucket(values, q):
     v = np.array(values, dtype=np.uint64)
     e = exact(v, q)
