@@ -213,3 +213,24 @@ def test_refresh_stops_when_session_closes(sim):
 def test_bad_interval(session):
     with pytest.raises(ValueError, match="interval"):
         ControlPanel(session, interval=0)
+
+
+def test_a_click_during_a_background_redraw_is_not_lost(cp, sim):
+    """While the refresh thread writes widget values, a user's change arriving on another thread
+    still reaches the library."""
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_view(view):
+        entered.set()
+        release.wait(10)
+
+    with cp._syncing_state():  # the refresh thread is mid-redraw ...
+        cp.panel.on_change.insert(0, slow_view)
+        t = threading.Thread(target=lambda: setattr(cp.toggles["hccl"], "value", True))
+        t.start()  # ... and the user clicks "hccl" (handled on another thread)
+        assert entered.wait(10)  # the click went through to the panel
+        assert sim.enabled_mask(2) == HCCL_ALL
+    release.set()
+    t.join(10)
+    cp.panel.on_change.remove(slow_view)
+    assert cp.toggles["hccl"].value and sim.enabled_mask(2) == HCCL_ALL

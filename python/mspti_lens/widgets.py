@@ -49,7 +49,9 @@ class ControlPanel:
         self.interval = float(interval)
         self.show_plot = plot
         self._lock = threading.RLock()
-        self._syncing = False
+        # Set while this panel writes widget values itself (per thread: a user's click arriving on
+        # the kernel's thread while the refresh thread redraws must not be mistaken for an echo).
+        self._local = threading.local()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._plotted_calls: int | None = None
@@ -171,16 +173,21 @@ class ControlPanel:
             self.callbacks.options = opts
             self.callbacks.value = tuple(k for _, k in opts if k in on)
 
+    @property
+    def _syncing(self) -> bool:
+        return getattr(self._local, "syncing", False)
+
     def _syncing_state(self):
         panel = self
 
         class _Guard:
             def __enter__(self):
                 panel._lock.acquire()
-                panel._was, panel._syncing = panel._syncing, True
+                self.was = panel._syncing
+                panel._local.syncing = True
 
             def __exit__(self, *exc):
-                panel._syncing = panel._was
+                panel._local.syncing = self.was
                 panel._lock.release()
 
         return _Guard()
