@@ -233,3 +233,10 @@ def test_unsubscribing_while_other_threads_are_inside_callbacks_is_safe(sim):
         sim.call("aclrtLaunchKernel", 0, 10)
         snap = s.snapshot()
     assert snap.total_calls == 10 and snap.unmatched == 0
+
+
+def test_the_last_window_stays_readable_after_the_with_block(sim):
+    with Session(library="sim") as s:
+        sim.call("aclrtLaunchKernel", 0, 5)
+    assert s.closed and s.snapshot().total_calls == 5
+    assert s.snapshot() is s.snapshot()  # the same final window, not a new read

@@ -6,12 +6,12 @@ import os
 import threading
 import time
 import warnings
-from typing import Iterable
+from collections.abc import Iterable
 
 from . import _native
 from .backend import BackendInfo, info_of, load_library
 from .catalog import DOMAIN_NAMES, Target, callback, resolve
-from .errors import NotPreloadedWarning
+from .errors import NotPreloadedWarning, SessionError
 from .snapshot import Snapshot, make_meta
 
 CLOCKS = ("auto", "tsc", "monotonic", "mspti")
@@ -46,7 +46,16 @@ class Session:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
         # A lone string is one target; any other iterable is a list of targets, so a single
         # (domain, id) pair is written enable=[("runtime", 10)].
-        targets = [enable] if isinstance(enable, str) else list(enable)
+        if isinstance(enable, str):
+            targets = [enable]
+        elif isinstance(enable, Iterable) and not isinstance(enable, (bytes, dict)):
+            targets = list(enable)
+        else:
+            raise ValueError(
+                f"enable takes a list of targets, not {enable!r}: domains ('runtime', 'hccl'), callbacks "
+                "('LAUNCH', 'MSPTI_CBID_RUNTIME_LAUNCH', 'aclrtLaunchKernel') or (domain, id) pairs; "
+                "pass [] to enable nothing"
+            )
         resolved = [resolve(t) for t in targets]  # validate before subscribing
         self._lib = load_library(library)
         self.backend: BackendInfo = info_of(self._lib)
@@ -55,6 +64,7 @@ class Session:
         self._lock = threading.Lock()
         self._window_start = time.time()
         self._preload_warned = False
+        self._final: Snapshot | None = None
         for d, c in resolved:
             self._apply(d, c, True)
 
@@ -105,8 +115,15 @@ class Session:
         return self
 
     def close(self) -> None:
-        """Stop and unsubscribe; the Session cannot be used afterwards. Idempotent."""
-        self._native.close()
+        """Stop and unsubscribe. Idempotent. The last window stays readable: ``snapshot()`` on a
+        closed session returns it, so leaving a ``with`` block loses nothing."""
+        with self._lock:
+            if self._final is None and not self._native.closed:
+                try:
+                    self._final = Snapshot(self._native.snapshot(), self._meta(self._window_start))
+                except SessionError:
+                    pass  # a forked child: nothing of its own to keep
+            self._native.close()
 
     def __enter__(self) -> Session:
         return self.start()
@@ -117,7 +134,7 @@ class Session:
     def __del__(self) -> None:
         try:
             self._native.close()
-        except Exception:
+        except Exception:  # nothing can be reported from a finaliser
             pass
 
     @property
@@ -145,8 +162,11 @@ class Session:
         )
 
     def snapshot(self) -> Snapshot:
-        """The current window, merged over every thread, while recording goes on."""
+        """The current window, merged over every thread, while recording goes on (after close(),
+        the last window)."""
         with self._lock:
+            if self._native.closed and self._final is not None:
+                return self._final
             return Snapshot(self._native.snapshot(), self._meta(self._window_start))
 
     def reset(self) -> Snapshot:

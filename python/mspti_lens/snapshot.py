@@ -245,6 +245,8 @@ class Snapshot:
         p = os.fspath(path)
         if not os.path.exists(p):
             raise FileNotFoundError(f"no snapshot file at {p}")
+        if not os.path.isfile(p):
+            raise ValueError(f"{p} is not a file; Snapshot.load() reads one file written by Snapshot.save()")
         try:
             table = pq.read_table(p)
         except (pa.ArrowException, OSError) as e:
@@ -279,9 +281,9 @@ class Snapshot:
                 c["domain"], c["cbid"], c["name"], c["sum"], c["sum_sq"], c["min"], c["max"],
                 c["overflow"], bkey, bidx, bcnt, counters,
             )
-        except (TypeError, OverflowError, pa.ArrowException) as e:
+            declared = [int(x) for x in c["count"]]
+        except (ValueError, TypeError, OverflowError, pa.ArrowException) as e:
             raise ValueError(f"{p} holds a malformed snapshot: {e}") from None
-        declared = [int(x) for x in c["count"]]
         actual = native.stats([])["count"]
         if declared != list(actual):
             raise ValueError(f"{p} is inconsistent: per-key counts {declared} do not match its buckets")
@@ -302,8 +304,12 @@ class Snapshot:
 
     def table(self, unit: str | None = None, top: int | None = None) -> pl.DataFrame:
         """The summary formatted for reading: durations as text in ``unit`` (auto if None)."""
+        if unit is not None:
+            check_unit(unit)
         df = self.summary()
         if top is not None:
+            if not isinstance(top, int) or isinstance(top, bool) or top < 1:
+                raise ValueError(f"top must be a positive int (rows to show), not {top!r}")
             df = df.head(top)
         fmt = [c for c in ("avg_ns", "min_ns", "med_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "stddev_ns")]
         return df.select(

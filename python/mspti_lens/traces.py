@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -87,6 +88,16 @@ COLLECTIVE_MAP: dict[str, str] = {
 }
 
 
+def _finite_time(v: Any) -> bool:
+    """A usable ts or dur (µs): a finite, non-negative number below 2^64 ns."""
+    return (
+        isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+        and 0 <= v < 1.8e16
+    )
+
+
 @dataclass(frozen=True)
 class TraceCall:
     thread: tuple[Any, Any]
@@ -145,7 +156,8 @@ class Trace:
                     continue
             elif cat == "cpu_op" and isinstance(name, str):
                 if has_named and name == "record_param_comms":
-                    coll = (e.get("args") or {}).get("Collective name")
+                    args = e.get("args")
+                    coll = args.get("Collective name") if isinstance(args, dict) else None
                     api = COLLECTIVE_MAP.get(str(coll).lower()) if coll else None
                     if api is None:
                         skipped[f"record_param_comms:{coll}"] += 1
@@ -161,12 +173,12 @@ class Trace:
             else:
                 continue
             ts, dur = e.get("ts"), e.get("dur")
-            if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)) or dur < 0 or ts < 0:
+            if not (_finite_time(ts) and _finite_time(dur)):
                 skipped[f"{name} (bad ts/dur)"] += 1
                 continue
-            calls.append(
-                TraceCall((e.get("pid"), e.get("tid")), api, round(ts * 1000), round(dur * 1000), name)
-            )
+            # Thread ids are kept as text: any JSON value names a thread, and text sorts and hashes.
+            thread = (str(e.get("pid")), str(e.get("tid")))
+            calls.append(TraceCall(thread, api, round(ts * 1000), round(dur * 1000), name))
         return cls(path, calls, skipped)
 
     def counts(self) -> Counter:
@@ -185,7 +197,7 @@ class Trace:
         for c in self.calls:
             by_thread[c.thread].append(c)
         lanes: list[list[TraceCall]] = []
-        for thread in sorted(by_thread, key=str):
+        for thread in sorted(by_thread):
             calls = sorted(by_thread[thread], key=lambda c: (c.ts_ns, -c.dur_ns))
             mine: list[tuple[list[TraceCall], list[int]]] = []  # (calls, stack of open end times)
             for c in calls:

@@ -94,6 +94,15 @@ impl Session {
         self.wanted.get(domain as usize).copied().unwrap_or(0)
     }
 
+    /// Whether this session's data may be read: open, and in the process that subscribed (a
+    /// forked child has a copy it must not treat as its own).
+    ///
+    /// # Errors
+    /// `Closed` or `Forked`.
+    pub fn check_readable(&self) -> Result<()> {
+        self.live()
+    }
+
     fn live(&self) -> Result<()> {
         if self.closed {
             Err(Error::Closed)

@@ -216,14 +216,12 @@ impl PySession {
 
     /// The current window.
     fn snapshot(&self, py: Python<'_>) -> PyResult<PySnapshot> {
-        self.with(py, |s| if s.is_closed() { Err(Error::Closed) } else { Ok(recorder::snapshot()) })
-            .map(PySnapshot::from_totals)
+        self.with(py, |s| s.check_readable().map(|()| recorder::snapshot())).map(PySnapshot::from_totals)
     }
 
     /// Close the current window and start a new one; returns the closed window.
     fn reset(&self, py: Python<'_>) -> PyResult<PySnapshot> {
-        self.with(py, |s| if s.is_closed() { Err(Error::Closed) } else { Ok(recorder::snapshot_and_reset()) })
-            .map(PySnapshot::from_totals)
+        self.with(py, |s| s.check_readable().map(|()| recorder::snapshot_and_reset())).map(PySnapshot::from_totals)
     }
 }
 
