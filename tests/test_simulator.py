@@ -135,6 +135,15 @@ def test_preload_check_gives_6_until_ld_preload_names_libmspti(sim, raw, monkeyp
     assert sim.lib.msptiEnableDomain(1, raw.handle, 1) == 0
 
 
+def test_cann8_without_ld_preload_enables_fine_and_delivers_nothing(sim, monkeypatch):
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    sim.fidelity = "cann8"
+    sim.preload_check(True)
+    with Session(library="sim") as s:
+        sim.call("aclrtLaunchKernel", 0, 10)
+        assert sim.enabled_mask(1) != 0 and s.snapshot().total_calls == 0
+
+
 def test_callbacks_are_synchronous_enter_before_and_exit_after_the_work(sim, raw):
     sim.set_clock("virtual")
     sim.lib.msimVirtualSet(1_000)

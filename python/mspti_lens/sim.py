@@ -177,8 +177,10 @@ class Simulator:
         self.lib.msimSetFidelity(FIDELITIES.index(mode))
 
     def preload_check(self, on: bool) -> None:
-        """MSPTI 26.x's LD_PRELOAD check (off by default): when on, the enable calls return 6 unless
-        the LD_PRELOAD variable, read now, names libmspti.so."""
+        """Simulate a process started without LD_PRELOAD (off by default): when on and the
+        LD_PRELOAD variable, read now, does not name libmspti.so, the 26.x enable calls return 6, as
+        MSPTI 26.x does, and in ``cann8`` fidelity they succeed but no callback is ever delivered,
+        as CANN 8.x did."""
         self.lib.msimSetPreloadCheck(1 if on else 0)
 
     def set_clock(self, mode: str) -> None:

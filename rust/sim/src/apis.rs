@@ -97,6 +97,10 @@ pub fn fire(domain: u32, cbid: u32, site: u32, name: *const c_char, fidelity: Fi
     if sub.is_null() || !state::is_enabled(domain, cbid) {
         return;
     }
+    if state::not_interposed() {
+        // Without LD_PRELOAD the wrappers never run: nothing is delivered (what CANN 8.x users saw).
+        return;
+    }
     // SAFETY: subscriber objects are leaked on subscribe and never freed, so a pointer loaded
     // from SUBSCRIBER stays valid even if another thread unsubscribes now.
     let sub = unsafe { &*sub };

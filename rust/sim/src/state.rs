@@ -132,10 +132,16 @@ pub fn check_enable(subscriber: MsptiSubscriberHandle, domain: u32) -> Result<bo
     if domain != MSPTI_CB_DOMAIN_RUNTIME && domain != MSPTI_CB_DOMAIN_HCCL {
         return Err(MSPTI_ERROR_INVALID_PARAMETER);
     }
-    if PRELOAD_CHECK.load(Ordering::Relaxed) && !PRELOAD_OK.load(Ordering::Relaxed) {
+    if not_interposed() && fidelity() != Fidelity::Cann8 {
+        // 26.x checks LD_PRELOAD; CANN 8.x had no check and simply delivered nothing.
         return Err(MSPTI_ERROR_WITHOUT_LD_PRELOAD);
     }
     Ok(true)
+}
+
+/// Whether the simulated process "was not started with LD_PRELOAD": only when the check is on.
+pub fn not_interposed() -> bool {
+    PRELOAD_CHECK.load(Ordering::Relaxed) && !PRELOAD_OK.load(Ordering::Relaxed)
 }
 
 pub fn read_preload_env() -> bool {
