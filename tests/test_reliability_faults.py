@@ -532,3 +532,31 @@ def test_bad_library_through_mspti_library_variable(bad_libraries):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "RESULT" in p.stdout and bad_libraries["not_elf"] in p.stdout
+
+
+# -------------------------------------------------------------------------------------------------
+# Every unsafe block says why it is sound.
+
+
+def test_every_unsafe_block_has_a_safety_comment():
+    """Each `unsafe { ... }` and `unsafe impl` in rust/ is directly preceded by (or on the same
+    line as) a `// SAFETY:` comment (the clippy lint undocumented_unsafe_blocks is only a
+    warning, and clippy is not part of `make test`)."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "rust"
+    missing, seen = [], 0
+    for p in sorted(root.rglob("*.rs")):
+        lines = p.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if not re.search(r"\bunsafe\s*(\{|impl\b)", line.split("//")[0]):
+                continue
+            seen += 1
+            ok, j = "SAFETY" in line, i - 1
+            while not ok and j >= 0 and lines[j].strip().startswith("//"):
+                ok = "SAFETY" in lines[j]
+                j -= 1
+            if not ok:
+                missing.append(f"{p.relative_to(root.parent)}:{i + 1}: {line.strip()}")
+    assert seen > 20
+    assert not missing, "unsafe without a SAFETY comment:\n" + "\n".join(missing)
