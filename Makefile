@@ -26,7 +26,8 @@ system-deps: ## Debian packages the tests need (headless Chromium for the browse
 sim: ## build the simulator (a stand-in libmspti.so) into the package
 	cargo build --release -p mspti-sim
 	mkdir -p $(dir $(SIM_SO))
-	cp target/release/libmspti_sim.so $(SIM_SO)
+	@# Copy then rename: processes that have the old file mapped keep it intact.
+	cp target/release/libmspti_sim.so $(SIM_SO).tmp && mv -f $(SIM_SO).tmp $(SIM_SO)
 
 dev: $(VENV)/.deps sim ## venv + Python deps + release build of the extension, installed editable
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q

@@ -125,11 +125,23 @@ pub fn fire(domain: u32, cbid: u32, site: u32, name: *const c_char, fidelity: Fi
             reserved2: 0,
             correlation_data: std::ptr::addr_of_mut!(frame.shared),
         },
-        Fidelity::Cann26 | Fidelity::Cann8 => garbage(site, name, frame.corr),
+        Fidelity::Cann26 | Fidelity::Cann8 => garbage(site, name, next_salt()),
     };
     state::count_delivered(domain, cbid, site);
     // SAFETY: `cb` is the subscriber's C callback; `data` and `frame` outlive the call.
     unsafe { cb(sub.userdata, domain, cbid, &data) };
+}
+
+/// A per-thread sequence that makes each callback's garbage differ, as stack leftovers do.
+fn next_salt() -> u64 {
+    thread_local! {
+        static SALT: std::cell::Cell<u64> = const { std::cell::Cell::new(0x9e37_79b9) };
+    }
+    SALT.with(|s| {
+        let v = s.get().wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        s.set(v);
+        v >> 11
+    })
 }
 
 /// Callback data as a real library leaves it: site and name set, everything else garbage.
