@@ -25,7 +25,7 @@ import polars as pl
 
 from .catalog import DOMAIN_NAMES, DOMAINS, Callback, enableable
 from .session import Session
-from .snapshot import Snapshot, check_unit
+from .snapshot import Snapshot, check_unit, frame_html
 
 PLOT_KINDS = ("distribution", "cdf", "hccl", "launch")
 
@@ -96,23 +96,10 @@ class View:
         """The summary as a plain HTML table (numbers right-aligned, no dtype row, no quoting)."""
         if not len(self.table):
             return "<p><i>(no calls recorded in this window)</i></p>"
-        cols = self.table.columns
-        head = "".join(f"<th style='text-align:{'left' if c in ('domain', 'name') else 'right'};"
-                       f"padding:1px 6px'>{html.escape(c)}</th>" for c in cols)
-        rows = []
-        for r in self.table.iter_rows():
-            cells = []
-            for c, v in zip(cols, r):
-                align = "left" if c in ("domain", "name") else "right"
-                text = f"{v:,}" if isinstance(v, int) else f"{v:.1f}" if isinstance(v, float) else str(v)
-                cells.append(f"<td style='text-align:{align};padding:1px 6px'>{html.escape(text)}</td>")
-            rows.append("<tr>" + "".join(cells) + "</tr>")
         n = len(self.snapshot)
         shown = len(self.table)
         caption = f"{shown} of {n} APIs by total time" if shown < n else f"{n} APIs by total time"
-        return (f"<table style='border-collapse:collapse;font-size:12px'><caption style='text-align:left'>"
-                f"{caption}{' · SIMULATED' if self.simulated else ''}</caption>"
-                f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+        return frame_html(self.table, caption + (" · SIMULATED" if self.simulated else ""))
 
 
 class Panel:

@@ -340,8 +340,32 @@ class Snapshot:
                 '<div style="background:#fff3cd;color:#664d03;padding:2px 6px;font-weight:bold">'
                 "SIMULATED DATA: produced by the mspti-lens simulator, not measured on an NPU</div>"
             )
-        body = self.table()._repr_html_() if len(self) else "<p>(no calls recorded)</p>"
+        body = frame_html(self.table()) if len(self) else "<p>(no calls recorded)</p>"
         return f"{banner}<div><b>{html.escape(self._title())}</b></div>{body}"
+
+
+def frame_html(df: pl.DataFrame, caption: str = "") -> str:
+    """A DataFrame as a plain HTML table for notebooks: every row, text left, numbers right, no
+    dtype row or quoting (polars' own HTML cuts rows and quotes strings)."""
+    import html
+
+    cols = df.columns
+    text_cols = {c for c, t in zip(cols, df.dtypes) if t == pl.String}
+
+    def cell(tag: str, c: str, text: str) -> str:
+        align = "left" if c in text_cols else "right"
+        return f"<{tag} style='text-align:{align};padding:1px 6px'>{html.escape(text)}</{tag}>"
+
+    def show(v: object) -> str:
+        return f"{v:,}" if isinstance(v, int) else f"{v:.1f}" if isinstance(v, float) else str(v)
+
+    head = "".join(cell("th", c, c) for c in cols)
+    rows = "".join("<tr>" + "".join(cell("td", c, show(v)) for c, v in zip(cols, r)) + "</tr>" for r in df.iter_rows())
+    cap = f"<caption style='text-align:left'>{html.escape(caption)}</caption>" if caption else ""
+    return (
+        f"<table style='border-collapse:collapse;font-size:12px'>{cap}"
+        f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    )
 
 
 def make_meta(backend_label: str, simulated: bool, clock: str, window_start: float, **extra: Any) -> dict:
