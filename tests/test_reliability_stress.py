@@ -118,11 +118,20 @@ def test_thousands_of_short_lived_threads_memory_stays_bounded():
     assert r["rss_growth_kib"] < 8 * 1024, r
 
 
+_FORK: dict = {}
+
+
+def fork_result() -> dict:
+    if not _FORK:
+        _FORK.update(run_scenario("fork", threads=4, seconds=1.5))
+    return _FORK
+
+
 def test_fork_of_a_subscribed_process():
     """fork() while 4 threads make calls (a DataLoader worker): the child sees the fork flag, cannot
     create, drive or read a Session (SessionError: the inherited data are the parent's), and makes
     calls without crashing or deadlocking; the parent's data is untouched and exact."""
-    r = run_scenario("fork", threads=4, seconds=1.5)
+    r = fork_result()
     c = r["child"]
     assert c["forked_flag"] is True, c
     assert c["new_session"].startswith("SessionError"), c
@@ -146,6 +155,19 @@ def test_snapshot_summary_in_a_forked_child_does_not_hang():
     hung in polars' thread pool (it does not survive fork()); now it raises SessionError."""
     r = run_scenario("fork_summary", timeout=120)
     assert r["child_status"] == 0, r  # 1 = the child's watchdog fired: it hung for 5 s
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="error.rs Error::Forked says 'Create a Session in the child if you want to profile it', but "
+    "Session() in a forked child raises this same SessionError (Session::new refuses when FORKED is set). "
+    "The message should say what works: profile the child with a Session in a process started fresh "
+    "(spawn/forkserver start method), or close the parent's Session before forking.",
+)
+def test_forked_child_error_does_not_advise_what_fails():
+    c = fork_result()["child"]
+    assert c["new_session"].startswith("SessionError")
+    assert "Create a Session in the child" not in c["new_session"], c["new_session"]
 
 
 @pytest.mark.slow
