@@ -192,3 +192,18 @@ void bench_trace_clear(void) {
 }
 
 uint64_t bench_rdtsc(void) { return ticks(); }
+
+/* ---- clock costs -------------------------------------------------------------------------- */
+/* n reads of a clock in a loop; returns a checksum so the loop is kept. which: 0 the tick
+ * counter, 1 clock_gettime(CLOCK_MONOTONIC), 2 the msptiGetTimestamp at `fn`. */
+typedef uint32_t (*get_timestamp_fn)(uint64_t *);
+
+uint64_t bench_clock_loop(int which, uint64_t n, void *fn) {
+    uint64_t s = 0, t = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (which == 0) s += ticks();
+        else if (which == 1) s += mono_ns();
+        else { ((get_timestamp_fn)fn)(&t); s += t; }
+    }
+    return s;
+}
