@@ -160,9 +160,10 @@ def test_snapshot_summary_in_a_forked_child_does_not_hang():
 @pytest.mark.xfail(
     strict=True,
     reason="error.rs Error::Forked says 'Create a Session in the child if you want to profile it', but "
-    "Session() in a forked child raises this same SessionError (Session::new refuses when FORKED is set). "
-    "The message should say what works: profile the child with a Session in a process started fresh "
-    "(spawn/forkserver start method), or close the parent's Session before forking.",
+    "Session() in a forked child raises this same SessionError (Session::new refuses when FORKED is set, "
+    "and the atfork handler sets it in every child once any Session was created, even one closed before "
+    "the fork). The message should say what works: a Session in a process started fresh (the "
+    "spawn/forkserver start method).",
 )
 def test_forked_child_error_does_not_advise_what_fails():
     c = fork_result()["child"]
