@@ -28,8 +28,10 @@ impl ClockKind {
 }
 
 static KIND: AtomicU8 = AtomicU8::new(ClockKind::Monotonic as u8);
-/// ns = ticks * TSC_MULT >> 32.
-static TSC_MULT: AtomicU64 = AtomicU64::new(0);
+/// ns = reading * MULT >> 32: the calibrated rate for the TSC, 2^32 (identity) for the ns clocks,
+/// so converting a duration is one multiply with no branch on the clock kind.
+const IDENTITY: u64 = 1 << 32;
+static TSC_MULT: AtomicU64 = AtomicU64::new(IDENTITY);
 static MSPTI_FN: AtomicUsize = AtomicUsize::new(0);
 /// Calls to `msptiGetTimestamp` that failed (their reading counts as 0).
 pub static MSPTI_CLOCK_ERRORS: AtomicU64 = AtomicU64::new(0);
@@ -81,9 +83,13 @@ pub fn select(kind: ClockKind, mspti: Option<FnGetTimestamp>) -> ClockKind {
     };
     match kind {
         ClockKind::Tsc => TSC_MULT.store(calibrate_tsc(), Ordering::Relaxed),
-        ClockKind::Mspti => MSPTI_FN.store(mspti.map_or(0, |f| f as usize), Ordering::Relaxed),
+        ClockKind::Mspti => {
+            MSPTI_FN.store(mspti.map_or(0, |f| f as usize), Ordering::Relaxed);
+            TSC_MULT.store(IDENTITY, Ordering::Relaxed);
+        }
         ClockKind::Monotonic => {
             monotonic_ns();
+            TSC_MULT.store(IDENTITY, Ordering::Relaxed);
         }
     }
     KIND.store(kind as u8, Ordering::Release);
@@ -130,19 +136,29 @@ fn mspti_now() -> u64 {
 #[inline(always)]
 pub fn to_ns(start: u64, end: u64) -> u64 {
     let d = end.saturating_sub(start);
-    if KIND.load(Ordering::Relaxed) == ClockKind::Tsc as u8 {
-        ((u128::from(d) * u128::from(TSC_MULT.load(Ordering::Relaxed))) >> 32) as u64
-    } else {
-        d
-    }
+    // Exact for the ns clocks (d * 2^32 >> 32 = d; no overflow in u128).
+    ((u128::from(d) * u128::from(TSC_MULT.load(Ordering::Relaxed))) >> 32) as u64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The clock is process-wide: tests that select one take turns.
+    static CLOCK_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn ns_clocks_convert_exactly() {
+        let _g = CLOCK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        select(ClockKind::Monotonic, None);
+        for (a, b) in [(0u64, 0u64), (5, 1_000_005), (0, u64::MAX), (10, 3)] {
+            assert_eq!(to_ns(a, b), b.saturating_sub(a));
+        }
+    }
+
     #[test]
     fn tsc_and_monotonic_agree_on_a_sleep() {
+        let _g = CLOCK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         if !tsc_reliable() {
             return;
         }
