@@ -27,8 +27,10 @@ pub enum Error {
     #[error("{0}")]
     InvalidArgument(String),
 
-    #[error("this process was forked from the one that subscribed; MSPTI state is not inherited by a \
-             child process. Create a Session in the child if you want to profile it")]
+    #[error("this process is a fork() of one that used mspti_lens: it holds a copy of the parent's \
+             recording and of MSPTI's subscriber state, not a working subscription, so it cannot record \
+             or read here. Profile the parent, or start worker processes fresh (multiprocessing start \
+             method 'spawn' or 'forkserver') and create a Session in them")]
     Forked,
 
     #[error("the callback caught a panic and stopped recording to protect the process; the counts \
