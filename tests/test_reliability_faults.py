@@ -630,3 +630,110 @@ def test_every_unsafe_block_has_a_safety_comment():
                 missing.append(f"{p.relative_to(root.parent)}:{i + 1}: {line.strip()}")
     assert seen > 20
     assert not missing, "unsafe without a SAFETY comment:\n" + "\n".join(missing)
+
+
+# -------------------------------------------------------------------------------------------------
+# Callbacks after unsubscribe, deterministically: a tiny stand-in library that keeps the callback
+# pointer it was given and can call it at any time, as a real library may for a call already in
+# flight when msptiUnsubscribe returns.
+
+LATE_C = r"""
+#include <stdint.h>
+typedef void (*cb_t)(void *, uint32_t, uint32_t, const void *);
+typedef struct { uint32_t site, pad; const char *name; const void *p[3]; uint64_t c, r1, r2; uint64_t *cd; } data_t;
+static cb_t saved; static void *saved_ud; static int subscribed; static uint64_t enabled[3];
+static const char *NAME = "aclrtLaunchKernel";
+int msptiSubscribe(void **h, cb_t cb, void *ud) {
+    if (subscribed) return 2;
+    saved = cb; saved_ud = ud; subscribed = 1; *h = (void *)&saved; return 0;
+}
+int msptiUnsubscribe(void *h) { (void)h; subscribed = 0; enabled[1] = enabled[2] = 0; return 0; }
+int msptiEnableCallback(uint32_t e, void *h, uint32_t d, uint32_t c) {
+    (void)h; if (d < 1 || d > 2 || c > 63) return 1;
+    if (e) enabled[d] |= 1ull << c; else enabled[d] &= ~(1ull << c); return 0;
+}
+int msptiEnableDomain(uint32_t e, void *h, uint32_t d) {
+    (void)h; if (d < 1 || d > 2) return 1; enabled[d] = e ? ~1ull : 0; return 0;
+}
+static void fire(uint32_t d, uint32_t c, uint32_t site) {
+    data_t x = {0}; x.site = site; x.name = NAME;
+    x.p[0] = x.p[1] = x.p[2] = (const void *)0xdeadbeefdead0000ull; x.cd = (uint64_t *)0xdeadbeefdead0008ull;
+    saved(saved_ud, d, c, &x);
+}
+/* a normal intercepted call: only when subscribed and enabled */
+void lib_call(uint32_t n) { for (uint32_t i = 0; i < n; i++) if (subscribed && (enabled[1] >> 10 & 1)) { fire(1, 10, 0); fire(1, 10, 1); } }
+/* the library's callback pointer used regardless of subscription and enable bits */
+void late_fire(uint32_t site) { if (saved) fire(1, 10, site); }
+void late_calls(uint32_t n) { for (uint32_t i = 0; i < n; i++) if (saved) { fire(1, 10, 0); fire(1, 10, 1); } }
+"""
+
+LATE_CHILD = r"""
+import ctypes, json, sys, threading, warnings
+warnings.simplefilter("ignore")
+import mspti_lens
+from mspti_lens import _native
+lib_path = sys.argv[1]
+L = ctypes.CDLL(lib_path)
+for f in ("lib_call", "late_fire", "late_calls"):
+    getattr(L, f).argtypes = [ctypes.c_uint32]
+out = {}
+s = mspti_lens.Session(library=lib_path, enable=["LAUNCH"])
+s.start()
+L.lib_call(5)
+L.late_fire(0)          # a call in flight ...
+s.close()               # ... when the subscriber goes away
+L.late_fire(1)          # its EXIT arrives after msptiUnsubscribe returned
+L.late_calls(100)       # and whole calls, too
+out["closed_window"] = s.snapshot().total_calls
+s2 = mspti_lens.Session(library=lib_path, enable=["LAUNCH"])
+s2.start()
+L.late_fire(0)
+s2.stop()
+s2.start()
+L.late_fire(1)          # an ENTER of an earlier run never pairs with a later EXIT
+L.lib_call(3)
+snap = s2.snapshot()
+out["second"] = snap.total_calls
+out["second_abandoned"] = snap.counters["abandoned"]
+# late callbacks from 4 threads while sessions come and go
+stop = threading.Event()
+def hammer():
+    while not stop.is_set():
+        L.late_calls(200)
+ts = [threading.Thread(target=hammer) for _ in range(4)]
+for t in ts:
+    t.start()
+s2.close()
+for i in range(50):
+    with mspti_lens.Session(library=lib_path, enable=["LAUNCH"]) as s3:
+        if i % 2:
+            s3.snapshot()
+stop.set()
+for t in ts:
+    t.join()
+s4 = mspti_lens.Session(library=lib_path, enable=["LAUNCH"])
+s4.start()
+L.lib_call(7)
+out["after_churn"] = s4.snapshot().total_calls
+s4.close()
+out["health"] = _native.health()
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_callbacks_after_unsubscribe_are_harmless(tmp_path):
+    src = tmp_path / "late.c"
+    src.write_text(LATE_C)
+    so = tmp_path / "liblate.so"
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MSPTI_LIBRARY", "LD_PRELOAD")}
+    p = subprocess.run([sys.executable, "-c", LATE_CHILD, str(so)], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0, f"late callbacks killed the process ({p.returncode}):\n{p.stderr[-3000:]}"
+    r = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+    FIGURES["injected_callbacks"] += 4 + 200
+    assert r["closed_window"] == 5, r  # the closed session keeps what it recorded
+    assert r["second"] == 3 and r["second_abandoned"] == 1, r
+    assert r["after_churn"] == 7, r
+    assert not r["health"]["poisoned"] and not r["health"]["forked"], r
