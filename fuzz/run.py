@@ -30,7 +30,7 @@ TARGETS = {"snapshot": "fuzz_snapshot_load.py", "trace": "fuzz_trace.py"}
 KNOWN: list[str] = []
 
 
-def run(target: str, seconds: int, out: Path, known: bool) -> dict:
+def run(target: str, seconds: int, out: Path, known: bool, seed: int = 0) -> dict:
     corpus = out / "corpus" / target
     arts = out / "artifacts"
     arts.mkdir(parents=True, exist_ok=True)
@@ -43,7 +43,7 @@ def run(target: str, seconds: int, out: Path, known: bool) -> dict:
         sys.executable, str(HERE / TARGETS[target]), str(corpus),
         f"-max_total_time={seconds}", "-timeout=30", "-rss_limit_mb=3072",
         f"-artifact_prefix={arts}/{target}-", "-print_final_stats=1",
-    ]
+    ] + ([f"-seed={seed}"] if seed else [])
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=HERE, timeout=seconds + 300)
     log = p.stdout + p.stderr
     m = re.search(r"Done (\d+) runs in (\d+) second", log)
@@ -64,8 +64,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "mspti-lens-fuzz")
     ap.add_argument("--all-findings", action="store_true", help="do not tolerate the KNOWN findings")
     ap.add_argument("--target", choices=sorted(TARGETS), action="append")
+    ap.add_argument("--seed", type=int, default=0, help="libFuzzer seed (0: random); CI uses a fixed one")
     a = ap.parse_args()
-    results = [run(t, a.seconds, a.out, not a.all_findings) for t in (a.target or sorted(TARGETS))]
+    results = [run(t, a.seconds, a.out, not a.all_findings, a.seed) for t in (a.target or sorted(TARGETS))]
     for r in results:
         print(f"{r['target']}: {r['runs']} inputs in {r['seconds']} s, exit {r['exit']}, findings {r['findings']}")
     print(json.dumps({"targets": results}))
