@@ -501,8 +501,8 @@ def main() -> None:
         "scale_s": 0.03 if q else 0.25,
         "summary_reps": 5 if q else 30,
         "mem_calls": [10**5, 10**6] if q else [10**5, 10**6, 10**7],
-        "e2e_rounds": 2 if q else 10,
-        "e2e_steps": 10 if q else 100,
+        "e2e_rounds": 2 if q else 20,
+        "e2e_steps": 10 if q else 50,
     }
     t_start = time.perf_counter()
     log = lambda m: print(f"[bench {time.perf_counter() - t_start:6.1f}s] {m}", file=sys.stderr, flush=True)  # noqa: E731
