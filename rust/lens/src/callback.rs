@@ -63,6 +63,10 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             if !recording {
                 return;
             }
+            if start == clock::FAILED || end == clock::FAILED {
+                s.count_dropped();
+                return;
+            }
             if let Some(h) = s.histogram(key) {
                 h.hist.record(clock::to_ns(start, end), WINDOW.load(Ordering::Relaxed));
             }

@@ -118,19 +118,23 @@ pub fn now() -> u64 {
 fn mspti_now() -> u64 {
     let f = MSPTI_FN.load(Ordering::Relaxed);
     if f == 0 {
-        return 0;
+        return FAILED;
     }
     // SAFETY: MSPTI_FN only ever holds a `msptiGetTimestamp` pointer from a library that is never
     // unloaded (see loader.rs), so it has that type and stays valid.
     let f: FnGetTimestamp = unsafe { std::mem::transmute::<usize, FnGetTimestamp>(f) };
     let mut t = 0u64;
     // SAFETY: `t` is a valid out pointer for the call.
-    if unsafe { f(&mut t) } != 0 {
+    if unsafe { f(&mut t) } != 0 || t == FAILED {
         MSPTI_CLOCK_ERRORS.fetch_add(1, Ordering::Relaxed);
-        return 0;
+        return FAILED;
     }
     t
 }
+
+/// The reading `now()` gives when the clock failed (only `msptiGetTimestamp` can); a pair with
+/// such a reading is dropped, never recorded.
+pub const FAILED: u64 = u64::MAX;
 
 /// The duration in ns between two raw readings (0 if the clock went backwards).
 #[inline(always)]

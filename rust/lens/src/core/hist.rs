@@ -249,13 +249,16 @@ impl AtomicHistogram {
         bump(&self.sum, v);
         // Through i64: one instruction on x86-64 (durations never reach 2^63 ns).
         let x = v.min(i64::MAX as u64) as i64 as f64;
-        let sq = f64::from_bits(self.sum_sq.load(Ordering::Relaxed)) + x * x;
-        self.sum_sq.store(sq.to_bits(), Ordering::Relaxed);
         if self.extremes_window.load(Ordering::Relaxed) != window {
+            // First record of a window: the sum of squares, min and max are per window (a
+            // cumulative f64 sum of squares minus a baseline would lose a small window's digits).
+            self.sum_sq.store((x * x).to_bits(), Ordering::Relaxed);
             self.min.store(v, Ordering::Relaxed);
             self.max.store(v, Ordering::Relaxed);
             self.extremes_window.store(window, Ordering::Release);
         } else {
+            let sq = f64::from_bits(self.sum_sq.load(Ordering::Relaxed)) + x * x;
+            self.sum_sq.store(sq.to_bits(), Ordering::Relaxed);
             if v < self.min.load(Ordering::Relaxed) {
                 self.min.store(v, Ordering::Relaxed);
             }
@@ -268,8 +271,8 @@ impl AtomicHistogram {
         }
     }
 
-    /// Add this histogram's current counts into `into`. min/max are taken only when they were
-    /// set in `window` (the current one); counts, sums and overflow are cumulative.
+    /// Add this histogram's current counts into `into`. The sum of squares, min and max are
+    /// taken only when set in `window` (the current one); counts, sum and overflow are cumulative.
     pub fn read_into(&self, into: &mut Histogram, window: u64) {
         let mut n = 0;
         for (w, word) in self.nonzero.iter().enumerate() {
@@ -287,9 +290,9 @@ impl AtomicHistogram {
         }
         into.count += n;
         into.sum = into.sum.wrapping_add(self.sum.load(Ordering::Relaxed));
-        into.sum_sq += f64::from_bits(self.sum_sq.load(Ordering::Relaxed));
         into.overflow += self.overflow.load(Ordering::Relaxed);
         if self.extremes_window.load(Ordering::Acquire) == window {
+            into.sum_sq += f64::from_bits(self.sum_sq.load(Ordering::Relaxed));
             let (mn, mx) = (self.min.load(Ordering::Relaxed), self.max.load(Ordering::Relaxed));
             into.min = Some(into.min.map_or(mn, |m| m.min(mn)));
             into.max = Some(into.max.map_or(mx, |m| m.max(mx)));

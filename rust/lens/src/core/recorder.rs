@@ -62,7 +62,7 @@ fn subtract(h: &mut Histogram, base: &Histogram) {
     }
     h.count = h.count.saturating_sub(base.count);
     h.sum = h.sum.wrapping_sub(base.sum);
-    h.sum_sq = (h.sum_sq - base.sum_sq).max(0.0);
+    // sum_sq, min and max are already the window's own (see AtomicHistogram::record).
     h.overflow = h.overflow.saturating_sub(base.overflow);
     if h.count == 0 {
         h.min = None;

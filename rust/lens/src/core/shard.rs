@@ -67,9 +67,9 @@ struct Open {
 pub struct ShardCounters {
     /// EXIT with no matching ENTER on this thread (enabled mid-call, or ENTER lost).
     pub unmatched: u64,
-    /// ENTERs beyond `STACK_DEPTH`.
+    /// ENTERs that found `STACK_DEPTH` calls open and evicted the oldest.
     pub overflow: u64,
-    /// Pairs dropped because the thread's key table was full.
+    /// Pairs not recorded: the thread's key table was full, or a clock reading failed.
     pub dropped: u64,
     /// ENTERs whose EXIT can no longer come: a thread ended mid-call, or the call began in an
     /// earlier recording run.
@@ -132,12 +132,34 @@ impl Shard {
             d = 0;
         }
         if d >= STACK_DEPTH {
+            // 64 calls open at once on one thread means ENTERs whose EXIT will never come (the
+            // id was disabled mid-call): give up the oldest so the thread keeps recording. Its
+            // EXIT, should it come after all, is counted as unmatched.
+            self.evict_oldest();
             bump(&self.overflow);
-            return;
+            d = STACK_DEPTH - 1;
         }
         // SAFETY: only the owner thread reaches here, and d < STACK_DEPTH.
         unsafe { (*self.stack.get())[d] = Open { key, start, epoch } };
         self.depth.store(d as u32 + 1, Ordering::Relaxed);
+    }
+
+    #[cold]
+    fn evict_oldest(&self) {
+        // SAFETY: only the owner thread touches the stack; the range is within the array.
+        unsafe { (*self.stack.get()).copy_within(1..STACK_DEPTH, 0) };
+    }
+
+    /// An EXIT below the top: the open calls above its ENTER lost their EXITs (disabled
+    /// mid-call); abandon them and return the depth of the match, or None.
+    #[cold]
+    fn find_below(&self, key: RawKey, d: usize) -> Option<usize> {
+        // SAFETY: only the owner thread touches the stack, and d <= STACK_DEPTH.
+        let stack = unsafe { &*self.stack.get() };
+        let i = (0..d.saturating_sub(1)).rev().find(|&i| stack[i].key == key)?;
+        let above = (d - 1 - i) as u64;
+        self.abandoned.store(self.abandoned.load(Ordering::Relaxed) + above, Ordering::Relaxed);
+        Some(i + 1)
     }
 
     /// EXIT: pop the matching ENTER and return its start, or None (counted) when there is none.
@@ -152,14 +174,25 @@ impl Shard {
             return None;
         }
         // SAFETY: only the owner thread reaches here, and 0 < d <= STACK_DEPTH.
-        let top = unsafe { (*self.stack.get())[d - 1] };
+        let mut top = unsafe { (*self.stack.get())[d - 1] };
+        let mut d = d;
         if top.key != key {
-            // Strict nesting: an EXIT that does not match the innermost open call had its ENTER
-            // missed (for example the id was enabled in between).
-            if count_unmatched {
-                bump(&self.unmatched);
+            // Strict nesting: an EXIT that matches no open call had its ENTER missed (the id was
+            // enabled in between); one that matches a deeper call closes it, abandoning the calls
+            // above it, whose EXITs were lost.
+            match self.find_below(key, d) {
+                Some(depth) => {
+                    d = depth;
+                    // SAFETY: only the owner thread reaches here, and 0 < d <= STACK_DEPTH.
+                    top = unsafe { (*self.stack.get())[d - 1] };
+                }
+                None => {
+                    if count_unmatched {
+                        bump(&self.unmatched);
+                    }
+                    return None;
+                }
             }
-            return None;
         }
         self.depth.store(d as u32 - 1, Ordering::Relaxed);
         if top.epoch != epoch {
@@ -210,6 +243,10 @@ impl Shard {
 
     pub fn count_bad_site(&self) {
         bump(&self.bad_site);
+    }
+
+    pub fn count_dropped(&self) {
+        bump(&self.dropped);
     }
 
     /// Every histogram published so far.
@@ -364,6 +401,18 @@ mod tests {
         assert_eq!(s.counters().abandoned, 2);
         assert_eq!(s.in_flight(), 1);
         assert_eq!(s.exit(key(10), 2, true), Some(7));
+    }
+
+    #[test]
+    fn an_exit_below_the_top_abandons_the_calls_above_it() {
+        let s = Shard::new();
+        s.enter(key(10), 100, 1);
+        s.enter(key(22), 150, 1); // its EXIT is lost
+        s.enter(key(24), 160, 1); // and this one's
+        assert_eq!(s.exit(key(10), 1, true), Some(100));
+        assert_eq!(s.counters().abandoned, 2);
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.counters().unmatched, 0);
     }
 
     #[test]
