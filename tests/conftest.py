@@ -98,3 +98,13 @@ def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subp
         e.pop(k, None)
     e.update(env or {})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=timeout)
+
+
+def write_figures(name: str, figures: dict) -> None:
+    """Write a test module's figures (for RELIABILITY.md) where MSPTI_LENS_FIGURES points."""
+    import json
+
+    d = os.environ.get("MSPTI_LENS_FIGURES")
+    if d:
+        Path(d).mkdir(parents=True, exist_ok=True)
+        Path(d, name).write_text(json.dumps(figures, indent=1, sort_keys=True))

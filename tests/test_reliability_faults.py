@@ -16,10 +16,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+from conftest import write_figures
+
 import pytest
 
 import mspti_lens
-from mspti_lens import LibraryError, MsptiCallError, PreloadRequiredError, SubscriberBusyError, _native
+from mspti_lens import MsptiCallError, PreloadRequiredError, SubscriberBusyError, _native
 from mspti_lens.sim import ENTER, EXIT, FAULT_SLOTS, Simulator
 
 # Every msptiResult error code (mspti_abi.md §2), plus values no release defines.
@@ -28,20 +30,15 @@ FIGURES: dict = {"faults_injected": 0, "injected_callbacks": 0, "bad_libraries":
 
 
 @pytest.fixture
-def fsim():
-    s = Simulator()
-    s.reset()
-    yield s
-    s.reset()
+def fsim(sim):
+    """conftest's simulator, reset before and after."""
+    return sim
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _figures():
     yield
-    d = os.environ.get("MSPTI_LENS_FIGURES")
-    if d:
-        Path(d).mkdir(parents=True, exist_ok=True)
-        Path(d, "faults.json").write_text(json.dumps(FIGURES, indent=1, sort_keys=True))
+    write_figures("faults.json", FIGURES)
 
 
 def fault(sim: Simulator, function: str, code: int) -> None:

@@ -14,12 +14,14 @@ import os
 import shutil
 from pathlib import Path
 
+from conftest import write_figures
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import mspti_lens
-from mspti_lens import LibraryError, SessionError, Snapshot, catalog, plots
+from mspti_lens import LibraryError, SessionError, catalog, plots
 from mspti_lens.sim import Simulator
 from mspti_lens.traces import Trace
 
@@ -29,10 +31,7 @@ FIGURES = {"inputs_tried": 0, "corrupt_files": 0}
 @pytest.fixture(scope="module", autouse=True)
 def _figures():
     yield
-    d = os.environ.get("MSPTI_LENS_FIGURES")
-    if d:
-        Path(d).mkdir(parents=True, exist_ok=True)
-        Path(d, "input.json").write_text(json.dumps(FIGURES, indent=1, sort_keys=True))
+    write_figures("input.json", FIGURES)
 
 
 class Live:

@@ -10,7 +10,6 @@ import pytest
 
 from mspti_lens import Session, load
 from mspti_lens.panel import Panel, options
-from mspti_lens.sim import Simulator
 
 pytest.importorskip("ipywidgets")
 
@@ -19,14 +18,6 @@ from mspti_lens.widgets import ControlPanel  # noqa: E402
 RUNTIME_ALL = sum(1 << c for c in range(1, 37))
 HCCL_ALL = sum(1 << c for c in range(1, 13))
 LAUNCH = 1 << 10
-
-
-@pytest.fixture
-def sim():
-    s = Simulator()
-    s.reset()
-    yield s
-    s.reset()
 
 
 @pytest.fixture
