@@ -31,7 +31,7 @@ SUMMARY_COLUMNS = (
     "stddev_ns",
     "source",
 )
-COUNTER_NAMES = ("unmatched", "overflow", "dropped", "abandoned", "bad_site", "in_flight", "threads")
+COUNTER_NAMES = ("unmatched", "overflow", "dropped", "abandoned", "orphaned", "bad_site", "in_flight", "threads")
 UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -80,8 +80,12 @@ class Snapshot:
 
     @property
     def counters(self) -> dict[str, int]:
-        """unmatched (EXIT without ENTER), in_flight (ENTER without EXIT yet), abandoned, overflow,
-        dropped, bad_site, threads."""
+        """What was not a clean pair, per window: ``unmatched`` (EXIT without its ENTER),
+        ``dropped`` (pairs not recorded: key table full or a failed clock reading), ``abandoned``
+        (calls begun in an earlier run or on a thread that ended mid-call), ``orphaned`` (ENTERs
+        whose EXIT never came, closed over by an outer EXIT or evicted), ``overflow`` (ENTERs that
+        found 64 calls open), ``bad_site``; and now: ``in_flight`` (open calls), ``threads``
+        (per-thread shards)."""
         return dict(self._native.counters())
 
     @property

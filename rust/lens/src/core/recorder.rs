@@ -50,6 +50,7 @@ fn collect(window: u64) -> Totals {
         t.counters.overflow += c.overflow;
         t.counters.dropped += c.dropped;
         t.counters.abandoned += c.abandoned;
+        t.counters.orphaned += c.orphaned;
         t.counters.bad_site += c.bad_site;
         t.in_flight += s.in_flight();
     }
@@ -88,6 +89,7 @@ fn window_of(current: Totals, base: Option<&Totals>) -> Totals {
         c.overflow = c.overflow.saturating_sub(b.counters.overflow);
         c.dropped = c.dropped.saturating_sub(b.counters.dropped);
         c.abandoned = c.abandoned.saturating_sub(b.counters.abandoned);
+        c.orphaned = c.orphaned.saturating_sub(b.counters.orphaned);
         c.bad_site = c.bad_site.saturating_sub(b.counters.bad_site);
     }
     t

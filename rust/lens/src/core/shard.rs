@@ -74,6 +74,9 @@ pub struct ShardCounters {
     /// ENTERs whose EXIT can no longer come: a thread ended mid-call, or the call began in an
     /// earlier recording run.
     pub abandoned: u64,
+    /// Open calls given up because their EXIT never came (the id was disabled mid-call): closed
+    /// over by an outer call's EXIT, or evicted from a full stack.
+    pub orphaned: u64,
     /// Callbacks whose site was neither ENTER nor EXIT.
     pub bad_site: u64,
 }
@@ -92,6 +95,7 @@ pub struct Shard {
     overflow: AtomicU64,
     dropped: AtomicU64,
     abandoned: AtomicU64,
+    orphaned: AtomicU64,
     bad_site: AtomicU64,
 }
 
@@ -116,6 +120,7 @@ impl Shard {
             overflow: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
+            orphaned: AtomicU64::new(0),
             bad_site: AtomicU64::new(0),
         }
     }
@@ -137,6 +142,7 @@ impl Shard {
             // EXIT, should it come after all, is counted as unmatched.
             self.evict_oldest();
             bump(&self.overflow);
+            bump(&self.orphaned);
             d = STACK_DEPTH - 1;
         }
         // SAFETY: only the owner thread reaches here, and d < STACK_DEPTH.
@@ -158,7 +164,7 @@ impl Shard {
         let stack = unsafe { &*self.stack.get() };
         let i = (0..d.saturating_sub(1)).rev().find(|&i| stack[i].key == key)?;
         let above = (d - 1 - i) as u64;
-        self.abandoned.store(self.abandoned.load(Ordering::Relaxed) + above, Ordering::Relaxed);
+        self.orphaned.store(self.orphaned.load(Ordering::Relaxed) + above, Ordering::Relaxed);
         Some(i + 1)
     }
 
@@ -264,12 +270,27 @@ impl Shard {
             overflow: self.overflow.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
             abandoned: self.abandoned.load(Ordering::Relaxed),
+            orphaned: self.orphaned.load(Ordering::Relaxed),
             bad_site: self.bad_site.load(Ordering::Relaxed),
         }
     }
 
     pub fn in_flight(&self) -> u64 {
         u64::from(self.depth.load(Ordering::Relaxed))
+    }
+}
+
+impl Drop for Shard {
+    /// Shards in use are leaked (`claim`), so this runs only for shards a test owns: free the
+    /// histograms they made.
+    fn drop(&mut self) {
+        for slot in self.keys.iter() {
+            let p = slot.hist.swap(std::ptr::null_mut(), Ordering::Relaxed);
+            if !p.is_null() {
+                // SAFETY: `p` came from Box::into_raw in `insert` and, swapped out, is freed once.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
     }
 }
 
@@ -410,7 +431,7 @@ mod tests {
         s.enter(key(22), 150, 1); // its EXIT is lost
         s.enter(key(24), 160, 1); // and this one's
         assert_eq!(s.exit(key(10), 1, true), Some(100));
-        assert_eq!(s.counters().abandoned, 2);
+        assert_eq!(s.counters().orphaned, 2);
         assert_eq!(s.in_flight(), 0);
         assert_eq!(s.counters().unmatched, 0);
     }

@@ -329,7 +329,7 @@ impl PySnapshot {
         Ok(d)
     }
 
-    /// unmatched, overflow, dropped, abandoned, bad_site, in_flight, threads.
+    /// unmatched, overflow, dropped, abandoned, orphaned, bad_site, in_flight, threads.
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = self.counters;
         let d = PyDict::new(py);
@@ -337,6 +337,7 @@ impl PySnapshot {
         d.set_item("overflow", c.overflow)?;
         d.set_item("dropped", c.dropped)?;
         d.set_item("abandoned", c.abandoned)?;
+        d.set_item("orphaned", c.orphaned)?;
         d.set_item("bad_site", c.bad_site)?;
         d.set_item("in_flight", self.in_flight)?;
         d.set_item("threads", self.threads)?;
@@ -415,6 +416,7 @@ impl PySnapshot {
                 overflow: get("overflow"),
                 dropped: get("dropped"),
                 abandoned: get("abandoned"),
+                orphaned: get("orphaned"),
                 bad_site: get("bad_site"),
             },
             in_flight: get("in_flight"),
@@ -448,6 +450,7 @@ impl PySnapshot {
                 overflow: a.overflow + b.overflow,
                 dropped: a.dropped + b.dropped,
                 abandoned: a.abandoned + b.abandoned,
+                orphaned: a.orphaned + b.orphaned,
                 bad_site: a.bad_site + b.bad_site,
             },
             in_flight: self.in_flight + other.in_flight,
