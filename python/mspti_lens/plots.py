@@ -11,6 +11,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import polars as pl
 
+from . import _native
 from ._deps import require
 from .snapshot import Snapshot, format_ns
 
@@ -54,7 +55,7 @@ def _frame(data: Snapshot | pl.DataFrame) -> tuple[pl.DataFrame, bool, Snapshot 
     if isinstance(data, Snapshot):
         return data.histogram(), data.simulated, data
     if isinstance(data, pl.DataFrame):
-        need = {"name", "lower_ns", "upper_ns", "count"}
+        need = {"name", "bucket", "lower_ns", "upper_ns", "count"}
         if not need <= set(data.columns):
             raise ValueError(f"a histogram frame needs columns {sorted(need)}; got {data.columns}")
         sim = "source" in data.columns and (data["source"] == "simulated").any()
@@ -91,13 +92,16 @@ def _rebin(sub: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return vals, edges
 
 
-def _quantile(sub: pl.DataFrame, q: float) -> float:
-    """Nearest-rank quantile from the buckets (midpoint), for markers drawn from a bare frame."""
-    counts = sub["count"].to_numpy()
-    cum = np.cumsum(counts)
-    rank = max(1, math.ceil(q * cum[-1]))
-    i = int(np.searchsorted(cum, rank))
-    return float(sub["lower_ns"][i] + sub["upper_ns"][i] - 1) / 2.0
+def _quantiles(sub: pl.DataFrame, qs: Sequence[float]) -> dict[float, float]:
+    """One function's quantiles from its buckets, computed by the native histogram (the same
+    nearest-rank rule as ``summary()``), so plots hold no statistics of their own."""
+    n = len(sub)
+    native = _native.NativeSnapshot.from_state(
+        [0], [0], ["f"], [0], [0.0], [None], [None], [0],
+        [0] * n, sub["bucket"].to_list(), sub["count"].to_list(), {},
+    )
+    stats = native.stats([float(q) for q in qs])
+    return {q: float(stats[f"q{i}"][0]) for i, q in enumerate(qs)}
 
 
 def _ns_axis(ax) -> None:
@@ -144,8 +148,9 @@ def distribution(
         ax.stairs(y, edges, color="C0")
         _ns_axis(ax)
         ax.set_ylabel("share of calls" if density else "calls")
+        marks = _quantiles(sub, percentiles)
         for q in percentiles:
-            v = _quantile(sub, q)
+            v = marks[q]
             label, style = _PCT_STYLE.get(q, (f"p{q * 100:g}", ":"))
             ax.axvline(v, color="C3", linestyle=style, linewidth=1.1, label=f"{label} {format_ns(v)}")
         ax.set_title(f"{name} · {int(total):,} calls", fontsize=10)
@@ -193,7 +198,7 @@ def _compare(frame: pl.DataFrame, names: list[str], simulated: bool, title: str,
         vals, edges = _rebin(sub)
         y = vals / vals.sum() if density else vals
         colour = f"C{i % 10}"
-        q = {p: _quantile(sub, p) for p in (0.5, 0.9, 0.99, 0.999)}
+        q = _quantiles(sub, (0.5, 0.9, 0.99, 0.999))
         ax.stairs(y, edges, color=colour, linewidth=1.6,
                   label=f"{name} ({int(vals.sum()):,}; p50 {format_ns(q[0.5])}, p99 {format_ns(q[0.99])})")
         row = len(names) - 1 - i
@@ -264,7 +269,8 @@ def before_after(
     ``labels`` names the two sides (e.g. ``("training", "inference")``)."""
     fb, sb, _ = _frame(before)
     fa, sa, _ = _frame(after)
-    both = pl.concat([fb.select("name", "lower_ns", "upper_ns", "count"), fa.select("name", "lower_ns", "upper_ns", "count")])
+    cols = ["name", "lower_ns", "upper_ns", "count"]
+    both = pl.concat([fb.select(cols), fa.select(cols)])
     picked = _pick(both, names, top) if len(both) else []
     n = max(len(picked), 1)
     fig, axes = _new_figure((8, 2.4 * n + 0.6), n, 1)
@@ -274,7 +280,7 @@ def before_after(
             if not len(sub):
                 continue
             vals, edges = _rebin(sub)
-            med = _quantile(sub, 0.5)
+            med = _quantiles(sub, (0.5,))[0.5]
             ax.stairs(vals / vals.sum(), edges, color=color, linewidth=1.5,
                       label=f"{label}: {int(vals.sum()):,} calls, p50 {format_ns(med)}")
             ax.axvline(med, color=color, linestyle="--", linewidth=0.9)
