@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT};
 
 use crate::core::clock;
-use crate::core::recorder::{EPOCH, POISONED, RECORDING, WINDOW};
+use crate::core::recorder::{self, POISONED, RUN, WINDOW};
 use crate::core::shard::{self, RawKey};
 
 /// The subscriber callback.
@@ -21,7 +21,9 @@ use crate::core::shard::{self, RawKey};
 /// `cbdata` is NULL or points to a `msptiCallbackData` whose first two fields are valid for the
 /// duration of the call (the MSPTI contract; the other fields are never read).
 pub unsafe extern "C" fn on_callback(_userdata: *mut c_void, domain: u32, cbid: u32, cbdata: *const MsptiCallbackData) {
-    if cbdata.is_null() || POISONED.load(Ordering::Relaxed) {
+    // After a caught panic recording is halted, so the callback does no more than pop an open
+    // call; POISONED is checked where recording would start again.
+    if cbdata.is_null() {
         return;
     }
     // SAFETY: MSPTI writes callbackSite (offset 0) and functionName (offset 8) before every
@@ -35,13 +37,15 @@ pub unsafe extern "C" fn on_callback(_userdata: *mut c_void, domain: u32, cbid: 
     let r = std::panic::catch_unwind(|| handle(domain, cbid, site, name as usize));
     if r.is_err() {
         POISONED.store(true, Ordering::Relaxed);
-        RECORDING.store(false, Ordering::Relaxed);
+        recorder::halt();
     }
 }
 
 #[inline(always)]
 fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
-    let recording = RECORDING.load(Ordering::Relaxed);
+    let run = RUN.load(Ordering::Relaxed);
+    let recording = run & 1 != 0;
+    let epoch = (run >> 1) as u32;
     let key = RawKey { domain, cbid, name };
     match site {
         MSPTI_API_ENTER => {
@@ -49,7 +53,6 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
                 return;
             }
             let Some(s) = shard::current() else { return };
-            let epoch = EPOCH.load(Ordering::Relaxed);
             // Clock last on ENTER, so bookkeeping is not inside the measured interval.
             s.enter(key, clock::now(), epoch);
         }
@@ -58,7 +61,6 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             let end = clock::now();
             // Not recording: still pop a matching open call (begun before stop), count nothing.
             let Some(s) = shard::current() else { return };
-            let epoch = EPOCH.load(Ordering::Relaxed);
             let Some(start) = s.exit(key, epoch, recording) else { return };
             if !recording {
                 return;

@@ -38,8 +38,7 @@ fn call(domain: u32, cbid: u32, name: &'static std::ffi::CStr, inner: impl FnOnc
 fn pairs_are_counted_exactly_once_across_threads_snapshots_and_resets() {
     clock::select(ClockKind::Tsc, None);
     recorder::reset();
-    recorder::EPOCH.fetch_add(1, Ordering::SeqCst);
-    recorder::RECORDING.store(true, Ordering::SeqCst);
+    recorder::begin_run();
 
     const THREADS: usize = 6;
     const CALLS: u64 = 20_000;
@@ -84,5 +83,5 @@ fn pairs_are_counted_exactly_once_across_threads_snapshots_and_resets() {
     assert_eq!(total, THREADS as u64 * CALLS * 3);
     assert_eq!(last.counters.unmatched, 0);
     assert_eq!(last.in_flight, 0);
-    recorder::RECORDING.store(false, Ordering::SeqCst);
+    recorder::end_run();
 }

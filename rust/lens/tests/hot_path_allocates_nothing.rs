@@ -3,7 +3,6 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::Ordering;
 
 use _native::callback::on_callback;
 use _native::core::clock::{self, ClockKind};
@@ -60,8 +59,7 @@ fn no_allocation_after_a_key_is_seen() {
     for kind in [ClockKind::Tsc, ClockKind::Monotonic] {
         clock::select(kind, None);
         recorder::reset();
-        recorder::EPOCH.fetch_add(1, Ordering::SeqCst);
-        recorder::RECORDING.store(true, Ordering::SeqCst);
+        recorder::begin_run();
         pair(c"aclrtLaunchKernel", 10); // first sight: the shard and the histogram are made here
         pair(c"aclrtMemcpy", 22);
         COUNTING.with(|c| c.set(true));
@@ -70,7 +68,7 @@ fn no_allocation_after_a_key_is_seen() {
             pair(c"aclrtMemcpy", 22);
         }
         COUNTING.with(|c| c.set(false));
-        recorder::RECORDING.store(false, Ordering::SeqCst);
+        recorder::end_run();
         assert_eq!(ALLOCS.with(|a| a.get()), 0, "clock {kind:?}");
         let snap = recorder::snapshot();
         let total: u64 = snap.keys.values().map(|h| h.count).sum();

@@ -6,17 +6,38 @@
 //! tagged with the window they were set in, so a window's extremes are its own.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::clock;
 use super::hist::Histogram;
 use super::shard::{self, ShardCounters};
 
-/// Whether callbacks record (start/stop).
-pub static RECORDING: AtomicBool = AtomicBool::new(false);
-/// Bumped at every start and stop: an ENTER of an earlier run never pairs with a later EXIT.
-pub static EPOCH: AtomicU32 = AtomicU32::new(1);
+/// The recording run, read with one load per callback: bit 0 says whether callbacks record
+/// (start/stop), the bits above are the run's epoch, bumped at every start and stop so an ENTER of
+/// an earlier run never pairs with a later EXIT.
+pub static RUN: AtomicU64 = AtomicU64::new(2);
+
+/// Whether the callbacks record now.
+pub fn recording() -> bool {
+    RUN.load(Ordering::Acquire) & 1 != 0
+}
+
+/// A new run that records (start).
+pub fn begin_run() {
+    let _ = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(((r >> 1) + 1) << 1 | 1));
+}
+
+/// A new run that does not record (stop).
+pub fn end_run() {
+    let _ = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(((r >> 1) + 1) << 1));
+}
+
+/// Stop recording at once, in the same run (a panic in the callback, a forked child).
+pub fn halt() {
+    RUN.fetch_and(!1, Ordering::AcqRel);
+}
+
 /// The current reset window.
 pub static WINDOW: AtomicU64 = AtomicU64::new(0);
 /// Set when the callback caught a panic; recording stops for good.
@@ -138,7 +159,7 @@ pub fn health() -> Health {
 
 extern "C" fn after_fork_in_child() {
     FORKED.store(true, Ordering::Relaxed);
-    RECORDING.store(false, Ordering::Relaxed);
+    halt();
 }
 
 /// Register the fork handler once: a forked child (a DataLoader worker, say) inherits the

@@ -73,7 +73,7 @@ impl Session {
             return Err(e);
         }
         // A new session starts with an empty window.
-        recorder::RECORDING.store(false, Ordering::Release);
+        recorder::end_run();
         recorder::reset();
         Ok(Session { lib, handle, wanted: [0; 3], running: false, closed: false, clock: ClockKind::Tsc })
     }
@@ -212,10 +212,9 @@ impl Session {
             return Ok(self.clock);
         }
         self.clock = clock::select(clock, self.lib.get_timestamp);
-        recorder::EPOCH.fetch_add(1, Ordering::AcqRel);
-        recorder::RECORDING.store(true, Ordering::Release);
+        recorder::begin_run();
         if let Err(e) = self.apply_wanted() {
-            recorder::RECORDING.store(false, Ordering::Release);
+            recorder::end_run();
             let _ = self.disable_all();
             return Err(e);
         }
@@ -232,8 +231,7 @@ impl Session {
             return Ok(());
         }
         self.running = false;
-        recorder::RECORDING.store(false, Ordering::Release);
-        recorder::EPOCH.fetch_add(1, Ordering::AcqRel);
+        recorder::end_run();
         self.disable_all()
     }
 
