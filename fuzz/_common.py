@@ -25,6 +25,19 @@ def known(e: BaseException) -> bool:
     return False
 
 
+def tolerated(e: BaseException) -> bool:
+    """A clean refusal, or a finding already recorded."""
+    return isinstance(e, CLEAN) or known(e)
+
+
+def run(test_one_input) -> None:
+    """The atheris entry point shared by every target."""
+    import atheris
+
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
+
+
 def small_trace_doc() -> dict:
     """A tiny Kineto-shaped document with every kind of event the reader maps."""
     ev = [

@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 
 import atheris
 
-from _common import CLEAN, known, quiet
+from _common import quiet, run, tolerated
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 with atheris.instrument_imports(include=["mspti_lens"]):
-    import mspti_lens
     from mspti_lens import Snapshot
 
 quiet()
@@ -87,17 +85,10 @@ def TestOneInput(data: bytes) -> None:
         snap.histogram()
         snap.counters
         repr(snap)
-    except CLEAN:
-        return
     except Exception as e:
-        if not known(e):
+        if not tolerated(e):
             raise
 
 
-def main() -> None:
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    run(TestOneInput)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import gzip
 import os
-import sys
 import tempfile
 
 import atheris
 
-from _common import CLEAN, known, quiet
+from _common import quiet, run, tolerated
 
 with atheris.instrument_imports(include=["mspti_lens"]):
     from mspti_lens.sim import Simulator
@@ -98,17 +97,10 @@ def TestOneInput(data: bytes) -> None:
             doc = {"traceEvents": events} if fdp.ConsumeProbability() < 0.9 else events
             tr = Trace.from_document(doc)
         check(tr)
-    except CLEAN:
-        return
     except Exception as e:
-        if not known(e):
+        if not tolerated(e):
             raise
 
 
-def main() -> None:
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    run(TestOneInput)

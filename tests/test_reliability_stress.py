@@ -421,18 +421,23 @@ def scenario_churn(threads, cycles, seed):
     }
 
 
-def scenario_midcall(threads, calls, second_wave):
-    import threading
-
+def _counting_session():
+    """The simulator, reset and counting deliveries, and a started Session on it (child side)."""
     import mspti_lens
     from mspti_lens.sim import Simulator
 
     sim = Simulator()
     sim.reset()
     sim.counting(True)
+    return sim, mspti_lens.Session(library="sim").start()
+
+
+def scenario_midcall(threads, calls, second_wave):
+    import threading
+
+
+    sim, s = _counting_session()
     L, M = sim.api("aclrtLaunchKernel"), sim.api("aclrtMalloc")
-    s = mspti_lens.Session(library="sim")
-    s.start()
 
     def leaver():
         sim.lib.msimCallMany(L, 0, calls)
@@ -474,15 +479,9 @@ def scenario_midcall(threads, calls, second_wave):
 def scenario_shortlived(threads, concurrent, calls):
     import threading
 
-    import mspti_lens
-    from mspti_lens.sim import Simulator
 
-    sim = Simulator()
-    sim.reset()
-    sim.counting(True)
+    sim, s = _counting_session()
     L, H = sim.api("aclrtLaunchKernel"), sim.api("HcclAllReduce")
-    s = mspti_lens.Session(library="sim")
-    s.start()
 
     def short(i, barrier):
         barrier.wait()  # all `concurrent` threads of a group are alive at once
@@ -521,14 +520,9 @@ def scenario_fork(threads, seconds):
 
     import mspti_lens
     from mspti_lens import _native
-    from mspti_lens.sim import Simulator
 
-    sim = Simulator()
-    sim.reset()
-    sim.counting(True)
+    sim, s = _counting_session()
     L, H = sim.api("aclrtLaunchKernel"), sim.api("HcclAllReduce")
-    s = mspti_lens.Session(library="sim")
-    s.start()
     stop = threading.Event()
 
     def hammer(i):
