@@ -229,8 +229,9 @@ def clock_costs(b: Bench, rounds: int, n: int) -> dict:
     return out
 
 
-def scaling(b: Bench, rounds: int, batch_s: float, ns_per_pair: dict, thread_counts=(1, 2, 8),
-            min_cores: float = 1.7) -> dict:
+def scaling(
+    b: Bench, rounds: int, batch_s: float, ns_per_pair: dict, thread_counts=(1, 2, 8), min_cores: float = 1.7
+) -> dict:
     """Aggregate calls/s with T threads each making n calls, for three configurations; n is sized
     so that one thread's batch takes about `batch_s` seconds. A round counts only if every
     2-thread run in it got at least `min_cores` cores (other jobs share this machine); up to
@@ -329,15 +330,22 @@ def time_to_summary(b: Bench, threads: int, keys: int, reps: int) -> dict:
         done.set()
         s.set_clock("real")
         s.fidelity = "cann26"
-    return {"snapshot_ms": snap_t, "summary_ms": summ_t, "both_ms": both, "rows": rows, "calls": calls,
-            "expected_calls": threads * len(apis) * len(works) * 2, "keys": len(apis)}
+    return {
+        "snapshot_ms": snap_t,
+        "summary_ms": summ_t,
+        "both_ms": both,
+        "rows": rows,
+        "calls": calls,
+        "expected_calls": threads * len(apis) * len(works) * 2,
+        "keys": len(apis),
+    }
 
 
 def end_to_end(b: Bench, rounds: int, steps: int) -> dict:
     """Wall time of the simulated training workload without and with a Session, interleaved."""
     res = {"off": [], "on": [], "calls": 0, "recorded": 0}
     for r in range(rounds):
-        for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
+        for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
             if mode == "off":
                 jr = b.sim.run_workload("training", steps=steps, seed=7)
             else:
@@ -370,7 +378,9 @@ def memory_child(impl: str, calls: int) -> dict:
             # Warm the code paths a summary takes (imports, first DataFrame) before measuring.
             if impl == "lens":
                 sub.session.snapshot().summary()
-            pl.DataFrame({"name": [1, 1, 2], "ns": [1.0, 2.0, 3.0]}).group_by("name").agg(pl.col("ns").median())
+            pl.DataFrame({"name": [1, 1, 2], "ns": [1.0, 2.0, 3.0]}).group_by("name").agg(
+                pl.col("ns").median()
+            )
             before = rss_bytes()
             done = 0
             while done < calls:
@@ -435,12 +445,16 @@ def memory(calls_list: list[int]) -> list[dict]:
             for attempt in range(2):  # a rebuild of the extension under a running child kills it
                 p = subprocess.run(
                     [sys.executable, str(Path(__file__)), "--child-memory", impl, str(calls)],
-                    capture_output=True, text=True, check=False,
+                    capture_output=True,
+                    text=True,
+                    check=False,
                 )
                 if p.returncode == 0:
                     break
             if p.returncode:
-                raise RuntimeError(f"memory child {impl} {calls} failed (exit status {p.returncode}):\n{p.stderr}")
+                raise RuntimeError(
+                    f"memory child {impl} {calls} failed (exit status {p.returncode}):\n{p.stderr}"
+                )
             out.append(json.loads(p.stdout.strip().splitlines()[-1]))
     return out
 
@@ -459,12 +473,21 @@ def machine() -> dict:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
         for line in lscpu.splitlines():
             k, _, v = line.partition(":")
-            if k.strip() in ("Model name", "CPU(s)", "Thread(s) per core", "Hypervisor vendor", "L2 cache", "L3 cache"):
+            if k.strip() in (
+                "Model name",
+                "CPU(s)",
+                "Thread(s) per core",
+                "Hypervisor vendor",
+                "L2 cache",
+                "L3 cache",
+            ):
                 info[k.strip()] = v.strip()
     except FileNotFoundError:
         pass
     try:
-        info["clocksource"] = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource").read_text().strip()
+        info["clocksource"] = (
+            Path("/sys/devices/system/clocksource/clocksource0/current_clocksource").read_text().strip()
+        )
     except OSError:
         info["clocksource"] = "unknown"
     try:
@@ -472,7 +495,9 @@ def machine() -> dict:
     except OSError:
         pass
     try:
-        info["gcc"] = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+        info["gcc"] = subprocess.run(
+            ["gcc", "--version"], capture_output=True, text=True
+        ).stdout.splitlines()[0]
     except (FileNotFoundError, IndexError):
         pass
     return info
@@ -535,49 +560,69 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     w = L.append
     w("# mspti-lens benchmarks" + (" (quick mode: counts too small to quote)" if q else ""))
     w("")
-    w(f"Generated by `python bench/run.py{' --quick' if q else ''}` on "
-      f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC in {elapsed:.0f} s. "
-      "**All results are SIMULATED**: the bundled simulator stands in for libmspti.so and its "
-      "dispatch; no Ascend NPU was involved.")
+    w(
+        f"Generated by `python bench/run.py{' --quick' if q else ''}` on "
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC in {elapsed:.0f} s. "
+        "**All results are SIMULATED**: the bundled simulator stands in for libmspti.so and its "
+        "dispatch; no Ascend NPU was involved."
+    )
     w("")
     w("## Machine")
     w("")
     for k in ("Model name", "CPU(s)", "Thread(s) per core", "Hypervisor vendor", "L2 cache", "L3 cache"):
         if k in mach:
             w(f"- {k}: {mach[k]}")
-    w(f"- kernel {mach['kernel']}, clocksource `{mach['clocksource']}`, TSC {tsc_hz / 1e9:.3f} GHz "
-      f"(measured), TSC reliable per mspti-lens: {_native.TSC_RELIABLE}")
-    w(f"- mspti-lens default clock (`clock=\"auto\"`) chose: `{mach['lens_clock']}`")
-    w(f"- Python {mach['python']}, {mach.get('gcc', 'gcc ?')} (`-O2`), mspti-lens build {_native.build_profile}")
-    w(f"- load average at the end: {mach.get('load', '?')} (a shared 2-core machine: other jobs ran meanwhile)")
+    w(
+        f"- kernel {mach['kernel']}, clocksource `{mach['clocksource']}`, TSC {tsc_hz / 1e9:.3f} GHz "
+        f"(measured), TSC reliable per mspti-lens: {_native.TSC_RELIABLE}"
+    )
+    w(f'- mspti-lens default clock (`clock="auto"`) chose: `{mach["lens_clock"]}`')
+    w(
+        f"- Python {mach['python']}, {mach.get('gcc', 'gcc ?')} (`-O2`), mspti-lens build {_native.build_profile}"
+    )
+    w(
+        f"- load average at the end: {mach.get('load', '?')} (a shared 2-core machine: other jobs ran meanwhile)"
+    )
     w("")
     w("## Method")
     w("")
-    w(f"- **Per pair** (one thread): `msimCallMany(aclrtLaunchKernel, work=0, n)` runs n zero-work simulated "
-      "calls (ENTER and EXIT callback each) in a native loop. Each configuration is subscribed in turn "
-      f"(runtime and HCCL domains enabled), warmed, and timed (CPU time of the calling thread, so time "
-      f"spent descheduled does not count; time the hypervisor takes from this VM still does) as the best "
-      f"of 3 batches of n = {p['n']:,} "
-      f"calls ({p['n_python']:,} for the Python callback); {p['rounds']} rounds, configurations in a "
-      "shuffled order each round. The table gives the median over rounds; ratios are taken within each "
-      "round and their median is quoted. *Added* cost is the time per pair minus the no-subscriber time "
-      "of the same round: what the callback costs the caller.")
-    w("- The minimal C callback (the limit) reads the TSC at ENTER and EXIT, pushes/pops a thread-local "
-      "stack and increments one bucket of a thread-local log-linear histogram; it has no key lookup, "
-      "no counters, no windows. The trace callback pairs the same way and appends (start, end, name), "
-      "24 bytes, to per-thread 1.5 MiB chunks. All are in `bench/callbacks.c`.")
-    w(f"- **Scaling**: T Python threads each call `msimCallMany(..., n)` (ctypes releases "
-      f"the GIL, so the loops run natively in parallel) after a barrier, n sized so that one thread takes "
-      f"~{p['scale_s']} s; calls/s = T x n / wall time. "
-      f"{p['scale_rounds']} rounds, median.")
-    w("- **Memory**: a fresh interpreter per (configuration, count): resident set (`/proc/self/statm`) "
-      "after subscribing and before the first call, and after the calls.")
-    w(f"- **Time to a summary**: 32 live threads x 60 distinct (domain, cbid, name) keys (simulator in "
-      f"`cann8` mode), 32 calls per key per thread with durations 100 ns .. 10 ms from the simulator's "
-      f"virtual clock (so each histogram spans ~2,000 buckets: a worst case for the merge). "
-      f"`Session.snapshot()` then `.summary()`, median of {p['summary_reps']}.")
-    w(f"- **End to end**: `Simulator().run_workload('training', steps={p['e2e_steps']}, seed=7)` (real "
-      f"busy-wait work), without and with a `Session` (runtime + HCCL), alternating, {p['e2e_rounds']} each.")
+    w(
+        f"- **Per pair** (one thread): `msimCallMany(aclrtLaunchKernel, work=0, n)` runs n zero-work simulated "
+        "calls (ENTER and EXIT callback each) in a native loop. Each configuration is subscribed in turn "
+        f"(runtime and HCCL domains enabled), warmed, and timed (CPU time of the calling thread, so time "
+        f"spent descheduled does not count; time the hypervisor takes from this VM still does) as the best "
+        f"of 3 batches of n = {p['n']:,} "
+        f"calls ({p['n_python']:,} for the Python callback); {p['rounds']} rounds, configurations in a "
+        "shuffled order each round. The table gives the median over rounds; ratios are taken within each "
+        "round and their median is quoted. *Added* cost is the time per pair minus the no-subscriber time "
+        "of the same round: what the callback costs the caller."
+    )
+    w(
+        "- The minimal C callback (the limit) reads the TSC at ENTER and EXIT, pushes/pops a thread-local "
+        "stack and increments one bucket of a thread-local log-linear histogram; it has no key lookup, "
+        "no counters, no windows. The trace callback pairs the same way and appends (start, end, name), "
+        "24 bytes, to per-thread 1.5 MiB chunks. All are in `bench/callbacks.c`."
+    )
+    w(
+        f"- **Scaling**: T Python threads each call `msimCallMany(..., n)` (ctypes releases "
+        f"the GIL, so the loops run natively in parallel) after a barrier, n sized so that one thread takes "
+        f"~{p['scale_s']} s; calls/s = T x n / wall time. "
+        f"{p['scale_rounds']} rounds, median."
+    )
+    w(
+        "- **Memory**: a fresh interpreter per (configuration, count): resident set (`/proc/self/statm`) "
+        "after subscribing and before the first call, and after the calls."
+    )
+    w(
+        f"- **Time to a summary**: 32 live threads x 60 distinct (domain, cbid, name) keys (simulator in "
+        f"`cann8` mode), 32 calls per key per thread with durations 100 ns .. 10 ms from the simulator's "
+        f"virtual clock (so each histogram spans ~2,000 buckets: a worst case for the merge). "
+        f"`Session.snapshot()` then `.summary()`, median of {p['summary_reps']}."
+    )
+    w(
+        f"- **End to end**: `Simulator().run_workload('training', steps={p['e2e_steps']}, seed=7)` (real "
+        f"busy-wait work), without and with a `Session` (runtime + HCCL), alternating, {p['e2e_rounds']} each."
+    )
     w("")
 
     # -- per pair
@@ -600,24 +645,30 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         w(f"| {CONFIGS[k]} | {fmt(med(pp[k]))} | {fmt(med(added[k]))} | {rmin:.2f}x | {rl:.2f}x |")
     raw_ratio = med([a / m for a, m in zip(pp["lens"], pp["minimal"])])
     w("")
-    w(f"Total time per pair (dispatch included), mspti-lens / minimal C: {raw_ratio:.2f}x. "
-      f"Spread of mspti-lens over rounds: {fmt(min(pp['lens']))} .. {fmt(max(pp['lens']))} ns/pair.")
+    w(
+        f"Total time per pair (dispatch included), mspti-lens / minimal C: {raw_ratio:.2f}x. "
+        f"Spread of mspti-lens over rounds: {fmt(min(pp['lens']))} .. {fmt(max(pp['lens']))} ns/pair."
+    )
     w("")
     floor = 2 * clocks["tsc"] + med(added["empty"])
-    w(f"What bounds it: one clock read costs {clocks['tsc']:.1f} ns with the TSC, "
-      f"{clocks['clock_gettime']:.1f} ns with `clock_gettime(CLOCK_MONOTONIC)` and "
-      f"{clocks['msptiGetTimestamp']:.1f} ns with the simulator's `msptiGetTimestamp` (CLOCK_REALTIME "
-      f"behind a function pointer), read in a tight C loop. Two TSC reads plus the library's dispatch "
-      f"(the empty callback) come to {floor:.1f} ns of added cost per pair, before any bookkeeping; the "
-      f"minimal C callback adds {med(added['minimal']) - floor:.1f} ns on top of that (stack and one bucket), "
-      f"mspti-lens {med(added['lens']) - floor:.1f} ns (key lookup by (domain, cbid, name), stack with "
-      f"epoch check, bucket, sum, sum of squares, window-tagged min/max).")
+    w(
+        f"What bounds it: one clock read costs {clocks['tsc']:.1f} ns with the TSC, "
+        f"{clocks['clock_gettime']:.1f} ns with `clock_gettime(CLOCK_MONOTONIC)` and "
+        f"{clocks['msptiGetTimestamp']:.1f} ns with the simulator's `msptiGetTimestamp` (CLOCK_REALTIME "
+        f"behind a function pointer), read in a tight C loop. Two TSC reads plus the library's dispatch "
+        f"(the empty callback) come to {floor:.1f} ns of added cost per pair, before any bookkeeping; the "
+        f"minimal C callback adds {med(added['minimal']) - floor:.1f} ns on top of that (stack and one bucket), "
+        f"mspti-lens {med(added['lens']) - floor:.1f} ns (key lookup by (domain, cbid, name), stack with "
+        f"epoch check, bucket, sum, sum of squares, window-tagged min/max)."
+    )
     w("")
 
     # -- scaling
     w("## 2. Scaling")
     w("")
-    w("| configuration | 1 thread (M calls/s) | 2 threads | 8 threads | 2T / 1T | 8T / 1T | cores the threads got (1T / 2T / 8T) | calls per CPU-s, 2T / 1T | 8T / 1T |")
+    w(
+        "| configuration | 1 thread (M calls/s) | 2 threads | 8 threads | 2T / 1T | 8T / 1T | cores the threads got (1T / 2T / 8T) | calls per CPU-s, 2T / 1T | 8T / 1T |"
+    )
     w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     sratio, cratio, cores = {}, {}, {}
     for k in ("none", "minimal", "lens"):
@@ -630,35 +681,47 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         sratio[k] = r2
         cratio[k] = med([b / a for a, b in zip(c1, c2)])
         cr8 = med([b / a for a, b in zip(c1, c8)])
-        w(f"| {CONFIGS[k]} | {med(one) / 1e6:.1f} | {med(two) / 1e6:.1f} | {med(eight) / 1e6:.1f} | {r2:.2f}x | "
-          f"{r8:.2f}x | {p1:.2f} / {p2:.2f} / {p8:.2f} | {cratio[k]:.2f} | {cr8:.2f} |")
+        w(
+            f"| {CONFIGS[k]} | {med(one) / 1e6:.1f} | {med(two) / 1e6:.1f} | {med(eight) / 1e6:.1f} | {r2:.2f}x | "
+            f"{r8:.2f}x | {p1:.2f} / {p2:.2f} / {p8:.2f} | {cratio[k]:.2f} | {cr8:.2f} |"
+        )
     w("")
     if sc["kept"]:
-        w(f"Rounds kept: {sc['kept']} of {sc['tried']} tried (a round counts when every 2-thread run in it got "
-          f">= {sc['min_cores']} cores).")
+        w(
+            f"Rounds kept: {sc['kept']} of {sc['tried']} tried (a round counts when every 2-thread run in it got "
+            f">= {sc['min_cores']} cores)."
+        )
     else:
-        w(f"**No round of {sc['tried']} had two free cores** (>= {sc['min_cores']} cores for every 2-thread run): "
-          "all are kept, and wall-clock scaling here measures the machine's load, not the callback.")
+        w(
+            f"**No round of {sc['tried']} had two free cores** (>= {sc['min_cores']} cores for every 2-thread run): "
+            "all are kept, and wall-clock scaling here measures the machine's load, not the callback."
+        )
     w("")
-    w("Wall-clock scaling needs two idle cores. \"Cores the threads got\" is their CPU time over the wall "
-      "time: with other jobs on this shared machine, 2 threads may get well under 2 cores, and no callback "
-      "can scale beyond that (the no-subscriber row touches nothing shared and is the ceiling). The "
-      "calls-per-CPU-second columns divide by the CPU time the threads actually got: 1.00 means threads "
-      "did not slow each other down at all, whatever else ran on the machine.")
+    w(
+        'Wall-clock scaling needs two idle cores. "Cores the threads got" is their CPU time over the wall '
+        "time: with other jobs on this shared machine, 2 threads may get well under 2 cores, and no callback "
+        "can scale beyond that (the no-subscriber row touches nothing shared and is the ceiling). The "
+        "calls-per-CPU-second columns divide by the CPU time the threads actually got: 1.00 means threads "
+        "did not slow each other down at all, whatever else ran on the machine."
+    )
     w("")
-    w("What the mspti-lens hot path writes: its thread's ENTER stack and depth, and its thread's histogram "
-      "(one bucket, sum, sum of squares, min/max; a bitmap word when a bucket is first written). Shards and histograms "
-      "are allocations aligned to 128 bytes and a whole number of 128-byte blocks long, so no two threads "
-      "write one cache line (nor one adjacent-line prefetch pair); "
-      "the process-wide state it reads (recording flag, epoch, window, clock kind and rate) is written "
-      "only by start/stop/reset.")
+    w(
+        "What the mspti-lens hot path writes: its thread's ENTER stack and depth, and its thread's histogram "
+        "(one bucket, sum, sum of squares, min/max; a bitmap word when a bucket is first written). Shards and histograms "
+        "are allocations aligned to 128 bytes and a whole number of 128-byte blocks long, so no two threads "
+        "write one cache line (nor one adjacent-line prefetch pair); "
+        "the process-wide state it reads (recording flag, epoch, window, clock kind and rate) is written "
+        "only by start/stop/reset."
+    )
     w("")
 
     # -- memory
     w("## 3. Memory")
     w("")
-    w(f"Histogram per (thread, key): **{_native.HISTOGRAM_BYTES:,} bytes** "
-      f"({_native.HISTOGRAM_BYTES / 1024:.1f} KiB; {_native.BUCKETS} buckets, relative error <= 1/128).")
+    w(
+        f"Histogram per (thread, key): **{_native.HISTOGRAM_BYTES:,} bytes** "
+        f"({_native.HISTOGRAM_BYTES / 1024:.1f} KiB; {_native.BUCKETS} buckets, relative error <= 1/128)."
+    )
     w("")
     held = LENS_SHARD_BYTES + _native.HISTOGRAM_BYTES
     w("| calls | RSS growth: no subscriber | mspti-lens | trace approach | trace / mspti-lens |")
@@ -671,27 +734,33 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         mem_ratio[calls] = (g, r)
         w(f"| {calls:,} | {kib(g['none'])} | {kib(g['lens'])} | {kib(g['trace'])} | {r:,.0f}x |")
     w("")
-    w(f"mspti-lens holds one shard (ENTER stack and key table, ~{LENS_SHARD_BYTES / 1024:.0f} KiB) per thread "
-      f"and one histogram per (thread, key) it has seen, whatever the number of calls: here 1 thread x 1 key = "
-      f"{held / 1024:.0f} KiB. Its RSS growth can read lower (the allocator reuses pages the interpreter "
-      f"had already touched); the ratio divides by the larger of the two. The trace approach holds 24 bytes per call and grows without bound.")
+    w(
+        f"mspti-lens holds one shard (ENTER stack and key table, ~{LENS_SHARD_BYTES / 1024:.0f} KiB) per thread "
+        f"and one histogram per (thread, key) it has seen, whatever the number of calls: here 1 thread x 1 key = "
+        f"{held / 1024:.0f} KiB. Its RSS growth can read lower (the allocator reuses pages the interpreter "
+        f"had already touched); the ratio divides by the larger of the two. The trace approach holds 24 bytes per call and grows without bound."
+    )
     w("")
 
     # -- time to summary
     w("## 4. Time to a summary")
     w("")
-    w(f"- 32 threads x {ts['keys']} keys ({ts['rows']} summary rows, {ts['calls']:,} calls, expected "
-      f"{ts['expected_calls']:,}): snapshot {med(ts['snapshot_ms']):.2f} ms + summary() "
-      f"{med(ts['summary_ms']):.2f} ms = **{med(ts['both_ms']):.2f} ms** median, **{min(ts['both_ms']):.2f} ms** "
-      f"best of {len(ts['both_ms'])} (the best is the code's own cost; the median adds whatever else ran).")
+    w(
+        f"- 32 threads x {ts['keys']} keys ({ts['rows']} summary rows, {ts['calls']:,} calls, expected "
+        f"{ts['expected_calls']:,}): snapshot {med(ts['snapshot_ms']):.2f} ms + summary() "
+        f"{med(ts['summary_ms']):.2f} ms = **{med(ts['both_ms']):.2f} ms** median, **{min(ts['both_ms']):.2f} ms** "
+        f"best of {len(ts['both_ms'])} (the best is the code's own cost; the median adds whatever else ran)."
+    )
     big = max(p["mem_calls"])
     lens_big, trace_big = by[("lens", big)], by[("trace", big)]
     sum_ratio = trace_big["summary_ms"] / max(lens_big["summary_ms"], 1e-9)
-    w(f"- After {big:,} calls: mspti-lens snapshot + summary() {lens_big['summary_ms']:.2f} ms; trace "
-      f"approach (export to columns + polars group_by with the same statistics) "
-      f"{trace_big['summary_ms']:.1f} ms (first use: mspti-lens {lens_big['summary_cold_ms']:.1f} ms, trace "
-      f"{trace_big['summary_cold_ms']:.1f} ms), peak RSS {kib(trace_big['rss_peak_summary'] - trace_big['rss_before'])} "
-      f"above its start: **{sum_ratio:,.0f}x** slower.")
+    w(
+        f"- After {big:,} calls: mspti-lens snapshot + summary() {lens_big['summary_ms']:.2f} ms; trace "
+        f"approach (export to columns + polars group_by with the same statistics) "
+        f"{trace_big['summary_ms']:.1f} ms (first use: mspti-lens {lens_big['summary_cold_ms']:.1f} ms, trace "
+        f"{trace_big['summary_cold_ms']:.1f} ms), peak RSS {kib(trace_big['rss_peak_summary'] - trace_big['rss_before'])} "
+        f"above its start: **{sum_ratio:,.0f}x** slower."
+    )
     w("")
 
     # -- e2e
@@ -702,12 +771,14 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     analytic = e2e["calls"] * lens_added * 1e-9 / off
     w("## 5. End to end")
     w("")
-    w(f"Simulated training workload, {e2e['calls']:,} calls per run ({e2e['recorded']:,} recorded with the "
-      f"Session). Best of {len(e2e['off'])} runs: without {off * 1e3:.1f} ms, with {on * 1e3:.1f} ms: "
-      f"overhead **{over * 100:+.2f} %** (medians: {med(e2e['off']) * 1e3:.1f} vs {med(e2e['on']) * 1e3:.1f} ms, "
-      f"{over_med * 100:+.2f} %; run-to-run spread without a subscriber: {min(e2e['off']) * 1e3:.1f} .. "
-      f"{max(e2e['off']) * 1e3:.1f} ms, so differences below a few % are noise). Calls x added cost per "
-      f"pair / wall time = **{analytic * 100:.3f} %**: the part the callback itself costs.")
+    w(
+        f"Simulated training workload, {e2e['calls']:,} calls per run ({e2e['recorded']:,} recorded with the "
+        f"Session). Best of {len(e2e['off'])} runs: without {off * 1e3:.1f} ms, with {on * 1e3:.1f} ms: "
+        f"overhead **{over * 100:+.2f} %** (medians: {med(e2e['off']) * 1e3:.1f} vs {med(e2e['on']) * 1e3:.1f} ms, "
+        f"{over_med * 100:+.2f} %; run-to-run spread without a subscriber: {min(e2e['off']) * 1e3:.1f} .. "
+        f"{max(e2e['off']) * 1e3:.1f} ms, so differences below a few % are noise). Calls x added cost per "
+        f"pair / wall time = **{analytic * 100:.3f} %**: the part the callback itself costs."
+    )
     w("")
 
     # -- targets
@@ -717,60 +788,91 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     w("|---|---|---|")
     r = ratio_min["lens"]
     lc = mach["lens_clock"]
-    clock_note = "" if lc == "tsc" else (
-        f"; mspti-lens's default clock here is `{lc}` (the kernel does not use the TSC as its clocksource), "
-        f"so the fair peer is the clock_gettime C callback: {ratio_min['lens'] / ratio_min['minimal_cgt']:.2f}x of it")
-    w(f"| mspti-lens added cost per pair <= 1.3x the minimal C callback's | {r:.2f}x "
-      f"({fmt(med(added['lens']))} vs {fmt(med(added['minimal']))} ns; of which two TSC reads "
-      f"{2 * clocks['tsc']:.1f} ns){clock_note} | {status(r <= 1.3, r / 1.3)} |")
+    clock_note = (
+        ""
+        if lc == "tsc"
+        else (
+            f"; mspti-lens's default clock here is `{lc}` (the kernel does not use the TSC as its clocksource), "
+            f"so the fair peer is the clock_gettime C callback: {ratio_min['lens'] / ratio_min['minimal_cgt']:.2f}x of it"
+        )
+    )
+    w(
+        f"| mspti-lens added cost per pair <= 1.3x the minimal C callback's | {r:.2f}x "
+        f"({fmt(med(added['lens']))} vs {fmt(med(added['minimal']))} ns; of which two TSC reads "
+        f"{2 * clocks['tsc']:.1f} ns){clock_note} | {status(r <= 1.3, r / 1.3)} |"
+    )
     py_r = med([a / l for a, l in zip(added["python"], added["lens"])])
     py_added = med(added["python"])
     floor = 2 * clocks["tsc"] + med(added["empty"])
-    py_bound = "" if py_r >= 50 else (
-        f"; the Python callback adds {fmt(py_added, 0)} ns here, so 50x needs <= {py_added / 50:.1f} ns: "
-        f"two TSC reads plus dispatch take {floor:.1f} ns, the minimal C callback's bookkeeping "
-        f"{med(added['minimal']) - floor:.1f} ns (it is {py_added / med(added['minimal']):.0f}x below Python), "
-        f"mspti-lens's {med(added['lens']) - floor:.1f} ns (key lookup, epochs, sum, sum of squares, "
-        f"min/max per window)")
-    w(f"| at least 50x below the Python ctypes callback | {py_r:,.0f}x{py_bound} | "
-      f"{'met' if py_r >= 50 else f'**missed**: {py_r:.1f}x of 50x'} |")
+    py_bound = (
+        ""
+        if py_r >= 50
+        else (
+            f"; the Python callback adds {fmt(py_added, 0)} ns here, so 50x needs <= {py_added / 50:.1f} ns: "
+            f"two TSC reads plus dispatch take {floor:.1f} ns, the minimal C callback's bookkeeping "
+            f"{med(added['minimal']) - floor:.1f} ns (it is {py_added / med(added['minimal']):.0f}x below Python), "
+            f"mspti-lens's {med(added['lens']) - floor:.1f} ns (key lookup, epochs, sum, sum of squares, "
+            f"min/max per window)"
+        )
+    )
+    w(
+        f"| at least 50x below the Python ctypes callback | {py_r:,.0f}x{py_bound} | "
+        f"{'met' if py_r >= 50 else f'**missed**: {py_r:.1f}x of 50x'} |"
+    )
     r2 = sratio["lens"]
     p1, p2, _ = cores["lens"]
-    bound = "" if r2 >= 1.8 else (
-        f"; bounded by the machine: the 2 threads got {p2:.2f} cores (1 thread: {p1:.2f}), with no "
-        f"subscriber at all 2 threads gave {sratio['none']:.2f}x, and per CPU-second 2 threads run at "
-        f"{cratio['lens']:.2f}x the 1-thread rate (no subscriber: {cratio['none']:.2f}x)")
-    w(f"| 2 threads >= 1.8x the calls/s of one | {r2:.2f}x (no subscriber: {sratio['none']:.2f}x, "
-      f"minimal C: {sratio['minimal']:.2f}x){bound} | {'met' if r2 >= 1.8 else f'**missed**: {r2:.2f}x of 1.8x'} |")
+    bound = (
+        ""
+        if r2 >= 1.8
+        else (
+            f"; bounded by the machine: the 2 threads got {p2:.2f} cores (1 thread: {p1:.2f}), with no "
+            f"subscriber at all 2 threads gave {sratio['none']:.2f}x, and per CPU-second 2 threads run at "
+            f"{cratio['lens']:.2f}x the 1-thread rate (no subscriber: {cratio['none']:.2f}x)"
+        )
+    )
+    w(
+        f"| 2 threads >= 1.8x the calls/s of one | {r2:.2f}x (no subscriber: {sratio['none']:.2f}x, "
+        f"minimal C: {sratio['minimal']:.2f}x){bound} | {'met' if r2 >= 1.8 else f'**missed**: {r2:.2f}x of 1.8x'} |"
+    )
     g = [mem_ratio[c][0]["lens"] for c in p["mem_calls"]]
     gn = [mem_ratio[c][0]["none"] for c in p["mem_calls"]]
     gt = [mem_ratio[c][0]["trace"] for c in p["mem_calls"]]
     span = max(p["mem_calls"]) - min(p["mem_calls"])
     slope, slope_t = (g[-1] - g[0]) / span, (gt[-1] - gt[0]) / span
     const = slope <= 0.1  # bytes per extra call; the trace approach needs 24
-    w(f"| memory constant in calls | mspti-lens growth {', '.join(kib(x) for x in g)} "
-      f"(no subscriber: {', '.join(kib(x) for x in gn)}): {slope:.3f} bytes per extra call, trace "
-      f"{slope_t:.1f} | {status(const, None)} |")
+    w(
+        f"| memory constant in calls | mspti-lens growth {', '.join(kib(x) for x in g)} "
+        f"(no subscriber: {', '.join(kib(x) for x in gn)}): {slope:.3f} bytes per extra call, trace "
+        f"{slope_t:.1f} | {status(const, None)} |"
+    )
     hb = _native.HISTOGRAM_BYTES
     w(f"| <= 32 KiB per (thread, key) histogram | {hb:,} B | {status(hb <= 32768, hb / 32768)} |")
     if 10**7 in mem_ratio:
         mr = mem_ratio[10**7][1]
-        w(f"| at 10^7 calls >= 100x less memory than the trace approach | {mr:,.0f}x | {status(mr >= 100, 100 / mr)} |")
+        w(
+            f"| at 10^7 calls >= 100x less memory than the trace approach | {mr:,.0f}x | {status(mr >= 100, 100 / mr)} |"
+        )
     else:
         w("| at 10^7 calls >= 100x less memory than the trace approach | not run in quick mode | - |")
     noise = max(e2e["off"]) / min(e2e["off"]) - 1
     if over <= 0.01 and analytic <= 0.01:
         e2e_status = "met"
     elif analytic <= 0.01 and over <= noise:
-        e2e_status = (f"not resolved: the measured {over * 100:+.2f} % is inside the run-to-run noise "
-                      f"({noise * 100:.1f} %); the callback's own cost is {analytic * 100:.2f} %")
+        e2e_status = (
+            f"not resolved: the measured {over * 100:+.2f} % is inside the run-to-run noise "
+            f"({noise * 100:.1f} %); the callback's own cost is {analytic * 100:.2f} %"
+        )
     else:
         e2e_status = "**missed**"
     sm, sb = med(ts["both_ms"]), min(ts["both_ms"])
-    w(f"| snapshot + summary() for 32 threads x 60 keys <= 5 ms | {sb:.2f} ms best, {sm:.2f} ms median | "
-      f"{status(sb <= 5, sb / 5)}{'' if sm <= 5 else ' (best); the median is inflated by other jobs'} |")
-    w(f"| end-to-end overhead on the simulated training workload <= 1 % | {over * 100:+.2f} % measured "
-      f"(best of {len(e2e['off'])}), {analytic * 100:.3f} % from the per-pair cost | {e2e_status} |")
+    w(
+        f"| snapshot + summary() for 32 threads x 60 keys <= 5 ms | {sb:.2f} ms best, {sm:.2f} ms median | "
+        f"{status(sb <= 5, sb / 5)}{'' if sm <= 5 else ' (best); the median is inflated by other jobs'} |"
+    )
+    w(
+        f"| end-to-end overhead on the simulated training workload <= 1 % | {over * 100:+.2f} % measured "
+        f"(best of {len(e2e['off'])}), {analytic * 100:.3f} % from the per-pair cost | {e2e_status} |"
+    )
     w("")
     return "\n".join(L) + "\n"
 

@@ -41,13 +41,37 @@ def run(test_one_input) -> None:
 def small_trace_doc() -> dict:
     """A tiny Kineto-shaped document with every kind of event the reader maps."""
     ev = [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 10.0, "dur": 3.5},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 2,
+            "ts": 10.0,
+            "dur": 3.5,
+        },
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 2, "ts": 20, "dur": 1},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaEventQuery", "pid": 1, "tid": 2, "ts": 22, "dur": 1},
-        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 3, "ts": 5, "dur": 40,
-         "args": {"Collective name": "allreduce"}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "record_param_comms",
+            "pid": 1,
+            "tid": 3,
+            "ts": 5,
+            "dur": 40,
+            "args": {"Collective name": "allreduce"},
+        },
         {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 3, "ts": 6, "dur": 30},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 2, "ts": 12, "dur": 50},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaStreamSynchronize",
+            "pid": 1,
+            "tid": 2,
+            "ts": 12,
+            "dur": 50,
+        },
     ]
     return {"traceEvents": ev}
 

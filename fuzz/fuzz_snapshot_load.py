@@ -40,8 +40,10 @@ def structured(fdp: atheris.FuzzedDataProvider) -> None:
         "name": pa.array([fdp.ConsumeUnicodeNoSurrogates(12) for _ in range(n)], pa.string()),
         "count": pa.array([u() for _ in range(n)], pa.uint64()),
         "sum": pa.array([u() for _ in range(n)], pa.uint64()),
-        "sum_sq": pa.array([fdp.ConsumeRegularFloat() if fdp.ConsumeBool() else fdp.ConsumeFloat()
-                            for _ in range(n)], pa.float64()),
+        "sum_sq": pa.array(
+            [fdp.ConsumeRegularFloat() if fdp.ConsumeBool() else fdp.ConsumeFloat() for _ in range(n)],
+            pa.float64(),
+        ),
         "min": pa.array([u() if fdp.ConsumeBool() else None for _ in range(n)], pa.uint64()),
         "max": pa.array([u() if fdp.ConsumeBool() else None for _ in range(n)], pa.uint64()),
         "overflow": pa.array([u() for _ in range(n)], pa.uint64()),
@@ -56,8 +58,11 @@ def structured(fdp: atheris.FuzzedDataProvider) -> None:
     for c in COLS:
         if fdp.ConsumeProbability() < 0.03:
             del cols[c]
-    head = {"format": "mspti-lens-snapshot/1", "meta": {"label": fdp.ConsumeUnicodeNoSurrogates(8)},
-            "counters": {"unmatched": u(), "in_flight": u()}}
+    head = {
+        "format": "mspti-lens-snapshot/1",
+        "meta": {"label": fdp.ConsumeUnicodeNoSurrogates(8)},
+        "counters": {"unmatched": u(), "in_flight": u()},
+    }
     if fdp.ConsumeProbability() < 0.1:
         head["counters"] = {fdp.ConsumeUnicodeNoSurrogates(4): fdp.ConsumeUnicodeNoSurrogates(4)}
     if fdp.ConsumeProbability() < 0.05:

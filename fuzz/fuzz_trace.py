@@ -47,7 +47,9 @@ def value(fdp: atheris.FuzzedDataProvider, depth: int = 0):
         return fdp.ConsumeIntInRange(0, 1000)
     if k == 7:
         return [value(fdp, depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 3))]
-    return {fdp.ConsumeUnicodeNoSurrogates(5): value(fdp, depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 3))}
+    return {
+        fdp.ConsumeUnicodeNoSurrogates(5): value(fdp, depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 3))
+    }
 
 
 def event(fdp: atheris.FuzzedDataProvider):
@@ -63,8 +65,11 @@ def event(fdp: atheris.FuzzedDataProvider):
         "dur": fdp.ConsumeIntInRange(0, 10**4) if fdp.ConsumeProbability() < 0.8 else value(fdp),
     }
     if fdp.ConsumeBool():
-        e["args"] = ({"Collective name": fdp.PickValueInList(list(COLLECTIVE_MAP) + ["gather"])}
-                     if fdp.ConsumeProbability() < 0.8 else value(fdp))
+        e["args"] = (
+            {"Collective name": fdp.PickValueInList(list(COLLECTIVE_MAP) + ["gather"])}
+            if fdp.ConsumeProbability() < 0.8
+            else value(fdp)
+        )
     for k in list(e):
         if fdp.ConsumeProbability() < 0.05:
             del e[k]

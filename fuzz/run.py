@@ -40,17 +40,32 @@ def run(target: str, seconds: int, out: Path, known: bool, seed: int = 0) -> dic
     write_seeds(target, corpus)
     env = dict(os.environ, FUZZ_KNOWN="|".join(KNOWN) if known else "", PYTHONWARNINGS="ignore")
     cmd = [
-        sys.executable, str(HERE / TARGETS[target]), str(corpus),
-        f"-max_total_time={seconds}", "-timeout=30", "-rss_limit_mb=3072",
-        f"-artifact_prefix={arts}/{target}-", "-print_final_stats=1",
+        sys.executable,
+        str(HERE / TARGETS[target]),
+        str(corpus),
+        f"-max_total_time={seconds}",
+        "-timeout=30",
+        "-rss_limit_mb=3072",
+        f"-artifact_prefix={arts}/{target}-",
+        "-print_final_stats=1",
     ] + ([f"-seed={seed}"] if seed else [])
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=HERE, timeout=seconds + 300)
     log = p.stdout + p.stderr
     m = re.search(r"Done (\d+) runs in (\d+) second", log)
-    runs = int(m.group(1)) if m else int((re.findall(r"stat::number_of_executed_units:\s*(\d+)", log) or [0])[-1])
+    runs = (
+        int(m.group(1))
+        if m
+        else int((re.findall(r"stat::number_of_executed_units:\s*(\d+)", log) or [0])[-1])
+    )
     found = re.findall(r"Test unit written to (\S+)", log)
-    res = {"target": target, "seconds": seconds, "runs": runs, "exit": p.returncode, "findings": found,
-           "corpus_files": len(list(corpus.iterdir()))}
+    res = {
+        "target": target,
+        "seconds": seconds,
+        "runs": runs,
+        "exit": p.returncode,
+        "findings": found,
+        "corpus_files": len(list(corpus.iterdir())),
+    }
     if p.returncode != 0:
         tail = log[-3000:]
         res["log_tail"] = tail
@@ -68,7 +83,9 @@ def main() -> int:
     a = ap.parse_args()
     results = [run(t, a.seconds, a.out, not a.all_findings, a.seed) for t in (a.target or sorted(TARGETS))]
     for r in results:
-        print(f"{r['target']}: {r['runs']} inputs in {r['seconds']} s, exit {r['exit']}, findings {r['findings']}")
+        print(
+            f"{r['target']}: {r['runs']} inputs in {r['seconds']} s, exit {r['exit']}, findings {r['findings']}"
+        )
     print(json.dumps({"targets": results}))
     return 0 if all(r["exit"] == 0 for r in results) else 1
 

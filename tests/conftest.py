@@ -37,8 +37,10 @@ def session(sim):
 
 
 def compile_c(source: Path, out: Path, *flags: str) -> Path:
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-Wall", "-o", str(out), str(source), "-lpthread", *flags],
-                   check=True)
+    subprocess.run(
+        ["gcc", "-O2", "-shared", "-fPIC", "-Wall", "-o", str(out), str(source), "-lpthread", *flags],
+        check=True,
+    )
     return out
 
 
@@ -97,7 +99,9 @@ def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subp
     for k in ("MSPTI_LIBRARY", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "LD_PRELOAD"):
         e.pop(k, None)
     e.update(env or {})
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=timeout
+    )
 
 
 def write_figures(name: str, figures: dict) -> None:

@@ -43,19 +43,37 @@ def lab(tmp_path):
     nb["cells"] = [c for c in nb["cells"] if "cleanup" not in c.get("metadata", {}).get("tags", [])]
     (tmp_path / "quickstart.ipynb").write_text(json.dumps(nb))
     port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter-config"),
-           "JUPYTER_RUNTIME_DIR": str(tmp_path / ".jupyter-runtime")}
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter-config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / ".jupyter-runtime"),
+    }
     with open(tmp_path / "lab.log", "w") as log:
         yield from _serve(tmp_path, port, token, env, log)
 
 
 def _serve(tmp_path, port, token, env, log):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
-         "--ServerApp.open_browser=False", "--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={tmp_path}",
+            "--ServerApp.open_browser=False",
+            "--LabApp.news_url=None",
+            "--LabApp.extension_manager=readonly",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -98,20 +116,25 @@ def test_quickstart_panel_in_jupyterlab(lab):
     url, token, folder = lab
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+        )
         page = browser.new_page(viewport={"width": 1400, "height": 1700})
         try:
             page.goto(f"{url}/lab/tree/quickstart.ipynb?token={token}")
             page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
             accept_dialogs(page)  # JupyterLab may ask which kernel to start: the default one
-            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=120_000)
+            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(
+                timeout=120_000
+            )
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.get_by_role("menuitem", name="Run All Cells", exact=False).first.click()
             accept_dialogs(page)
 
             panel = page.locator(".mspti-lens-panel").first
-            panel.wait_for(timeout=int(os.environ.get('MSPTI_LENS_BROWSER_WAIT_MS', 180_000)))
+            panel.wait_for(timeout=int(os.environ.get("MSPTI_LENS_BROWSER_WAIT_MS", 180_000)))
             # the background job runs with only the runtime domain traced
             page.wait_for_function(
                 "() => { const t = document.querySelector('.mspti-lens-panel .mspti-lens-table');"

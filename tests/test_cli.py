@@ -20,11 +20,20 @@ SIM = str(simulator_path())
 
 
 def cli(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("ASCEND_", "MSPTI_")) and k not in ("LD_PRELOAD", "JUPYTER_PATH")}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ASCEND_", "MSPTI_")) and k not in ("LD_PRELOAD", "JUPYTER_PATH")
+    }
     base.update(env or {})
-    return subprocess.run([sys.executable, "-m", "mspti_lens", *args], env=base, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mspti_lens", *args],
+        env=base,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -57,7 +66,10 @@ def test_doctor_finds_cann_and_checks_ld_preload(fake_cann):
     assert r.returncode == 1
 
     r = cli("doctor", env={"ASCEND_HOME_PATH": str(root), "LD_PRELOAD": str(lib)})
-    assert "preloaded" in r.stdout and f"[  ok] LD_PRELOAD: this process was started with LD_PRELOAD of {lib}" in r.stdout
+    assert (
+        "preloaded" in r.stdout
+        and f"[  ok] LD_PRELOAD: this process was started with LD_PRELOAD of {lib}" in r.stdout
+    )
     assert r.returncode == 0, r.stdout
     assert "result: ready" in r.stdout
 
@@ -97,8 +109,12 @@ def test_doctor_bad_library_path():
 def test_install_kernel_writes_a_preloading_kernelspec(fake_cann, tmp_path):
     root, lib = fake_cann
     prefix = tmp_path / "prefix"
-    env = {"ASCEND_HOME_PATH": str(root), "ASCEND_OPP_PATH": str(root / "opp"),
-           "LD_LIBRARY_PATH": f"{root}/lib64:/usr/lib", "PYTHONPATH": f"{root}/python/site-packages"}
+    env = {
+        "ASCEND_HOME_PATH": str(root),
+        "ASCEND_OPP_PATH": str(root / "opp"),
+        "LD_LIBRARY_PATH": f"{root}/lib64:/usr/lib",
+        "PYTHONPATH": f"{root}/python/site-packages",
+    }
     r = cli("install-kernel", "--prefix", str(prefix), "--name", "lens-test", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     spec_file = prefix / "share" / "jupyter" / "kernels" / "lens-test" / "kernel.json"
@@ -129,9 +145,11 @@ def test_kernel_started_from_the_spec_is_preloaded(tmp_path):
     spec = json.loads((prefix / "share/jupyter/kernels/mspti-lens/kernel.json").read_text())
     assert spec["display_name"] == "Lens sim" and spec["metadata"]["mspti_lens"]["simulated"] is True
     env = {**os.environ, **spec["env"]}
-    code = ("import os; maps = open('/proc/self/maps').read(); "
-            "print('mapped', os.environ['LD_PRELOAD'] in maps); "
-            "from mspti_lens import doctor; print(doctor._preloaded(os.environ['MSPTI_LIBRARY']))")
+    code = (
+        "import os; maps = open('/proc/self/maps').read(); "
+        "print('mapped', os.environ['LD_PRELOAD'] in maps); "
+        "from mspti_lens import doctor; print(doctor._preloaded(os.environ['MSPTI_LIBRARY']))"
+    )
     out = subprocess.run([spec["argv"][0], "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["mapped", "True", "True"], out.stdout + out.stderr
 

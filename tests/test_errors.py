@@ -124,7 +124,9 @@ def test_unsubscribe_failure_is_reported_and_close_can_be_retried(sim):
 
 
 def test_fault_slots_cover_the_callback_api():
-    assert {"msptiSubscribe", "msptiUnsubscribe", "msptiEnableCallback", "msptiEnableDomain"} <= set(FAULT_SLOTS)
+    assert {"msptiSubscribe", "msptiUnsubscribe", "msptiEnableCallback", "msptiEnableDomain"} <= set(
+        FAULT_SLOTS
+    )
 
 
 @pytest.mark.parametrize(

@@ -151,8 +151,11 @@ def test_cell_magic_via_run_cell_sets_underscore(ip):
 
 def test_cell_error_still_returns_what_was_recorded(ip):
     with capture_output():
-        snap = ip.run_cell_magic("mspti", "-d runtime --display summary",
-                                 "s.call('aclrtMalloc', 100, 4)\nraise RuntimeError('boom')")
+        snap = ip.run_cell_magic(
+            "mspti",
+            "-d runtime --display summary",
+            "s.call('aclrtMalloc', 100, 4)\nraise RuntimeError('boom')",
+        )
     assert snap.summary()["num_calls"].sum() == 4
 
 
@@ -331,4 +334,7 @@ def test_cell_magic_keeps_the_running_window(ip, sim):
     sim.call("aclrtMemset", 1000, 1)
     everything = ip.run_line_magic("mspti", "summary --all")
     assert dict(zip(*everything.summary().select("name", "num_calls"))) == {
-        "aclrtMalloc": 6, "aclrtFree": 2, "aclrtMemset": 1}
+        "aclrtMalloc": 6,
+        "aclrtFree": 2,
+        "aclrtMemset": 1,
+    }

@@ -26,8 +26,9 @@ def run(name: str, tmp_path_factory):
     if name not in _cache:
         nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
         cwd = tmp_path_factory.mktemp(name)
-        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                resources={"metadata": {"path": str(cwd)}}).execute()
+        nbclient.NotebookClient(
+            nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+        ).execute()
         _cache[name] = nb
     return _cache[name]
 
@@ -50,8 +51,11 @@ def texts(c) -> str:
 def images(c) -> list[bytes]:
     import base64
 
-    return [base64.b64decode(o["data"]["image/png"]) for o in c.outputs
-            if "data" in o and "image/png" in o["data"]]
+    return [
+        base64.b64decode(o["data"]["image/png"])
+        for o in c.outputs
+        if "data" in o and "image/png" in o["data"]
+    ]
 
 
 def assert_clean(nb):
@@ -114,7 +118,9 @@ def test_scenario2_launch_only(tmp_path_factory):
     nb = run("scenario2_launch_only", tmp_path_factory)
     assert_clean(nb)
     out = stdout(cell(nb, "masks"))
-    assert "['MSPTI_CBID_RUNTIME_LAUNCH']" in out and "runtime bitmap 0x400" in out and "hccl bitmap 0x0" in out
+    assert (
+        "['MSPTI_CBID_RUNTIME_LAUNCH']" in out and "runtime bitmap 0x400" in out and "hccl bitmap 0x0" in out
+    )
     windows = stdout(cell(nb, "windows")).strip().splitlines()
     assert len(windows) == 2
     for line in windows:

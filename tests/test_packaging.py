@@ -22,7 +22,10 @@ def test_the_wheel_ships_the_simulator(tmp_path):
     assert (ROOT / "python" / "mspti_lens" / "_sim" / "libmspti_sim.so").exists(), "run `make sim` first"
     r = subprocess.run(
         [maturin, "build", "--release", "--quiet", "-o", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=1200,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
         env={**os.environ, "VIRTUAL_ENV": str(Path(sys.executable).parents[1])},
     )
     assert r.returncode == 0, r.stderr[-3000:]

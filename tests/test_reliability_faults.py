@@ -68,8 +68,13 @@ def launch(sim: Simulator, n: int = 10) -> None:
 
 def test_fault_table_covers_every_mspti_function_the_core_calls():
     assert set(FAULT_SLOTS) == {
-        "msptiSubscribe", "msptiUnsubscribe", "msptiEnableCallback", "msptiEnableDomain",
-        "msptiGetTimestamp", "msptiGetVersion", "msptiGetResultString",
+        "msptiSubscribe",
+        "msptiUnsubscribe",
+        "msptiEnableCallback",
+        "msptiEnableDomain",
+        "msptiGetTimestamp",
+        "msptiGetVersion",
+        "msptiGetResultString",
     }
 
 
@@ -188,8 +193,9 @@ def run_child(code: str) -> dict:
     thread's histograms in a state later tests in this process must not inherit (a shard and its
     cumulative histograms live as long as the process)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MSPTI_LIBRARY", "LD_PRELOAD")}
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                       timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert p.returncode == 0, f"child died ({p.returncode}):\n{p.stderr[-3000:]}"
     return json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
 
@@ -319,7 +325,9 @@ def test_more_functions_than_key_slots_are_dropped_and_counted():
     # In a child: a shard's key table lives as long as the process (and passes to later threads),
     # so filling it here would drop every new function of this thread in the tests after this one.
     env = {k: v for k, v in os.environ.items() if k not in ("MSPTI_LIBRARY", "LD_PRELOAD")}
-    p = subprocess.run([sys.executable, "-c", KEY_SLOTS_CHILD], capture_output=True, text=True, env=env, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-c", KEY_SLOTS_CHILD], capture_output=True, text=True, env=env, timeout=60
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     r = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
     FIGURES["injected_callbacks"] += 600
@@ -464,9 +472,13 @@ def load_in_child(path: str, env_library: str | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("MSPTI_LIBRARY", "LD_PRELOAD")}
     if env_library:
         env["MSPTI_LIBRARY"] = env_library
-    p = subprocess.run([sys.executable, "-c", LOADER, path], capture_output=True, text=True, env=env, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", LOADER, path], capture_output=True, text=True, env=env, timeout=120
+    )
     FIGURES["bad_libraries"] += 1
-    assert p.returncode == 0, f"loading {path} killed the process (status {p.returncode}):\n{p.stderr[-3000:]}"
+    assert p.returncode == 0, (
+        f"loading {path} killed the process (status {p.returncode}):\n{p.stderr[-3000:]}"
+    )
     return json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
 
 
@@ -474,7 +486,7 @@ def _last_load_end(elf: bytes) -> int:
     """End (file offset) of the last PT_LOAD segment of a 64-bit little-endian ELF."""
     import struct
 
-    phoff, = struct.unpack_from("<Q", elf, 0x20)
+    (phoff,) = struct.unpack_from("<Q", elf, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
     end = 0
     for i in range(phnum):
@@ -525,15 +537,21 @@ def bad_libraries(tmp_path_factory) -> dict[str, str]:
     return {k: str(v) for k, v in libs.items()}
 
 
-
-
 @pytest.mark.parametrize(
     "case",
     [
-        "missing", "empty", "not_elf", "directory", "aarch64", "elf32", "big_endian", "executable",
+        "missing",
+        "empty",
+        "not_elf",
+        "directory",
+        "aarch64",
+        "elf32",
+        "big_endian",
+        "executable",
         # Regressions: these killed the process with SIGBUS inside dlopen before the loader checked
         # that every PT_LOAD segment lies inside the file.
-        "truncated", "truncated_100k",
+        "truncated",
+        "truncated_100k",
         "cut_in_last_segment",
     ],
 )
@@ -701,8 +719,9 @@ def test_callbacks_after_unsubscribe_are_harmless(tmp_path):
     so = tmp_path / "liblate.so"
     subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("MSPTI_LIBRARY", "LD_PRELOAD")}
-    p = subprocess.run([sys.executable, "-c", LATE_CHILD, str(so)], capture_output=True, text=True, env=env,
-                       timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", LATE_CHILD, str(so)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert p.returncode == 0, f"late callbacks killed the process ({p.returncode}):\n{p.stderr[-3000:]}"
     r = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
     FIGURES["injected_callbacks"] += 4 + 200

@@ -72,22 +72,57 @@ def _cases(tmp: Path):
     sim_path = str(mspti_lens.simulator_path())
     c = [
         # Session construction (a second session, bad library, bad targets, bad clock)
-        ("second session", lambda L: mspti_lens.Session(library="sim"), SessionError, ["already active", "close"]),
+        (
+            "second session",
+            lambda L: mspti_lens.Session(library="sim"),
+            SessionError,
+            ["already active", "close"],
+        ),
         ("library int", lambda L: mspti_lens.Session(library=123), ValueError, ["'sim'", "path"]),
-        ("library missing", lambda L: mspti_lens.Session(library=str(tmp / "no" / "libmspti.so")), LibraryError,
-         ["MSPTI_LIBRARY"]),
-        ("enable unknown", lambda L: mspti_lens.Session(library="sim", enable=["LAUNCHES"]), ValueError,
-         ["'runtime'", "LAUNCH"]),
-        ("enable id range", lambda L: mspti_lens.Session(library="sim", enable=[("runtime", 99)]), ValueError,
-         ["1-36"]),
-        ("enable bad domain", lambda L: mspti_lens.Session(library="sim", enable=[("gpu", 1)]), ValueError,
-         ["'runtime'", "'hccl'"]),
-        ("enable short pair", lambda L: mspti_lens.Session(library="sim", enable=[(1,)]), ValueError, ["two"]),
-        ("clock unknown", lambda L: mspti_lens.Session(library="sim", clock="rdtscp"), ValueError,
-         ["monotonic", "tsc"]),
+        (
+            "library missing",
+            lambda L: mspti_lens.Session(library=str(tmp / "no" / "libmspti.so")),
+            LibraryError,
+            ["MSPTI_LIBRARY"],
+        ),
+        (
+            "enable unknown",
+            lambda L: mspti_lens.Session(library="sim", enable=["LAUNCHES"]),
+            ValueError,
+            ["'runtime'", "LAUNCH"],
+        ),
+        (
+            "enable id range",
+            lambda L: mspti_lens.Session(library="sim", enable=[("runtime", 99)]),
+            ValueError,
+            ["1-36"],
+        ),
+        (
+            "enable bad domain",
+            lambda L: mspti_lens.Session(library="sim", enable=[("gpu", 1)]),
+            ValueError,
+            ["'runtime'", "'hccl'"],
+        ),
+        (
+            "enable short pair",
+            lambda L: mspti_lens.Session(library="sim", enable=[(1,)]),
+            ValueError,
+            ["two"],
+        ),
+        (
+            "clock unknown",
+            lambda L: mspti_lens.Session(library="sim", clock="rdtscp"),
+            ValueError,
+            ["monotonic", "tsc"],
+        ),
         ("clock int", lambda L: mspti_lens.Session(library="sim", clock=3), ValueError, ["monotonic"]),
         # enable/disable on a running session
-        ("enable str", lambda L: L.session.enable("aclrtLaunchKernelV3"), ValueError, ["aclrtLaunchKernel", "hccl"]),
+        (
+            "enable str",
+            lambda L: L.session.enable("aclrtLaunchKernelV3"),
+            ValueError,
+            ["aclrtLaunchKernel", "hccl"],
+        ),
         ("enable empty", lambda L: L.session.enable(""), ValueError, ["'runtime'"]),
         ("enable float", lambda L: L.session.enable(3.5), ValueError, ["float", "'runtime'"]),
         ("enable None", lambda L: L.session.enable(None), ValueError, ["'runtime'"]),
@@ -100,7 +135,12 @@ def _cases(tmp: Path):
         ("enable id 2**70", lambda L: L.session.enable(("runtime", 2**70)), ValueError, ["1-36"]),
         ("enable id bool", lambda L: L.session.enable(("runtime", True)), ValueError, ["int"]),
         ("enable id float", lambda L: L.session.enable(("runtime", 10.0)), ValueError, ["int"]),
-        ("enable wrong domain", lambda L: L.session.enable(("runtime", "HcclAllReduce")), ValueError, ["'runtime'"]),
+        (
+            "enable wrong domain",
+            lambda L: L.session.enable(("runtime", "HcclAllReduce")),
+            ValueError,
+            ["'runtime'"],
+        ),
         ("enable domain 3", lambda L: L.session.enable((3, 1)), ValueError, ["'runtime'", "'hccl'"]),
         ("enable domain bool", lambda L: L.session.enable((True, 1)), ValueError, ["'runtime'"]),
         ("disable unknown", lambda L: L.session.disable("nccl"), ValueError, ["'hccl'"]),
@@ -114,7 +154,12 @@ def _cases(tmp: Path):
         ("save int", lambda L: L.snap.save(3), TypeError, ["PathLike"]),
         ("save no folder", lambda L: L.snap.save(tmp / "no" / "x.parquet"), OSError, ["no"]),
         ("load None", lambda L: mspti_lens.load(None), TypeError, ["PathLike"]),
-        ("load missing", lambda L: mspti_lens.load(tmp / "missing.parquet"), FileNotFoundError, ["missing.parquet"]),
+        (
+            "load missing",
+            lambda L: mspti_lens.load(tmp / "missing.parquet"),
+            FileNotFoundError,
+            ["missing.parquet"],
+        ),
         # plots
         ("distribution str", lambda L: plots.distribution("x"), TypeError, ["Snapshot"]),
         ("cdf None", lambda L: plots.cdf(None), TypeError, ["Snapshot"]),
@@ -125,7 +170,12 @@ def _cases(tmp: Path):
         ("resolve None", lambda L: catalog.resolve(None), ValueError, ["'runtime'"]),
         ("resolve triple", lambda L: catalog.resolve(("runtime", 1, 2)), ValueError, ["two"]),
         ("backend_info int", lambda L: mspti_lens.backend_info(3), ValueError, ["'sim'"]),
-        ("backend_info junk", lambda L: mspti_lens.backend_info(sim_path + ".nope"), LibraryError, ["MSPTI_LIBRARY"]),
+        (
+            "backend_info junk",
+            lambda L: mspti_lens.backend_info(sim_path + ".nope"),
+            LibraryError,
+            ["MSPTI_LIBRARY"],
+        ),
         # simulator driver
         ("sim fault name", lambda L: L.sim.set_fault("msptiSubscribeX", 1), ValueError, ["msptiSubscribe"]),
         ("sim fidelity", lambda L: setattr(L.sim, "fidelity", "cann9"), ValueError, ["cann26", "cann8"]),
@@ -133,11 +183,21 @@ def _cases(tmp: Path):
         ("sim api", lambda L: L.sim.call("aclrtLaunch"), ValueError, ["aclrtLaunchKernel"]),
         ("sim api index", lambda L: L.sim.call(10_000), ValueError, ["outside"]),
         ("sim count", lambda L: L.sim.call(0, count=-1), ValueError, [">= 0"]),
-        ("sim workload", lambda L: L.sim.start_workload("pretraining"), ValueError, ["training", "inference"]),
+        (
+            "sim workload",
+            lambda L: L.sim.start_workload("pretraining"),
+            ValueError,
+            ["training", "inference"],
+        ),
         ("sim steps", lambda L: L.sim.start_workload(steps=-1), ValueError, ["steps"]),
         ("sim threads", lambda L: L.sim.start_workload(threads=0), ValueError, ["threads"]),
         ("sim ranks", lambda L: L.sim.start_workload(ranks=1.5), ValueError, ["ranks"]),
-        ("sim time_scale", lambda L: L.sim.start_workload(time_scale=float("nan")), ValueError, ["time_scale"]),
+        (
+            "sim time_scale",
+            lambda L: L.sim.start_workload(time_scale=float("nan")),
+            ValueError,
+            ["time_scale"],
+        ),
         ("sim replay empty", lambda L: L.sim.start_replay([]), ValueError, ["no threads"]),
         ("sim replay bad api", lambda L: L.sim.start_replay([[(10_000, 0, 0)]]), ValueError, ["unknown API"]),
         ("sim replay bad site", lambda L: L.sim.start_replay([[(0, 5, 0)]]), ValueError, ["site"]),
@@ -172,8 +232,16 @@ def test_bad_input_gives_a_clear_error_and_loses_nothing(live, tmp_path, label):
         # Regressions: these gave Python's own TypeError/KeyError naming no valid choice.
         ("Session(enable=None)", lambda L: mspti_lens.Session(library="sim", enable=None), ["'runtime'"]),
         ("Session(enable=5)", lambda L: mspti_lens.Session(library="sim", enable=5), ["'runtime'"]),
-        ("Session(enable=b'LAUNCH')", lambda L: mspti_lens.Session(library="sim", enable=b"LAUNCH"), ["'runtime'"]),
-        ("Session(enable={})", lambda L: mspti_lens.Session(library="sim", enable={"LAUNCH": 1}), ["'runtime'"]),
+        (
+            "Session(enable=b'LAUNCH')",
+            lambda L: mspti_lens.Session(library="sim", enable=b"LAUNCH"),
+            ["'runtime'"],
+        ),
+        (
+            "Session(enable={})",
+            lambda L: mspti_lens.Session(library="sim", enable={"LAUNCH": 1}),
+            ["'runtime'"],
+        ),
         ("table(unit='h')", lambda L: L.snap.table(unit="h"), ["ns", "ms"]),
         ("table(top='x')", lambda L: L.snap.table(top="x"), ["top"]),
         ("table(top=0)", lambda L: L.snap.table(top=0), ["top"]),
@@ -293,39 +361,70 @@ def _corrupt_files(tmp: Path) -> dict[str, Path]:
     files["foreign_parquet"] = foreign
     files["meta_not_json"] = _rewrite(good, tmp / "m1.parquet", meta=b"{not json")
     files["meta_list"] = _rewrite(good, tmp / "m2.parquet", meta=[1, 2])
-    files["meta_other_format"] = _rewrite(good, tmp / "m3.parquet", meta={**head, "format": "mspti-lens-snapshot/9"})
-    files["meta_counters_junk"] = _rewrite(good, tmp / "m4.parquet", meta={**head, "counters": {"unmatched": "many"}})
+    files["meta_other_format"] = _rewrite(
+        good, tmp / "m3.parquet", meta={**head, "format": "mspti-lens-snapshot/9"}
+    )
+    files["meta_counters_junk"] = _rewrite(
+        good, tmp / "m4.parquet", meta={**head, "counters": {"unmatched": "many"}}
+    )
     files["missing_column"] = _rewrite(good, tmp / "c1.parquet", table_fn=lambda t: t.drop_columns(["sum"]))
     files["counts_as_strings"] = _rewrite(good, tmp / "c2.parquet", table_fn=_set_col("count", ["x"] * n))
     files["bucket_len_mismatch"] = _rewrite(
         good, tmp / "c3.parquet", table_fn=_set_col("counts", [[1]] * n, pa.list_(pa.uint64()))
     )
     files["bucket_out_of_range"] = _rewrite(
-        good, tmp / "c4.parquet", table_fn=lambda t: _set_col("buckets", [[10**9] * len(b) for b in
-                                                                         t.column("buckets").to_pylist()],
-                                                             pa.list_(pa.uint32()))(t)
+        good,
+        tmp / "c4.parquet",
+        table_fn=lambda t: _set_col(
+            "buckets", [[10**9] * len(b) for b in t.column("buckets").to_pylist()], pa.list_(pa.uint32())
+        )(t),
     )
     files["sum_sq_negative"] = _rewrite(good, tmp / "c5.parquet", table_fn=_set_col("sum_sq", [-1.0] * n))
     files["sum_sq_nan"] = _rewrite(good, tmp / "c6.parquet", table_fn=_set_col("sum_sq", [float("nan")] * n))
     files["min_above_max"] = _rewrite(
-        good, tmp / "c7.parquet",
+        good,
+        tmp / "c7.parquet",
         table_fn=lambda t: _set_col("min", [m + 10**6 for m in t.column("max").to_pylist()], pa.uint64())(t),
     )
     files["count_disagrees"] = _rewrite(
-        good, tmp / "c8.parquet",
+        good,
+        tmp / "c8.parquet",
         table_fn=lambda t: _set_col("count", [c + 1 for c in t.column("count").to_pylist()], pa.uint64())(t),
     )
-    files["null_buckets"] = _rewrite(good, tmp / "c9.parquet", table_fn=_set_col("buckets", [None] * n,
-                                                                                 pa.list_(pa.uint32())))
-    files["negative_domain"] = _rewrite(good, tmp / "c10.parquet", table_fn=_set_col("domain", [-1] * n, pa.int64()))
+    files["null_buckets"] = _rewrite(
+        good, tmp / "c9.parquet", table_fn=_set_col("buckets", [None] * n, pa.list_(pa.uint32()))
+    )
+    files["negative_domain"] = _rewrite(
+        good, tmp / "c10.parquet", table_fn=_set_col("domain", [-1] * n, pa.int64())
+    )
     return files
 
 
 CORRUPT = [
-    "empty", "junk", "par1_only", "truncated", "tail_cut", "json", "gzip", "elf", "bit_flips", "foreign_parquet",
-    "meta_not_json", "meta_list", "meta_other_format", "meta_counters_junk", "missing_column", "counts_as_strings",
-    "bucket_len_mismatch", "bucket_out_of_range", "sum_sq_negative", "sum_sq_nan", "min_above_max",
-    "count_disagrees", "null_buckets", "negative_domain",
+    "empty",
+    "junk",
+    "par1_only",
+    "truncated",
+    "tail_cut",
+    "json",
+    "gzip",
+    "elf",
+    "bit_flips",
+    "foreign_parquet",
+    "meta_not_json",
+    "meta_list",
+    "meta_other_format",
+    "meta_counters_junk",
+    "missing_column",
+    "counts_as_strings",
+    "bucket_len_mismatch",
+    "bucket_out_of_range",
+    "sum_sq_negative",
+    "sum_sq_nan",
+    "min_above_max",
+    "count_disagrees",
+    "null_buckets",
+    "negative_domain",
 ]
 
 
@@ -440,7 +539,11 @@ def test_magic_cell_with_a_command_is_a_usage_error(live, shell):
     [
         (lambda P, L: P.set_domain("gpu", True), ValueError, "runtime"),
         (lambda P, L: P.option("NOPE"), ValueError, "search"),
-        (lambda P, L: P.select(["MSPTI_CBID_RUNTIME_LAUNCH"], ["MSPTI_CBID_RUNTIME_MALLOC"]), ValueError, "visible"),
+        (
+            lambda P, L: P.select(["MSPTI_CBID_RUNTIME_LAUNCH"], ["MSPTI_CBID_RUNTIME_MALLOC"]),
+            ValueError,
+            "visible",
+        ),
         (lambda P, L: P.set_unit("h"), ValueError, "ns"),
         (lambda P, L: P.set_plot_kind("pie"), ValueError, "distribution"),
         (lambda P, L: P.enable("nope"), ValueError, "'runtime'"),
@@ -492,7 +595,9 @@ def test_fuzz_finding_unhashable_thread_id(tid):
 @pytest.mark.parametrize("args", [3.5, "allreduce", [1], None])
 def test_fuzz_finding_args_not_a_dict(args):
     comm = {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 3, "ts": 1, "dur": 9}
-    tr = _replayable({"traceEvents": [{**comm, "args": {"Collective name": "allreduce"}}, {**comm, "args": args}]})
+    tr = _replayable(
+        {"traceEvents": [{**comm, "args": {"Collective name": "allreduce"}}, {**comm, "args": args}]}
+    )
     assert [c.api for c in tr.calls] == ["HcclAllReduce"]
     assert sum(tr.skipped.values()) == 1
 
@@ -508,9 +613,19 @@ def test_fuzz_targets_find_nothing_new(tmp_path):
     seconds = int(os.environ.get("MSPTI_LENS_FUZZ_SECONDS", "15"))
     root = Path(__file__).resolve().parents[1]
     p = subprocess.run(
-        [sys.executable, str(root / "fuzz" / "run.py"), "--seconds", str(seconds), "--out", str(tmp_path),
-         "--seed", os.environ.get("MSPTI_LENS_FUZZ_SEED", "1")],  # fixed: CI explores the same inputs each run
-        capture_output=True, text=True, timeout=seconds * 2 + 600,
+        [
+            sys.executable,
+            str(root / "fuzz" / "run.py"),
+            "--seconds",
+            str(seconds),
+            "--out",
+            str(tmp_path),
+            "--seed",
+            os.environ.get("MSPTI_LENS_FUZZ_SEED", "1"),
+        ],  # fixed: CI explores the same inputs each run
+        capture_output=True,
+        text=True,
+        timeout=seconds * 2 + 600,
     )
     summary = json.loads(p.stdout.strip().splitlines()[-1])
     d = os.environ.get("MSPTI_LENS_FIGURES")
@@ -518,5 +633,7 @@ def test_fuzz_targets_find_nothing_new(tmp_path):
         Path(d).mkdir(parents=True, exist_ok=True)
         Path(d, "fuzz.json").write_text(json.dumps(summary, indent=1))
     for t in summary["targets"]:
-        assert t["exit"] == 0 and not t["findings"], f"{t['target']} found something:\n{t.get('log_tail', '')}"
+        assert t["exit"] == 0 and not t["findings"], (
+            f"{t['target']} found something:\n{t.get('log_tail', '')}"
+        )
         assert t["runs"] > 100, t

@@ -45,11 +45,13 @@ def run_scenario(name: str, timeout: float = 240, **kw) -> dict:
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"scenario {name} did not finish in {timeout} s (deadlock?)\n{e.stderr}")
     if p.returncode != 0:
-        pytest.fail(f"scenario {name} exited with {p.returncode} (negative = killed by signal)\n"
-                    f"stdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}")
+        pytest.fail(
+            f"scenario {name} exited with {p.returncode} (negative = killed by signal)\n"
+            f"stdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}"
+        )
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, f"scenario {name} printed no result\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}"
-    out = json.loads(lines[-1][len("RESULT "):])
+    out = json.loads(lines[-1][len("RESULT ") :])
     record_figures(name, out)
     return out
 
@@ -175,8 +177,13 @@ def test_native_code_is_clean_under_valgrind(tmp_path):
     if not shutil.which("valgrind") or not shutil.which("cargo"):
         pytest.skip("valgrind and cargo are needed (make system-deps)")
     script = HERE.parents[1] / "scripts" / "memcheck.sh"
-    p = subprocess.run(["bash", str(script), str(tmp_path)], capture_output=True, text=True, timeout=1800,
-                       env={**os.environ, "PYTHON": sys.executable})
+    p = subprocess.run(
+        ["bash", str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
     lines = p.stdout.strip().splitlines()
     assert lines and lines[-1].startswith("{"), p.stdout[-3000:] + p.stderr[-3000:]
     summary = json.loads(lines[-1])
@@ -379,7 +386,9 @@ def scenario_churn(threads, cycles, seed):
         t.start()
     rng = random.Random(seed)
     for k in range(cycles):
-        s = mspti_lens.Session(library="sim", enable=rng.choice((("runtime", "hccl"), ("LAUNCH",), ("hccl",))))
+        s = mspti_lens.Session(
+            library="sim", enable=rng.choice((("runtime", "hccl"), ("LAUNCH",), ("hccl",)))
+        )
         s.start()
         time.sleep(rng.choice((0.0, 0.001, 0.003)))
         if k % 3 == 0:
@@ -401,9 +410,11 @@ def scenario_churn(threads, cycles, seed):
     # A fresh session after all that counts exactly.
     sim.counting(True)
     with mspti_lens.Session(library="sim") as s:
+
         def clean(i):
             for a in apis[i::4]:
                 sim.lib.msimCallMany(a, 0, 50)
+
         cs = [threading.Thread(target=clean, args=(i,)) for i in range(4)]
         for t in cs:
             t.start()
@@ -434,7 +445,6 @@ def _counting_session():
 
 def scenario_midcall(threads, calls, second_wave):
     import threading
-
 
     sim, s = _counting_session()
     L, M = sim.api("aclrtLaunchKernel"), sim.api("aclrtMalloc")
@@ -478,7 +488,6 @@ def scenario_midcall(threads, calls, second_wave):
 
 def scenario_shortlived(threads, concurrent, calls):
     import threading
-
 
     sim, s = _counting_session()
     L, H = sim.api("aclrtLaunchKernel"), sim.api("HcclAllReduce")
@@ -555,7 +564,10 @@ def scenario_fork(threads, seconds):
             except Exception as e:
                 child["enable_inherited"] = f"{type(e).__name__}: {e}"
             # The inherited session's data belong to the parent: reading them is refused too.
-            for name, read in (("snapshot_inherited", s.snapshot), ("native_snapshot_inherited", s._native.snapshot)):
+            for name, read in (
+                ("snapshot_inherited", s.snapshot),
+                ("native_snapshot_inherited", s._native.snapshot),
+            ):
                 try:
                     read()
                     child[name] = "ok"

@@ -64,7 +64,15 @@ def test_overlapping_calls_keep_their_durations_on_extra_lanes():
             {"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
             {"ph": "X", "cat": "cuda_runtime", "name": "cudaFree", "pid": 1, "tid": 1, "ts": 5, "dur": 10},
             {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpy", "pid": 1, "tid": 1, "ts": 2, "dur": 3},
-            {"ph": "X", "cat": "cuda_runtime", "name": "cudaEventQuery", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaEventQuery",
+                "pid": 1,
+                "tid": 1,
+                "ts": 1,
+                "dur": 1,
+            },
         ]
     }
     t = Trace.from_document(doc)
@@ -75,10 +83,20 @@ def test_overlapping_calls_keep_their_durations_on_extra_lanes():
 
 def test_real_clock_replay_takes_the_trace_durations(sim):
     # Busy-waited durations on the real clock: at least the trace's, and close to it for ms calls.
-    doc = {"traceEvents": [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 7, "ts": i * 10_000.0,
-         "dur": 2_000.0} for i in range(5)
-    ]}
+    doc = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaStreamSynchronize",
+                "pid": 1,
+                "tid": 7,
+                "ts": i * 10_000.0,
+                "dur": 2_000.0,
+            }
+            for i in range(5)
+        ]
+    }
     with Session(library="sim") as s:
         sim.replay(Trace.from_document(doc))
         row = s.snapshot().summary().row(0, named=True)
@@ -87,7 +105,11 @@ def test_real_clock_replay_takes_the_trace_durations(sim):
 
 @pytest.mark.parametrize(
     "content,msg",
-    [(b"not json", "not a readable"), (b'{"foo": 1}', "no traceEvents"), (b"\x1f\x8bgarbage", "not a readable")],
+    [
+        (b"not json", "not a readable"),
+        (b'{"foo": 1}', "no traceEvents"),
+        (b"\x1f\x8bgarbage", "not a readable"),
+    ],
 )
 def test_bad_trace_files_are_rejected_clearly(tmp_path, content, msg):
     p = tmp_path / "t.json"

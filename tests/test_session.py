@@ -189,8 +189,11 @@ def test_merge_of_windows_equals_the_whole(sim):
         sim.run_workload("training", steps=2, ranks=2, seed=4)
         whole = s.snapshot()
     m = a.merge(b)
-    assert m.histogram().drop("bucket").sort("name", "lower_ns").equals(
-        whole.histogram().drop("bucket").sort("name", "lower_ns")
+    assert (
+        m.histogram()
+        .drop("bucket")
+        .sort("name", "lower_ns")
+        .equals(whole.histogram().drop("bucket").sort("name", "lower_ns"))
     )
 
 
@@ -215,7 +218,10 @@ def test_unsubscribing_while_other_threads_are_inside_callbacks_is_safe(sim):
         while not stop.is_set():
             sim.call(api, 0, 2_000)
 
-    ts = [threading.Thread(target=caller, args=(a,)) for a in ("aclrtLaunchKernel", "HcclAllReduce", "aclrtMemcpy")]
+    ts = [
+        threading.Thread(target=caller, args=(a,))
+        for a in ("aclrtLaunchKernel", "HcclAllReduce", "aclrtMemcpy")
+    ]
     for t in ts:
         t.start()
     try:

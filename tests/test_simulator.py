@@ -29,7 +29,9 @@ class CallbackData(ctypes.Structure):
     ]
 
 
-CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(CallbackData))
+CALLBACK = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(CallbackData)
+)
 GARBAGE = 0xDEADBEEFDEAD0000
 
 
@@ -208,7 +210,9 @@ def test_8x_only_functions_fire_nothing_in_26x(sim):
         assert s.snapshot().total_calls == 0
         sim.fidelity = "cann8"
         sim.call("rtCpuKernelLaunch", 0, 4)
-        assert dict(s.snapshot().summary().select("name", "num_calls").iter_rows()) == {"rtCpuKernelLaunch": 4}
+        assert dict(s.snapshot().summary().select("name", "num_calls").iter_rows()) == {
+            "rtCpuKernelLaunch": 4
+        }
 
 
 CRASH_PROBE = """
@@ -251,7 +255,9 @@ def test_an_entry_point_for_every_api_that_fires_in_26x(sim, raw):
 
 
 def test_no_real_runtime_symbol_is_exported():
-    out = subprocess.run(["nm", "-D", "--defined-only", str(simulator_path())], capture_output=True, text=True)
+    out = subprocess.run(
+        ["nm", "-D", "--defined-only", str(simulator_path())], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     names = [line.split()[-1] for line in out.stdout.splitlines() if line.strip()]
     assert "msptiSubscribe" in names and "msim_aclrtLaunchKernel" in names
@@ -337,7 +343,9 @@ def test_workload_progress_and_cancel(sim):
 def test_main_job_prints_the_table_and_writes_plots(tmp_path):
     r = subprocess.run(
         [__import__("sys").executable, "-m", "mspti_lens", "demo", "--steps", "5", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr
     assert "SIMULATED" in r.stdout and "HcclAllReduce" in r.stdout and "aclrtLaunchKernel" in r.stdout

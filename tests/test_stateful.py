@@ -31,10 +31,26 @@ import mspti_lens
 from mspti_lens import SessionError, catalog
 from mspti_lens.sim import EXIT, Simulator
 
-TARGETS = ["runtime", "hccl", "LAUNCH", "MALLOC", "aclrtMemcpy", "MSPTI_CBID_HCCL_ALLREDUCE", ("hccl", 2),
-           ("runtime", 9)]
-APIS = ["aclrtLaunchKernel", "aclrtLaunchKernelV2", "aclrtMalloc", "aclrtMemcpy", "aclrtSynchronizeStream",
-        "HcclAllReduce", "HcclBroadcast", "HcclBarrier"]
+TARGETS = [
+    "runtime",
+    "hccl",
+    "LAUNCH",
+    "MALLOC",
+    "aclrtMemcpy",
+    "MSPTI_CBID_HCCL_ALLREDUCE",
+    ("hccl", 2),
+    ("runtime", 9),
+]
+APIS = [
+    "aclrtLaunchKernel",
+    "aclrtLaunchKernelV2",
+    "aclrtMalloc",
+    "aclrtMemcpy",
+    "aclrtSynchronizeStream",
+    "HcclAllReduce",
+    "HcclBroadcast",
+    "HcclBarrier",
+]
 FIGURES = {"examples": 0, "steps": 0, "calls": 0}
 
 

@@ -10,5 +10,7 @@ import pytest
 
 def test_native_stubs_match_the_module():
     pytest.importorskip("mypy")
-    r = subprocess.run([sys.executable, "-m", "mypy.stubtest", "mspti_lens._native"], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "mspti_lens._native"], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr

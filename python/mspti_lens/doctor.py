@@ -71,8 +71,11 @@ def find_library(library: str | None = None) -> tuple[str | None, str, list[str]
 def _preloaded(path: str) -> bool:
     names = os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
     real = os.path.realpath(path)
-    return any(os.path.realpath(n) == real or (os.path.basename(n) == "libmspti.so" and
-                                                  os.path.basename(path) == "libmspti.so") for n in names)
+    return any(
+        os.path.realpath(n) == real
+        or (os.path.basename(n) == "libmspti.so" and os.path.basename(path) == "libmspti.so")
+        for n in names
+    )
 
 
 def _mspti_package() -> Check:
@@ -87,8 +90,11 @@ def _mspti_package() -> Check:
     except (ImportError, ValueError):
         spec = None
     if spec is None:
-        return Check("CANN's `mspti` Python package", INFO,
-                     "not installed here (CANN installs it; `source set_env.sh` puts it on PYTHONPATH)")
+        return Check(
+            "CANN's `mspti` Python package",
+            INFO,
+            "not installed here (CANN installs it; `source set_env.sh` puts it on PYTHONPATH)",
+        )
     where = spec.origin or ", ".join(spec.submodule_search_locations or [])
     others = [c for c in candidates if not where.startswith(c)]
     more = f"; also on sys.path: {', '.join(others)}" if others else ""
@@ -121,19 +127,28 @@ def checks(library: str | None = None) -> list[Check]:
     path, how, tried = find_library(library)
     sim = str(simulator_path())
     if path is None:
-        out.append(Check(
-            "libmspti.so", FAIL,
-            f"no real libmspti.so found (tried {', '.join(tried)}); only the bundled simulator is available, "
-            "so every result would be SIMULATED",
-            "on an Ascend machine run `source <CANN>/set_env.sh` (sets ASCEND_HOME_PATH) or set "
-            "MSPTI_LIBRARY=/path/to/libmspti.so",
-        ))
+        out.append(
+            Check(
+                "libmspti.so",
+                FAIL,
+                f"no real libmspti.so found (tried {', '.join(tried)}); only the bundled simulator is available, "
+                "so every result would be SIMULATED",
+                "on an Ascend machine run `source <CANN>/set_env.sh` (sets ASCEND_HOME_PATH) or set "
+                "MSPTI_LIBRARY=/path/to/libmspti.so",
+            )
+        )
         library_for_session = "sim"
     else:
         is_sim = os.path.realpath(path) == os.path.realpath(sim)
         label = "the bundled SIMULATOR" if is_sim else "libmspti.so"
-        out.append(Check("libmspti.so", WARN if is_sim else OK, f"{label} at {path} ({how})",
-                         "results are simulated; use a real libmspti.so on an Ascend machine" if is_sim else None))
+        out.append(
+            Check(
+                "libmspti.so",
+                WARN if is_sim else OK,
+                f"{label} at {path} ({how})",
+                "results are simulated; use a real libmspti.so on an Ascend machine" if is_sim else None,
+            )
+        )
         library_for_session = path
     if path is None:
         out.append(Check("LD_PRELOAD", INFO, "not applicable without a real libmspti.so"))
@@ -142,13 +157,16 @@ def checks(library: str | None = None) -> list[Check]:
     else:
         pre = os.environ.get("LD_PRELOAD")
         now = f"LD_PRELOAD is {pre!r}" if pre else "LD_PRELOAD is not set"
-        out.append(Check(
-            "LD_PRELOAD", WARN if path == sim else FAIL,
-            f"{now}: MSPTI cannot intercept the runtime, so no callback fires (MSPTI 26.x refuses to "
-            "enable them, code 6)",
-            f"start Python as `LD_PRELOAD={path} python ...`; for Jupyter run "
-            f"`python -m mspti_lens install-kernel --library {path}` and use the kernel it installs",
-        ))
+        out.append(
+            Check(
+                "LD_PRELOAD",
+                WARN if path == sim else FAIL,
+                f"{now}: MSPTI cannot intercept the runtime, so no callback fires (MSPTI 26.x refuses to "
+                "enable them, code 6)",
+                f"start Python as `LD_PRELOAD={path} python ...`; for Jupyter run "
+                f"`python -m mspti_lens install-kernel --library {path}` and use the kernel it installs",
+            )
+        )
     out.append(_mspti_package())
     out.append(_subscriber(library_for_session))
     return out
@@ -162,11 +180,19 @@ def _subscriber(library: str) -> Check:
             warnings.simplefilter("ignore", SimulatedBackendWarning)
             s = Session(library, enable=())
     except SubscriberBusyError as e:
-        return Check("subscriber slot", FAIL, f"taken: msptiSubscribe failed ({e}); may be held by {_holders()}",
-                     "stop the other tool (or its monitor) in this process; MSPTI allows one subscriber")
+        return Check(
+            "subscriber slot",
+            FAIL,
+            f"taken: msptiSubscribe failed ({e}); may be held by {_holders()}",
+            "stop the other tool (or its monitor) in this process; MSPTI allows one subscriber",
+        )
     except SessionError as e:
-        return Check("subscriber slot", WARN, f"this process already has a mspti-lens Session ({e})",
-                     "that session holds the slot; close it first to re-check")
+        return Check(
+            "subscriber slot",
+            WARN,
+            f"this process already has a mspti-lens Session ({e})",
+            "that session holds the slot; close it first to re-check",
+        )
     except (MsptiError, OSError) as e:
         return Check("subscriber slot", FAIL, f"could not subscribe: {e}")
     try:

@@ -19,7 +19,13 @@ from .backend import simulator_path
 from .doctor import find_library
 
 CANN_PREFIXES = ("ASCEND_", "HCCL_", "ACL_", "MSPTI_")
-CANN_NAMES = ("TOOLCHAIN_HOME", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH")
+CANN_NAMES = (
+    "TOOLCHAIN_HOME",
+    "ASCEND_HOME_PATH",
+    "ASCEND_TOOLKIT_HOME",
+    "ASCEND_OPP_PATH",
+    "ASCEND_AICPU_PATH",
+)
 PATH_VARS = ("LD_LIBRARY_PATH", "PYTHONPATH", "PATH")
 
 
@@ -58,21 +64,30 @@ def kernel_json(library: str, display_name: str, environ: dict[str, str] | None 
         "display_name": display_name,
         "language": "python",
         "env": cann_env(library, environ),
-        "metadata": {"mspti_lens": {"library": os.path.abspath(library), "simulated": simulated},
-                     "debugger": True},
+        "metadata": {
+            "mspti_lens": {"library": os.path.abspath(library), "simulated": simulated},
+            "debugger": True,
+        },
     }
 
 
-def install(library: str, name: str = "mspti-lens", display_name: str | None = None, *,
-            user: bool = True, prefix: str | None = None) -> str:
+def install(
+    library: str,
+    name: str = "mspti-lens",
+    display_name: str | None = None,
+    *,
+    user: bool = True,
+    prefix: str | None = None,
+) -> str:
     """Write and install the kernelspec; returns the directory it was installed to."""
     from jupyter_client.kernelspec import KernelSpecManager, _is_valid_kernel_name
 
     if not _is_valid_kernel_name(name):
         raise ValueError(f"invalid kernel name {name!r}: use letters, digits, '.', '_' and '-'")
     simulated = os.path.realpath(library) == os.path.realpath(simulator_path())
-    display_name = display_name or ("Python (mspti-lens, SIMULATOR preloaded)" if simulated
-                                    else "Python (mspti-lens, libmspti preloaded)")
+    display_name = display_name or (
+        "Python (mspti-lens, SIMULATOR preloaded)" if simulated else "Python (mspti-lens, libmspti preloaded)"
+    )
     spec = kernel_json(library, display_name)
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
@@ -89,13 +104,20 @@ def main(args) -> int:
             "no libmspti.so found (tried " + ", ".join(tried) + "). Run `source <CANN>/set_env.sh` first or "
             "pass --library /path/to/libmspti.so (--library sim preloads the bundled simulator, for testing)"
         )
-    dest = install(path, args.name, getattr(args, "display_name", None),
-                   user=bool(getattr(args, "user", True)), prefix=getattr(args, "prefix", None))
+    dest = install(
+        path,
+        args.name,
+        getattr(args, "display_name", None),
+        user=bool(getattr(args, "user", True)),
+        prefix=getattr(args, "prefix", None),
+    )
     spec = json.loads(Path(dest, "kernel.json").read_text())
     print(f"installed kernelspec {args.name!r} ({spec['display_name']}) in {dest}")
     print(f"  library: {path} ({how})")
     print(f"  LD_PRELOAD={spec['env']['LD_PRELOAD']}")
     extra = sorted(k for k in spec["env"] if k not in ("LD_PRELOAD",))
     print(f"  environment: {', '.join(extra)}")
-    print(f"Pick '{spec['display_name']}' as the kernel in Jupyter; `%load_ext mspti_lens` then reports it preloaded.")
+    print(
+        f"Pick '{spec['display_name']}' as the kernel in Jupyter; `%load_ext mspti_lens` then reports it preloaded."
+    )
     return 0

@@ -52,7 +52,11 @@ UNITS = ("auto", "ns", "us", "ms", "s")
 class Message:
     """A short message with an HTML and a plain-text form (``level``: info, warning, error)."""
 
-    _COLOURS = {"info": ("#0c5460", "#d1ecf1"), "warning": ("#664d03", "#fff3cd"), "error": ("#842029", "#f8d7da")}
+    _COLOURS = {
+        "info": ("#0c5460", "#d1ecf1"),
+        "warning": ("#664d03", "#fff3cd"),
+        "error": ("#842029", "#f8d7da"),
+    }
 
     def __init__(self, text: str, level: str = "info"):
         self.text, self.level = text, level
@@ -73,9 +77,15 @@ class Status(dict):
         rows = []
         for k, v in self.items():
             if k == "enabled":
-                v = f"{len(v)} callbacks: " + ", ".join(x.removeprefix("MSPTI_CBID_") for x in v) if v else "(none)"
-            rows.append(f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
-                        f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>")
+                v = (
+                    f"{len(v)} callbacks: " + ", ".join(x.removeprefix("MSPTI_CBID_") for x in v)
+                    if v
+                    else "(none)"
+                )
+            rows.append(
+                f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
+                f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>"
+            )
         return "<table><caption><b>mspti-lens status</b></caption>" + "".join(rows) + "</table>"
 
     def __repr__(self) -> str:
@@ -83,7 +93,9 @@ class Status(dict):
         lines = ["mspti-lens status"]
         for k, v in self.items():
             if k == "enabled":
-                v = f"{len(v)} callbacks" + (": " + ", ".join(x.removeprefix("MSPTI_CBID_") for x in v) if v else "")
+                v = f"{len(v)} callbacks" + (
+                    ": " + ", ".join(x.removeprefix("MSPTI_CBID_") for x in v) if v else ""
+                )
             lines.append(f"  {k:<{width}}  {v}")
         return "\n".join(lines)
 
@@ -120,12 +132,16 @@ def _split(values: list[str] | None) -> list[str]:
 class MsptiMagics(Magics):
     """The ``%mspti`` / ``%%mspti`` magics; settings through ``%config MsptiMagics.<name>``."""
 
-    unit = Enum(UNITS, default_value="auto", config=True, help="time unit of the tables (auto picks per value)")
+    unit = Enum(
+        UNITS, default_value="auto", config=True, help="time unit of the tables (auto picks per value)"
+    )
     top = Int(20, config=True, help="rows of the summary tables (APIs by total time)")
     refresh = Float(1.0, config=True, help="seconds between refreshes of the control panel")
     display = Enum(DISPLAYS, default_value="both", config=True, help="what %%mspti shows under the cell")
     library = Unicode(
-        "", config=True, help="'' for the discovery order, 'sim' for the bundled simulator, or a path to libmspti.so"
+        "",
+        config=True,
+        help="'' for the discovery order, 'sim' for the bundled simulator, or a path to libmspti.so",
     )
 
     def __init__(self, shell=None, **kw):
@@ -192,7 +208,9 @@ class MsptiMagics(Magics):
 
     def _need_session(self) -> Session:
         if self.session is None or self.session.closed:
-            raise UsageError("no mspti-lens session is open; start one with `%mspti start` (or use %%mspti on a cell)")
+            raise UsageError(
+                "no mspti-lens session is open; start one with `%mspti start` (or use %%mspti on a cell)"
+            )
         return self.session
 
     def _show_plot(self, snap: Snapshot, kind: str, density: bool = False) -> None:
@@ -218,7 +236,9 @@ class MsptiMagics(Magics):
         path = os.path.expanduser(ref)
         if os.path.exists(path):
             return Snapshot.load(path)
-        raise UsageError(f"{ref!r} is neither a Snapshot variable nor a snapshot file (written by %mspti save)")
+        raise UsageError(
+            f"{ref!r} is neither a Snapshot variable nor a snapshot file (written by %mspti save)"
+        )
 
     # -- the magic -------------------------------------------------------------------------------
     @magic_arguments()
@@ -230,23 +250,35 @@ class MsptiMagics(Magics):
     )
     @argument("paths", nargs="*", help="save: PATH of the Parquet file; diff: A B (variable names or files)")
     @argument(
-        "-d", "--domain", action="append", metavar="DOMAIN",
+        "-d",
+        "--domain",
+        action="append",
+        metavar="DOMAIN",
         help="trace this domain: runtime or hccl (repeat it or separate with commas)",
     )
     @argument(
-        "-c", "--callback", action="append", metavar="NAME",
+        "-c",
+        "--callback",
+        action="append",
+        metavar="NAME",
         help="trace this callback: a function name (aclrtLaunchKernel, HcclAllReduce), short name (LAUNCH), "
         "or enum name (MSPTI_CBID_RUNTIME_LAUNCH); repeat it or separate with commas. With -d/-c only "
         "what is named is traced (default: runtime and hccl).",
     )
-    @argument("--display", choices=DISPLAYS, default=None, help="what to show: both (default), summary, plot, none")
+    @argument(
+        "--display", choices=DISPLAYS, default=None, help="what to show: both (default), summary, plot, none"
+    )
     @argument("-k", "--kind", choices=PLOT_KINDS, default="distribution", help="plot kind")
     @argument("--density", action="store_true", help="plot the share of calls instead of counts")
-    @argument("-u", "--unit", choices=UNITS, default=None, help="time unit of the table (default: %%config unit)")
+    @argument(
+        "-u", "--unit", choices=UNITS, default=None, help="time unit of the table (default: %%config unit)"
+    )
     @argument("-t", "--top", type=int, default=None, help="rows of the table (default: %%config top)")
     @argument("-o", "--out", metavar="NAME", default=None, help="also store the snapshot in this variable")
     @argument("--all", action="store_true", help="summary/save: include the windows closed by reset")
-    @argument("--library", default=None, help="start: 'sim' or a path to libmspti.so (default: %%config library)")
+    @argument(
+        "--library", default=None, help="start: 'sim' or a path to libmspti.so (default: %%config library)"
+    )
     @line_cell_magic
     def mspti(self, line: str = "", cell: str | None = None):
         """Record how long every Ascend Runtime / HCCL API call takes (MSPTI Callback API).
@@ -265,7 +297,9 @@ class MsptiMagics(Magics):
             if args.command is None:
                 raise UsageError("%mspti needs a command: " + ", ".join(COMMANDS) + " (see %mspti?)")
             if args.command not in COMMANDS:
-                raise UsageError(f"unknown command {args.command!r}; valid commands are {', '.join(COMMANDS)}")
+                raise UsageError(
+                    f"unknown command {args.command!r}; valid commands are {', '.join(COMMANDS)}"
+                )
             want = {"save": 1, "diff": 2}.get(args.command, 0)
             if len(args.paths) != want:
                 need = {0: "no arguments", 1: "one PATH", 2: "two snapshots A B"}[want]
@@ -320,7 +354,9 @@ class MsptiMagics(Magics):
             self._only(session, targets)
         session.start()
         b = session.backend
-        what = ", ".join(x.removeprefix("MSPTI_CBID_") for x in session.enabled) or "nothing (enable something)"
+        what = (
+            ", ".join(x.removeprefix("MSPTI_CBID_") for x in session.enabled) or "nothing (enable something)"
+        )
         text = f"mspti-lens recording on {b.label} ({b.path}): {what}"
         if b.simulated:
             text += "\nSIMULATED: the calls are those of the mspti-lens simulator, not of an NPU."
@@ -329,8 +365,10 @@ class MsptiMagics(Magics):
     def _cmd_stop(self, args):
         s = self._need_session()
         s.stop()
-        return Message(f"mspti-lens stopped; {s.snapshot().total_calls:,} calls in this window are kept "
-                       "(`%mspti summary`, `%mspti start` resumes)")
+        return Message(
+            f"mspti-lens stopped; {s.snapshot().total_calls:,} calls in this window are kept "
+            "(`%mspti summary`, `%mspti start` resumes)"
+        )
 
     def _cmd_reset(self, args):
         s = self._need_session()
@@ -347,8 +385,12 @@ class MsptiMagics(Magics):
                 b = backend_info(self._library(args))
             return Status(backend=b.label, library=b.path, session="none (start one with %mspti start)")
         st = self.session.status()
-        out = Status(backend=st.pop("backend"), library=st.pop("library"),
-                     state="running" if st.pop("running") else "stopped", windows_kept=len(self.windows))
+        out = Status(
+            backend=st.pop("backend"),
+            library=st.pop("library"),
+            state="running" if st.pop("running") else "stopped",
+            windows_kept=len(self.windows),
+        )
         out.update(st)
         return out
 
@@ -382,8 +424,10 @@ class MsptiMagics(Magics):
             raise UsageError(f"cannot save to {path}: the folder {parent} does not exist")
         snap = self._current(args)
         snap.save(path)
-        return Message(f"saved {snap.total_calls:,} calls ({len(snap)} APIs, {snap.label}) to {path}; "
-                       "mspti_lens.load(path) reads it back")
+        return Message(
+            f"saved {snap.total_calls:,} calls ({len(snap)} APIs, {snap.label}) to {path}; "
+            "mspti_lens.load(path) reads it back"
+        )
 
     def _cmd_diff(self, args):
         a, b = (self._resolve_snapshot(r) for r in args.paths)

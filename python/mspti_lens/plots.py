@@ -97,8 +97,18 @@ def _quantiles(sub: pl.DataFrame, qs: Sequence[float]) -> dict[float, float]:
     nearest-rank rule as ``summary()``), so plots hold no statistics of their own."""
     n = len(sub)
     native = _native.NativeSnapshot.from_state(
-        [0], [0], ["f"], [0], [0.0], [None], [None], [0],
-        [0] * n, sub["bucket"].to_list(), sub["count"].to_list(), {},
+        [0],
+        [0],
+        ["f"],
+        [0],
+        [0.0],
+        [None],
+        [None],
+        [0],
+        [0] * n,
+        sub["bucket"].to_list(),
+        sub["count"].to_list(),
+        {},
     )
     stats = native.stats([float(q) for q in qs])
     return {q: float(stats[f"q{i}"][0]) for i, q in enumerate(qs)}
@@ -138,7 +148,9 @@ def distribution(
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     if not picked:
-        axes[0][0].text(0.5, 0.5, "no calls recorded", ha="center", va="center", transform=axes[0][0].transAxes)
+        axes[0][0].text(
+            0.5, 0.5, "no calls recorded", ha="center", va="center", transform=axes[0][0].transAxes
+        )
     for ax, name in zip(axes.flat, picked):
         sub = frame.filter(pl.col("name") == name).sort("lower_ns")
         vals, edges = _rebin(sub)
@@ -161,7 +173,13 @@ def distribution(
     return fig
 
 
-def cdf(data: Snapshot | pl.DataFrame, names: Sequence[str] | None = None, *, top: int = 8, title: str | None = None):
+def cdf(
+    data: Snapshot | pl.DataFrame,
+    names: Sequence[str] | None = None,
+    *,
+    top: int = 8,
+    title: str | None = None,
+):
     """Cumulative distribution of several APIs on one log duration axis."""
     frame, simulated, _ = _frame(data)
     picked = _pick(frame, names, top) if len(frame) else []
@@ -199,8 +217,13 @@ def _compare(frame: pl.DataFrame, names: list[str], simulated: bool, title: str,
         y = vals / vals.sum() if density else vals
         colour = f"C{i % 10}"
         q = _quantiles(sub, (0.5, 0.9, 0.99, 0.999))
-        ax.stairs(y, edges, color=colour, linewidth=1.6,
-                  label=f"{name} ({int(vals.sum()):,}; p50 {format_ns(q[0.5])}, p99 {format_ns(q[0.99])})")
+        ax.stairs(
+            y,
+            edges,
+            color=colour,
+            linewidth=1.6,
+            label=f"{name} ({int(vals.sum()):,}; p50 {format_ns(q[0.5])}, p99 {format_ns(q[0.99])})",
+        )
         row = len(names) - 1 - i
         lo, hi = float(sub["lower_ns"].to_numpy().min()), float(sub["upper_ns"].to_numpy().max())
         strip.hlines(row, max(lo, 1.0), hi, color=colour, linewidth=1)
@@ -217,8 +240,9 @@ def _compare(frame: pl.DataFrame, names: list[str], simulated: bool, title: str,
         _ns_axis(strip)
         strip.set_xlim(ax.get_xlim())
         strip.grid(True, which="major", axis="x", alpha=0.3)
-        strip.set_xlabel("host time per call · bar p50-p99, black tick p50, ticks p90 and p99.9, line min-max",
-                         fontsize=8)
+        strip.set_xlabel(
+            "host time per call · bar p50-p99, black tick p50, ticks p90 and p99.9, line min-max", fontsize=8
+        )
     ax.set_title(_title(title, simulated))
     fig.tight_layout()
     return fig
@@ -233,8 +257,10 @@ def compare_hccl(
 ):
     """Every HCCL operation's host-time distribution in one figure (``names`` picks some)."""
     frame, simulated, _ = _frame(data)
-    hccl = frame.filter(pl.col("domain") == "hccl") if "domain" in frame.columns else frame.filter(
-        pl.col("name").str.starts_with("Hccl")
+    hccl = (
+        frame.filter(pl.col("domain") == "hccl")
+        if "domain" in frame.columns
+        else frame.filter(pl.col("name").str.starts_with("Hccl"))
     )
     picked = _pick(hccl, names, 12) if len(hccl) or names else []
     return _compare(hccl, picked, simulated, title or "HCCL operations: host time (enqueue + waits)", density)
@@ -281,16 +307,27 @@ def before_after(
                 continue
             vals, edges = _rebin(sub)
             med = _quantiles(sub, (0.5,))[0.5]
-            ax.stairs(vals / vals.sum(), edges, color=color, linewidth=1.5,
-                      label=f"{label}: {int(vals.sum()):,} calls, p50 {format_ns(med)}")
+            ax.stairs(
+                vals / vals.sum(),
+                edges,
+                color=color,
+                linewidth=1.5,
+                label=f"{label}: {int(vals.sum()):,} calls, p50 {format_ns(med)}",
+            )
             ax.axvline(med, color=color, linestyle="--", linewidth=0.9)
         _ns_axis(ax)
         ax.set_title(name, fontsize=10)
         ax.set_ylabel("share")
         ax.legend(fontsize=8)
     if not picked:
-        axes[0][0].text(0.5, 0.5, "no calls recorded", ha="center", va="center", transform=axes[0][0].transAxes)
-    fig.suptitle(_title(f"{labels[0].capitalize()} / {labels[1]}" if labels != ("before", "after")
-                        else "Before / after", sb or sa))
+        axes[0][0].text(
+            0.5, 0.5, "no calls recorded", ha="center", va="center", transform=axes[0][0].transAxes
+        )
+    fig.suptitle(
+        _title(
+            f"{labels[0].capitalize()} / {labels[1]}" if labels != ("before", "after") else "Before / after",
+            sb or sa,
+        )
+    )
     fig.tight_layout()
     return fig

@@ -295,7 +295,11 @@ class Simulator:
         ``inference`` (prefill and decode launches, small tensor-parallel all-reduces)."""
         if kind not in WORKLOADS:
             raise ValueError(f"unknown workload {kind!r}; valid workloads are {', '.join(WORKLOADS)}")
-        for name, v, lo, hi in (("steps", steps, 0, 10**7), ("ranks", ranks, 1, 65536), ("threads", threads, 1, 256)):
+        for name, v, lo, hi in (
+            ("steps", steps, 0, 10**7),
+            ("ranks", ranks, 1, 65536),
+            ("threads", threads, 1, 256),
+        ):
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"{name} must be an int in {lo}..{hi}, not {v!r}")
         if not time_scale >= 0:

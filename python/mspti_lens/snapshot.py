@@ -31,7 +31,16 @@ SUMMARY_COLUMNS = (
     "stddev_ns",
     "source",
 )
-COUNTER_NAMES = ("unmatched", "overflow", "dropped", "abandoned", "orphaned", "bad_site", "in_flight", "threads")
+COUNTER_NAMES = (
+    "unmatched",
+    "overflow",
+    "dropped",
+    "abandoned",
+    "orphaned",
+    "bad_site",
+    "in_flight",
+    "threads",
+)
 UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -158,7 +167,12 @@ class Snapshot:
                 "count": pl.Series(b["count"], dtype=pl.UInt64),
                 "source": ["simulated" if self.simulated else "libmspti"] * len(keys),
             },
-            schema_overrides={"domain": pl.String, "callback": pl.String, "name": pl.String, "source": pl.String},
+            schema_overrides={
+                "domain": pl.String,
+                "callback": pl.String,
+                "name": pl.String,
+                "source": pl.String,
+            },
         )
 
     def quantile(self, q: float, name: str | None = None) -> pl.DataFrame:
@@ -265,7 +279,19 @@ class Snapshot:
                 f"{p} is a Parquet file but not a mspti-lens snapshot (no '{FORMAT}' metadata); "
                 "snapshots are written by Snapshot.save()"
             )
-        want = ["domain", "cbid", "name", "count", "sum", "sum_sq", "min", "max", "overflow", "buckets", "counts"]
+        want = [
+            "domain",
+            "cbid",
+            "name",
+            "count",
+            "sum",
+            "sum_sq",
+            "min",
+            "max",
+            "overflow",
+            "buckets",
+            "counts",
+        ]
         missing = [c for c in want if c not in table.column_names]
         if missing:
             raise ValueError(f"{p} lacks snapshot columns {missing}")
@@ -282,8 +308,18 @@ class Snapshot:
                 bcnt.extend(cs)
             counters = {str(k): int(v) for k, v in dict(head.get("counters") or {}).items()}
             native = _native.NativeSnapshot.from_state(
-                c["domain"], c["cbid"], c["name"], c["sum"], c["sum_sq"], c["min"], c["max"],
-                c["overflow"], bkey, bidx, bcnt, counters,
+                c["domain"],
+                c["cbid"],
+                c["name"],
+                c["sum"],
+                c["sum_sq"],
+                c["min"],
+                c["max"],
+                c["overflow"],
+                bkey,
+                bidx,
+                bcnt,
+                counters,
             )
             declared = [int(x) for x in c["count"]]
         except (ValueError, TypeError, OverflowError, pa.ArrowException) as e:
@@ -315,16 +351,18 @@ class Snapshot:
             if not isinstance(top, int) or isinstance(top, bool) or top < 1:
                 raise ValueError(f"top must be a positive int (rows to show), not {top!r}")
             df = df.head(top)
-        fmt = [c for c in ("avg_ns", "min_ns", "med_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "stddev_ns")]
+        fmt = [
+            c for c in ("avg_ns", "min_ns", "med_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "stddev_ns")
+        ]
         return df.select(
             "domain",
             "name",
             "num_calls",
             pl.col("time_pct").round(1).alias("time_%"),
             *[
-                pl.col(c).map_elements(lambda v, u=unit: format_ns(float(v), u), return_dtype=pl.String).alias(
-                    c.removesuffix("_ns")
-                )
+                pl.col(c)
+                .map_elements(lambda v, u=unit: format_ns(float(v), u), return_dtype=pl.String)
+                .alias(c.removesuffix("_ns"))
                 for c in ["total_ns", *fmt]
             ],
         )
@@ -364,7 +402,9 @@ def frame_html(df: pl.DataFrame, caption: str = "") -> str:
         return f"{v:,}" if isinstance(v, int) else f"{v:.1f}" if isinstance(v, float) else str(v)
 
     head = "".join(cell("th", c, c) for c in cols)
-    rows = "".join("<tr>" + "".join(cell("td", c, show(v)) for c, v in zip(cols, r)) + "</tr>" for r in df.iter_rows())
+    rows = "".join(
+        "<tr>" + "".join(cell("td", c, show(v)) for c, v in zip(cols, r)) + "</tr>" for r in df.iter_rows()
+    )
     cap = f"<caption style='text-align:left'>{html.escape(caption)}</caption>" if caption else ""
     return (
         f"<table style='border-collapse:collapse;font-size:12px'>{cap}"

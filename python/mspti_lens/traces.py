@@ -90,12 +90,7 @@ COLLECTIVE_MAP: dict[str, str] = {
 
 def _finite_time(v: Any) -> bool:
     """A usable ts or dur (µs): a finite, non-negative number below 2^64 ns."""
-    return (
-        isinstance(v, (int, float))
-        and not isinstance(v, bool)
-        and math.isfinite(v)
-        and 0 <= v < 1.8e16
-    )
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 1.8e16
 
 
 @dataclass(frozen=True)
@@ -140,7 +135,8 @@ class Trace:
         skipped: Counter = Counter()
         xs = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
         has_named = any(
-            e.get("name") == "record_param_comms" and isinstance(e.get("args"), dict)
+            e.get("name") == "record_param_comms"
+            and isinstance(e.get("args"), dict)
             and e["args"].get("Collective name")
             for e in xs
         )

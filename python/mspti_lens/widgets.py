@@ -73,8 +73,11 @@ class ControlPanel:
         }
         for d, t in self.toggles.items():
             t.observe(lambda ch, d=d: self._on_toggle(d, ch), names="value")
-        self.search = w.Text(placeholder="search callbacks: launch, HcclAll, memcpy...", continuous_update=True,
-                             layout=w.Layout(width="340px"))
+        self.search = w.Text(
+            placeholder="search callbacks: launch, HcclAll, memcpy...",
+            continuous_update=True,
+            layout=w.Layout(width="340px"),
+        )
         self.callbacks = w.SelectMultiple(rows=9, layout=w.Layout(width="340px"))
         self.search.observe(lambda ch: self._fill_picker(), names="value")
         self.callbacks.observe(self._on_pick, names="value")
@@ -91,13 +94,17 @@ class ControlPanel:
         self.buttons["stop"].on_click(lambda _: self._act(p.stop))
         self.buttons["reset"].on_click(lambda _: self._act(p.reset))
         self.buttons["export"].on_click(lambda _: self._export())
-        self.export_path = w.Text(placeholder="file.parquet (default: timestamped)", layout=w.Layout(width="260px"))
+        self.export_path = w.Text(
+            placeholder="file.parquet (default: timestamped)", layout=w.Layout(width="260px")
+        )
         self.message = w.HTML()
-        self.unit = w.Dropdown(options=UNIT_CHOICES, value=p.unit or "auto", description="unit",
-                               layout=w.Layout(width="150px"))
+        self.unit = w.Dropdown(
+            options=UNIT_CHOICES, value=p.unit or "auto", description="unit", layout=w.Layout(width="150px")
+        )
         self.unit.observe(lambda ch: self._act(lambda: p.set_unit(ch["new"])), names="value")
-        self.kind = w.Dropdown(options=PLOT_KINDS, value=p.plot_kind, description="plot",
-                               layout=w.Layout(width="200px"))
+        self.kind = w.Dropdown(
+            options=PLOT_KINDS, value=p.plot_kind, description="plot", layout=w.Layout(width="200px")
+        )
         self.kind.observe(self._on_kind, names="value")
         self.table = w.HTML()
         self.plot = w.Image(format="png", layout=w.Layout(max_width="900px"))
@@ -105,8 +112,12 @@ class ControlPanel:
         controls = w.VBox(
             [
                 w.HBox([w.HTML("<b>domains</b>", layout=w.Layout(width="70px")), *self.toggles.values()]),
-                w.HBox([w.HTML("<b>callbacks</b>", layout=w.Layout(width="70px")),
-                        w.VBox([self.search, self.callbacks])]),
+                w.HBox(
+                    [
+                        w.HTML("<b>callbacks</b>", layout=w.Layout(width="70px")),
+                        w.VBox([self.search, self.callbacks]),
+                    ]
+                ),
             ]
         )
         actions = w.VBox(

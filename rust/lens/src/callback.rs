@@ -20,7 +20,12 @@ use crate::core::shard::{self, RawKey};
 /// # Safety
 /// `cbdata` is NULL or points to a `msptiCallbackData` whose first two fields are valid for the
 /// duration of the call (the MSPTI contract; the other fields are never read).
-pub unsafe extern "C" fn on_callback(_userdata: *mut c_void, domain: u32, cbid: u32, cbdata: *const MsptiCallbackData) {
+pub unsafe extern "C" fn on_callback(
+    _userdata: *mut c_void,
+    domain: u32,
+    cbid: u32,
+    cbdata: *const MsptiCallbackData,
+) {
     // After a caught panic recording is halted, so the callback does no more than pop an open
     // call; POISONED is checked where recording would start again.
     if cbdata.is_null() {

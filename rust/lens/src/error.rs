@@ -10,15 +10,19 @@ pub enum Error {
     #[error("{path} could not be loaded as a shared library ({reason}). {hint}")]
     NotALibrary { path: String, reason: String, hint: String },
 
-    #[error("{path} is not a usable MSPTI library: it lacks the required symbol {symbol}. \
-             Point MSPTI_LIBRARY (or Session(library=...)) at CANN's lib64/libmspti.so.")]
+    #[error(
+        "{path} is not a usable MSPTI library: it lacks the required symbol {symbol}. \
+             Point MSPTI_LIBRARY (or Session(library=...)) at CANN's lib64/libmspti.so."
+    )]
     SymbolMissing { path: String, symbol: &'static str },
 
     #[error("{function} returned {name} ({code}){library_says}. {fix}")]
     Mspti { function: &'static str, code: MsptiResult, name: String, library_says: String, fix: String },
 
-    #[error("another mspti_lens Session is already active in this process; close it (session.close(), \
-             or leave its `with` block) before starting a new one")]
+    #[error(
+        "another mspti_lens Session is already active in this process; close it (session.close(), \
+             or leave its `with` block) before starting a new one"
+    )]
     AlreadyActive,
 
     #[error("this Session is closed; create a new mspti_lens.Session()")]
@@ -27,14 +31,18 @@ pub enum Error {
     #[error("{0}")]
     InvalidArgument(String),
 
-    #[error("this process is a fork() of one that used mspti_lens: it holds a copy of the parent's \
+    #[error(
+        "this process is a fork() of one that used mspti_lens: it holds a copy of the parent's \
              recording and of MSPTI's subscriber state, not a working subscription, so it cannot record \
              or read here. Profile the parent, or start worker processes fresh (multiprocessing start \
-             method 'spawn' or 'forkserver') and create a Session in them")]
+             method 'spawn' or 'forkserver') and create a Session in them"
+    )]
     Forked,
 
-    #[error("the callback caught a panic and stopped recording to protect the process; the counts \
-             recorded before it are kept. Please report this with the snapshot attached")]
+    #[error(
+        "the callback caught a panic and stopped recording to protect the process; the counts \
+             recorded before it are kept. Please report this with the snapshot attached"
+    )]
     Poisoned,
 }
 

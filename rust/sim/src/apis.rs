@@ -92,7 +92,14 @@ impl CallFrame {
 }
 
 /// Fire one callback if a subscriber is present and (domain, cbid) is enabled for it.
-pub fn fire(domain: u32, cbid: u32, site: u32, name: *const c_char, fidelity: Fidelity, frame: &mut CallFrame) {
+pub fn fire(
+    domain: u32,
+    cbid: u32,
+    site: u32,
+    name: *const c_char,
+    fidelity: Fidelity,
+    frame: &mut CallFrame,
+) {
     let sub = SUBSCRIBER.load(Ordering::Acquire);
     if sub.is_null() || !state::is_enabled(domain, cbid) {
         return;
@@ -169,7 +176,8 @@ pub fn call(api: u32, work_ns: u64) -> i32 {
         clock::spend(work_ns);
         return 0;
     };
-    let corr = if fidelity == Fidelity::Documented { CORRELATION.fetch_add(1, Ordering::Relaxed) + 1 } else { 0 };
+    let corr =
+        if fidelity == Fidelity::Documented { CORRELATION.fetch_add(1, Ordering::Relaxed) + 1 } else { 0 };
     let mut frame = CallFrame::new(corr, work_ns);
     let name = name.as_ptr();
     fire(a.domain, a.cbid, MSPTI_API_ENTER, name, fidelity, &mut frame);

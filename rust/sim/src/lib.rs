@@ -348,7 +348,13 @@ pub extern "C" fn msimFire(api: u32, site: u32) -> i32 {
 /// # Safety
 /// `name` may be NULL or garbage; the callee must cope (that is what is being tested).
 #[no_mangle]
-pub unsafe extern "C" fn msimInject(domain: u32, cbid: u32, site: u32, name: *const c_char, garbage: u32) -> i32 {
+pub unsafe extern "C" fn msimInject(
+    domain: u32,
+    cbid: u32,
+    site: u32,
+    name: *const c_char,
+    garbage: u32,
+) -> i32 {
     let sub = SUBSCRIBER.load(Ordering::Acquire);
     if sub.is_null() {
         return 1;
@@ -434,11 +440,8 @@ pub unsafe extern "C" fn msimReplayStart(
     let mut at = 0usize;
     for &len in lens {
         let end = at + len as usize;
-        threads.push(
-            (at..end)
-                .map(|i| replay::Event { api: api[i], site: site[i], t_ns: t_ns[i] })
-                .collect(),
-        );
+        threads
+            .push((at..end).map(|i| replay::Event { api: api[i], site: site[i], t_ns: t_ns[i] }).collect());
         at = end;
     }
     jobs::register(replay::start(threads))
@@ -449,7 +452,12 @@ pub unsafe extern "C" fn msimReplayStart(
 /// # Safety
 /// Out pointers must be valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn msimJobProgress(handle: u64, done: *mut u64, total: *mut u64, calls: *mut u64) -> u32 {
+pub unsafe extern "C" fn msimJobProgress(
+    handle: u64,
+    done: *mut u64,
+    total: *mut u64,
+    calls: *mut u64,
+) -> u32 {
     let Some(j) = jobs::get(handle) else { return 1 };
     // SAFETY: the caller passes valid out pointers.
     unsafe {

@@ -50,7 +50,13 @@ impl Model {
     pub const fn body(median_us: f64, sigma: f64) -> Model {
         Model::Mixture { median: median_us * 1e3, sigma, p_tail: 0.0, tail_median: 0.0, tail_sigma: 0.0 }
     }
-    pub const fn tailed(median_us: f64, sigma: f64, p_tail: f64, tail_median_us: f64, tail_sigma: f64) -> Model {
+    pub const fn tailed(
+        median_us: f64,
+        sigma: f64,
+        p_tail: f64,
+        tail_median_us: f64,
+        tail_sigma: f64,
+    ) -> Model {
         Model::Mixture {
             median: median_us * 1e3,
             sigma,
@@ -100,7 +106,8 @@ pub const MISC: Model = Model::body(10.0, 0.50);
 /// per-MiB part; 3 % of calls wait for the stream (~1 ms); the first call of an operation on a
 /// communicator builds its resources (~8 ms).
 pub fn hccl_host_ns(rng: &mut Rng, bytes: u64, ranks: u32, first: bool) -> f64 {
-    let base = 18_000.0 + 2_000.0 * f64::from(ranks.max(1)).log2() + 400.0 * (bytes as f64 / (1 << 20) as f64);
+    let base =
+        18_000.0 + 2_000.0 * f64::from(ranks.max(1)).log2() + 400.0 * (bytes as f64 / (1 << 20) as f64);
     let mut t = base * (0.35 * rng.normal()).exp();
     if rng.chance(0.03) {
         t += rng.lognormal(1_000_000.0, 0.8);

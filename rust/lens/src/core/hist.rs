@@ -63,7 +63,15 @@ pub struct Histogram {
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram { counts: vec![0; BUCKETS], count: 0, sum: 0, sum_sq: 0.0, min: None, max: None, overflow: 0 }
+        Histogram {
+            counts: vec![0; BUCKETS],
+            count: 0,
+            sum: 0,
+            sum_sq: 0.0,
+            min: None,
+            max: None,
+            overflow: 0,
+        }
     }
 }
 
@@ -408,7 +416,10 @@ mod tests {
             merged.merge(p);
         }
         assert_eq!(merged.counts, all.counts);
-        assert_eq!((merged.count, merged.sum, merged.min, merged.max), (all.count, all.sum, all.min, all.max));
+        assert_eq!(
+            (merged.count, merged.sum, merged.min, merged.max),
+            (all.count, all.sum, all.min, all.max)
+        );
         assert!((merged.sum_sq - all.sum_sq).abs() / all.sum_sq < 1e-12);
     }
 

@@ -113,9 +113,16 @@ impl Shard {
         Shard {
             in_use: AtomicBool::new(true),
             depth: AtomicU32::new(0),
-            stack: UnsafeCell::new([Open { key: RawKey { domain: 0, cbid: 0, name: 0 }, start: 0, epoch: 0 }; STACK_DEPTH]),
-            keys: [const { KeySlot { tag: AtomicU64::new(0), name: AtomicU64::new(0), hist: AtomicPtr::new(std::ptr::null_mut()) } };
-                KEY_SLOTS],
+            stack: UnsafeCell::new(
+                [Open { key: RawKey { domain: 0, cbid: 0, name: 0 }, start: 0, epoch: 0 }; STACK_DEPTH],
+            ),
+            keys: [const {
+                KeySlot {
+                    tag: AtomicU64::new(0),
+                    name: AtomicU64::new(0),
+                    hist: AtomicPtr::new(std::ptr::null_mut()),
+                }
+            }; KEY_SLOTS],
             unmatched: AtomicU64::new(0),
             overflow: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -221,7 +228,8 @@ impl Shard {
             if h.is_null() {
                 return self.insert(slot, key);
             }
-            if slot.tag.load(Ordering::Relaxed) == tag && slot.name.load(Ordering::Relaxed) == key.name as u64 {
+            if slot.tag.load(Ordering::Relaxed) == tag && slot.name.load(Ordering::Relaxed) == key.name as u64
+            {
                 // SAFETY: published histograms are never freed (process lifetime).
                 return Some(unsafe { &*h });
             }
@@ -453,7 +461,9 @@ mod tests {
         assert_eq!(std::mem::align_of::<Shard>(), 128);
         assert_eq!(std::mem::size_of::<Shard>() % 128, 0);
         let shards: Vec<&'static Shard> = (0..4)
-            .map(|_| std::thread::spawn(|| current().map(|s| s as *const Shard as usize)).join().unwrap().unwrap())
+            .map(|_| {
+                std::thread::spawn(|| current().map(|s| s as *const Shard as usize)).join().unwrap().unwrap()
+            })
             // SAFETY: shards are leaked, process-lifetime objects; the address came from one.
             .map(|p| unsafe { &*(p as *const Shard) })
             .collect();
@@ -469,7 +479,8 @@ mod tests {
     #[test]
     fn keys_are_found_again_and_a_full_table_drops() {
         let s = Shard::new();
-        let names: Vec<std::ffi::CString> = (0..KEY_SLOTS + 1).map(|i| std::ffi::CString::new(format!("f{i}")).unwrap()).collect();
+        let names: Vec<std::ffi::CString> =
+            (0..KEY_SLOTS + 1).map(|i| std::ffi::CString::new(format!("f{i}")).unwrap()).collect();
         for n in &names {
             let k = RawKey { domain: 2, cbid: 1, name: n.as_ptr() as usize };
             let h = s.histogram(k);

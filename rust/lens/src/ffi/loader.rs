@@ -137,12 +137,14 @@ pub fn open(path: &Path, origin: Origin) -> Result<Arc<MsptiLibrary>> {
     // SAFETY: loading a library runs its initialisers; that is the point of binding MSPTI. It is
     // opened RTLD_LOCAL so it never shadows other libraries' symbols. check_elf has ruled out the
     // files dlopen would crash on (truncated segments).
-    let lib = unsafe { Library::open(Some(&canonical), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| Error::NotALibrary {
+    let lib = unsafe { Library::open(Some(&canonical), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
+        Error::NotALibrary {
         path: canonical.display().to_string(),
         reason: e.to_string(),
         hint: "It may be truncated, not an ELF file, or built for another architecture. Point MSPTI_LIBRARY \
                at CANN's lib64/libmspti.so (after `source set_env.sh`)."
             .to_owned(),
+    }
     })?;
     // Never unloaded: see the module comment.
     let lib: &'static Library = Box::leak(Box::new(lib));
@@ -317,7 +319,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("lens-elf-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let libc = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.contains("libc.so")).unwrap();
+        let libc =
+            maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.contains("libc.so")).unwrap();
         let bytes = std::fs::read(libc).unwrap();
         assert_eq!(check_elf(Path::new(libc)), Ok(()));
         let cut = dir.join("cut.so");

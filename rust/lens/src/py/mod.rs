@@ -221,7 +221,8 @@ impl PySession {
 
     /// Close the current window and start a new one; returns the closed window.
     fn reset(&self, py: Python<'_>) -> PyResult<PySnapshot> {
-        self.with(py, |s| s.check_readable().map(|()| recorder::snapshot_and_reset())).map(PySnapshot::from_totals)
+        self.with(py, |s| s.check_readable().map(|()| recorder::snapshot_and_reset()))
+            .map(PySnapshot::from_totals)
     }
 }
 
@@ -377,11 +378,14 @@ impl PySnapshot {
         }
         let mut hs: Vec<Histogram> = vec![Histogram::default(); n];
         for ((&k, &b), &c) in bucket_key.iter().zip(&bucket).zip(&bucket_count) {
-            let h = hs
-                .get_mut(k as usize)
-                .ok_or_else(|| PyValueError::new_err(format!("bucket row names key {k}, but there are {n} keys")))?;
+            let h = hs.get_mut(k as usize).ok_or_else(|| {
+                PyValueError::new_err(format!("bucket row names key {k}, but there are {n} keys"))
+            })?;
             if b as usize >= hist::BUCKETS {
-                return Err(PyValueError::new_err(format!("bucket index {b} is outside 0..{}", hist::BUCKETS)));
+                return Err(PyValueError::new_err(format!(
+                    "bucket index {b} is outside 0..{}",
+                    hist::BUCKETS
+                )));
             }
             h.counts[b as usize] = h.counts[b as usize]
                 .checked_add(c)
@@ -392,7 +396,9 @@ impl PySnapshot {
         for (i, mut h) in hs.into_iter().enumerate() {
             h.sum = sum[i];
             if !sum_sq[i].is_finite() || sum_sq[i] < 0.0 {
-                return Err(PyValueError::new_err(format!("sum_sq of key {i} is not a finite non-negative number")));
+                return Err(PyValueError::new_err(format!(
+                    "sum_sq of key {i} is not a finite non-negative number"
+                )));
             }
             h.sum_sq = sum_sq[i];
             h.min = min[i];
@@ -466,7 +472,14 @@ fn callbacks() -> Vec<(u32, u32, &'static str, String, Vec<&'static str>, Vec<&'
     mspti_abi::CALLBACKS
         .iter()
         .map(|c| {
-            (c.domain, c.cbid, c.short, format!("{}{}", c.prefix(), c.short), c.names_26x.to_vec(), c.names_8x.to_vec())
+            (
+                c.domain,
+                c.cbid,
+                c.short,
+                format!("{}{}", c.prefix(), c.short),
+                c.names_26x.to_vec(),
+                c.names_8x.to_vec(),
+            )
         })
         .collect()
 }
