@@ -48,9 +48,23 @@ CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uin
 # Setup: the simulator, the C callbacks
 
 
+def hist_tables_h() -> str:
+    """The histogram's bucket constants as C, from the one definition in rust/lens/src/core/hist.rs."""
+    t = _native.bucket_tables()
+    bounds = ", ".join(f"{b:#x}ull" for b in t["mantissa_bounds"])
+    cells = ", ".join(str(c) for c in t["cell_floor"])
+    return (
+        f"#define HIST_SLOTS {t['slots']}u\n#define HIST_DIRECT_MAX {t['direct_max']}u\n"
+        f"#define HIST_FIRST_INDEXED {t['first_indexed']}u\n#define HIST_RANGE_MAX {t['range_max']}ull\n"
+        f"static const uint64_t hist_mantissa_bounds[128] = {{{bounds}}};\n"
+        f"static const uint8_t hist_cell_floor[256] = {{{cells}}};\n"
+    )
+
+
 def build_c(outdir: Path) -> ctypes.CDLL:
     so = outdir / "libbench_callbacks.so"
-    cmd = ["gcc", "-O2", "-fPIC", "-shared", "-o", str(so), str(HERE / "callbacks.c")]
+    (outdir / "hist_tables.h").write_text(hist_tables_h())
+    cmd = ["gcc", "-O2", "-fPIC", "-shared", f"-I{outdir}", "-o", str(so), str(HERE / "callbacks.c")]
     try:
         subprocess.run(cmd, check=True, capture_output=True, text=True)
     except FileNotFoundError:

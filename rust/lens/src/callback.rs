@@ -70,12 +70,16 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             if !recording {
                 return;
             }
-            if start == clock::FAILED || end == clock::FAILED {
+            // A failed reading, or a clock stepped backwards (end < start): dropped, never 0 ns.
+            let ns =
+                if start == clock::FAILED || end == clock::FAILED { None } else { clock::to_ns(start, end) };
+            let Some(ns) = ns else {
                 s.count_dropped();
                 return;
-            }
+            };
             if let Some(h) = s.histogram(key) {
-                h.hist.record(clock::to_ns(start, end), WINDOW.load(Ordering::Relaxed));
+                // Acquire: the window's closer cleared this bank before advancing to it.
+                h.hist.record(ns, || WINDOW.load(Ordering::Acquire));
             }
         }
         _ => {

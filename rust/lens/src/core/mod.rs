@@ -4,5 +4,6 @@
 pub mod clock;
 pub mod hist;
 pub mod recorder;
+pub mod seqlock;
 pub mod session;
 pub mod shard;

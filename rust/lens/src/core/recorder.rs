@@ -11,6 +11,7 @@ use std::sync::Mutex;
 
 use super::clock;
 use super::hist::Histogram;
+use super::seqlock;
 use super::shard::{self, ShardCounters};
 
 /// The recording run, read with one load per callback: bit 0 says whether callbacks record
@@ -58,73 +59,52 @@ pub struct Totals {
     pub threads: u64,
 }
 
-fn collect(window: u64) -> Totals {
+/// The current window's records so far (every epoch closed since the last reset) and the
+/// counters' values at that reset.
+struct WindowState {
+    open: BTreeMap<Key, Histogram>,
+    counters_base: ShardCounters,
+}
+
+static STATE: Mutex<WindowState> =
+    Mutex::new(WindowState { open: BTreeMap::new(), counters_base: ShardCounters::ZERO });
+
+/// Close the current epoch: advance WINDOW, then take every histogram's bank of the closed epoch
+/// into `open` (see `AtomicHistogram::take_window`). Every call lands in the epoch whose number
+/// its write section read, so in exactly one window, whole.
+fn close_epoch(st: &mut WindowState) -> Totals {
+    // AcqRel: the clearing of banks by the previous close happens before any write section that
+    // reads the new value (writers load it with Acquire).
+    let closed = WINDOW.fetch_add(1, Ordering::AcqRel);
+    seqlock::window_advanced();
     let mut t = Totals::default();
     for s in shard::all_shards() {
         t.threads += 1;
         for kh in s.histograms() {
-            let h = t.keys.entry((kh.domain, kh.cbid, kh.name.clone())).or_default();
-            kh.hist.read_into(h, window);
+            let h = st.open.entry((kh.domain, kh.cbid, kh.name.clone())).or_default();
+            kh.hist.take_window(closed, h);
         }
-        let c = s.counters();
-        t.counters.unmatched += c.unmatched;
-        t.counters.overflow += c.overflow;
-        t.counters.dropped += c.dropped;
-        t.counters.abandoned += c.abandoned;
-        t.counters.orphaned += c.orphaned;
-        t.counters.bad_site += c.bad_site;
+        t.counters.add(&s.counters());
         t.in_flight += s.in_flight();
     }
     t
 }
 
-fn subtract(h: &mut Histogram, base: &Histogram) {
-    for (a, b) in h.counts.iter_mut().zip(&base.counts) {
-        *a = a.saturating_sub(*b);
-    }
-    h.count = h.count.saturating_sub(base.count);
-    h.sum = h.sum.wrapping_sub(base.sum);
-    // sum_sq, min and max are already the window's own (see AtomicHistogram::record).
-    h.overflow = h.overflow.saturating_sub(base.overflow);
-    if h.count == 0 {
-        h.min = None;
-        h.max = None;
-        h.sum = 0;
-        h.sum_sq = 0.0;
-    }
+fn window_of(st: &WindowState, mut now: Totals) -> Totals {
+    now.keys = st.open.iter().filter(|(_, h)| h.count > 0).map(|(k, h)| (k.clone(), h.clone())).collect();
+    now.counters = now.counters.minus(&st.counters_base);
+    now
 }
 
-static BASELINE: Mutex<Option<Totals>> = Mutex::new(None);
-
-fn window_of(current: Totals, base: Option<&Totals>) -> Totals {
-    let mut t = current;
-    if let Some(b) = base {
-        for (k, h) in t.keys.iter_mut() {
-            if let Some(bh) = b.keys.get(k) {
-                subtract(h, bh);
-            }
-        }
-        t.keys.retain(|_, h| h.count > 0);
-        let c = &mut t.counters;
-        c.unmatched = c.unmatched.saturating_sub(b.counters.unmatched);
-        c.overflow = c.overflow.saturating_sub(b.counters.overflow);
-        c.dropped = c.dropped.saturating_sub(b.counters.dropped);
-        c.abandoned = c.abandoned.saturating_sub(b.counters.abandoned);
-        c.orphaned = c.orphaned.saturating_sub(b.counters.orphaned);
-        c.bad_site = c.bad_site.saturating_sub(b.counters.bad_site);
-    }
-    t
-}
-
-/// Close the current window and start a new one; returns the window just closed. Every record
-/// is read by exactly one of the two: the totals read here are both the closed window's end and
-/// the new window's baseline.
+/// Close the current window and start a new one; returns the window just closed. Every call is
+/// in exactly one of the two.
 pub fn snapshot_and_reset() -> Totals {
-    let mut base = BASELINE.lock().unwrap_or_else(|e| e.into_inner());
-    let current = collect(WINDOW.load(Ordering::Acquire));
-    WINDOW.fetch_add(1, Ordering::AcqRel);
-    let closed = window_of(current.clone(), base.as_ref());
-    *base = Some(current);
+    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let now = close_epoch(&mut st);
+    let cumulative = now.counters;
+    let closed = window_of(&st, now);
+    st.open.clear();
+    st.counters_base = cumulative;
     closed
 }
 
@@ -133,10 +113,11 @@ pub fn reset() {
     snapshot_and_reset();
 }
 
-/// The current window: every shard merged, minus the baseline of the last reset.
+/// The current window: every call recorded since the last reset, merged over every shard.
 pub fn snapshot() -> Totals {
-    let base = BASELINE.lock().unwrap_or_else(|e| e.into_inner());
-    window_of(collect(WINDOW.load(Ordering::Acquire)), base.as_ref())
+    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let now = close_epoch(&mut st);
+    window_of(&st, now)
 }
 
 /// Faults the callback met outside any shard: process-wide, not windowed.

@@ -81,6 +81,31 @@ pub struct ShardCounters {
     pub bad_site: u64,
 }
 
+impl ShardCounters {
+    pub const ZERO: ShardCounters =
+        ShardCounters { unmatched: 0, overflow: 0, dropped: 0, abandoned: 0, orphaned: 0, bad_site: 0 };
+
+    pub fn add(&mut self, o: &ShardCounters) {
+        self.unmatched += o.unmatched;
+        self.overflow += o.overflow;
+        self.dropped += o.dropped;
+        self.abandoned += o.abandoned;
+        self.orphaned += o.orphaned;
+        self.bad_site += o.bad_site;
+    }
+
+    pub fn minus(&self, base: &ShardCounters) -> ShardCounters {
+        ShardCounters {
+            unmatched: self.unmatched.saturating_sub(base.unmatched),
+            overflow: self.overflow.saturating_sub(base.overflow),
+            dropped: self.dropped.saturating_sub(base.dropped),
+            abandoned: self.abandoned.saturating_sub(base.abandoned),
+            orphaned: self.orphaned.saturating_sub(base.orphaned),
+            bad_site: self.bad_site.saturating_sub(base.bad_site),
+        }
+    }
+}
+
 /// Aligned to 128 bytes (and so a multiple of 128 long): no cache line of a shard, which its
 /// owner writes on every call, is shared with another thread's data.
 #[repr(align(128))]
