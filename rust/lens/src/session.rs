@@ -65,6 +65,7 @@ impl Session {
         }
         windows::install_fork_handler();
         crate::core::shard::prepare();
+        crate::core::seqlock::prepare_fences();
         let mut handle: MsptiSubscriberHandle = std::ptr::null_mut();
         // SAFETY: msptiSubscribe with a valid out pointer and our callback, which is safe to call
         // from any thread at any time, also after unsubscribe (it only touches static state).

@@ -9,11 +9,18 @@
 //! pattern of Dekker's algorithm), so the closer reads that bank alone, whole, and clears it.
 //! Unlike a classic seqlock reader it never retries, so a writer recording every 50 ns cannot
 //! starve it. `loom` checks the protocol (tests at the end; `make test-loom`).
+//!
+//! The writer's fence is on the hot path, where a full fence (MFENCE, DMB ISH) would cost more
+//! than the rest of a record. On Linux the pair is made asymmetric, as folly's and liburcu's are:
+//! the closer calls `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, which runs a full barrier on
+//! every CPU running a thread of this process, so the writer needs only a compiler fence. Where
+//! membarrier is unavailable (old kernels, valgrind, qemu-user) both sides use SeqCst fences. The
+//! loom model uses SeqCst fences on both sides: what the asymmetric pair implements.
 
 #[cfg(loom)]
 use loom::sync::atomic::{fence, AtomicU64, Ordering};
 #[cfg(not(loom))]
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One writer's sequence word: odd while a write section is open.
 pub struct SeqLock {
@@ -50,7 +57,7 @@ impl SeqLock {
         // SeqCst: the odd word is visible before the window is read (store-load order), so a
         // closer that saw an even word knows this section will read its new window (pairs with
         // the fence in `window_advanced`).
-        fence(Ordering::SeqCst);
+        light_fence();
         let r = record(window());
         // Release: the section's writes happen before any closer that sees the even word.
         self.seq.store(s.wrapping_add(2), Ordering::Release);
@@ -76,7 +83,88 @@ impl SeqLock {
 /// The closer's half of the store-load pattern: call after advancing the window (an AcqRel
 /// read-modify-write) and before `settle`.
 pub fn window_advanced() {
+    heavy_fence();
+}
+
+#[cfg(loom)]
+#[inline(always)]
+fn light_fence() {
     fence(Ordering::SeqCst);
+}
+
+#[cfg(loom)]
+fn heavy_fence() {
+    fence(Ordering::SeqCst);
+}
+
+#[cfg(loom)]
+pub fn prepare_fences() {}
+
+#[cfg(not(loom))]
+pub use asymmetric::register as prepare_fences;
+#[cfg(not(loom))]
+use asymmetric::{heavy_fence, light_fence};
+
+#[cfg(not(loom))]
+mod asymmetric {
+    use std::sync::atomic::{compiler_fence, fence, AtomicBool, Ordering};
+
+    /// Set once, before any recording run, when this process is registered for expedited
+    /// private membarrier; never unset.
+    static EXPEDITED: AtomicBool = AtomicBool::new(false);
+
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    const SYS_MEMBARRIER: std::ffi::c_long = 324;
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    const SYS_MEMBARRIER: std::ffi::c_long = 283;
+    const CMD_PRIVATE_EXPEDITED: std::ffi::c_long = 1 << 3;
+    const CMD_REGISTER_PRIVATE_EXPEDITED: std::ffi::c_long = 1 << 4;
+
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    fn membarrier(cmd: std::ffi::c_long) -> bool {
+        extern "C" {
+            fn syscall(n: std::ffi::c_long, ...) -> std::ffi::c_long;
+        }
+        // SAFETY: membarrier(cmd, flags = 0, cpu_id = 0) touches no memory of ours.
+        unsafe { syscall(SYS_MEMBARRIER, cmd, 0 as std::ffi::c_long, 0 as std::ffi::c_long) == 0 }
+    }
+
+    #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    fn membarrier(_cmd: std::ffi::c_long) -> bool {
+        false
+    }
+
+    /// Register for the asymmetric fences (once; `Session::new` calls it before the first run).
+    /// Writers read the flag after the run word's Acquire load, so a run sees it set or not
+    /// throughout; closers (snapshot, reset) are ordered after the session's creation, and so
+    /// after the registration.
+    pub fn register() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            if membarrier(CMD_REGISTER_PRIVATE_EXPEDITED) && membarrier(CMD_PRIVATE_EXPEDITED) {
+                EXPEDITED.store(true, Ordering::Release);
+            }
+        });
+    }
+
+    #[inline(always)]
+    pub fn light_fence() {
+        if EXPEDITED.load(Ordering::Relaxed) {
+            // The closer's membarrier upgrades this to a full barrier where it matters.
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    pub fn heavy_fence() {
+        fence(Ordering::SeqCst);
+        if EXPEDITED.load(Ordering::Acquire) {
+            // Cannot fail once registered (the kernel documents no error for a registered mm).
+            membarrier(CMD_PRIVATE_EXPEDITED);
+        }
+        fence(Ordering::SeqCst);
+    }
 }
 
 #[cfg(not(loom))]
