@@ -11,9 +11,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import polars as pl
 
-from .. import _native
 from .._deps import require
-from ..snapshot import Snapshot, format_ns
+from ..snapshot import Snapshot, format_ns, native_of_buckets
 
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
 _PCT_STYLE = {0.5: ("p50", "-"), 0.9: ("p90", "--"), 0.99: ("p99", "-."), 0.999: ("p99.9", ":")}
@@ -55,7 +54,7 @@ def _frame(data: Snapshot | pl.DataFrame) -> tuple[pl.DataFrame, bool, Snapshot 
     if isinstance(data, Snapshot):
         return data.histogram(), data.simulated, data
     if isinstance(data, pl.DataFrame):
-        need = {"name", "bucket", "lower_ns", "upper_ns", "count"}
+        need = {"name", "index", "lower_ns", "upper_ns", "count"}
         if not need <= set(data.columns):
             raise ValueError(f"a histogram frame needs columns {sorted(need)}; got {data.columns}")
         sim = "source" in data.columns and (data["source"] == "simulated").any()
@@ -82,6 +81,7 @@ def _pick(frame: pl.DataFrame, names: Iterable[str] | None, top: int) -> list[st
 
 def _rebin(sub: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Sum the fine buckets into log-spaced display bins (BINS_PER_DECADE per decade)."""
+    sub = sub.filter(pl.col("upper_ns").is_finite())  # the overflow row has no finite bin
     lo = np.maximum(sub["lower_ns"].to_numpy().astype(float), 1.0)
     cnt = sub["count"].to_numpy().astype(float)
     a = math.floor(math.log10(lo.min()) * BINS_PER_DECADE) / BINS_PER_DECADE
@@ -95,23 +95,11 @@ def _rebin(sub: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def _quantiles(sub: pl.DataFrame, qs: Sequence[float]) -> dict[float, float]:
     """One function's quantiles from its buckets, computed by the native histogram (the same
     nearest-rank rule as ``summary()``), so plots hold no statistics of their own."""
-    n = len(sub)
-    native = _native.NativeSnapshot.from_state(
-        [0],
-        [0],
-        ["f"],
-        [0],
-        [0.0],
-        [None],
-        [None],
-        [0],
-        [0] * n,
-        sub["bucket"].to_list(),
-        sub["count"].to_list(),
-        {},
-    )
+    native = native_of_buckets(sub)
     stats = native.stats([float(q) for q in qs])
-    return {q: float(stats[f"q{i}"][0]) for i, q in enumerate(qs)}
+    # A quantile beyond the histogram's range is unknown: NaN (matplotlib draws no marker), never
+    # a made-up value.
+    return {q: float("nan") if (v := stats[f"q{i}"][0]) is None else float(v) for i, q in enumerate(qs)}
 
 
 def _ns_axis(ax) -> None:

@@ -27,6 +27,8 @@ struct Sim {
     api_count: extern "C" fn() -> u32,
     api_info: unsafe extern "C" fn(u32, *mut u32, *mut u32, *mut *const c_char, *mut *const c_char) -> u32,
     path: PathBuf,
+    /// Kept (never unloaded) so the functions above stay valid.
+    _lib: &'static libloading::Library,
 }
 
 fn sim() -> &'static Sim {
@@ -57,6 +59,7 @@ fn sim() -> &'static Sim {
             api_count: sym!(b"msimApiCount"),
             api_info: sym!(b"msimApiInfo"),
             path,
+            _lib: lib,
         }
     })
 }
@@ -74,6 +77,16 @@ impl Sim {
             }
         }
         panic!("the simulator has no API {name}");
+    }
+}
+
+/// Under valgrind (scripts/memcheck.sh) everything runs ~50x slower: smaller loops, same checks.
+fn scaled(n: u64) -> u64 {
+    let under_valgrind = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("vgpreload"));
+    if under_valgrind {
+        (n / 50).max(2)
+    } else {
+        n
     }
 }
 
@@ -220,14 +233,14 @@ fn windows_sum_to_the_virtual_clock_truth_with_resets_racing_8_threads_on_the_si
     let _session = session();
     let (launch, ..) = s.api("aclrtLaunchKernel");
     const THREADS: u64 = 8;
-    const CALLS: u64 = 100_000;
+    let calls = scaled(100_000);
     let done = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..THREADS)
         .map(|i| {
             std::thread::spawn(move || {
                 let s = sim();
                 (s.virtual_set)(0);
-                for k in 0..CALLS {
+                for k in 0..calls {
                     assert_eq!((s.call)(launch, work(i, k)), 0);
                 }
             })
@@ -265,9 +278,9 @@ fn windows_sum_to_the_virtual_clock_truth_with_resets_racing_8_threads_on_the_si
             nonempty += 1;
         }
     }
-    let truth_total: u64 = (0..THREADS).flat_map(|i| (0..CALLS).map(move |k| work(i, k))).sum();
-    let truth_max = (0..THREADS).flat_map(|i| (0..CALLS).map(move |k| work(i, k))).max().unwrap();
-    assert_eq!((count, total, max), (THREADS * CALLS, truth_total, truth_max));
+    let truth_total: u64 = (0..THREADS).flat_map(|i| (0..calls).map(move |k| work(i, k))).sum();
+    let truth_max = (0..THREADS).flat_map(|i| (0..calls).map(move |k| work(i, k))).max().unwrap();
+    assert_eq!((count, total, max), (THREADS * calls, truth_total, truth_max));
     assert!(nonempty >= 1);
 }
 
@@ -301,7 +314,7 @@ fn a_child_forked_during_snapshots_never_blocks_in_the_callback_on_the_simulator
             }
         })
     };
-    for _ in 0..20 {
+    for _ in 0..scaled(20) {
         // A thread that has never called back forks, so the child's first callback has no shard.
         let pid = std::thread::spawn(move || {
             // SAFETY: the child only makes simulated calls (the callback: atomics, no lock) and
@@ -357,7 +370,8 @@ fn threads_whose_first_call_is_in_a_key_destructor_give_their_shard_back_on_the_
     assert_eq!(unsafe { pthread_key_create(&mut key, Some(call_from_destructor)) }, 0);
     windows::reset();
     let before = shard::all_shards().len();
-    for _ in 0..500 {
+    let threads = scaled(500);
+    for _ in 0..threads {
         std::thread::spawn(move || {
             // SAFETY: our key; any non-NULL value makes glibc run the destructor at thread exit.
             unsafe { pthread_setspecific(key, 1 as *const c_void) };
@@ -366,7 +380,7 @@ fn threads_whose_first_call_is_in_a_key_destructor_give_their_shard_back_on_the_
         .unwrap();
     }
     let after = shard::all_shards().len();
-    assert!(after <= before + 1, "{} shards kept by 500 sequential threads", after - before);
+    assert!(after <= before + 1, "{} shards kept by {threads} sequential threads", after - before);
     let t = windows::snapshot();
-    assert_eq!(hist_of(&t, "aclrtLaunchKernel").count, 500);
+    assert_eq!(hist_of(&t, "aclrtLaunchKernel").count, threads);
 }

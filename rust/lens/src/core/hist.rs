@@ -33,9 +33,9 @@ pub const MAX_INDEX: i32 = 42 * PER_OCTAVE as i32 - 1;
 pub const MAX_RELATIVE_ERROR: f64 = 0.002_707_599_557_476_281;
 
 /// Values up to this have a slot each.
-const DIRECT_MAX: u64 = 128;
+pub const DIRECT_MAX: u64 = 128;
 /// The bucket of 129 ns, the first one stored by index.
-const FIRST_INDEXED: i32 = 7 * PER_OCTAVE as i32;
+pub const FIRST_INDEXED: i32 = 7 * PER_OCTAVE as i32;
 /// Slots: 0..=128 by value, then `FIRST_INDEXED..=MAX_INDEX` by index.
 pub const SLOTS: usize = DIRECT_MAX as usize + 1 + (MAX_INDEX - FIRST_INDEXED + 1) as usize;
 /// The slot of 0 ns: the zero bucket.
@@ -382,10 +382,12 @@ impl Histogram {
         if self.count == 0 {
             return None;
         }
-        let (lo, hi) = (self.min_value(), self.max_value());
+        // Extremes are unknown only in a histogram rebuilt from bucket counts alone (a plot's
+        // frame): then the buckets stand for them.
+        let (lo, hi) = (self.min.unwrap_or(0), self.max.unwrap_or(u64::MAX));
         let rank = nearest_rank(q, self.count);
-        if rank == self.count {
-            return Some(hi);
+        if rank == self.count && self.max.is_some() {
+            return self.max;
         }
         if rank > self.count - self.overflow {
             return None;
