@@ -4,6 +4,7 @@ records to kernels (graph replay 1:N), collectives, copies and memory records. V
 from __future__ import annotations
 
 import threading
+from itertools import pairwise
 
 import pytest
 from _sim_activity import (
@@ -38,7 +39,7 @@ def no_overlap_per_stream(kernels):
         by_stream.setdefault(k["ds"], []).append((k["start"], k["end"]))
     for spans in by_stream.values():
         spans.sort()
-        for (s0, e0), (s1, _) in zip(spans, spans[1:]):
+        for (s0, e0), (s1, _) in pairwise(spans):
             assert e0 <= s1, "kernels on one stream overlap"
     return by_stream
 
@@ -82,7 +83,7 @@ def test_a_launch_returns_before_its_kernel_runs_and_kernels_queue_on_a_stream_o
     no_overlap_per_stream(ks)
     # First kernel: launch latency after its launch's host work; then back to back.
     assert ks[0]["start"] == 1_000_000 + 5_000 + 3_000
-    assert all(b["start"] == a["end"] for a, b in zip(ks, ks[1:]))
+    assert all(b["start"] == a["end"] for a, b in pairwise(ks))
     assert env.lib.msimStreamFreeAt(0, 4) == ks[-1]["end"]
     # The host was done long before the device: API window ends precede the kernels' ends.
     assert apis[ks[-1]["correlationId"]]["end"] < ks[-1]["start"]
