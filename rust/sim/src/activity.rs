@@ -271,11 +271,11 @@ pub fn record_bytes(kind: MsptiActivityKind, bytes: &[u8]) -> bool {
 }
 
 /// Write one record struct.
-pub fn record<T: Copy>(kind: MsptiActivityKind, rec: &T) -> bool {
+pub(crate) fn record<T: Copy>(kind: MsptiActivityKind, rec: &T) -> bool {
+    let (ptr, len) = ((rec as *const T).cast::<u8>(), std::mem::size_of::<T>());
     // SAFETY: `T` is one of the packed `repr(C)` record structs: plain data, no padding bytes
     // left uninitialised (tail pads are explicit fields), so viewing it as bytes is sound.
-    let bytes =
-        unsafe { std::slice::from_raw_parts((rec as *const T).cast::<u8>(), std::mem::size_of::<T>()) };
+    let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
     record_bytes(kind, bytes)
 }
 
