@@ -5,6 +5,7 @@ its virtual clock where numbers are compared."""
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 import time
 
@@ -131,14 +132,16 @@ def test_flush_period_never_delivers_a_partial_buffer_and_flush_all_does_on_the_
         env.lib.msimCall(call, 1_000)
     time.sleep(0.3)  # sixty periods: a partial buffer would have been handed over by now
     assert c.buffers == [] and env.lib.msimActivityStat(STAT["completes"]) == 0
-    for _ in range(300):  # about 3.5 buffers' worth
+    for _ in range(300):
         env.lib.msimCall(call, 1_000)
+    per_buffer = math.ceil(0.8 * 4096 / 48)  # handed over at the first record past 80 %
+    expected_full = (310 - 1) // per_buffer
     for _ in range(1000):
-        if len(c.buffers) >= 3:
+        if len(c.buffers) == expected_full:
             break
         time.sleep(0.01)
     full = list(c.buffers)
-    assert len(full) >= 3
+    assert len(full) == expected_full == 4
     assert all(b.valid >= 0.8 * b.size for b in full)  # only full buffers, from other threads
     assert env.lib.msimActivityStat(STAT["worker_completes"]) == len(full)
     assert env.lib.msptiActivityFlushAll(0) == 0

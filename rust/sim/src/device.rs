@@ -48,6 +48,8 @@ thread_local! {
 pub struct CallSpec {
     /// Kernel name of a launch.
     pub kernel: &'static CStr,
+    /// When not empty, kernel i of the call is named `names[i % len]` instead (a graph's tasks).
+    pub names: &'static [&'static CStr],
     /// Operator (node) name: node-level API/NODE_API records are written when set.
     pub node: Option<&'static CStr>,
     pub device_ns: u64,
@@ -65,6 +67,7 @@ impl Default for CallSpec {
     fn default() -> Self {
         CallSpec {
             kernel: c"SimKernel",
+            names: &[],
             node: None,
             device_ns: DEFAULT_KERNEL_NS.load(Ordering::Relaxed),
             kernels: 1,
@@ -255,7 +258,8 @@ static KERNEL_TYPE: &CStr = c"KERNEL_AICORE";
 pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
     let (device, stream) = (thread_device(), thread_stream());
     let kernel_on = activity::kind_enabled(MSPTI_ACTIVITY_KIND_KERNEL) && activity::subscribed();
-    for _ in 0..spec.kernels.max(1) {
+    for i in 0..spec.kernels.max(1) as usize {
+        let name = if spec.names.is_empty() { spec.kernel } else { spec.names[i % spec.names.len()] };
         // The task-track report bumps the thread's id per kernel while KERNEL is enabled; a
         // graph replay re-records its captured tasks with the launching call's id.
         let corr = if kernel_on && !spec.graph {
@@ -273,7 +277,7 @@ pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
                 ds: MsptiIdPair::ds(device, stream),
                 correlation_id: corr,
                 type_: KERNEL_TYPE.as_ptr(),
-                name: spec.kernel.as_ptr(),
+                name: name.as_ptr(),
                 _pad: [0; 4],
             };
             push_pending(end + record_delay(), MSPTI_ACTIVITY_KIND_KERNEL, &r);

@@ -14,7 +14,7 @@ use crate::models::{self, Model, Rng};
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct WorkloadConfig {
-    /// 0: training, 1: inference.
+    /// 0: training, 1: inference, 2: graph replay.
     pub kind: u32,
     /// Training steps, or inference requests, per compute thread.
     pub steps: u32,
@@ -32,6 +32,25 @@ pub const COMM_STREAM_BASE: u32 = 1000;
 
 pub const TRAINING: u32 = 0;
 pub const INFERENCE: u32 = 1;
+/// A captured graph replayed each step: one launch call, many kernels with its correlation id.
+pub const GRAPH: u32 = 2;
+
+/// 1: every compute thread launches on stream 0 (shared); 0: a stream per thread (default).
+static SHARED_STREAM: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Whether the workloads started from now on put every compute thread on stream 0.
+#[no_mangle]
+pub extern "C" fn msimSetWorkloadStreams(shared: u32) {
+    SHARED_STREAM.store(shared, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn compute_stream(t: u32) -> u32 {
+    if SHARED_STREAM.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+        0
+    } else {
+        t
+    }
+}
 
 /// The APIs a workload calls, resolved once by their 26.x names (the same entries fire the
 /// `rt*` names in cann8 mode).
@@ -258,6 +277,52 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>, tx: mpsc::S
     me.run(a.reset_device, &models::RESET_DEVICE);
 }
 
+/// The kernel names of the simulated graph, in task order.
+static GRAPH_TASKS: [&std::ffi::CStr; 12] = [
+    c"MatMulV2",
+    c"Add",
+    c"LayerNormV3",
+    c"FlashAttentionScore",
+    c"MatMulV2",
+    c"FastGelu",
+    c"MatMulV2",
+    c"Add",
+    c"LayerNormV3",
+    c"SoftmaxV2",
+    c"Cast",
+    c"Transpose",
+];
+/// Tasks per graph replay.
+pub const GRAPH_KERNELS: u32 = 48;
+
+fn graph_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>) {
+    me.run(a.set_device, &models::SET_DEVICE);
+    me.run(a.create_stream, &models::CREATE_STREAM);
+    me.run_bytes(a.malloc, &models::MALLOC, 256 * MIB);
+    for _ in 0..cfg.steps {
+        if me.job.cancelled() {
+            break;
+        }
+        me.run_bytes(a.memcpy_async, &models::MEMCPY_ASYNC, 8 * MIB);
+        let device_ns = me.dev.lognormal(40e3, 0.2) * me.scale;
+        device::set_next(CallSpec {
+            names: &GRAPH_TASKS,
+            node: Some(c"aclmdlRIExecuteAsync"),
+            kernels: GRAPH_KERNELS,
+            device_ns: device_ns as u64,
+            graph: true,
+            ..CallSpec::default()
+        });
+        me.run(a.launch[1], &models::LAUNCH);
+        me.run(a.sync, &models::STREAM_SYNC);
+        me.run_bytes(a.memcpy, &models::MEMCPY, 4);
+        me.job.tick();
+    }
+    me.run(a.free, &models::FREE);
+    me.run(a.destroy_stream, &models::DESTROY_STREAM);
+    me.run(a.reset_device, &models::RESET_DEVICE);
+}
+
 fn inference_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>) {
     let mut seen: HashSet<u32> = HashSet::new();
     me.run(a.set_device, &models::SET_DEVICE);
@@ -307,8 +372,8 @@ fn inference_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>) {
 
 /// Start a workload on its own threads; the returned job counts finished steps.
 pub fn start(cfg: WorkloadConfig) -> Result<Arc<Job>, &'static str> {
-    if cfg.kind != TRAINING && cfg.kind != INFERENCE {
-        return Err("kind must be 0 (training) or 1 (inference)");
+    if cfg.kind != TRAINING && cfg.kind != INFERENCE && cfg.kind != GRAPH {
+        return Err("kind must be 0 (training), 1 (inference) or 2 (graph)");
     }
     if cfg.threads == 0 || cfg.threads > 256 || cfg.ranks == 0 {
         return Err("threads must be 1-256 and ranks at least 1");
@@ -335,12 +400,17 @@ pub fn start(cfg: WorkloadConfig) -> Result<Arc<Job>, &'static str> {
                 comm_thread(rx, comm, a3, ranks)
             });
             job.spawn(format!("sim-train-{t}"), move || {
-                device::set_thread_stream(t);
+                device::set_thread_stream(compute_stream(t));
                 training_thread(cfg, me, a2, tx)
+            });
+        } else if cfg.kind == GRAPH {
+            job.spawn(format!("sim-graph-{t}"), move || {
+                device::set_thread_stream(compute_stream(t));
+                graph_thread(cfg, me, a2)
             });
         } else {
             job.spawn(format!("sim-infer-{t}"), move || {
-                device::set_thread_stream(t);
+                device::set_thread_stream(compute_stream(t));
                 inference_thread(cfg, me, a2)
             });
         }
