@@ -4,6 +4,8 @@ the simulator, with its virtual clock."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from _sim_activity import KERNEL, NODE_API, RUNTIME_API
 from test_sim_activity import Env
@@ -80,4 +82,4 @@ def test_shared_stream_workload_puts_every_thread_on_stream_0_on_the_simulator(e
     env.lib.msptiActivityFlushAll(0)
     ks = sorted(c.records(KERNEL), key=lambda k: k["start"])
     assert {k["ds"] for k in ks} == {(0, 0)} and len(ks) == 4 * 2 * 48
-    assert all(x["end"] <= y["start"] for x, y in zip(ks, ks[1:]))
+    assert all(x["end"] <= y["start"] for x, y in pairwise(ks))
