@@ -381,3 +381,55 @@ def test_external_correlation_is_one_global_stack_on_the_simulator(env):
     assert [e["externalId"] for e in ext] == [777, 777] and {e["externalKind"] for e in ext} == {4}
     assert ext[1]["correlationId"] == k["correlationId"] == rt["correlationId"]
     assert ext[0]["correlationId"] == k["correlationId"] - 1
+
+
+FORK_SCRIPT = r"""
+import os, sys, warnings
+sys.path.insert(0, sys.argv[1])
+warnings.simplefilter("ignore")
+from _sim_activity import Collector, Subscription, bind, KERNEL, RUNTIME_API
+from mspti_lens.sim import Simulator
+sim = Simulator()
+L = bind(sim.lib)
+L.msimSetClock(0)
+sub = Subscription(L)
+c = Collector(L, size=1 << 12)
+for k in (KERNEL, RUNTIME_API):
+    assert L.msptiActivityEnable(k) == 0
+L.msimSetDeviceModel(1000, 2_000_000_000, 1000)  # records stay 2 s on the channel: across the fork
+launch = sim.api("aclrtLaunchKernelV2")
+for _ in range(200):  # full buffers handed to completing threads, some still in flight
+    L.msimLaunch(launch, 1000, 0, 1000, 1, b"K", None, 0)
+pid = os.fork()
+if pid == 0:
+    L.msimSetClock(1)  # the child's own channel thread delivers at once
+    pending = L.msimDevicePending() > 0  # the parent's records were on the channel at the fork
+    L.msimSetDeviceModel(1000, 0, 1000)
+    for _ in range(10):
+        L.msimLaunch(launch, 1000, 0, 1000, 1, b"C", None, 0)
+    ok = L.msimDeviceDrain(5000) == 0
+    L.msptiActivityFlushAll(0)
+    ks = [k for k in c.records(KERNEL) if k["name"] == "C"]
+    os._exit(0 if ok and pending and len(ks) == 10 else 3)
+_, status = os.waitpid(pid, 0)
+assert L.msimDeviceDrain(10_000) == 0
+L.msptiActivityFlushAll(0)
+parent = len(c.records(KERNEL))
+L.msimActivityReset()
+print(os.waitstatus_to_exitcode(status), parent)
+"""
+
+
+def test_fork_with_records_in_flight_neither_hangs_nor_loses_the_parents_on_the_simulator(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_SCRIPT)
+    tests = str(Path(__file__).resolve().parent)
+    out = subprocess.run([sys.executable, str(script), tests], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    child, parent = map(int, out.stdout.split())
+    assert child == 0  # the child recorded, drained and flushed its own launches
+    assert parent == 200  # the parent's records, on the channel during the fork, all arrive

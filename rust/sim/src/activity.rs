@@ -199,7 +199,8 @@ static QUEUE: Mutex<Queue> = Mutex::new(Queue {
     generation: 0,
 });
 static QUEUE_CV: Condvar = Condvar::new();
-static MANAGER: OnceLock<()> = OnceLock::new();
+/// The process that started the manager thread: a `fork()` child has none and starts its own.
+static MANAGER_PID: AtomicU32 = AtomicU32::new(0);
 
 #[allow(unknown_lints, clippy::manual_is_multiple_of)]
 fn request_buffer() -> Option<Buf> {
@@ -293,8 +294,60 @@ fn complete(b: Buf, from: usize) {
 }
 
 fn start_manager() {
-    MANAGER.get_or_init(|| {
+    let pid = std::process::id();
+    if MANAGER_PID.swap(pid, Ordering::AcqRel) != pid {
+        install_fork_handlers();
         let _ = std::thread::Builder::new().name("ActivityManager".into()).spawn(manager_loop);
+    }
+}
+
+thread_local! {
+    /// The locks `fork()` holds across the fork (see `install_fork_handlers`).
+    static FORK_GUARDS: std::cell::RefCell<Vec<Box<dyn std::any::Any>>> = const {
+        std::cell::RefCell::new(Vec::new())
+    };
+}
+
+extern "C" fn fork_prepare() {
+    // In the lock order every path uses: record lock, queue, callbacks, device channel.
+    let guards: Vec<Box<dyn std::any::Any>> = vec![
+        Box::new(lock(&CURRENT)),
+        Box::new(lock(&QUEUE)),
+        Box::new(lock(&CALLBACKS)),
+        Box::new(device::lock_channel()),
+    ];
+    FORK_GUARDS.with(|g| *g.borrow_mut() = guards);
+}
+
+extern "C" fn fork_parent() {
+    FORK_GUARDS.with(|g| g.borrow_mut().clear());
+}
+
+extern "C" fn fork_child() {
+    FORK_GUARDS.with(|g| {
+        let mut g = g.borrow_mut();
+        // The queue's completing threads do not exist in the child: never join them.
+        if let Some(q) = g.get_mut(1).and_then(|q| q.downcast_mut::<MutexGuard<'static, Queue>>()) {
+            std::mem::forget(std::mem::take(&mut q.workers));
+        }
+        g.clear();
+    });
+}
+
+/// A `fork()` child gets the simulator's locks free (none held mid-update by a thread that is
+/// gone) and starts its own manager and channel threads when it next needs them.
+fn install_fork_handlers() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        extern "C" {
+            fn pthread_atfork(
+                prepare: Option<extern "C" fn()>,
+                parent: Option<extern "C" fn()>,
+                child: Option<extern "C" fn()>,
+            ) -> i32;
+        }
+        // SAFETY: libc's pthread_atfork with three handlers of the `void (*)(void)` type.
+        unsafe { pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     });
 }
 

@@ -13,8 +13,8 @@ use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use mspti_abi::*;
@@ -135,7 +135,20 @@ struct Channel {
 static CHANNEL: Mutex<Channel> = Mutex::new(Channel { heap: BinaryHeap::new(), seq: 0, in_flight: 0 });
 static CHANNEL_CV: Condvar = Condvar::new();
 static DRAINED_CV: Condvar = Condvar::new();
-static CHANNEL_THREAD: OnceLock<()> = OnceLock::new();
+/// The process that started the channel thread: a `fork()` child starts its own.
+static CHANNEL_PID: AtomicU32 = AtomicU32::new(0);
+
+/// The channel's lock, for the fork handlers.
+pub(crate) fn lock_channel() -> std::sync::MutexGuard<'static, impl Sized> {
+    lock(&CHANNEL)
+}
+
+fn ensure_channel_thread() {
+    let pid = std::process::id();
+    if CHANNEL_PID.swap(pid, Ordering::AcqRel) != pid {
+        let _ = std::thread::Builder::new().name("msim-channel".into()).spawn(channel_loop);
+    }
+}
 
 fn push_pending<T: Copy>(avail: u64, kind: u32, rec: &T) {
     let len = std::mem::size_of::<T>();
@@ -143,9 +156,7 @@ fn push_pending<T: Copy>(avail: u64, kind: u32, rec: &T) {
     // SAFETY: `T` is a packed record struct of at most 72 bytes (plain data, explicit pads).
     let src = unsafe { std::slice::from_raw_parts((rec as *const T).cast::<u8>(), len) };
     bytes[..len].copy_from_slice(src);
-    CHANNEL_THREAD.get_or_init(|| {
-        let _ = std::thread::Builder::new().name("msim-channel".into()).spawn(channel_loop);
-    });
+    ensure_channel_thread();
     let mut c = lock(&CHANNEL);
     c.seq += 1;
     let seq = c.seq;
@@ -206,6 +217,7 @@ pub fn flush_ready() {
 
 /// Wait until the channel is empty (every pending device record written), at most `timeout_ms`.
 pub fn drain(timeout_ms: u64) -> bool {
+    ensure_channel_thread();
     let deadline = std::time::Instant::now() + Duration::from_millis(timeout_ms);
     let mut c = lock(&CHANNEL);
     while !c.heap.is_empty() || c.in_flight > 0 {
