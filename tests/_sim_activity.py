@@ -77,10 +77,15 @@ class Communication(Packed):
                 ("algType", cstr), ("name", cstr), ("commName", cstr), ("correlationId", u64)]  # fmt: skip
 
 
+class Overhead(Packed):  # newest dev only; layout from its docs (msptiActivityOverhead.md)
+    _fields_ = [("kind", u32), ("overheadKind", u32), ("objectId", Pair), ("start", u64), ("end", u64),
+                ("correlationId", u64), ("overheadData", vp), ("objectKind", u32), ("_pad", u8 * 4)]  # fmt: skip
+
+
 STRUCTS = {
     MARKER: Marker, KERNEL: Kernel, API: Api, HCCL: Hccl, MEMORY: Memory, MEMSET: Memset, MEMCPY: Memcpy,
     EXTERNAL_CORRELATION: ExternalCorrelation, COMMUNICATION: Communication, ACL_API: Api, NODE_API: Api,
-    RUNTIME_API: Api,
+    RUNTIME_API: Api, OVERHEAD: Overhead,
 }  # fmt: skip
 
 REQUEST = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.POINTER(u8)), ctypes.POINTER(ctypes.c_size_t),

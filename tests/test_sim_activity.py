@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -44,6 +45,7 @@ REFERENCE_LAYOUTS = {
     "Memcpy": (56, [0, 4, 8, 16, 24, 32, 36, 40, 48]),
     "ExternalCorrelation": (24, [0, 4, 8, 16]),
     "Communication": (72, [0, 4, 8, 16, 24, 32, 40, 48, 56, 64]),
+    "Overhead": (56, [0, 4, 8, 16, 24, 32, 40, 48]),  # newest dev docs, not in the reference's table
 }
 
 
@@ -120,10 +122,26 @@ def test_records_parsed_from_simulator_buffers_have_the_reference_layout(env):
     assert m["bytes"] == 4096 and m["isAsync"] == 1 and m["copyKind"] == 2  # HTOD
     (mk,) = c.records(MARKER)
     assert mk["name"] == "step" and mk["domain"] == "default" and mk["flag"] == 1
-    assert mk["objectId"][0] == __import__("os").getpid()
+    assert mk["objectId"][0] == os.getpid()
     (co,) = c.records(COMMUNICATION)
     assert co["count"] == (1 << 20) // 2 and co["name"] == "HcclAllReduce"
     assert co["commName"] == "hccl_world_group"
+
+
+def test_newest_dev_reports_each_buffer_request_as_an_overhead_record_on_the_simulator(env):
+    env.lib.msimSetActivityEra(ERAS["newest"])
+    c = env.collect(size=1024)
+    env.enable(OVERHEAD, RUNTIME_API)
+    for _ in range(40):
+        env.lib.msimCall(env.sim.api("aclrtGetMemInfo"), 100)
+    env.lib.msptiActivityFlushAll(0)
+    assert len(c.buffers) >= 2
+    for b in c.buffers:
+        head = b.records[0]
+        assert head["kind"] == OVERHEAD and head["overheadKind"] == 2 and head["objectKind"] == 2
+        assert head["objectId"][0] == os.getpid() and head["start"] <= head["end"]
+        assert all(r["kind"] == RUNTIME_API for r in b.records[1:])
+    assert len(c.records(RUNTIME_API)) == 40
 
 
 def test_flush_period_never_delivers_a_partial_buffer_and_flush_all_does_on_the_simulator(env):
@@ -337,7 +355,7 @@ def test_virtual_clock_timestamps_are_exact_on_the_simulator(env):
     (acl,) = c.records(ACL_API)
     assert (rt["start"], rt["end"]) == (5_000_000, 5_042_000) == (acl["start"], acl["end"])
     assert rt["name"] == "DevMalloc" and acl["name"] == "aclrtMalloc"  # internal name != functionName
-    assert rt["pt"][0] == __import__("os").getpid() and rt["pt"][1] > 0
+    assert rt["pt"][0] == os.getpid() and rt["pt"][1] > 0
 
 
 def test_timestamp_callback_sets_the_record_clock_on_the_simulator(env):

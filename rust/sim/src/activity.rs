@@ -209,6 +209,8 @@ fn request_buffer() -> Option<Buf> {
     let mut ptr: *mut u8 = std::ptr::null_mut();
     let mut size = 0usize;
     let mut max_records = 0usize;
+    let overhead = era() == AbiEra::NewestDev && kind_enabled(MSPTI_ACTIVITY_KIND_OVERHEAD);
+    let t0 = if overhead { host_now() } else { 0 };
     if every == 0 || n % every != 0 {
         if let Some(req) = callbacks().request {
             // SAFETY: the user's request callback with valid out pointers (C contract); it runs
@@ -225,7 +227,37 @@ fn request_buffer() -> Option<Buf> {
             size = 0;
         }
     }
-    Some(Buf { ptr, size, valid: 0 })
+    let mut b = Buf { ptr, size, valid: 0 };
+    if overhead && !ptr.is_null() {
+        // Newest dev reports the request's own cost as the new buffer's first record.
+        let r = MsptiActivityOverhead {
+            kind: MSPTI_ACTIVITY_KIND_OVERHEAD,
+            overhead_kind: MSPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST,
+            object_id: MsptiIdPair::pt(std::process::id(), gettid()),
+            start: t0,
+            end: host_now(),
+            correlation_id: 0,
+            overhead_data: std::ptr::null_mut(),
+            object_kind: MSPTI_ACTIVITY_OBJECT_THREAD,
+            _pad: [0; 4],
+        };
+        write_into(&mut b, &r);
+    }
+    Some(b)
+}
+
+/// Append a record struct to a buffer held by the record lock; false if it does not fit.
+fn write_into<T: Copy>(b: &mut Buf, rec: &T) -> bool {
+    let len = std::mem::size_of::<T>();
+    if b.ptr.is_null() || len > b.size - b.valid {
+        return false;
+    }
+    // SAFETY: the user gave `size` writable bytes at `ptr` and `valid + len <= size`; `T` is a
+    // packed record struct (plain data, explicit pads), copied byte for byte.
+    unsafe { std::ptr::copy_nonoverlapping((rec as *const T).cast::<u8>(), b.ptr.add(b.valid), len) };
+    b.valid += len;
+    stat_add(STAT_RECORDS, 1);
+    true
 }
 
 fn queue_full(b: Buf) {
