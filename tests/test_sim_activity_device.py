@@ -11,6 +11,7 @@ from _sim_activity import (
     ACL_API,
     API,
     COMMUNICATION,
+    ERAS,
     HCCL,
     KERNEL,
     MEMCPY,
@@ -227,3 +228,18 @@ def test_kernels_of_a_workload_are_counted_and_never_overlap_on_the_simulator(en
     assert {x["ds"][1] for x in comms} == {1000, 1001} and {x["name"] for x in comms} >= {"HcclAllReduce"}
     assert max(x["count"] * 2 for x in comms) == 64 << 20  # the initial broadcast
     assert {m["bytes"] for m in c.records(MEMCPY)} == {8 << 20, 4}
+
+
+@pytest.mark.parametrize("era", ["cann26", "cann8"])
+def test_disable_flushes_the_device_channel_only_from_26x_on_the_simulator(env, era):
+    env.lib.msimSetActivityEra(ERAS[era])
+    env.lib.msimSetClock(0)
+    env.lib.msimSetDeviceModel(1_000, 3_000_000_000, 1_000)  # records reach the reader 3 s late
+    c = env.collect()
+    env.enable(KERNEL)
+    env.launch(3, host_ns=1_000, device_ns=1_000)
+    assert env.lib.msimDevicePending() == 3
+    assert env.lib.msptiActivityDisable(KERNEL) == 0
+    c.drain()
+    # 26.x writes what the channel holds before the kind goes off; 8.x loses it.
+    assert len(c.records(KERNEL)) == (3 if era == "cann26" else 0)

@@ -102,6 +102,8 @@ pub fn thread_device() -> u32 {
 /// A record waiting on the channel until `avail`.
 struct Pending {
     avail: u64,
+    /// When the device finished the task: a channel flush can write the record from then on.
+    done: u64,
     seq: u64,
     kind: u32,
     len: usize,
@@ -150,7 +152,8 @@ fn ensure_channel_thread() {
     }
 }
 
-fn push_pending<T: Copy>(avail: u64, kind: u32, rec: &T) {
+fn push_pending<T: Copy>(done: u64, kind: u32, rec: &T) {
+    let avail = done.saturating_add(record_delay());
     let len = std::mem::size_of::<T>();
     let mut bytes = [0u8; 72];
     // SAFETY: `T` is a packed record struct of at most 72 bytes (plain data, explicit pads).
@@ -160,7 +163,7 @@ fn push_pending<T: Copy>(avail: u64, kind: u32, rec: &T) {
     let mut c = lock(&CHANNEL);
     c.seq += 1;
     let seq = c.seq;
-    c.heap.push(Reverse(Pending { avail, seq, kind, len, bytes }));
+    c.heap.push(Reverse(Pending { avail, done, seq, kind, len, bytes }));
     CHANNEL_CV.notify_one();
 }
 
@@ -196,19 +199,20 @@ fn channel_loop() {
     }
 }
 
-/// Write every record already available, on this thread (26.x's flush on disable).
+/// Write, on this thread, every record whose task the device has finished, whether or not it
+/// has reached the channel's reader yet (26.x's flush of the device channels on disable).
 pub fn flush_ready() {
-    loop {
-        let p = {
-            let mut c = lock(&CHANNEL);
-            match c.heap.peek() {
-                Some(Reverse(top)) if ready(top.avail) => {}
-                _ => return,
-            }
-            let Some(Reverse(p)) = c.heap.pop() else { return };
-            c.in_flight += 1;
-            p
-        };
+    let ready_now: Vec<Pending> = {
+        let mut c = lock(&CHANNEL);
+        let all = std::mem::take(&mut c.heap).into_vec();
+        let (now, later): (Vec<_>, Vec<_>) = all.into_iter().map(|r| r.0).partition(|p| ready(p.done));
+        c.heap = later.into_iter().map(Reverse).collect();
+        c.in_flight += now.len() as u64;
+        now
+    };
+    let mut ready_now = ready_now;
+    ready_now.sort();
+    for p in ready_now {
         activity::record_bytes(p.kind, &p.bytes[..p.len]);
         lock(&CHANNEL).in_flight -= 1;
         DRAINED_CV.notify_all();
@@ -292,7 +296,7 @@ pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
                 name: name.as_ptr(),
                 _pad: [0; 4],
             };
-            push_pending(end + record_delay(), MSPTI_ACTIVITY_KIND_KERNEL, &r);
+            push_pending(end, MSPTI_ACTIVITY_KIND_KERNEL, &r);
         }
     }
 }
@@ -313,7 +317,7 @@ pub fn submit_marker(stream: u32, flag: u32, id: u64, t_submit: u64) {
         domain: c"".as_ptr(),
         _pad: [0; 4],
     };
-    push_pending(ts + record_delay(), MSPTI_ACTIVITY_KIND_MARKER, &r);
+    push_pending(ts, MSPTI_ACTIVITY_KIND_MARKER, &r);
 }
 
 /// The name of the communicator the records carry (`msimSetCommName`).
@@ -351,7 +355,7 @@ pub fn submit_collective(op: &'static CStr, bytes: u64, ranks: u32, t_submit: u6
             comm_name: comm.as_ptr(),
             _pad: [0; 4],
         };
-        push_pending(end + record_delay(), MSPTI_ACTIVITY_KIND_HCCL, &r);
+        push_pending(end, MSPTI_ACTIVITY_KIND_HCCL, &r);
     }
     if comm_on {
         let r = MsptiActivityCommunication {
@@ -366,7 +370,7 @@ pub fn submit_collective(op: &'static CStr, bytes: u64, ranks: u32, t_submit: u6
             comm_name: comm.as_ptr(),
             correlation_id: corr,
         };
-        push_pending(end + record_delay(), MSPTI_ACTIVITY_KIND_COMMUNICATION, &r);
+        push_pending(end, MSPTI_ACTIVITY_KIND_COMMUNICATION, &r);
     }
 }
 
