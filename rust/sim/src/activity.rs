@@ -199,8 +199,23 @@ static QUEUE: Mutex<Queue> = Mutex::new(Queue {
     generation: 0,
 });
 static QUEUE_CV: Condvar = Condvar::new();
-/// The process that started the manager thread: a `fork()` child has none and starts its own.
-static MANAGER_PID: AtomicU32 = AtomicU32::new(0);
+/// Whether this process has started the manager thread (a `fork()` child has none: it starts
+/// its own, see `fork_child`).
+static MANAGER_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// `getpid()`, cached (a system call per record otherwise); `fork_child` renews it.
+static PID: AtomicU32 = AtomicU32::new(0);
+
+pub fn pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            install_fork_handlers();
+            let p = std::process::id();
+            PID.store(p, Ordering::Relaxed);
+            p
+        }
+        p => p,
+    }
+}
 
 #[allow(unknown_lints, clippy::manual_is_multiple_of)]
 fn request_buffer() -> Option<Buf> {
@@ -233,7 +248,7 @@ fn request_buffer() -> Option<Buf> {
         let r = MsptiActivityOverhead {
             kind: MSPTI_ACTIVITY_KIND_OVERHEAD,
             overhead_kind: MSPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST,
-            object_id: MsptiIdPair::pt(std::process::id(), gettid()),
+            object_id: MsptiIdPair::pt(pid(), gettid()),
             start: t0,
             end: host_now(),
             correlation_id: 0,
@@ -326,8 +341,7 @@ fn complete(b: Buf, from: usize) {
 }
 
 fn start_manager() {
-    let pid = std::process::id();
-    if MANAGER_PID.swap(pid, Ordering::AcqRel) != pid {
+    if !MANAGER_STARTED.swap(true, Ordering::AcqRel) {
         install_fork_handlers();
         let _ = std::thread::Builder::new().name("ActivityManager".into()).spawn(manager_loop);
     }
@@ -356,6 +370,9 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    PID.store(std::process::id(), Ordering::Relaxed);
+    MANAGER_STARTED.store(false, Ordering::Relaxed);
+    device::forget_channel_thread();
     FORK_GUARDS.with(|g| {
         let mut g = g.borrow_mut();
         // The queue's completing threads do not exist in the child: never join them.
@@ -368,7 +385,7 @@ extern "C" fn fork_child() {
 
 /// A `fork()` child gets the simulator's locks free (none held mid-update by a thread that is
 /// gone) and starts its own manager and channel threads when it next needs them.
-fn install_fork_handlers() {
+pub(crate) fn install_fork_handlers() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         extern "C" {
@@ -569,7 +586,7 @@ pub fn api_record(kind: MsptiActivityKind, name: &'static CStr, start: u64, end:
         kind,
         start,
         end,
-        pt: MsptiIdPair::pt(std::process::id(), gettid()),
+        pt: MsptiIdPair::pt(pid(), gettid()),
         correlation_id: current_correlation(),
         name: name.as_ptr(),
         _pad: [0; 4],
@@ -674,7 +691,7 @@ pub fn host_call_records(
                     address: NEXT_ADDRESS
                         .fetch_add(spec.bytes.max(512).next_multiple_of(512), Ordering::Relaxed),
                     bytes: spec.bytes,
-                    process_id: std::process::id(),
+                    process_id: pid(),
                     device_id: dev,
                     stream_id: MSPTI_INVALID_STREAM_ID,
                 };

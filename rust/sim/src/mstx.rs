@@ -93,7 +93,7 @@ fn host_record(flag: u32, id: u64, name: &'static CStr, domain: &'static CStr) {
         source_kind: MSPTI_ACTIVITY_SOURCE_KIND_HOST,
         timestamp: activity::host_now(),
         id,
-        object_id: MsptiIdPair::pt(std::process::id(), activity::gettid()),
+        object_id: MsptiIdPair::pt(activity::pid(), activity::gettid()),
         name: name.as_ptr(),
         domain: domain.as_ptr(),
         _pad: [0; 4],
