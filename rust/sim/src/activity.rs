@@ -57,7 +57,7 @@ pub fn era() -> AbiEra {
 /// (`mspti_abi.md` §1). A real library of an older era has no such symbol: the simulator's
 /// copy then returns `MSPTI_ERROR_INNER` without effect, and `msimHasSymbol` says 0, so a
 /// loader can treat it as absent.
-pub const SYMBOLS: [(&str, AbiEra); 25] = [
+pub const SYMBOLS: [(&str, AbiEra); 30] = [
     ("msptiSubscribe", AbiEra::Cann8),
     ("msptiUnsubscribe", AbiEra::Cann8),
     ("msptiEnableCallback", AbiEra::Cann8),
@@ -83,7 +83,12 @@ pub const SYMBOLS: [(&str, AbiEra); 25] = [
     // libms_tools_ext.so, which this library also stands in for.
     ("mstxMarkA", AbiEra::Cann8),
     ("mstxRangeStartA", AbiEra::Cann8),
+    ("mstxRangeEnd", AbiEra::Cann8),
     ("mstxDomainCreateA", AbiEra::Cann8),
+    ("mstxDomainDestroy", AbiEra::Cann8),
+    ("mstxDomainMarkA", AbiEra::Cann8),
+    ("mstxDomainRangeStartA", AbiEra::Cann8),
+    ("mstxDomainRangeEnd", AbiEra::Cann8),
 ];
 
 pub fn has_symbol(name: &str) -> bool {
@@ -1061,4 +1066,27 @@ pub extern "C" fn msimActivityReset() {
     lock(&EXTERNAL).clear();
     *lock(&DISABLED_DOMAINS) = None;
     crate::mstx::reset();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_symbol_is_exported_once() {
+        let src = [include_str!("activity.rs"), include_str!("lib.rs"), include_str!("mstx.rs")].concat();
+        for (name, _) in SYMBOLS {
+            let n = SYMBOLS.iter().filter(|s| s.0 == name).count();
+            assert_eq!(n, 1, "{name} listed twice");
+            assert!(src.contains(&format!("fn {name}(")), "{name} is listed but not exported");
+        }
+    }
+
+    #[test]
+    fn runtime_api_names_are_the_runtimes_not_the_callbacks() {
+        assert_eq!(runtime_api_name(10, "aclrtLaunchKernelV2").to_bytes(), b"LaunchKernelV2");
+        assert_eq!(runtime_api_name(22, "aclrtMemcpy").to_bytes(), b"MemCopySync");
+        assert_eq!(runtime_api_name(15, "aclrtMalloc").to_bytes(), b"DevMalloc");
+        assert_eq!(runtime_api_name(1, "aclrtSetDevice").to_bytes(), b"DeviceSet");
+    }
 }
