@@ -240,6 +240,38 @@ class Snapshot:
         meta["window_end"] = max(self.meta.get("window_end", 0), other.meta.get("window_end", 0))
         return Snapshot(self._native.merge(other._native), meta)
 
+    @classmethod
+    def from_histogram(cls, frame: pl.DataFrame) -> Snapshot:
+        """The Snapshot of a ``histogram()`` frame (perhaps filtered): one key per function name,
+        with the frame's buckets, so its quantiles follow the summary's rule. Sums and extremes
+        are not in a frame: use it for counts and quantiles only."""
+        names = frame["name"].unique(maintain_order=True).to_list()
+        key = {n: i for i, n in enumerate(names)}
+        k = len(names)
+        # The overflow row (upper_ns = inf) is each key's overflow count; the zero bucket has a
+        # null index like it, but upper_ns = 0.
+        over = frame.filter(pl.col("upper_ns").is_infinite())
+        overflow = [0] * k
+        for n, c in zip(over["name"].to_list(), over["count"].to_list()):
+            overflow[key[n]] += c
+        rows = frame.filter(pl.col("upper_ns").is_finite())
+        native = _native.NativeSnapshot.from_state(
+            [0] * k,
+            [0] * k,
+            names,
+            [0] * k,
+            [0] * k,
+            [None] * k,
+            [None] * k,
+            overflow,
+            [key[n] for n in rows["name"].to_list()],
+            rows["index"].to_list(),
+            rows["count"].to_list(),
+            {},
+        )
+        sim = "source" in frame.columns and bool((frame["source"] == "simulated").any())
+        return cls(native, {"simulated": sim, "label": "histogram frame"})
+
     # -- files ---------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
         """Write a Parquet file: one row per key with its exact state and non-empty buckets, and the
@@ -458,28 +490,6 @@ def frame_html(df: pl.DataFrame, caption: str = "") -> str:
     return (
         f"<table style='border-collapse:collapse;font-size:12px'>{cap}"
         f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
-    )
-
-
-def native_of_buckets(frame: pl.DataFrame) -> _native.NativeSnapshot:
-    """One histogram made of the rows of a ``histogram()`` frame (index, upper_ns, count), for
-    its quantiles by the native rule; the overflow row (upper_ns = inf) counts as overflow."""
-    over = frame.filter(pl.col("upper_ns").is_infinite())
-    rows = frame.filter(pl.col("upper_ns").is_finite())
-    n = len(rows)
-    return _native.NativeSnapshot.from_state(
-        [0],
-        [0],
-        ["f"],
-        [0],
-        [0],
-        [None],
-        [None],
-        [int(over["count"].sum()) if len(over) else 0],
-        [0] * n,
-        rows["index"].to_list(),
-        rows["count"].to_list(),
-        {},
     )
 
 
