@@ -385,7 +385,8 @@ def test_panel_opens_recording_and_its_picker_toggles_one_callback(page, lab):
     )
     runtime = panel.locator(".mspti-lens-domain", has_text="runtime").first
     page.wait_for_function(
-        "() => [...document.querySelectorAll('.mspti-lens-domain')].some(b => /runtime.*35 of 36/.test(b.innerText))"
+        "() => [...document.querySelectorAll('.mspti-lens-domain')]"
+        ".some(b => /runtime.*35 of 36/.test(b.innerText))"
     )
     assert "mod-active" not in (runtime.get_attribute("class") or "")
     # labels are whole: no option's text is cut
@@ -446,7 +447,8 @@ def test_interrupting_a_profiled_cell_stops_its_job(page, lab):
     page.get_by_role("menuitem", name="Kernel", exact=True).click()
     page.get_by_role("menuitem", name="Interrupt Kernel", exact=False).first.click()
     page.wait_for_function(
-        "() => /KeyboardInterrupt|interrupted/.test(document.querySelectorAll('.jp-Notebook .jp-Cell')[2].innerText)"
+        "() => /KeyboardInterrupt|interrupted/"
+        ".test(document.querySelectorAll('.jp-Notebook .jp-Cell')[2].innerText)"
     )
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
     shot(page, 2, "9.14-interrupted-cell")

@@ -15,7 +15,6 @@ import threading
 import time
 
 import pytest
-
 from mspti_lens import Session
 
 WATCHDOG_S = 90.0
@@ -107,12 +106,12 @@ def test_interrupting_a_replay_stops_its_threads_on_the_simulator(sim):
 def test_interrupting_a_profiled_cell_stops_the_job_and_the_next_cell_counts_its_own_calls(sim):
     pytest.importorskip("IPython")
     from IPython.core.error import UsageError
+    from IPython.terminal.interactiveshell import TerminalInteractiveShell
     from IPython.testing.globalipapp import start_ipython
     from IPython.utils.capture import capture_output
-
     from mspti_lens.notebook.magics import MsptiMagics
 
-    shell = start_ipython()
+    shell = start_ipython() or TerminalInteractiveShell.instance()
     shell.user_ns["s"] = sim
     with capture_output():
         shell.run_line_magic("load_ext", "mspti_lens")

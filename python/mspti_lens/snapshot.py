@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from typing import Any
@@ -42,11 +43,16 @@ def _short(domain: int, cbid: int) -> str:
 
 
 def format_ns(v: float, unit: str | None = None) -> str:
-    """A duration for people: 812 ns, 5.41 µs, 2.03 ms, 1.20 s (or in a fixed unit)."""
+    """A duration for people: 812 ns, 5.41 µs, 2.03 ms, 1.20 s, or in a fixed unit (``us`` is
+    written µs): three significant digits, thousands separators, never scientific notation."""
     if unit is None:
         unit = "ns" if v < 1e3 else "µs" if v < 1e6 else "ms" if v < 1e9 else "s"
     x = v / UNITS[unit]
-    return f"{x:.0f} {unit}" if unit == "ns" or x >= 100 else f"{x:.3g} {unit}"
+    sign = "µs" if unit == "us" else unit
+    if unit == "ns" or abs(x) >= 100 or x == 0:
+        return f"{x:,.0f} {sign}"
+    decimals = min(9, 2 - math.floor(math.log10(abs(x))))
+    return f"{x:,.{decimals}f} {sign}"
 
 
 def check_unit(unit: str) -> str:

@@ -19,7 +19,7 @@ import html
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import polars as pl
 
@@ -27,7 +27,47 @@ from ..catalog import DOMAIN_NAMES, DOMAINS, Callback, enableable
 from ..session import Session
 from ..snapshot import Snapshot, check_unit, frame_html
 
-PLOT_KINDS = ("distribution", "cdf", "hccl", "launch")
+
+def _distribution(snap: Snapshot, density: bool, top: int):
+    from .. import plots
+
+    return plots.distribution(snap, density=density, top=top)
+
+
+def _cdf(snap: Snapshot, density: bool, top: int):
+    from .. import plots
+
+    return plots.cdf(snap)
+
+
+def _hccl(snap: Snapshot, density: bool, top: int):
+    from .. import plots
+
+    return plots.compare_hccl(snap, density=density)
+
+
+def _launch(snap: Snapshot, density: bool, top: int):
+    from .. import plots
+
+    return plots.compare_launch(snap, density=density)
+
+
+# The one plot dispatch of the notebook (`%mspti plot -k KIND`, `%%mspti`, the panel's dropdown):
+# kind -> function(snapshot, density, top) returning a Figure. A new kind is one entry here.
+PLOTS: dict[str, Callable[[Snapshot, bool, int], Any]] = {
+    "distribution": _distribution,
+    "cdf": _cdf,
+    "hccl": _hccl,
+    "launch": _launch,
+}
+PLOT_KINDS = tuple(PLOTS)
+
+
+def figure(snap: Snapshot, kind: str = "distribution", *, density: bool = False, top: int = 6):
+    """The figure of one plot kind of :data:`PLOTS` for a snapshot."""
+    if kind not in PLOTS:
+        raise ValueError(f"unknown plot kind {kind!r}; valid kinds are {', '.join(PLOTS)}")
+    return PLOTS[kind](snap, density, top)
 
 
 @dataclass(frozen=True)
@@ -134,8 +174,8 @@ class Panel:
 
     @staticmethod
     def _check_kind(kind: str) -> str:
-        if kind not in PLOT_KINDS:
-            raise ValueError(f"unknown plot kind {kind!r}; valid kinds are {', '.join(PLOT_KINDS)}")
+        if kind not in PLOTS:
+            raise ValueError(f"unknown plot kind {kind!r}; valid kinds are {', '.join(PLOTS)}")
         return kind
 
     # -- what is traced --------------------------------------------------------------------------
@@ -145,9 +185,14 @@ class Panel:
 
     def domain_enabled(self, domain: str) -> bool:
         """True when every callback of the domain is enabled."""
+        on, total = self.domain_state(domain)
+        return on == total
+
+    def domain_state(self, domain: str) -> tuple[int, int]:
+        """(enabled, total) callbacks of a domain: all, none, or a mixed state in between."""
         d = self._domain(domain)
         want = {o.key for o in self._options if o.callback.domain == d}
-        return want <= set(self.session.enabled)
+        return len(want & set(self.session.enabled)), len(want)
 
     def set_domain(self, domain: str, on: bool) -> View:
         """Enable or disable a whole domain at once (``msptiEnableDomain``)."""
@@ -194,6 +239,15 @@ class Panel:
             self.session.enable(*turn_on)
         if turn_off:
             self.session.disable(*turn_off)
+        return self.refresh()
+
+    def toggle(self, key: str, on: bool) -> View:
+        """Enable or disable one callback id of the picker (nothing else changes)."""
+        k = self.option(key).key
+        if on:
+            self.session.enable(k)
+        else:
+            self.session.disable(k)
         return self.refresh()
 
     def enable(self, *what) -> View:
@@ -265,17 +319,8 @@ class Panel:
 
     def figure(self, view: View | None = None):
         """The plot of a view (the last one by default), of kind :attr:`plot_kind`."""
-        from .. import plots
-
         snap = (view or self.last or self.refresh()).snapshot
-        kind = self.plot_kind
-        if kind == "distribution":
-            return plots.distribution(snap, top=4)
-        if kind == "cdf":
-            return plots.cdf(snap)
-        if kind == "hccl":
-            return plots.compare_hccl(snap)
-        return plots.compare_launch(snap)
+        return figure(snap, self.plot_kind, top=4)
 
     def __repr__(self) -> str:
         v = self.last or self.refresh()
