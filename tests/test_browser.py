@@ -29,6 +29,9 @@ CHROMIUM = os.environ.get("MSPTI_LENS_CHROMIUM", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 WAIT_MS = int(os.environ.get("MSPTI_LENS_BROWSER_WAIT_MS", 240_000))
+# The notebook on screen (JupyterLab may keep other, hidden panels around).
+NB = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
+IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
 SETUP = [
     ("load", "%load_ext mspti_lens"),
     (
@@ -138,7 +141,7 @@ def page(chromium, lab, request):
     yield pg
     name = request.node.name.removeprefix("test_")
     try:
-        cells = pg.locator(".jp-Notebook .jp-Cell")
+        cells = pg.locator(f"{NB} .jp-Cell")
         for i in range(cells.count()):
             cells.nth(i).scroll_into_view_if_needed(timeout=5_000)
             cells.nth(i).screenshot(path=str(ARTIFACTS / f"browser-{name}-cell{i}.png"), timeout=10_000)
@@ -194,10 +197,16 @@ def accept_dialogs(page, wait_ms: int = 8_000) -> None:
 
 def open_notebook(page, lab, file: str) -> None:
     url, token, _ = lab
-    page.goto(f"{url}/lab/tree/{file}?token={token}")
-    page.locator(".jp-Notebook").first.wait_for()
+    page.goto(f"{url}/lab/tree/{file}?reset&token={token}")  # reset: no tabs restored from before
+    page.locator(NB).first.wait_for()
     accept_dialogs(page)  # JupyterLab may ask which kernel to start: the default one
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
+    wait_idle(page)
+
+
+def wait_idle(page) -> None:
+    page.wait_for_function(
+        "(s) => [...document.querySelectorAll(s)].some(e => e.offsetParent !== null)", arg=IDLE
+    )
 
 
 def run_menu(page, item: str) -> None:
@@ -207,15 +216,24 @@ def run_menu(page, item: str) -> None:
 
 
 def cell(page, index: int):
-    return page.locator(".jp-Notebook .jp-Cell").nth(index)
+    return page.locator(f"{NB} .jp-Cell").nth(index)
 
 
 def wait_executed(page, upto: int) -> None:
     """Wait until code cells 0..upto show a numbered prompt (`[3]:`, not `[*]:` or `[ ]:`)."""
     page.wait_for_function(
-        """(n) => { const p = [...document.querySelectorAll('.jp-Notebook .jp-Cell .jp-InputPrompt')];
+        """([nb, n]) => { const p = [...document.querySelectorAll(nb + ' .jp-Cell .jp-InputPrompt')];
              return p.length > n && p.slice(0, n + 1).every(e => /\\[\\d+\\]/.test(e.innerText)); }""",
-        arg=upto,
+        arg=[NB, upto],
+    )
+
+
+def select(page, index: int) -> None:
+    """Make a cell the active one (a click on its prompt, outside the editor)."""
+    cell(page, index).locator(".jp-InputPrompt").first.click()
+    page.wait_for_function(
+        "([nb, i]) => document.querySelectorAll(nb + ' .jp-Cell')[i].classList.contains('jp-mod-active')",
+        arg=[NB, index],
     )
 
 
@@ -360,7 +378,8 @@ def test_panel_opens_recording_and_its_picker_toggles_one_callback(page, lab):
         ("close", "job.cancel(); job.join()\n%mspti close"),
     ]
     open_notebook(page, lab, write_notebook(folder, "panel", cells))
-    run_menu(page, "Run All Cells")
+    select(page, idx(cells, "cell-after"))
+    run_menu(page, "Run All Above Selected Cell")  # the rest runs after the clicks below
     wait_executed(page, idx(cells, "panel"))
     panel = page.locator(".mspti-lens-panel").first
     panel.wait_for()
@@ -409,6 +428,8 @@ def test_panel_opens_recording_and_its_picker_toggles_one_callback(page, lab):
     assert ratio >= 0.99, ratio
 
     # 3: %%mspti without -d traces runtime and HCCL whatever the panel picked
+    select(page, idx(cells, "cell-after"))
+    run_menu(page, "Run Selected Cell and All Below")
     wait_executed(page, len(cells) - 1)
     after = output_text(page, idx(cells, "cell-after"))
     shot(page, idx(cells, "cell-after"), "14.3-cell-after-panel")
@@ -417,9 +438,9 @@ def test_panel_opens_recording_and_its_picker_toggles_one_callback(page, lab):
     # 2: after close the panel's output is a static final view, not blank
     c = cell(page, idx(cells, "panel"))
     page.wait_for_function(
-        "() => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[%d];"
+        "() => { const c = document.querySelectorAll('%s .jp-Cell')[%d];"
         " return c.querySelector('.mspti-lens-final img') && !c.querySelector('.mspti-lens-panel'); }"
-        % idx(cells, "panel")
+        % (NB, idx(cells, "panel"))
     )
     final = c.locator(".mspti-lens-final").inner_text()
     assert "aclrtLaunchKernel" in final and "closed" in final, final
@@ -441,18 +462,17 @@ def test_interrupting_a_profiled_cell_stops_its_job(page, lab):
     wait_executed(page, 1)
     # the long cell is running and its bar moves
     page.wait_for_function(
-        "() => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[2];"
+        f"() => {{ const c = document.querySelectorAll('{NB} .jp-Cell')[2];"
         " return /[1-9]\\d* ?\\/ ?1,?000,?000 steps/.test(c.innerText); }"
     )
     page.get_by_role("menuitem", name="Kernel", exact=True).click()
     page.get_by_role("menuitem", name="Interrupt Kernel", exact=False).first.click()
     page.wait_for_function(
-        "() => /KeyboardInterrupt|interrupted/"
-        ".test(document.querySelectorAll('.jp-Notebook .jp-Cell')[2].innerText)"
+        f"() => /KeyboardInterrupt|interrupted/.test(document.querySelectorAll('{NB} .jp-Cell')[2].innerText)"
     )
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
+    wait_idle(page)
     shot(page, 2, "9.14-interrupted-cell")
-    cell(page, 3).locator(".jp-InputArea-editor").click()
+    select(page, 3)
     run_menu(page, "Run Selected Cell and All Below")
     wait_executed(page, 4)
     nxt, again = output_text(page, 3), output_text(page, 4)

@@ -392,7 +392,8 @@ def frame_html(df: pl.DataFrame, caption: str = "") -> str:
 
     def cell(tag: str, c: str, text: str) -> str:
         align = "left" if c in text_cols else "right"
-        return f"<{tag} style='text-align:{align};padding:1px 6px'>{html.escape(text)}</{tag}>"
+        style = f"text-align:{align};padding:1px 6px;white-space:nowrap"
+        return f"<{tag} style='{style}'>{html.escape(text)}</{tag}>"
 
     def show(v: object) -> str:
         return f"{v:,}" if isinstance(v, int) else f"{v:.1f}" if isinstance(v, float) else str(v)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import base64
 import html
+import sys
 import time
 from typing import Any
 
 import polars as pl
 
-from ..catalog import DOMAIN_NAMES, DOMAINS, enableable
+from ..catalog import DOMAINS, enableable
 from ..snapshot import COUNTERS, Snapshot, format_ns, frame_html
 
 # Figures are rendered at this many pixels per CSS pixel, so they are sharp on HiDPI screens
@@ -189,24 +190,47 @@ def _dur(v: float | None) -> str:
     return "" if v is None else format_ns(float(v))
 
 
-class DiffTable:
-    """``%mspti diff A B``: the before/after frame of :meth:`Snapshot.diff` (``frame``; other
-    attributes are the frame's), shown with units and signed percentages."""
+class Table:
+    """Any DataFrame shown as a plain table (no dtype row, no quotes, every row); ``frame`` is the
+    DataFrame itself, and its other attributes are the frame's."""
 
-    COLUMNS = (("num_calls", "calls"), ("avg_ns", "avg"), ("med_ns", "med"), ("p99_ns", "p99"))
-
-    def __init__(self, frame: pl.DataFrame, labels: tuple[str, str] = ("A", "B")):
-        self.frame, self.labels = frame, labels
+    def __init__(self, frame: pl.DataFrame, caption: str = ""):
+        self.frame, self.caption = frame, caption
 
     def __getattr__(self, name: str) -> Any:
+        if name == "frame":  # not set yet (during unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self.frame, name)
 
     def __len__(self) -> int:
         return len(self.frame)
 
     def shown(self) -> pl.DataFrame:
+        return self.frame
+
+    def _caption(self) -> str:
+        return self.caption
+
+    def __repr__(self) -> str:
+        return frame_text(self.shown(), self._caption())
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.shown(), self._caption())
+
+
+class DiffTable(Table):
+    """``%mspti diff A B``: the before/after frame of :meth:`Snapshot.diff` (``frame``), shown
+    with units and signed percentages."""
+
+    COLUMNS = (("num_calls", "calls"), ("avg_ns", "avg"), ("med_ns", "med"), ("p99_ns", "p99"))
+
+    def __init__(self, frame: pl.DataFrame, labels: tuple[str, str] = ("A", "B")):
+        super().__init__(frame)
+        self.labels = labels
+
+    def shown(self) -> pl.DataFrame:
         """The frame as text cells: one column per side and measure, and the changes."""
-        a, b = self.labels
+        a, b = "A", "B"  # the caption names them: short columns
         f = self.frame
         cols: dict[str, list] = {"domain": f["domain"].to_list(), "name": f["name"].to_list()}
         for c, title in self.COLUMNS:
@@ -222,13 +246,7 @@ class DiffTable:
         return pl.DataFrame(cols, schema={k: pl.String for k in cols})
 
     def _caption(self) -> str:
-        return f"before: {self.labels[0]} · after: {self.labels[1]} · Δ: change of the after side"
-
-    def __repr__(self) -> str:
-        return frame_text(self.shown(), self._caption())
-
-    def _repr_html_(self) -> str:
-        return frame_html(self.shown(), self._caption())
+        return f"A (before): {self.labels[0]} · B (after): {self.labels[1]} · Δ: change from A to B"
 
 
 def final_view_html(title: str, table_html: str, png: bytes | None, css_width: int) -> str:
@@ -243,10 +261,10 @@ def final_view_html(title: str, table_html: str, png: bytes | None, css_width: i
 # -- progress ----------------------------------------------------------------------------------
 def in_jupyter() -> bool:
     """True inside a Jupyter kernel (where widgets render), False in a terminal or a script."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
+    if "IPython" not in sys.modules:  # a kernel has it imported; a script need not import it
         return False
+    from IPython import get_ipython
+
     shell = get_ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
 
@@ -291,10 +309,10 @@ class WidgetBar:
 
 __all__ = [
     "ConfiguredSnapshot",
-    "DOMAIN_NAMES",
     "DiffTable",
     "Message",
     "Status",
+    "Table",
     "WidgetBar",
     "enabled_per_domain",
     "figure_bundle",

@@ -205,7 +205,7 @@ def distribution(
             v = marks[q]
             label, style = _PCT_STYLE.get(q, (f"p{q * 100:g}", ":"))
             ax.axvline(v, color="C3", linestyle=style, linewidth=1.1, label=f"{label} {format_ns(v)}")
-        ax.set_title(f"{name} · {int(total):,} calls", fontsize=10)
+        ax.set_title(f"{name} · {int(total):,} call{'' if total == 1 else 's'}", fontsize=10)
         _ns_axis(ax)
         _legend_outside(ax)
         ax.grid(True, which="major", axis="x", alpha=0.3)

@@ -56,9 +56,9 @@ class SimApi:
 
 @dataclass(frozen=True)
 class JobResult:
-    """How a job ended: ``done`` of ``total`` units (workload steps per thread, or replayed
-    events), the simulated calls made, the wall time, and whether it was cancelled or
-    interrupted before the end."""
+    """How a job ended: ``done`` of ``total`` (a workload counts each thread's steps, so 300 steps
+    on 2 threads is 600; a replay counts events), the simulated calls made, the wall time, and
+    whether it was cancelled or interrupted before the end."""
 
     done: int
     total: int
@@ -75,8 +75,9 @@ POLL_S = 0.02
 class Job:
     """Work running on simulator threads (a workload or a replay).
 
-    ``unit`` names what progress counts (``steps``, ``events``); ``per_unit`` is how many of the
-    simulator's ticks make one (a workload's threads each tick once per step)."""
+    Progress bars and ``join(progress=...)`` callbacks count ``unit`` (``steps``, ``events``);
+    ``per_unit`` is how many of the simulator's ticks make one (each thread of a workload ticks
+    once per step, so a bar says 300/300 steps, not 600/600)."""
 
     def __init__(self, sim: Simulator, handle: int, what: str, unit: str = "events", per_unit: int = 1):
         self._sim, self.handle, self.what = sim, handle, what
@@ -85,13 +86,18 @@ class Job:
         self._result: JobResult | None = None
 
     def progress(self) -> tuple[int, int, int]:
-        """(units done, total units, simulated calls made)."""
+        """(ticks done, total ticks, simulated calls made); see :class:`JobResult`."""
         if self._result is not None:
             return self._result.done, self._result.total, self._result.calls
         d, t, c = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
         if self._sim.lib.msimJobProgress(self.handle, ctypes.byref(d), ctypes.byref(t), ctypes.byref(c)):
             raise RuntimeError(f"simulator job {self.handle} is unknown")
-        return d.value // self.per_unit, t.value // self.per_unit, c.value
+        return d.value, t.value, c.value
+
+    def units(self) -> tuple[int, int]:
+        """(done, total) in :attr:`unit`: what progress bars show."""
+        done, total, _ = self.progress()
+        return done // self.per_unit, total // self.per_unit
 
     @property
     def finished(self) -> bool:
@@ -116,24 +122,24 @@ class Job:
         bar = None
         try:
             if progress is True:
-                bar = progress_bar(self.what, self.progress()[1], self.unit)
+                bar = progress_bar(self.what, self.units()[1], self.unit)
             show = bar.update if bar is not None else progress or None
             next_show = 0.0
             while not self._sim.lib.msimJobFinished(self.handle):
                 if show is not None and time.perf_counter() >= next_show:
-                    show(*self.progress()[:2])
+                    show(*self.units())
                     next_show = time.perf_counter() + interval
                 time.sleep(min(POLL_S, interval))
         except BaseException:
             self.stop()
             if bar is not None:
-                bar.close(self.progress()[0], interrupted=True)
+                bar.close(self.units()[0], interrupted=True)
             raise
         result = self._reap()
         if bar is not None:
-            bar.close(result.done, interrupted=result.stopped_early)
+            bar.close(self.units()[0], interrupted=result.stopped_early)
         elif show is not None:
-            show(result.done, result.total)
+            show(*self.units())
         return result
 
     def stop(self) -> JobResult:
