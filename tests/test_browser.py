@@ -443,7 +443,7 @@ def test_panel_opens_recording_and_its_picker_toggles_one_callback(page, lab):
         % (NB, idx(cells, "panel"))
     )
     final = c.locator(".mspti-lens-final").inner_text()
-    assert "aclrtLaunchKernel" in final and "closed" in final, final
+    assert "session closed" in final and "APIs by total time" in final, final
     shot(page, idx(cells, "panel"), "14.2-panel-final-view")
 
 

@@ -47,14 +47,18 @@ class Subcommand:
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
-    "start": Subcommand("[-d DOMAIN] [-c CALLBACK] [--library PATH|sim]", 0, "begin (or resume) recording"),
+    "start": Subcommand(
+        "[-d|-c ...]", 0, "begin (or resume) recording; --library PATH|sim picks the library"
+    ),
     "stop": Subcommand("", 0, "stop recording; the data is kept"),
     "reset": Subcommand("", 0, "start a new window and show the one just closed"),
     "status": Subcommand("", 0, "state, enabled callbacks per domain, calls, counters"),
     "summary": Subcommand("[--all]", 0, "the table of the last %%mspti cell or of the current window"),
     "plot": Subcommand("[-k KIND] [--density]", 0, "a figure of it: " + " | ".join(PLOT_KINDS)),
     "panel": Subcommand("", 0, "the live control panel (starts recording)"),
-    "save": Subcommand("PATH", 1, "write it: " + " or ".join(f"{k} ({v})" for k, v in SAVE_FORMATS.items())),
+    "save": Subcommand(
+        "PATH", 1, "write it as .parquet (a snapshot mspti_lens.load reads) or .csv (the table)"
+    ),
     "diff": Subcommand("A B", 2, "compare two snapshots (variable names or saved files)"),
     "close": Subcommand("", 0, "stop and unsubscribe (also done by %unload_ext)"),
 }
@@ -74,7 +78,7 @@ def _help() -> str:
     lines = [
         "Record how long every Ascend Runtime / HCCL API call takes (MSPTI Callback API).",
         "",
-        f"{'%%mspti [options]':<{width}}  profile one cell (runtime and HCCL unless -d/-c say otherwise)",
+        f"{'%%mspti [options]':<{width}}  profile one cell: runtime and HCCL, or what -d/-c name",
         *(f"{f'%mspti {n} {c.usage}'.rstrip():<{width}}  {c.help}" for n, c in SUBCOMMANDS.items()),
         "",
         "Settings (%config MsptiMagics.NAME = VALUE):",

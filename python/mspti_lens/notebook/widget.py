@@ -14,6 +14,7 @@ the panel leaves a static final view in the notebook: the last table and plot.
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -24,6 +25,7 @@ from .panel import PLOT_KINDS, Panel, View
 
 UNIT_CHOICES = ("auto", "ns", "us", "ms", "s")
 MAX_PLOT_WIDTH = 960  # CSS pixels; wider figures are scaled down (still sharp: rendered at 2x)
+PLOT_EVERY_S = 3.0  # a HiDPI figure costs far more than the table: redraw it at most this often
 _ICONS = {"all": "check-square", "some": "minus-square", "none": "square-o"}
 
 
@@ -62,6 +64,7 @@ class ControlPanel:
         self._thread: threading.Thread | None = None
         self._plotted_calls: int | None = None
         self._plotted_kind: str | None = None
+        self._plotted_at = float("-inf")
         self._handles: list[Any] = []  # display handles, updated with the final view
         self.finished = False  # True once the final view is in place
         self._finishing = False
@@ -82,7 +85,7 @@ class ControlPanel:
         self.search = w.Text(
             placeholder="search callbacks: launch, HcclAll, memcpy...",
             continuous_update=True,
-            layout=w.Layout(width="380px"),
+            layout=w.Layout(width="520px"),
         )
         self.checkboxes = {}
         for o in p.search(""):
@@ -90,14 +93,14 @@ class ControlPanel:
                 description=o.label,
                 indent=False,
                 tooltip=o.key,
-                layout=w.Layout(width="auto", margin="0"),
+                layout=w.Layout(width="max-content", margin="0"),  # never cut the label
                 style={"description_width": "initial"},
             )
             cb.observe(lambda ch, key=o.key: self._on_check(key, ch), names="value")
             self.checkboxes[o.key] = cb
         self.callbacks = w.VBox(
             list(self.checkboxes.values()),
-            layout=w.Layout(height="210px", overflow="auto", width="380px", border="1px solid #ddd"),
+            layout=w.Layout(height="210px", overflow="auto", width="520px", border="1px solid #ddd"),
         )
         self.callbacks.add_class("mspti-lens-picker")
         self.search.observe(lambda ch: self._filter_picker(), names="value")
@@ -237,22 +240,25 @@ class ControlPanel:
         self.refreshes += 1
 
     # -- refreshing ------------------------------------------------------------------------------
-    def refresh(self, plot: bool = True) -> View:
-        """Snapshot now and redraw the table (and the plot if the data changed)."""
+    def refresh(self, plot: bool = True, throttle: bool = False) -> View:
+        """Snapshot now and redraw the table (and the plot if the data changed; with ``throttle``,
+        as the background refresh does, at most every :data:`PLOT_EVERY_S`)."""
         with self._lock:
             view = self.panel.refresh()
             if plot:
-                self._render_plot()
+                self._render_plot(throttle=throttle)
             return view
 
-    def _render_plot(self, force: bool = False) -> None:
+    def _render_plot(self, force: bool = False, throttle: bool = False) -> None:
         if not self.show_plot:
             return
         with self._lock:
             view = self.panel.last
             if view is None:
                 return
-            if not force and view.calls == self._plotted_calls and self.panel.plot_kind == self._plotted_kind:
+            same = view.calls == self._plotted_calls and self.panel.plot_kind == self._plotted_kind
+            recent = time.monotonic() - self._plotted_at < max(self.interval, PLOT_EVERY_S)
+            if not force and (same or (throttle and recent)):
                 return
             if view.calls == 0:  # nothing to draw: no empty axes, the table says why
                 self.plot.layout.display = "none"
@@ -261,6 +267,7 @@ class ControlPanel:
                 self.plot.value = png
                 self.plot.width = str(min(width, MAX_PLOT_WIDTH))
                 self.plot.layout.display = ""
+                self._plotted_at = time.monotonic()
             self._plotted_calls, self._plotted_kind = view.calls, self.panel.plot_kind
 
     def _loop(self) -> None:
@@ -270,7 +277,7 @@ class ControlPanel:
                     self.finish("session closed")
                     break
                 if self.panel.running:
-                    self.refresh()
+                    self.refresh(throttle=True)
             except Exception:  # never let the thread die silently: keep the reason
                 self.errors.append(traceback.format_exc())
                 self.message.value = '<span style="color:#b02a37">refresh failed; see panel.errors</span>'
