@@ -23,12 +23,13 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 from traitlets import Enum, Float, Int, Unicode
 
-from ..catalog import DOMAINS, enableable, function_names, resolve
+from .. import plots
+from ..catalog import DOMAINS, enableable, resolve
 from ..errors import MsptiError, SessionError, SimulatedBackendWarning
 from ..session import Session
 from ..snapshot import Snapshot
 from .display import ConfiguredSnapshot, DiffTable, Message, Status, figure_bundle
-from .panel import PLOT_KINDS, figure
+from .panel import PLOT_KINDS
 
 DISPLAYS = ("both", "summary", "plot", "none")
 UNITS = ("auto", "ns", "us", "ms", "s")
@@ -121,7 +122,7 @@ def _check_callback(c: str) -> str:
         return c
     except ValueError:
         pass
-    names = [*function_names(), *(x.short for x in enableable())]
+    names = [n for x in enableable() for n in (*x.names_26x, *x.names_8x, x.short)]
     hint = _suggest(c, names) or (
         "; name a function (aclrtLaunchKernel), a short name (LAUNCH) or a domain (runtime, hccl)"
     )
@@ -227,7 +228,7 @@ class MsptiMagics(Magics):
 
     def _show_plot(self, snap: Snapshot, args) -> None:
         top = self._top(args) or 6
-        fig = figure(snap, args.kind, density=args.density, top=min(top, 6))
+        fig = plots.plot(snap, args.kind, density=args.density, top=min(top, 6))
         data, metadata = figure_bundle(fig)
         display(data, raw=True, metadata=metadata)
 
@@ -368,7 +369,7 @@ class MsptiMagics(Magics):
             return None
         if show == "both":
             top = self._top(args) or 6
-            wrapped.attach_figure(figure(snap, args.kind, density=args.density, top=min(top, 6)))
+            wrapped.attach_figure(plots.plot(snap, args.kind, density=args.density, top=min(top, 6)))
         return wrapped if show in ("both", "summary") else None
 
     # -- line commands ---------------------------------------------------------------------------

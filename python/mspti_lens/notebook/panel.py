@@ -19,55 +19,16 @@ import html
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import polars as pl
 
-from ..catalog import DOMAIN_NAMES, DOMAINS, Callback, enableable
+from ..catalog import DOMAINS, Callback, enableable
+from ..plots.host import KINDS
 from ..session import Session
 from ..snapshot import Snapshot, check_unit, frame_html
 
-
-def _distribution(snap: Snapshot, density: bool, top: int):
-    from .. import plots
-
-    return plots.distribution(snap, density=density, top=top)
-
-
-def _cdf(snap: Snapshot, density: bool, top: int):
-    from .. import plots
-
-    return plots.cdf(snap)
-
-
-def _hccl(snap: Snapshot, density: bool, top: int):
-    from .. import plots
-
-    return plots.compare_hccl(snap, density=density)
-
-
-def _launch(snap: Snapshot, density: bool, top: int):
-    from .. import plots
-
-    return plots.compare_launch(snap, density=density)
-
-
-# The one plot dispatch of the notebook (`%mspti plot -k KIND`, `%%mspti`, the panel's dropdown):
-# kind -> function(snapshot, density, top) returning a Figure. A new kind is one entry here.
-PLOTS: dict[str, Callable[[Snapshot, bool, int], Any]] = {
-    "distribution": _distribution,
-    "cdf": _cdf,
-    "hccl": _hccl,
-    "launch": _launch,
-}
-PLOT_KINDS = tuple(PLOTS)
-
-
-def figure(snap: Snapshot, kind: str = "distribution", *, density: bool = False, top: int = 6):
-    """The figure of one plot kind of :data:`PLOTS` for a snapshot."""
-    if kind not in PLOTS:
-        raise ValueError(f"unknown plot kind {kind!r}; valid kinds are {', '.join(PLOTS)}")
-    return PLOTS[kind](snap, density, top)
+PLOT_KINDS = KINDS  # defined once, with the dispatch, in mspti_lens.plots
 
 
 @dataclass(frozen=True)
@@ -174,8 +135,8 @@ class Panel:
 
     @staticmethod
     def _check_kind(kind: str) -> str:
-        if kind not in PLOTS:
-            raise ValueError(f"unknown plot kind {kind!r}; valid kinds are {', '.join(PLOTS)}")
+        if kind not in PLOT_KINDS:
+            raise ValueError(f"unknown plot kind {kind!r}; valid kinds are {', '.join(PLOT_KINDS)}")
         return kind
 
     # -- what is traced --------------------------------------------------------------------------
@@ -319,17 +280,11 @@ class Panel:
 
     def figure(self, view: View | None = None):
         """The plot of a view (the last one by default), of kind :attr:`plot_kind`."""
+        from .. import plots
+
         snap = (view or self.last or self.refresh()).snapshot
-        return figure(snap, self.plot_kind, top=4)
+        return plots.plot(snap, self.plot_kind, top=4)
 
     def __repr__(self) -> str:
         v = self.last or self.refresh()
         return f"<mspti_lens.notebook.panel.Panel {v.status_text()}>"
-
-
-def domain_of(key: str) -> str:
-    """The domain name of a picker key."""
-    for o in options():
-        if o.key == key:
-            return DOMAIN_NAMES[o.callback.domain]
-    raise ValueError(f"unknown callback {key!r}")
