@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from typing import Any
@@ -60,11 +61,16 @@ def _short(domain: int, cbid: int) -> str:
 
 
 def format_ns(v: float, unit: str | None = None) -> str:
-    """A duration for people: 812 ns, 5.41 µs, 2.03 ms, 1.20 s (or in a fixed unit)."""
+    """A duration for people: 812 ns, 5.41 µs, 2.03 ms, 1.20 s, or in a fixed unit (``us`` is
+    written µs): three significant digits, thousands separators, never scientific notation."""
     if unit is None:
         unit = "ns" if v < 1e3 else "µs" if v < 1e6 else "ms" if v < 1e9 else "s"
     x = v / UNITS[unit]
-    return f"{x:.0f} {unit}" if unit == "ns" or x >= 100 else f"{x:.3g} {unit}"
+    sign = "µs" if unit == "us" else unit
+    if unit == "ns" or abs(x) >= 100 or x == 0:
+        return f"{x:,.0f} {sign}"
+    decimals = min(9, 2 - math.floor(math.log10(abs(x))))
+    return f"{x:,.{decimals}f} {sign}"
 
 
 def check_unit(unit: str) -> str:
@@ -243,17 +249,16 @@ class Snapshot:
     @classmethod
     def from_histogram(cls, frame: pl.DataFrame) -> Snapshot:
         """The Snapshot of a ``histogram()`` frame (perhaps filtered): one key per function name,
-        with the frame's buckets, so its quantiles follow the summary's rule. Sums and extremes
-        are not in a frame: use it for counts and quantiles only."""
+        with the frame's buckets (the overflow row, upper_ns = inf, counts as overflow), so its
+        quantiles follow the summary's rule. Sums and extremes are not in a frame: use it for
+        counts and quantiles only."""
         names = frame["name"].unique(maintain_order=True).to_list()
         key = {n: i for i, n in enumerate(names)}
         k = len(names)
-        # The overflow row (upper_ns = inf) is each key's overflow count; the zero bucket has a
-        # null index like it, but upper_ns = 0.
-        over = frame.filter(pl.col("upper_ns").is_infinite())
+        over = frame.filter(pl.col("upper_ns").is_infinite()).group_by("name").agg(pl.col("count").sum())
         overflow = [0] * k
-        for n, c in zip(over["name"].to_list(), over["count"].to_list()):
-            overflow[key[n]] += c
+        for n, c in over.iter_rows():
+            overflow[key[n]] = int(c)
         rows = frame.filter(pl.col("upper_ns").is_finite())
         native = _native.NativeSnapshot.from_state(
             [0] * k,
@@ -477,7 +482,8 @@ def frame_html(df: pl.DataFrame, caption: str = "") -> str:
 
     def cell(tag: str, c: str, text: str) -> str:
         align = "left" if c in text_cols else "right"
-        return f"<{tag} style='text-align:{align};padding:1px 6px'>{html.escape(text)}</{tag}>"
+        style = f"text-align:{align};padding:1px 6px;white-space:nowrap"
+        return f"<{tag} style='{style}'>{html.escape(text)}</{tag}>"
 
     def show(v: object) -> str:
         return f"{v:,}" if isinstance(v, int) else f"{v:.1f}" if isinstance(v, float) else str(v)
