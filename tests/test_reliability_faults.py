@@ -175,17 +175,21 @@ def test_get_result_string_error_still_names_the_code(fsim, code):
 
 
 @pytest.mark.parametrize("code", CODES)
-def test_get_timestamp_error_for_whole_calls_is_counted(fsim, code):
+def test_failed_timestamps_drop_their_pairs_and_count_them_on_the_simulator(fsim, code):
+    fsim.set_clock("virtual")  # each good call measures exactly its work_ns
     with mspti_lens.Session(library="sim", clock="mspti") as s:
         assert s.clock == "mspti"
+        fsim.call("aclrtLaunchKernel", work_ns=1000, count=2)
         e0 = _native.health()["clock_errors"]
         fault(fsim, "msptiGetTimestamp", code)
-        launch(fsim, 4)
+        fsim.call("aclrtLaunchKernel", work_ns=5000, count=4)
+        fsim.clear_faults()
         assert _native.health()["clock_errors"] - e0 == 8  # two failed readings per call
         snap = s.snapshot()
-        # Every EXIT is accounted for (the pair is in the histogram or counted), nothing crashed.
-        c = snap.counters
-        assert snap.total_calls + c["unmatched"] + c["dropped"] == 4
+        # The four calls whose readings failed are dropped and counted, never recorded as 0 ns.
+        assert snap.counters["dropped"] == 4 and snap.counters["unmatched"] == 0
+        row = snap.summary().row(0, named=True)
+        assert (row["num_calls"], row["min_ns"], row["max_ns"]) == (2, 1000, 1000), row
 
 
 def run_child(code: str) -> dict:
@@ -200,24 +204,28 @@ def run_child(code: str) -> dict:
     return json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
 
 
-def test_a_transient_timestamp_failure_never_becomes_a_57_year_call():
+def test_a_failed_enter_timestamp_drops_that_pair_only_on_the_simulator():
     FIGURES["faults_injected"] += 1
     r = run_child(
         """
         import json, mspti_lens
         from mspti_lens.sim import Simulator, ENTER, EXIT
         sim = Simulator()
+        sim.set_clock("virtual")  # each good call measures exactly its work_ns
         with mspti_lens.Session(library="sim", clock="mspti") as s:
-            sim.call("aclrtLaunchKernel", count=3)
+            sim.call("aclrtLaunchKernel", work_ns=2000, count=3)
             api = sim.api("aclrtLaunchKernel")
             sim.set_fault("msptiGetTimestamp", 4)
             sim.fire(api, ENTER)  # ENTER's reading fails
             sim.clear_faults()
-            sim.fire(api, EXIT)  # EXIT's reading is good
-            print("RESULT " + json.dumps({"max_ns": int(s.snapshot().summary()["max_ns"].max())}))
+            sim.fire(api, EXIT)  # EXIT's reading is good: the pair must not become a ~57-year call
+            snap = s.snapshot()
+            row = snap.summary().row(0, named=True)
+            out = {k: int(row[k]) for k in ("num_calls", "min_ns", "max_ns")}
+            print("RESULT " + json.dumps({**out, "dropped": snap.counters["dropped"]}))
         """
     )
-    assert r["max_ns"] < 3600 * 10**9, r
+    assert r == {"num_calls": 3, "min_ns": 2000, "max_ns": 2000, "dropped": 1}, r
 
 
 def test_stddev_after_reset_is_not_spoiled_by_an_earlier_long_call():
