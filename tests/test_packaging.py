@@ -68,7 +68,7 @@ def test_wheel_check_refuses_a_wheel_without_the_simulator_or_abi3(tmp_path):
 def test_the_bundled_simulator_is_built_for_this_machine():
     """`make dev` (maturin develop) ran the extension's build script, which built the simulator."""
     arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine())
-    sim = PACKAGE / "_sim" / "libmspti_sim.so"
+    sim = PACKAGE / "sim" / "libmspti_sim.so"
     assert sim.is_file(), "the extension's build script (rust/lens/build.rs) puts the simulator here"
     assert check_wheels.elf_machine(sim.read_bytes()[:64]) == check_wheels.MACHINES[arch]
 

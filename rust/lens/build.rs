@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The bundled simulator's place in the Python package (relative to the repository root).
-const BUNDLED: &str = "python/mspti_lens/_sim/libmspti_sim.so";
+const BUNDLED: &str = "python/mspti_lens/sim/libmspti_sim.so";
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
