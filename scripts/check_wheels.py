@@ -13,7 +13,7 @@ from pathlib import Path
 
 # ELF e_machine values (System V gABI) of the architectures we build wheels for, by wheel platform tag.
 MACHINES = {"x86_64": 62, "aarch64": 183}
-BUNDLED_SIM = "mspti_lens/_sim/libmspti_sim.so"
+BUNDLED_SIM = "mspti_lens/sim/libmspti_sim.so"
 REQUIRED = (BUNDLED_SIM, "mspti_lens/_native.pyi", "mspti_lens/py.typed", "mspti_lens/__init__.py")
 
 
