@@ -16,13 +16,13 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import write_figures
-
 import pytest
 
 import mspti_lens
 from mspti_lens import MsptiCallError, PreloadRequiredError, SubscriberBusyError, _native
 from mspti_lens.sim import ENTER, EXIT, FAULT_SLOTS, Simulator
+
+from conftest import write_figures
 
 # Every msptiResult error code (mspti_abi.md §2), plus values no release defines.
 CODES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 999, 12345, 0x7FFFFFFF]
@@ -639,7 +639,9 @@ def test_every_unsafe_block_has_a_safety_comment():
 LATE_C = r"""
 #include <stdint.h>
 typedef void (*cb_t)(void *, uint32_t, uint32_t, const void *);
-typedef struct { uint32_t site, pad; const char *name; const void *p[3]; uint64_t c, r1, r2; uint64_t *cd; } data_t;
+typedef struct {
+    uint32_t site, pad; const char *name; const void *p[3]; uint64_t c, r1, r2; uint64_t *cd;
+} data_t;
 static cb_t saved; static void *saved_ud; static int subscribed; static uint64_t enabled[3];
 static const char *NAME = "aclrtLaunchKernel";
 int msptiSubscribe(void **h, cb_t cb, void *ud) {
@@ -660,10 +662,15 @@ static void fire(uint32_t d, uint32_t c, uint32_t site) {
     saved(saved_ud, d, c, &x);
 }
 /* a normal intercepted call: only when subscribed and enabled */
-void lib_call(uint32_t n) { for (uint32_t i = 0; i < n; i++) if (subscribed && (enabled[1] >> 10 & 1)) { fire(1, 10, 0); fire(1, 10, 1); } }
+void lib_call(uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (subscribed && (enabled[1] >> 10 & 1)) { fire(1, 10, 0); fire(1, 10, 1); }
+}
 /* the library's callback pointer used regardless of subscription and enable bits */
 void late_fire(uint32_t site) { if (saved) fire(1, 10, site); }
-void late_calls(uint32_t n) { for (uint32_t i = 0; i < n; i++) if (saved) { fire(1, 10, 0); fire(1, 10, 1); } }
+void late_calls(uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) if (saved) { fire(1, 10, 0); fire(1, 10, 1); }
+}
 """
 
 LATE_CHILD = r"""

@@ -75,7 +75,9 @@ def test_enable_from_another_thread_while_calls_run(sim):
         frozen = s.snapshot().total_calls
         sim.call("aclrtMemcpyAsync", 0, 500)
         assert s.snapshot().total_calls == frozen >= 1000
-        assert s.snapshot().unmatched == 0
+        # The caller may be inside a call when enable() lands: that call's EXIT comes without its
+        # ENTER (counted unmatched, as with the real library). One thread, one enable: at most one.
+        assert s.snapshot().unmatched <= 1
 
 
 def test_stop_disables_everything_in_the_library_and_start_restores_it(sim):

@@ -1,5 +1,5 @@
-"""The control panel: its logic (notebook/panel.py) and the ipywidgets binding (notebook/widget.py), against the
-simulator, which records what the library actually has enabled."""
+"""The control panel: its logic (notebook/panel.py) and the ipywidgets binding (notebook/widget.py),
+against the simulator, which records what the library actually has enabled."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+
 from mspti_lens import Session, load
 from mspti_lens.notebook.panel import Panel, options
 

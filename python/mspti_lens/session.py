@@ -46,6 +46,7 @@ class Session:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
         # A lone string is one target; any other iterable is a list of targets, so a single
         # (domain, id) pair is written enable=[("runtime", 10)].
+        targets: list[Target]
         if isinstance(enable, str):
             targets = [enable]
         elif isinstance(enable, Iterable) and not isinstance(enable, (bytes, dict)):

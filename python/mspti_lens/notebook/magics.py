@@ -112,7 +112,8 @@ class MsptiMagics(Magics):
         if self.session is not None and not self.session.closed:
             if getattr(args, "library", None):
                 raise UsageError(
-                    f"a session is already open on {self.session.backend.label} ({self.session.backend.path}); "
+                    f"a session is already open on {self.session.backend.label} "
+                    f"({self.session.backend.path}); "
                     "run `%mspti close` first to switch libraries"
                 )
             return self.session

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import polars as pl

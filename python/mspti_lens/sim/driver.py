@@ -11,9 +11,9 @@ from __future__ import annotations
 import ctypes
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Sequence
 
 from ..backend import FIDELITIES, simulator_path
 from .replay import Trace

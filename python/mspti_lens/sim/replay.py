@@ -16,7 +16,7 @@ import math
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 
 class ApiIndex(Protocol):
@@ -93,7 +93,7 @@ COLLECTIVE_MAP: dict[str, str] = {
 }
 
 
-def _finite_time(v: Any) -> bool:
+def _finite_time(v: Any) -> TypeGuard[float]:
     """A usable ts or dur (µs): a finite, non-negative number below 2^64 ns."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 1.8e16
 
