@@ -54,10 +54,14 @@ lint: dev ## cargo fmt --check, clippy -D warnings, ruff check + format --check,
 	$(VENV)/bin/mypy python/mspti_lens
 	$(PY) -m mypy.stubtest mspti_lens._native
 
+# The behaviour tests dlopen target/[TRIPLE/]release/libmspti_sim.so; `cargo test` builds the
+# simulator only as a library to link, so it is built as a cdylib first.
 test-rust: ## Rust unit and integration tests
+	cargo build --release -p mspti-sim
 	cargo test --workspace --release
 
 test-rust-aarch64: cross-deps ## the Rust tests cross-built for aarch64, run under qemu-user
+	cargo build --release -p mspti-sim --target $(AARCH64)
 	cargo test --workspace --release --target $(AARCH64)
 
 test-python: dev ## pytest suite (notebooks and simulator included)

@@ -45,6 +45,7 @@ VG=(valgrind -q --error-exitcode=99 --num-callers=40 --suppressions="$SUPP")
 
 # -- 1. native tests under memcheck ------------------------------------------------------------
 echo "== 1/3 memcheck: native Rust tests"
+cargo build --workspace --release -q  # the simulator cdylib the behaviour tests dlopen
 mapfile -t BINS < <(cargo test --workspace --release --no-run --message-format=json 2>/dev/null |
   "$PY" -c 'import sys, json
 for l in sys.stdin:
