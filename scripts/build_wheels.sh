@@ -15,6 +15,7 @@ ROOT=$PWD
 OUT=$(realpath -m "${1:-dist}")
 MATURIN=${MATURIN:-$ROOT/.venv/bin/maturin}
 PY=${PYTHON:-$ROOT/.venv/bin/python}
+HOST=$(rustc -vV | sed -n 's/^host: //p')
 TARGETS=${WHEEL_TARGETS:-x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu}
 WORK=$ROOT/target/wheels  # inside the repository, so cargo finds .cargo/config.toml (the aarch64 linker)
 
@@ -26,8 +27,11 @@ tar xzf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/src"
 cd "$WORK"/src/mspti_lens-*/
 for t in $TARGETS; do
   echo "== wheel for $t"
-  # One cargo target directory for every build: the crates.io dependencies compile once per target.
-  CARGO_TARGET_DIR=$WORK/cargo "$MATURIN" build --quiet --release --target "$t" -o "$OUT"
+  # The repository's target directory: the crates.io dependencies `make dev` (host) and earlier wheel
+  # builds compiled are reused; the sdist's own crates compile apart (artifacts are keyed by path).
+  # The host wheel is built without --target, as `make dev` is, so that its dependencies match.
+  if [ "$t" = "$HOST" ]; then target=(); else target=(--target "$t"); fi
+  CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target} "$MATURIN" build --quiet --release "${target[@]}" -o "$OUT"
 done
 cd "$ROOT"
 "$PY" scripts/check_wheels.py "$OUT"/mspti_lens-*.whl

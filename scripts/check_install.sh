@@ -8,8 +8,9 @@
 #   wheel  `pip install WHEEL` (a wheel built by `make wheels`)
 #
 # Usage: scripts/check_install.sh [sdist|dir|git|wheel WHEEL]. Exit 0 when the install works. The
-# clone is of HEAD (commit first). Builds share target/install-check, so the crates.io dependencies
-# compile once; the project's own crates build fresh every time (pip builds in its own temporary copy).
+# clone is of HEAD (commit first). The build uses the repository's target directory, so the crates.io
+# dependencies `make dev` compiled are reused; the project's own crates are compiled from the copy pip
+# builds (their artifacts are keyed by source path), so nothing of the working tree gets in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -17,7 +18,7 @@ MODE=${1:-sdist}
 MATURIN=${MATURIN:-$ROOT/.venv/bin/maturin}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mspti-lens-install.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-export CARGO_TARGET_DIR=$ROOT/target/install-check
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 # A user's machine without CANN: nothing may point at a library, so discovery falls back to the simulator.
 unset MSPTI_LIBRARY LD_PRELOAD ASCEND_HOME_PATH ASCEND_TOOLKIT_HOME VIRTUAL_ENV PYTHONPATH
 
