@@ -35,3 +35,19 @@ for t in $TARGETS; do
 done
 cd "$ROOT"
 "$PY" scripts/check_wheels.py "$OUT"/mspti_lens-*.whl
+
+# Each wheel's simulator also runs: loaded by a C program built for its architecture (the aarch64
+# one under qemu-user, through .cargo/aarch64-run), it delivers the callbacks of ten calls.
+for w in "$OUT"/mspti_lens-*.whl; do
+  case $w in
+    *_x86_64.whl) cc=gcc run=() ;;
+    *_aarch64.whl) cc=aarch64-linux-gnu-gcc run=("$ROOT/.cargo/aarch64-run") ;;
+    *) continue ;;
+  esac
+  [ "$(uname -m)" = aarch64 ] && [ "$cc" = aarch64-linux-gnu-gcc ] && cc=gcc
+  d=$WORK/smoke/$(basename "$w" .whl)
+  rm -rf "$d" && mkdir -p "$d"
+  "$PY" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("mspti_lens/sim/libmspti_sim.so", sys.argv[2])' "$w" "$d"
+  "$cc" -O1 -o "$d/sim_smoke" scripts/sim_smoke.c -ldl
+  echo "ok   $(basename "$w"): its simulator delivered $("${run[@]}" "$d/sim_smoke" "$d/mspti_lens/sim/libmspti_sim.so")"
+done
