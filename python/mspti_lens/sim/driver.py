@@ -11,10 +11,13 @@ from __future__ import annotations
 import ctypes
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
+from typing import Callable, Sequence
 
+from .. import _native
 from ..backend import FIDELITIES, simulator_path
 from .replay import Trace
 
@@ -60,6 +63,9 @@ class JobResult:
     total: int
     calls: int
     wall_s: float
+    #: Replay on the real clock: calls left out, by MSPTI function, because they last longer than
+    #: the histogram's range (they would have been waited out in real time).
+    not_replayed: dict[str, int] = field(default_factory=dict)
 
 
 class Job:
@@ -134,6 +140,7 @@ class Simulator:
         L.msimGetFidelity.restype = u32
         L.msimSetPreloadCheck.argtypes = [u32]
         L.msimSetClock.argtypes = [u32]
+        L.msimGetClock.restype = u32
         L.msimVirtualSet.argtypes = [u64]
         L.msimVirtualNow.restype = u64
         L.msimSetFault.argtypes, L.msimSetFault.restype = [u32, u32], u32
@@ -186,6 +193,11 @@ class Simulator:
         if mode not in CLOCK_MODES:
             raise ValueError(f"unknown clock mode {mode!r}; valid modes are {', '.join(CLOCK_MODES)}")
         self.lib.msimSetClock(CLOCK_MODES.index(mode))
+
+    @property
+    def clock(self) -> str:
+        """The clock mode now: ``real`` or ``virtual``."""
+        return CLOCK_MODES[self.lib.msimGetClock()]
 
     def set_fault(self, function: str, code: int) -> None:
         """Make an MSPTI function return ``code`` (0 clears it)."""
@@ -329,7 +341,102 @@ class Simulator:
         return Job(self, h, "replay")
 
     def replay(self, trace, *, progress: bool = False) -> JobResult:
-        """Replay a :class:`mspti_lens.sim.Trace` (or a path to a Kineto trace) to the end."""
+        """Replay a :class:`mspti_lens.sim.Trace` (or a path to a Kineto trace) to the end.
+
+        On the real clock a call longer than the histogram's range is not waited out: it is left
+        out (the calls inside it are replayed) and counted in ``JobResult.not_replayed``."""
         tr = trace if isinstance(trace, Trace) else Trace.read(trace)
-        job = self.start_replay(tr.events(self))
-        return job.join(print_progress("replay") if progress else None)
+        longest = None if self.clock == "virtual" else _native.RANGE_END_NS
+        too_long = Counter(c.api for c in tr.calls if longest is not None and c.dur_ns > longest)
+        job = self.start_replay(tr.events(self, longest_ns=longest))
+        result = job.join(print_progress("replay") if progress else None)
+        return replace(result, not_replayed=dict(too_long))
+
+
+# -- command line (python -m mspti_lens demo / replay) ---------------------------------------------
+def demo_main(args) -> int:
+    """``python -m mspti_lens demo``: a simulated workload, its summary, plots and snapshot."""
+    from .. import plots
+    from ..session import Session
+
+    sim = Simulator()
+    sim.reset()
+    print("mspti-lens demo on the bundled SIMULATOR: a stand-in libmspti.so with a simulated ACL runtime")
+    print("and HCCL. Every number below is SIMULATED, not measured on an Ascend NPU.\n")
+    with Session(library="sim", enable=["runtime", "hccl"]) as session:
+        job = sim.start_workload(
+            args.workload, steps=args.steps, ranks=args.ranks, threads=args.threads, seed=args.seed
+        )
+        result = job.join(print_progress(f"{args.workload}, {args.threads} thread(s), {args.ranks} ranks"))
+        snap = session.snapshot()
+    print(f"\n{result.calls:,} simulated calls in {result.wall_s:.1f} s\n")
+    import polars as pl
+
+    with pl.Config(tbl_rows=40, tbl_cols=20, tbl_width_chars=220, tbl_hide_dataframe_shape=True):
+        print(snap)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {
+        "distribution.png": plots.distribution(snap),
+        "cdf.png": plots.cdf(snap),
+        "hccl.png": plots.compare_hccl(snap),
+        "launch.png": plots.compare_launch(snap),
+    }
+    for name, fig in figures.items():
+        fig.savefig(out / name, dpi=110)
+    snap.save(out / "snapshot.parquet")
+    print(f"\nplots: {', '.join(str(out / n) for n in figures)}")
+    print(f"snapshot: {out / 'snapshot.parquet'} (mspti_lens.load() reads it back)")
+    print("(SIMULATED data)")
+    return 0
+
+
+def replay_main(args) -> int:
+    """``python -m mspti_lens replay TRACE``: a Kineto trace replayed on the simulator."""
+    from ..session import Session
+
+    trace = Trace.read(args.trace)
+    sim = Simulator()
+    sim.reset()
+    if args.virtual:
+        sim.set_clock("virtual")
+    try:
+        with Session(library="sim", clock="mspti" if args.virtual else "auto") as session:
+            result = sim.replay(trace, progress=True)
+            snap = session.snapshot()
+    finally:
+        sim.set_clock("real")
+    print(snap)
+    for line in replay_report(trace, result):
+        print(line)
+    if args.save:
+        snap.save(args.save)
+    return 0
+
+
+def _top(counts: Counter | dict, n: int = 8) -> str:
+    """The ``n`` largest entries, then how many more kinds and events there are."""
+    c = Counter(counts)
+    shown = c.most_common(n)
+    text = ", ".join(f"{k} x{v}" for k, v in shown)
+    rest = len(c) - len(shown)
+    if rest:
+        hidden = sum(c.values()) - sum(v for _, v in shown)
+        text += f", and {rest} more kind{'s' if rest > 1 else ''} ({hidden} events)"
+    return text
+
+
+def replay_report(trace: Trace, result: JobResult) -> list[str]:
+    """What replay left out, each reason on its own line (none when everything was replayed)."""
+    out = []
+    if trace.skipped:
+        out.append(f"skipped (not replayed; {sum(trace.skipped.values())} events): {_top(trace.skipped)}")
+    if trace.invalid:
+        n = sum(trace.invalid.values())
+        out.append(f"bad input (ts/dur not a time in µs; {n} events): {_top(trace.invalid)}")
+    if result.not_replayed:
+        out.append(
+            "not replayed in real time (longer than the histogram's range; --virtual replays them): "
+            + _top(result.not_replayed)
+        )
+    return out
