@@ -12,10 +12,10 @@ import ctypes
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .. import _native
 from ..backend import FIDELITIES, simulator_path
