@@ -9,7 +9,7 @@ export PYO3_PYTHON := $(abspath $(PY))
 # the bound leaves room for a loaded one without letting a hang block CI.
 MEMCHECK_TIMEOUT ?= 900
 
-.PHONY: help system-deps cross-deps dev demo lint test test-fast test-rust test-rust-aarch64 \
+.PHONY: help system-deps cross-deps dev demo lint test test-fast test-rust test-loom test-rust-aarch64 \
 	test-python memcheck check-sdist check-installs wheels bench bench-quick clean
 
 help: ## list the tasks
@@ -56,9 +56,13 @@ lint: dev ## cargo fmt --check, clippy -D warnings, ruff check + format --check,
 
 # The behaviour tests dlopen target/[TRIPLE/]release/libmspti_sim.so; `cargo test` builds the
 # simulator only as a library to link, so it is built as a cdylib first.
-test-rust: ## Rust unit and integration tests
+test-rust: ## Rust unit and integration tests, then the loom model tests
 	cargo build --release -p mspti-sim
 	cargo test --workspace --release
+	$(MAKE) test-loom
+
+test-loom: ## loom model tests of the window protocol (rust/lens/src/core/seqlock.rs)
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens --release --lib loom_tests
 
 test-rust-aarch64: cross-deps ## the Rust tests cross-built for aarch64, run under qemu-user
 	cargo build --release -p mspti-sim --target $(AARCH64)

@@ -174,7 +174,7 @@ def test_forked_child_error_does_not_advise_what_fails():
 
 def _exits_accounted(snap) -> int:
     c = snap.counters
-    return snap.total_calls + c["unmatched"] + c["dropped"] + c["abandoned"]
+    return snap.total_calls + c["unmatched"] + c["dropped"] + c["abandoned"] + c["toggled"]
 
 
 def _named_apis(sim):
@@ -309,6 +309,7 @@ def scenario_stress(threads_a, seconds_a, threads_b, seconds_b, seed):
             "dropped": sum(w.counters["dropped"] for w in windows),
             "abandoned": sum(w.counters["abandoned"] for w in windows),
             "stack_full": sum(w.counters["stack_full"] for w in windows),
+            "toggled": sum(w.counters["toggled"] for w in windows),
             "accounted": sum(_exits_accounted(w) for w in windows),
             "per_cbid_mismatch": per_cbid,
         }
