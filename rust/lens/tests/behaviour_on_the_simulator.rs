@@ -374,7 +374,7 @@ fn threads_whose_first_call_is_in_a_key_destructor_give_their_shard_back_on_the_
     for _ in 0..threads {
         std::thread::spawn(move || {
             // SAFETY: our key; any non-NULL value makes glibc run the destructor at thread exit.
-            unsafe { pthread_setspecific(key, 1 as *const c_void) };
+            unsafe { pthread_setspecific(key, std::ptr::NonNull::<c_void>::dangling().as_ptr()) };
         })
         .join()
         .unwrap();
