@@ -2,50 +2,95 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-SIM_SO := python/mspti_lens/sim/libmspti_sim.so
+AARCH64 := aarch64-unknown-linux-gnu
+# pyo3's build configuration uses the project's interpreter (lint and tests build the bindings too).
+export PYO3_PYTHON := $(abspath $(PY))
+# valgrind runs the native tests, the Python workload and DRD in about a minute on an idle machine;
+# the bound leaves room for a loaded one without letting a hang block CI.
+MEMCHECK_TIMEOUT ?= 900
 
-.PHONY: help system-deps dev sim demo test test-rust test-loom test-python bench bench-quick lint clean
+.PHONY: help system-deps cross-deps dev demo lint test test-fast test-rust test-loom test-rust-aarch64 \
+	test-python memcheck check-sdist check-installs wheels bench bench-quick clean
 
 help: ## list the tasks
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(VENV)/.deps: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "maturin>=1.5,<2" pytest pytest-timeout hypothesis nbclient nbformat ipykernel \
-		ipython ipywidgets traitlets polars pyarrow numpy matplotlib jupyterlab playwright mypy
+		ipython ipywidgets traitlets polars pyarrow numpy matplotlib jupyterlab playwright mypy "ruff==0.17.6"
 	$(PIP) install -q atheris || echo "atheris did not install: the fuzz smoke test (tests/test_reliability_input.py) is skipped"
 	touch $@
 
-system-deps: ## Debian packages the tests need (headless Chromium for the browser test, fonts)
+system-deps: cross-deps ## Debian packages the tests need (headless Chromium, fonts, valgrind)
 	@if ! command -v chromium >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core valgrind >/dev/null; \
-		else echo "install chromium and valgrind (apt-get install chromium valgrind) for the browser and memcheck tests"; fi; \
+		else echo "install chromium and valgrind (apt-get install chromium valgrind) for the browser and memcheck tests"; exit 1; fi; \
 	fi
 
-sim: ## build the simulator (a stand-in libmspti.so) into the package
-	cargo build --release -p mspti-sim
-	mkdir -p $(dir $(SIM_SO))
-	@# Copy then rename: processes that have the old file mapped keep it intact.
-	cp target/release/libmspti_sim.so $(SIM_SO).tmp && mv -f $(SIM_SO).tmp $(SIM_SO)
+cross-deps: ## aarch64 cross-building: rustup's target, Debian's cross gcc and libc, qemu-user
+	@if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx $(AARCH64); then \
+		rustup target add $(AARCH64); fi
+	@if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1 \
+			|| [ ! -e /usr/aarch64-linux-gnu/lib/libc.so.6 ]; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user >/dev/null; \
+		else echo "install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user (apt-get) to build and test for aarch64"; exit 1; fi; \
+	fi
 
-dev: $(VENV)/.deps sim ## venv + Python deps + release build of the extension, installed editable
+# The extension's build script (rust/lens/build.rs) builds the simulator and puts it in the package.
+dev: $(VENV)/.deps ## venv + Python deps + release build of the extension and the simulator, installed editable
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q
 
 demo: dev ## the main job: a simulated training workload, summary table and plots
 	$(PY) -m mspti_lens demo --out demo-out
 
+lint: dev ## cargo fmt --check, clippy -D warnings, ruff check + format --check, mypy, stubtest
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --release --features mspti-lens/python -- -D warnings
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy python/mspti_lens
+	$(PY) -m mypy.stubtest mspti_lens._native
+
+# The behaviour tests dlopen target/[TRIPLE/]release/libmspti_sim.so; `cargo test` builds the
+# simulator only as a library to link, so it is built as a cdylib first.
 test-rust: ## Rust unit and integration tests, then the loom model tests
+	cargo build --release -p mspti-sim
 	cargo test --workspace --release
 	$(MAKE) test-loom
 
 test-loom: ## loom model tests of the window protocol (rust/lens/src/core/seqlock.rs)
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens --release --lib loom_tests
 
+test-rust-aarch64: cross-deps ## the Rust tests cross-built for aarch64, run under qemu-user
+	cargo build --release -p mspti-sim --target $(AARCH64)
+	cargo test --workspace --release --target $(AARCH64)
+
 test-python: dev ## pytest suite (notebooks and simulator included)
 	$(PY) -m pytest
 
-test: system-deps test-rust test-python bench-quick ## everything CI runs: Rust tests, pytest, quick benchmarks
+test-fast: dev ## the inner loop: pytest without slow and browser tests
+	$(PY) -m pytest -m "not slow and not browser"
+
+memcheck: dev ## valgrind memcheck and DRD over the native code (scripts/memcheck.sh), bounded in time
+	timeout --kill-after=30 $(MEMCHECK_TIMEOUT) scripts/memcheck.sh target/memcheck
+
+check-sdist: $(VENV)/.deps ## sdist of a clean clone of HEAD, pip-installed in a fresh venv, runs the demo
+	scripts/check_install.sh sdist
+
+check-installs: wheels ## every install path: sdist, pip install DIR, git+file://, the x86-64 wheel
+	scripts/check_install.sh sdist
+	scripts/check_install.sh dir
+	scripts/check_install.sh git
+	scripts/check_install.sh wheel $$(ls dist/mspti_lens-*x86_64.whl)
+
+wheels: $(VENV)/.deps cross-deps ## x86-64 and aarch64 abi3 wheels in dist/, each with its own simulator (checked)
+	scripts/build_wheels.sh dist
+
+# Everything CI runs (.ci/run): in this order, so a lint slip fails in seconds, not at the end.
+test: system-deps lint test-rust test-rust-aarch64 test-python memcheck check-sdist wheels bench-quick ## everything CI runs
 
 bench: dev ## all benchmarks, writes BENCHMARKS.md
 	$(PY) bench/run.py --out BENCHMARKS.md
@@ -55,4 +100,4 @@ bench-quick: dev ## benchmarks in quick mode (proves they run; CI)
 
 clean: ## remove build outputs
 	cargo clean
-	rm -rf $(VENV) $(SIM_SO) demo-out bench-out
+	rm -rf $(VENV) python/mspti_lens/sim/libmspti_sim.so demo-out bench-out dist

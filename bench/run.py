@@ -459,7 +459,7 @@ def memory(calls_list: list[int]) -> list[dict]:
     out = []
     for impl in ("none", "lens", "trace"):
         for calls in calls_list:
-            for attempt in range(2):  # a rebuild of the extension under a running child kills it
+            for _attempt in range(2):  # a rebuild of the extension under a running child kills it
                 p = subprocess.run(
                     [sys.executable, str(Path(__file__)), "--child-memory", impl, str(calls)],
                     capture_output=True,
@@ -598,16 +598,19 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     )
     w(f'- mspti-lens default clock (`clock="auto"`) chose: `{mach["lens_clock"]}`')
     w(
-        f"- Python {mach['python']}, {mach.get('gcc', 'gcc ?')} (`-O2`), mspti-lens build {_native.build_profile}"
+        f"- Python {mach['python']}, {mach.get('gcc', 'gcc ?')} (`-O2`), mspti-lens build "
+        f"{_native.build_profile}"
     )
     w(
-        f"- load average at the end: {mach.get('load', '?')} (a shared 2-core machine: other jobs ran meanwhile)"
+        f"- load average at the end: {mach.get('load', '?')} (a shared 2-core machine: other jobs ran "
+        "meanwhile)"
     )
     w("")
     w("## Method")
     w("")
     w(
-        f"- **Per pair** (one thread): `msimCallMany(aclrtLaunchKernel, work=0, n)` runs n zero-work simulated "
+        "- **Per pair** (one thread): `msimCallMany(aclrtLaunchKernel, work=0, n)` runs n zero-work "
+        "simulated "
         "calls (ENTER and EXIT callback each) in a native loop. Each configuration is subscribed in turn "
         f"(runtime and HCCL domains enabled), warmed, and timed (CPU time of the calling thread, so time "
         f"spent descheduled does not count; time the hypervisor takes from this VM still does) as the best "
@@ -620,8 +623,10 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     w(
         "- The minimal C callback (the limit) reads the TSC at ENTER and EXIT, pushes/pops a thread-local "
         "stack and increments one slot of a thread-local histogram found by mspti-lens's own bucket "
-        "computation (exponential buckets at scale 7, the tables generated from `mspti_lens._native`); it has "
-        "no key lookup, no counters, no windows. The trace callback pairs the same way and appends (start, end, name), "
+        "computation (exponential buckets at scale 7, the tables generated from `mspti_lens._native`); it "
+        "has "
+        "no key lookup, no counters, no windows. The trace callback pairs the same way and appends (start, "
+        "end, name), "
         "24 bytes, to per-thread 1.5 MiB chunks. All are in `bench/callbacks.c`."
     )
     w(
@@ -642,13 +647,13 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     )
     w(
         f"- **End to end**: `Simulator().run_workload('training', steps={p['e2e_steps']}, seed=7)` (real "
-        f"busy-wait work), without and with a `Session` (runtime + HCCL), alternating, {p['e2e_rounds']} each."
+        f"busy-wait work), without and with a `Session` (runtime + HCCL), alternating, {p['e2e_rounds']} "
+        "each."
     )
     w("")
 
     # -- per pair
     none = pp["none"]
-    minimal = pp["minimal"]
     w("## 1. Cost per ENTER/EXIT pair, one thread")
     w("")
     w("| configuration | ns/pair (median) | added ns/pair | added / minimal C | added / mspti-lens |")
@@ -678,7 +683,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         f"{clocks['msptiGetTimestamp']:.1f} ns with the simulator's `msptiGetTimestamp` (CLOCK_REALTIME "
         f"behind a function pointer), read in a tight C loop. Two TSC reads plus the library's dispatch "
         f"(the empty callback) come to {floor:.1f} ns of added cost per pair, before any bookkeeping; the "
-        f"minimal C callback adds {med(added['minimal']) - floor:.1f} ns on top of that (stack and one bucket), "
+        f"minimal C callback adds {med(added['minimal']) - floor:.1f} ns on top of that (stack and one "
+        "bucket), "
         f"mspti-lens {med(added['lens']) - floor:.1f} ns (key lookup by (domain, cbid, name), stack with "
         f"epoch and toggle checks, a write section with the window read inside it, bucket, sum, exact "
         f"u128 sum of squares, min/max)."
@@ -689,7 +695,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     w("## 2. Scaling")
     w("")
     w(
-        "| configuration | 1 thread (M calls/s) | 2 threads | 8 threads | 2T / 1T | 8T / 1T | cores the threads got (1T / 2T / 8T) | calls per CPU-s, 2T / 1T | 8T / 1T |"
+        "| configuration | 1 thread (M calls/s) | 2 threads | 8 threads | 2T / 1T | 8T / 1T | cores the "
+        "threads got (1T / 2T / 8T) | calls per CPU-s, 2T / 1T | 8T / 1T |"
     )
     w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     sratio, cratio, cores = {}, {}, {}
@@ -704,18 +711,21 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         cratio[k] = med([b / a for a, b in zip(c1, c2)])
         cr8 = med([b / a for a, b in zip(c1, c8)])
         w(
-            f"| {CONFIGS[k]} | {med(one) / 1e6:.1f} | {med(two) / 1e6:.1f} | {med(eight) / 1e6:.1f} | {r2:.2f}x | "
+            f"| {CONFIGS[k]} | {med(one) / 1e6:.1f} | {med(two) / 1e6:.1f} | {med(eight) / 1e6:.1f} | "
+            f"{r2:.2f}x | "
             f"{r8:.2f}x | {p1:.2f} / {p2:.2f} / {p8:.2f} | {cratio[k]:.2f} | {cr8:.2f} |"
         )
     w("")
     if sc["kept"]:
         w(
-            f"Rounds kept: {sc['kept']} of {sc['tried']} tried (a round counts when every 2-thread run in it got "
+            f"Rounds kept: {sc['kept']} of {sc['tried']} tried (a round counts when every 2-thread run in it "
+            "got "
             f">= {sc['min_cores']} cores)."
         )
     else:
         w(
-            f"**No round of {sc['tried']} had two free cores** (>= {sc['min_cores']} cores for every 2-thread run): "
+            f"**No round of {sc['tried']} had two free cores** (>= {sc['min_cores']} cores for every "
+            "2-thread run): "
             "all are kept, and wall-clock scaling here measures the machine's load, not the callback."
         )
     w("")
@@ -729,7 +739,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     w("")
     w(
         "What the mspti-lens hot path writes: its thread's ENTER stack and depth, and its thread's histogram "
-        "(its sequence word twice, then in the window's bank one bucket, sum, sum of squares, min/max; a bitmap "
+        "(its sequence word twice, then in the window's bank one bucket, sum, sum of squares, min/max; a "
+        "bitmap "
         "word when a bucket is first written). Shards and histograms "
         "are allocations aligned to 128 bytes and a whole number of 128-byte blocks long, so no two threads "
         "write one cache line (nor one adjacent-line prefetch pair); "
@@ -760,10 +771,13 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         w(f"| {calls:,} | {kib(g['none'])} | {kib(g['lens'])} | {kib(g['trace'])} | {r:,.0f}x |")
     w("")
     w(
-        f"mspti-lens holds one shard (ENTER stack and key table, ~{LENS_SHARD_BYTES / 1024:.0f} KiB) per thread "
-        f"and one histogram per (thread, key) it has seen, whatever the number of calls: here 1 thread x 1 key = "
+        f"mspti-lens holds one shard (ENTER stack and key table, ~{LENS_SHARD_BYTES / 1024:.0f} KiB) per "
+        "thread "
+        "and one histogram per (thread, key) it has seen, whatever the number of calls: here 1 thread x 1 "
+        "key = "
         f"{held / 1024:.0f} KiB. Its RSS growth can read lower (the allocator reuses pages the interpreter "
-        f"had already touched); the ratio divides by the larger of the two. The trace approach holds 24 bytes per call and grows without bound."
+        "had already touched); the ratio divides by the larger of the two. The trace approach holds 24 "
+        "bytes per call and grows without bound."
     )
     w("")
 
@@ -773,7 +787,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     w(
         f"- 32 threads x {ts['keys']} keys ({ts['rows']} summary rows, {ts['calls']:,} calls, expected "
         f"{ts['expected_calls']:,}): snapshot {med(ts['snapshot_ms']):.2f} ms + summary() "
-        f"{med(ts['summary_ms']):.2f} ms = **{med(ts['both_ms']):.2f} ms** median, **{min(ts['both_ms']):.2f} ms** "
+        f"{med(ts['summary_ms']):.2f} ms = **{med(ts['both_ms']):.2f} ms** median, "
+        f"**{min(ts['both_ms']):.2f} ms** "
         f"best of {len(ts['both_ms'])} (the best is the code's own cost; the median adds whatever else ran)."
     )
     big = max(p["mem_calls"])
@@ -782,8 +797,10 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     w(
         f"- After {big:,} calls: mspti-lens snapshot + summary() {lens_big['summary_ms']:.2f} ms; trace "
         f"approach (export to columns + polars group_by with the same statistics) "
-        f"{trace_big['summary_ms']:.1f} ms (first use: mspti-lens {lens_big['summary_cold_ms']:.1f} ms, trace "
-        f"{trace_big['summary_cold_ms']:.1f} ms), peak RSS {kib(trace_big['rss_peak_summary'] - trace_big['rss_before'])} "
+        f"{trace_big['summary_ms']:.1f} ms (first use: mspti-lens {lens_big['summary_cold_ms']:.1f} ms, "
+        "trace "
+        f"{trace_big['summary_cold_ms']:.1f} ms), peak RSS "
+        f"{kib(trace_big['rss_peak_summary'] - trace_big['rss_before'])} "
         f"above its start: **{sum_ratio:,.0f}x** slower."
     )
     w("")
@@ -799,7 +816,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     w(
         f"Simulated training workload, {e2e['calls']:,} calls per run ({e2e['recorded']:,} recorded with the "
         f"Session). Best of {len(e2e['off'])} runs: without {off * 1e3:.1f} ms, with {on * 1e3:.1f} ms: "
-        f"overhead **{over * 100:+.2f} %** (medians: {med(e2e['off']) * 1e3:.1f} vs {med(e2e['on']) * 1e3:.1f} ms, "
+        f"overhead **{over * 100:+.2f} %** (medians: {med(e2e['off']) * 1e3:.1f} vs "
+        f"{med(e2e['on']) * 1e3:.1f} ms, "
         f"{over_med * 100:+.2f} %; run-to-run spread without a subscriber: {min(e2e['off']) * 1e3:.1f} .. "
         f"{max(e2e['off']) * 1e3:.1f} ms, so differences below a few % are noise). Calls x added cost per "
         f"pair / wall time = **{analytic * 100:.3f} %**: the part the callback itself costs."
@@ -817,8 +835,10 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         ""
         if lc == "tsc"
         else (
-            f"; mspti-lens's default clock here is `{lc}` (the kernel does not use the TSC as its clocksource), "
-            f"so the fair peer is the clock_gettime C callback: {ratio_min['lens'] / ratio_min['minimal_cgt']:.2f}x of it"
+            f"; mspti-lens's default clock here is `{lc}` (the kernel does not use the TSC as its "
+            "clocksource), "
+            "so the fair peer is the clock_gettime C callback: "
+            f"{ratio_min['lens'] / ratio_min['minimal_cgt']:.2f}x of it"
         )
     )
     w(
@@ -826,7 +846,7 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         f"({fmt(med(added['lens']))} vs {fmt(med(added['minimal']))} ns; of which two TSC reads "
         f"{2 * clocks['tsc']:.1f} ns){clock_note} | {status(r <= 1.3, r / 1.3)} |"
     )
-    py_r = med([a / l for a, l in zip(added["python"], added["lens"])])
+    py_r = med([a / b for a, b in zip(added["python"], added["lens"])])
     py_added = med(added["python"])
     floor = 2 * clocks["tsc"] + med(added["empty"])
     py_bound = (
@@ -835,7 +855,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         else (
             f"; the Python callback adds {fmt(py_added, 0)} ns here, so 50x needs <= {py_added / 50:.1f} ns: "
             f"two TSC reads plus dispatch take {floor:.1f} ns, the minimal C callback's bookkeeping "
-            f"{med(added['minimal']) - floor:.1f} ns (it is {py_added / med(added['minimal']):.0f}x below Python), "
+            f"{med(added['minimal']) - floor:.1f} ns (it is {py_added / med(added['minimal']):.0f}x below "
+            "Python), "
             f"mspti-lens's {med(added['lens']) - floor:.1f} ns (key lookup, epochs and toggles, the write "
             f"section, sum, sum of squares, min/max per window)"
         )
@@ -857,7 +878,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     )
     w(
         f"| 2 threads >= 1.8x the calls/s of one | {r2:.2f}x (no subscriber: {sratio['none']:.2f}x, "
-        f"minimal C: {sratio['minimal']:.2f}x){bound} | {'met' if r2 >= 1.8 else f'**missed**: {r2:.2f}x of 1.8x'} |"
+        f"minimal C: {sratio['minimal']:.2f}x){bound} | "
+        f"{'met' if r2 >= 1.8 else f'**missed**: {r2:.2f}x of 1.8x'} |"
     )
     g = [mem_ratio[c][0]["lens"] for c in p["mem_calls"]]
     gn = [mem_ratio[c][0]["none"] for c in p["mem_calls"]]
@@ -877,7 +899,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     if 10**7 in mem_ratio:
         mr = mem_ratio[10**7][1]
         w(
-            f"| at 10^7 calls >= 100x less memory than the trace approach | {mr:,.0f}x | {status(mr >= 100, 100 / mr)} |"
+            f"| at 10^7 calls >= 100x less memory than the trace approach | {mr:,.0f}x | "
+            f"{status(mr >= 100, 100 / mr)} |"
         )
     else:
         w("| at 10^7 calls >= 100x less memory than the trace approach | not run in quick mode | - |")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT.parent / "shared" / "traces" / "hta"
+TRACES = ROOT / "tests" / "data" / "traces" / "hta"
 
 # A target may refuse bad input with these; anything else escaping is a finding.
 CLEAN = (ValueError, FileNotFoundError)

@@ -16,11 +16,10 @@ import os
 import tempfile
 
 import atheris
-
-from _common import quiet, run, tolerated
-
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from _common import quiet, run, tolerated
 
 with atheris.instrument_imports(include=["mspti_lens"]):
     from mspti_lens import Snapshot
@@ -47,7 +46,10 @@ COLS = [
 
 def structured(fdp: atheris.FuzzedDataProvider) -> None:
     n = fdp.ConsumeIntInRange(0, 4)
-    u = lambda: fdp.ConsumeIntInRange(0, 2**64 - 1) if fdp.ConsumeBool() else fdp.ConsumeIntInRange(0, 5000)
+
+    def u() -> int:
+        return fdp.ConsumeIntInRange(0, 2**64 - 1) if fdp.ConsumeBool() else fdp.ConsumeIntInRange(0, 5000)
+
     cols = {
         "domain": pa.array([fdp.ConsumeIntInRange(0, 2**32 - 1) for _ in range(n)], pa.uint32()),
         "cbid": pa.array([fdp.ConsumeIntInRange(0, 2**32 - 1) for _ in range(n)], pa.uint32()),
@@ -102,7 +104,7 @@ def TestOneInput(data: bytes) -> None:
         # A file that loads must be a usable snapshot.
         snap.summary()
         snap.histogram()
-        snap.counters
+        _ = snap.counters
         repr(snap)
     except Exception as e:
         if not tolerated(e):

@@ -14,6 +14,7 @@ import os
 import tempfile
 
 import atheris
+
 from _common import quiet, run, tolerated
 
 with atheris.instrument_imports(include=["mspti_lens"]):

@@ -84,7 +84,8 @@ def main() -> int:
     results = [run(t, a.seconds, a.out, not a.all_findings, a.seed) for t in (a.target or sorted(TARGETS))]
     for r in results:
         print(
-            f"{r['target']}: {r['runs']} inputs in {r['seconds']} s, exit {r['exit']}, findings {r['findings']}"
+            f"{r['target']}: {r['runs']} inputs in {r['seconds']} s, exit {r['exit']}, findings "
+            f"{r['findings']}"
         )
     print(json.dumps({"targets": results}))
     return 0 if all(r["exit"] == 0 for r in results) else 1

@@ -79,7 +79,8 @@ class Communication(Packed):
 
 class Overhead(Packed):  # newest dev only; layout from its docs (msptiActivityOverhead.md)
     _fields_ = [("kind", u32), ("overheadKind", u32), ("objectId", Pair), ("start", u64), ("end", u64),
-                ("correlationId", u64), ("overheadData", vp), ("objectKind", u32), ("_pad", u8 * 4)]  # fmt: skip
+                ("correlationId", u64), ("overheadData", vp), ("objectKind", u32),
+                ("_pad", u8 * 4)]  # fmt: skip
 
 
 STRUCTS = {

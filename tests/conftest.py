@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-TRACES = SHARED / "traces" / "hta"
+DATA = ROOT / "tests" / "data"  # all test data is in the repository (tests/data/README.md)
+TRACES = DATA / "traces" / "hta"
 
 
 @pytest.fixture

@@ -438,9 +438,8 @@ def test_panel_opens_recording_and_its_picker_toggles_one_callback(page, lab):
     # 2: after close the panel's output is a static final view, not blank
     c = cell(page, idx(cells, "panel"))
     page.wait_for_function(
-        "() => { const c = document.querySelectorAll('%s .jp-Cell')[%d];"
+        f"() => {{ const c = document.querySelectorAll('{NB} .jp-Cell')[{idx(cells, 'panel')}];"
         " return c.querySelector('.mspti-lens-final img') && !c.querySelector('.mspti-lens-panel'); }"
-        % (NB, idx(cells, "panel"))
     )
     final = c.locator(".mspti-lens-final").inner_text()
     assert "session closed" in final and "APIs by total time" in final, final

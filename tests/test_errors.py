@@ -18,7 +18,7 @@ from mspti_lens import (
 )
 from mspti_lens.sim import FAULT_SLOTS
 
-from conftest import ROOT, compile_c, run_python
+from conftest import compile_c, run_python
 
 ALL_CODES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 999]
 
@@ -233,7 +233,19 @@ def test_the_c_stand_in_has_no_result_strings(fake_lib_path, fake):
         fake.lib.msptiUnsubscribe(h)
 
 
-def test_package_root_exports():
-    assert ROOT.exists()
-    for name in mspti_lens.__all__:
+def test_package_root_exports_the_documented_api():
+    documented = {"Session", "Snapshot", "load", "backend_info", "simulator_path", "__version__"}
+    errors = {
+        "MsptiError",
+        "LibraryError",
+        "MsptiCallError",
+        "SubscriberBusyError",
+        "PreloadRequiredError",
+        "SessionError",
+    }
+    names = mspti_lens.__all__
+    assert documented | errors <= set(names) and len(set(names)) == len(names)
+    for name in names:
         assert hasattr(mspti_lens, name), name
+    # One base class catches every error of the native core (errors.py).
+    assert all(issubclass(getattr(mspti_lens, e), mspti_lens.MsptiError) for e in errors)

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from mspti_lens import Snapshot, _native
 from mspti_lens import snapshot as snapmod
 

@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+
 from mspti_lens import Session
 
 WATCHDOG_S = 90.0
@@ -109,6 +110,7 @@ def test_interrupting_a_profiled_cell_stops_the_job_and_the_next_cell_counts_its
     from IPython.terminal.interactiveshell import TerminalInteractiveShell
     from IPython.testing.globalipapp import start_ipython
     from IPython.utils.capture import capture_output
+
     from mspti_lens.notebook.magics import MsptiMagics
 
     shell = start_ipython() or TerminalInteractiveShell.instance()

@@ -8,7 +8,7 @@ import pytest
 
 from mspti_lens import _native, catalog
 
-from conftest import SHARED
+from conftest import DATA
 
 
 def test_callback_data_offsets_match_the_real_header():
@@ -27,7 +27,7 @@ def test_callback_data_offsets_match_the_real_header():
 
 
 def test_every_callback_id_of_cbids_csv_with_its_names():
-    path = SHARED / "reference" / "cbids.csv"
+    path = DATA / "reference" / "cbids.csv"
     with path.open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 50

@@ -12,6 +12,7 @@ import polars as pl
 from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
+
 from mspti_lens import Snapshot
 from mspti_lens.sim import Simulator
 

@@ -1,36 +1,101 @@
-"""The wheel carries the simulator next to the extension, so `pip install mspti-lens` runs anywhere."""
+"""Packaging: the sdist carries what a build needs to ship the simulator, the wheel checker refuses a
+shared object of the wrong architecture, and the tests need nothing outside the repository.
+
+The installs themselves (sdist into a fresh venv, `pip install .`, git+file://, the wheels of both
+architectures) are CI steps, not tests here: `make check-sdist`, `make check-installs`, `make wheels`.
+"""
 
 from __future__ import annotations
 
-import os
+import importlib.util
+import platform
+import re
 import shutil
+import struct
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from conftest import ROOT
 
+spec = importlib.util.spec_from_file_location("check_wheels", ROOT / "scripts" / "check_wheels.py")
+assert spec and spec.loader
+check_wheels = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check_wheels)
 
-@pytest.mark.slow
-def test_the_wheel_ships_the_simulator(tmp_path):
+PACKAGE = ROOT / "python" / "mspti_lens"
+
+
+def elf(machine: int) -> bytes:
+    """The start of a 64-bit little-endian ELF shared object for ``machine`` (all the checker reads)."""
+    header = bytearray(64)
+    header[:7] = b"\x7fELF\x02\x01\x01"
+    struct.pack_into("<HH", header, 16, 3, machine)  # e_type ET_DYN, e_machine
+    return bytes(header)
+
+
+def fake_wheel(path: Path, sim_machine: int, native_machine: int) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(check_wheels.BUNDLED_SIM, elf(sim_machine))
+        z.writestr("mspti_lens/_native.abi3.so", elf(native_machine))
+        for name in check_wheels.REQUIRED:
+            if name != check_wheels.BUNDLED_SIM:
+                z.writestr(name, "")
+    return path
+
+
+def test_wheel_check_passes_a_wheel_whose_objects_match_its_tag(tmp_path):
+    w = fake_wheel(tmp_path / "mspti_lens-0.1.0-cp310-abi3-linux_aarch64.whl", 183, 183)
+    assert check_wheels.problems(w) == []
+
+
+def test_wheel_check_refuses_a_simulator_of_another_architecture(tmp_path):
+    w = fake_wheel(tmp_path / "mspti_lens-0.1.0-cp310-abi3-linux_aarch64.whl", 62, 183)
+    assert check_wheels.problems(w) == [f"{check_wheels.BUNDLED_SIM}: ELF machine 62, expected 183 (aarch64)"]
+
+
+def test_wheel_check_refuses_a_wheel_without_the_simulator_or_abi3(tmp_path):
+    w = tmp_path / "mspti_lens-0.1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+    with zipfile.ZipFile(w, "w") as z:
+        z.writestr("mspti_lens/_native.cpython-311-x86_64-linux-gnu.so", elf(62))
+    found = check_wheels.problems(w)
+    assert f"not an abi3 wheel: {w.name}" in found
+    assert f"missing {check_wheels.BUNDLED_SIM}" in found
+
+
+def test_the_bundled_simulator_is_built_for_this_machine():
+    """`make dev` (maturin develop) ran the extension's build script, which built the simulator."""
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine())
+    sim = PACKAGE / "sim" / "libmspti_sim.so"
+    assert sim.is_file(), "the extension's build script (rust/lens/build.rs) puts the simulator here"
+    assert check_wheels.elf_machine(sim.read_bytes()[:64]) == check_wheels.MACHINES[arch]
+
+
+def test_the_sdist_holds_the_simulator_sources_and_no_binaries(tmp_path):
     maturin = shutil.which("maturin", path=str(Path(sys.executable).parent)) or shutil.which("maturin")
-    if maturin is None:
-        pytest.skip("maturin is not installed")
-    assert (ROOT / "python" / "mspti_lens" / "sim" / "libmspti_sim.so").exists(), "run `make sim` first"
+    assert maturin, "maturin is installed by `make dev`"
     r = subprocess.run(
-        [maturin, "build", "--release", "--quiet", "-o", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        env={**os.environ, "VIRTUAL_ENV": str(Path(sys.executable).parents[1])},
+        [maturin, "sdist", "-o", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    (wheel,) = tmp_path.glob("mspti_lens-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    assert "mspti_lens/sim/libmspti_sim.so" in names
-    assert any(n.startswith("mspti_lens/_native") and n.endswith(".so") for n in names)
-    assert "mspti_lens/_native.pyi" in names and "mspti_lens/py.typed" in names
+    (sdist,) = tmp_path.glob("mspti_lens-*.tar.gz")
+    with tarfile.open(sdist) as t:
+        names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    for needed in ("rust/lens/build.rs", "rust/sim/Cargo.toml", "rust/sim/src/lib.rs", "Cargo.lock"):
+        assert needed in names, needed
+    assert not [n for n in names if n.endswith((".so", ".whl"))]
+
+
+def test_tests_read_no_data_from_outside_the_repository():
+    """A bare clone passes: no test, fuzz target or benchmark reaches for ../shared or /work."""
+    outside = re.compile(r"""(\.parent\s*/\s*["']shared["']|\.\./shared|/work/)""")
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for d in ("tests", "fuzz", "bench")
+        for p in sorted((ROOT / d).rglob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if outside.search(line) and p.name != "test_packaging.py"
+    ]
+    assert hits == []

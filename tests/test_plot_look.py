@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from mspti_lens import Session, plots
 from mspti_lens.plots.host import _ns_axis
 

@@ -14,14 +14,16 @@ import os
 import shutil
 from pathlib import Path
 
-import mspti_lens
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import write_figures
+
+import mspti_lens
 from mspti_lens import LibraryError, SessionError, catalog, plots
 from mspti_lens.sim import Simulator
 from mspti_lens.sim.replay import Trace
+
+from conftest import write_figures
 
 FIGURES = {"inputs_tried": 0, "corrupt_files": 0}
 

@@ -168,34 +168,6 @@ def test_forked_child_error_does_not_advise_what_fails():
     assert "spawn" in c["new_session"], c["new_session"]  # says what works
 
 
-@pytest.mark.slow
-# valgrind runs everything ~50x slower; on this shared 2-core machine under load the script can
-# take several minutes, past pytest's default 300 s (the script itself is bounded below).
-@pytest.mark.timeout(1800)
-def test_native_code_is_clean_under_valgrind(tmp_path):
-    """scripts/memcheck.sh: memcheck over the Rust test binaries and a multi-threaded Python
-    workload on the simulator, DRD over the shard/snapshot contention test (about a minute)."""
-    import shutil
-
-    if not shutil.which("valgrind") or not shutil.which("cargo"):
-        pytest.skip("valgrind and cargo are needed (make system-deps)")
-    script = HERE.parents[1] / "scripts" / "memcheck.sh"
-    p = subprocess.run(
-        ["bash", str(script), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env={**os.environ, "PYTHON": sys.executable},
-    )
-    lines = p.stdout.strip().splitlines()
-    assert lines and lines[-1].startswith("{"), p.stdout[-3000:] + p.stderr[-3000:]
-    summary = json.loads(lines[-1])
-    record_figures("memcheck", summary)
-    assert p.returncode == 0 and summary["status"] == 0, p.stdout[-4000:]
-    assert summary["rust_tests"] > 0 and summary["python_errors_ours"] == 0
-    assert summary["drd"]["unexplained"] == 0
-
-
 # -------------------------------------------------------------------------------------------------
 # Workers (run in the child interpreter).
 

@@ -8,9 +8,11 @@ import json
 
 import numpy as np
 import pytest
-from conftest import TRACES
+
 from mspti_lens import Session, _native
 from mspti_lens.sim.replay import Trace
+
+from conftest import TRACES
 
 REL = _native.MAX_RELATIVE_ERROR
 FILES = sorted(p.name for p in TRACES.glob("*.json.gz"))
@@ -80,7 +82,9 @@ def test_overlapping_calls_keep_their_durations_on_extra_lanes():
 
 
 def test_real_clock_replay_takes_the_trace_durations(sim):
-    # Busy-waited durations on the real clock: at least the trace's, and close to it for ms calls.
+    # Busy-waited durations on the real clock are at least the trace's. How much longer depends on
+    # the machine's load, so no upper bound here: the exact durations are checked on the virtual
+    # clock (test_replay_matches_the_trace_exactly).
     doc = {
         "traceEvents": [
             {
@@ -98,7 +102,7 @@ def test_real_clock_replay_takes_the_trace_durations(sim):
     with Session(library="sim") as s:
         sim.replay(Trace.from_document(doc))
         row = s.snapshot().summary().row(0, named=True)
-    assert row["num_calls"] == 5 and row["min_ns"] >= 2_000_000 and row["med_ns"] < 2_000_000 * 1.5
+    assert row["num_calls"] == 5 and row["min_ns"] >= 2_000_000
 
 
 @pytest.mark.parametrize(

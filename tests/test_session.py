@@ -75,7 +75,9 @@ def test_enable_from_another_thread_while_calls_run(sim):
         frozen = s.snapshot().total_calls
         sim.call("aclrtMemcpyAsync", 0, 500)
         assert s.snapshot().total_calls == frozen >= 1000
-        assert s.snapshot().unmatched == 0
+        # The caller may be inside a call when enable() lands: that call's EXIT comes without its
+        # ENTER (counted unmatched, as with the real library). One thread, one enable: at most one.
+        assert s.snapshot().unmatched <= 1
 
 
 def test_stop_disables_everything_in_the_library_and_start_restores_it(sim):
@@ -102,7 +104,7 @@ def test_reset_returns_the_closed_window_and_starts_an_empty_one(sim):
         sim.call("aclrtLaunchKernel", 1000, 7)
         snap = s.snapshot()
         assert snap.total_calls == 7
-        assert closed.meta["window_end"] <= snap.meta["window_start"] + 1e-3
+        assert closed.meta["window_end"] == snap.meta["window_start"]  # the windows tile time
 
 
 def test_a_new_session_starts_with_an_empty_window(sim):

@@ -40,7 +40,7 @@ def no_overlap_per_stream(kernels):
         by_stream.setdefault(k["ds"], []).append((k["start"], k["end"]))
     for spans in by_stream.values():
         spans.sort()
-        for (s0, e0), (s1, _) in pairwise(spans):
+        for (_s0, e0), (s1, _) in pairwise(spans):
             assert e0 <= s1, "kernels on one stream overlap"
     return by_stream
 

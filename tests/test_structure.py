@@ -9,9 +9,10 @@ import runpy
 from pathlib import Path
 
 import matplotlib
-import mspti_lens
 import polars as pl
 import pytest
+
+import mspti_lens
 from mspti_lens import Session, _native, catalog, doctor, plots
 from mspti_lens.__main__ import build_parser
 from mspti_lens.notebook import panel

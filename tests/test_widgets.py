@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+
 from mspti_lens import Session, load
 from mspti_lens.notebook.panel import Panel, options
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Union
 
 from . import _native
 
 DOMAINS: dict[str, int] = {"runtime": 1, "hccl": 2}
 DOMAIN_NAMES: dict[int, str] = {v: k for k, v in DOMAINS.items()}
 
-Target = Union[str, tuple]
+Target = str | tuple
 
 
 @dataclass(frozen=True)

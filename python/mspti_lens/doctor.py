@@ -131,7 +131,8 @@ def checks(library: str | None = None) -> list[Check]:
             Check(
                 "libmspti.so",
                 FAIL,
-                f"no real libmspti.so found (tried {', '.join(tried)}); only the bundled simulator is available, "
+                f"no real libmspti.so found (tried {', '.join(tried)}); only the bundled simulator is "
+                "available, "
                 "so every result would be SIMULATED",
                 "on an Ascend machine run `source <CANN>/set_env.sh` (sets ASCEND_HOME_PATH) or set "
                 "MSPTI_LIBRARY=/path/to/libmspti.so",

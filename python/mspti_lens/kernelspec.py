@@ -118,6 +118,7 @@ def main(args) -> int:
     extra = sorted(k for k in spec["env"] if k not in ("LD_PRELOAD",))
     print(f"  environment: {', '.join(extra)}")
     print(
-        f"Pick '{spec['display_name']}' as the kernel in Jupyter; `%load_ext mspti_lens` then reports it preloaded."
+        f"Pick '{spec['display_name']}' as the kernel in Jupyter; `%load_ext mspti_lens` then reports it "
+        "preloaded."
     )
     return 0

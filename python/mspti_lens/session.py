@@ -46,6 +46,7 @@ class Session:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
         # A lone string is one target; any other iterable is a list of targets, so a single
         # (domain, id) pair is written enable=[("runtime", 10)].
+        targets: list[Target]
         if isinstance(enable, str):
             targets = [enable]
         elif isinstance(enable, Iterable) and not isinstance(enable, (bytes, dict)):
@@ -173,8 +174,10 @@ class Session:
         """Start a new window without unsubscribing; returns the window just closed (nothing is
         lost: every call is in exactly one of the two)."""
         with self._lock:
-            start, self._window_start = self._window_start, time.time()
-            return Snapshot(self._native.reset(), self._meta(start))
+            # One reading ends the closed window and starts the new one, so windows tile time.
+            now = time.time()
+            start, self._window_start = self._window_start, now
+            return Snapshot(self._native.reset(), {**self._meta(start), "window_end": now})
 
     def status(self) -> dict:
         """State at a glance: backend, running, clock, enabled callbacks, counters of the window."""

@@ -426,7 +426,10 @@ class Snapshot:
         if self.in_flight:
             extra.append(f"{self.in_flight} in flight")
         tail = f" ({', '.join(extra)})" if extra else ""
-        return f"mspti-lens snapshot · {self.label} · {n:,} calls in {len(self)} APIs · {self.duration_s:.2f} s{tail}"
+        return (
+            f"mspti-lens snapshot · {self.label} · {n:,} calls in {len(self)} APIs · "
+            f"{self.duration_s:.2f} s{tail}"
+        )
 
     def table(self, unit: str | None = None, top: int | None = None) -> pl.DataFrame:
         """The summary formatted for reading: durations as text in ``unit`` (auto if None)."""
@@ -447,7 +450,7 @@ class Snapshot:
             pl.col("time_pct").round(1).alias("time_%"),
             *[
                 pl.col(c)
-                .map_elements(lambda v, u=unit: format_ns(float(v), u), return_dtype=pl.String)
+                .map_elements(lambda v: format_ns(float(v), unit), return_dtype=pl.String)
                 .alias(c.removesuffix("_ns"))
                 for c in ["total_ns", *fmt]
             ],

@@ -18,8 +18,8 @@ from __future__ import annotations
 import html
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import polars as pl
 

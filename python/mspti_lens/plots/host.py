@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -379,7 +380,7 @@ def plot(
     ``top`` is the number of functions a distribution shows."""
     if kind not in KINDS:
         raise ValueError(f"unknown plot kind {kind!r}; valid kinds are {', '.join(KINDS)}")
-    dens = {} if density is None else {"density": density}
+    dens: dict[str, Any] = {} if density is None else {"density": density}
     if kind == "distribution":
         return distribution(data, top=top, **dens)
     if kind == "cdf":

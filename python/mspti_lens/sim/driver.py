@@ -12,10 +12,10 @@ import ctypes
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .. import _native
 from ..backend import FIDELITIES, simulator_path
@@ -130,7 +130,7 @@ class Job:
         try:
             if progress is True:
                 bar = progress_bar(self.what, self.units()[1], self.unit)
-            show = bar.update if bar is not None else progress or None
+            show = bar.update if bar is not None else progress if callable(progress) else None
             next_show = 0.0
             while not self._sim.lib.msimJobFinished(self.handle):
                 if show is not None and time.perf_counter() >= next_show:

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds one abi3 wheel per architecture (x86-64 and aarch64 by default; WHEEL_TARGETS overrides) into
+# OUT_DIR (default dist/), then checks them (scripts/check_wheels.py: every .so is an ELF file of the
+# wheel's architecture, the simulator and the stubs are in it).
+#
+# Each wheel is built from an unpacked sdist of the working tree, not from the tree itself: the build
+# script of rust/lens writes the simulator it builds for the target into the package directory, and
+# an aarch64 build in the tree would replace the host simulator the editable install uses. Building
+# from the sdist also proves the sdist holds everything a wheel needs.
+#
+# Usage: scripts/build_wheels.sh [OUT_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=$(realpath -m "${1:-dist}")
+MATURIN=${MATURIN:-$ROOT/.venv/bin/maturin}
+PY=${PYTHON:-$ROOT/.venv/bin/python}
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+TARGETS=${WHEEL_TARGETS:-x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu}
+WORK=$ROOT/target/wheels  # inside the repository, so cargo finds .cargo/config.toml (the aarch64 linker)
+
+rm -rf "$WORK/sdist" "$WORK/src"
+mkdir -p "$WORK/sdist" "$WORK/src" "$OUT"
+rm -f "$OUT"/mspti_lens-*.whl
+"$MATURIN" sdist -o "$WORK/sdist" >"$WORK/sdist.log" 2>&1 || { cat "$WORK/sdist.log"; exit 1; }
+tar xzf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/src"
+cd "$WORK"/src/mspti_lens-*/
+for t in $TARGETS; do
+  echo "== wheel for $t"
+  # The repository's target directory: the crates.io dependencies `make dev` (host) and earlier wheel
+  # builds compiled are reused; the sdist's own crates compile apart (artifacts are keyed by path).
+  # The host wheel is built without --target, as `make dev` is, so that its dependencies match.
+  if [ "$t" = "$HOST" ]; then target=(); else target=(--target "$t"); fi
+  CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target} "$MATURIN" build --quiet --release "${target[@]}" -o "$OUT"
+done
+cd "$ROOT"
+"$PY" scripts/check_wheels.py "$OUT"/mspti_lens-*.whl
+
+# Each wheel's simulator also runs: loaded by a C program built for its architecture (the aarch64
+# one under qemu-user, through .cargo/aarch64-run), it delivers the callbacks of ten calls.
+for w in "$OUT"/mspti_lens-*.whl; do
+  case $w in
+    *_x86_64.whl) cc=gcc run=() ;;
+    *_aarch64.whl) cc=aarch64-linux-gnu-gcc run=("$ROOT/.cargo/aarch64-run") ;;
+    *) continue ;;
+  esac
+  [ "$(uname -m)" = aarch64 ] && [ "$cc" = aarch64-linux-gnu-gcc ] && cc=gcc
+  d=$WORK/smoke/$(basename "$w" .whl)
+  rm -rf "$d" && mkdir -p "$d"
+  "$PY" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("mspti_lens/sim/libmspti_sim.so", sys.argv[2])' "$w" "$d"
+  "$cc" -O1 -o "$d/sim_smoke" scripts/sim_smoke.c -ldl
+  echo "ok   $(basename "$w"): its simulator delivered $("${run[@]}" "$d/sim_smoke" "$d/mspti_lens/sim/libmspti_sim.so")"
+done
