@@ -6,6 +6,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterable
 
 from . import _native
@@ -15,6 +16,8 @@ from .errors import NotPreloadedWarning, SessionError
 from .snapshot import Snapshot, make_meta
 
 CLOCKS = ("auto", "tsc", "monotonic", "mspti")
+#: The latest Session (MSPTI allows one per process): what mspti_lens.serve() exposes by default.
+_active: weakref.ref[Session] | None = None
 
 
 class Session:
@@ -67,6 +70,8 @@ class Session:
         self._final: Snapshot | None = None
         for d, c in resolved:
             self._apply(d, c, True)
+        global _active
+        _active = weakref.ref(self)
 
     # -- what is traced ------------------------------------------------------------------------
     def _apply(self, domain: int, cbid: int | None, on: bool) -> None:
