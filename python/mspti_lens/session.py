@@ -9,6 +9,8 @@ import warnings
 import weakref
 from collections.abc import Iterable
 
+import polars as pl
+
 from . import _native
 from .backend import BackendInfo, info_of, load_library
 from .catalog import DOMAIN_NAMES, Target, callback, resolve
@@ -33,6 +35,10 @@ class Session:
     ``"auto"`` (the TSC where the kernel trusts it, else CLOCK_MONOTONIC), ``"tsc"``,
     ``"monotonic"`` or ``"mspti"`` (the library's ``msptiGetTimestamp``, MSPTI's own clock).
 
+    ``interval`` (seconds) keeps latency over time: one histogram per interval in a bounded ring,
+    read with :meth:`timeline`. The K=8 slowest calls per thread and API are always kept
+    (``Snapshot.slowest()``).
+
     One Session may be active per process (MSPTI has one subscriber slot). Entering the ``with``
     block starts recording; leaving it unsubscribes. ``enable``/``disable`` work at any time,
     also from another thread while calls are being recorded.
@@ -44,9 +50,19 @@ class Session:
         *,
         enable: Iterable[Target] | str = ("runtime", "hccl"),
         clock: str = "auto",
+        interval: float | None = None,
     ):
         if clock not in CLOCKS:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
+        # issue 13: latency over time, one histogram per `interval` seconds (see timeline())
+        if interval is not None and (
+            isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval >= 0.001
+        ):
+            raise ValueError(
+                f"interval must be a number of seconds >= 0.001 (or None: no timeline), not {interval!r}"
+            )
+        self._interval = None if interval is None else float(interval)
+        self._timeline_on = False
         # A lone string is one target; any other iterable is a list of targets, so a single
         # (domain, id) pair is written enable=[("runtime", 10)].
         if isinstance(enable, str):
@@ -108,6 +124,9 @@ class Session:
     def start(self) -> Session:
         """Begin (or resume) recording. Returns self."""
         self._native.start(self._clock)
+        if self._interval is not None and not self._timeline_on:
+            _native.timeline_start(self._interval)
+            self._timeline_on = True
         b = self.backend
         if not self._preload_warned and not b.simulated and not b.preloaded and b.origin != "preloaded":
             self._preload_warned = True
@@ -123,9 +142,15 @@ class Session:
         """Stop and unsubscribe. Idempotent. The last window stays readable: ``snapshot()`` on a
         closed session returns it, so leaving a ``with`` block loses nothing."""
         with self._lock:
+            if self._timeline_on:  # the last, partial interval, then no more ticks
+                _native.timeline_tick()
+                _native.timeline_stop()
+                self._timeline_on = False
             if self._final is None and not self._native.closed:
                 try:
-                    self._final = Snapshot(self._native.snapshot(), self._meta(self._window_start))
+                    self._final = self._with_timeline(
+                        Snapshot(self._native.snapshot(), self._meta(self._window_start))
+                    )
                 except SessionError:
                     pass  # a forked child: nothing of its own to keep
             self._native.close()
@@ -172,14 +197,28 @@ class Session:
         with self._lock:
             if self._native.closed and self._final is not None:
                 return self._final
-            return Snapshot(self._native.snapshot(), self._meta(self._window_start))
+            return self._with_timeline(Snapshot(self._native.snapshot(), self._meta(self._window_start)))
 
     def reset(self) -> Snapshot:
         """Start a new window without unsubscribing; returns the window just closed (nothing is
         lost: every call is in exactly one of the two)."""
         with self._lock:
             start, self._window_start = self._window_start, time.time()
-            return Snapshot(self._native.reset(), self._meta(start))
+            return self._with_timeline(Snapshot(self._native.reset(), self._meta(start)))
+
+    def timeline(self) -> pl.DataFrame:
+        """Latency over time (``Session(interval=...)``): per interval and API, num_calls, p50_ns,
+        p99_ns; older intervals are merged into longer ones, so memory stays bounded."""
+        from .timeline import empty_timeline, timeline_frame
+
+        if self._interval is None:
+            return empty_timeline()
+        return timeline_frame(self.backend.simulated)
+
+    def _with_timeline(self, snap: Snapshot) -> Snapshot:
+        if self._interval is not None:
+            snap._timeline = self.timeline()
+        return snap
 
     def status(self) -> dict:
         """State at a glance: backend, running, clock, enabled callbacks, counters of the window."""

@@ -75,7 +75,9 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
                 return;
             }
             if let Some(h) = s.histogram(key) {
-                h.hist.record(clock::to_ns(start, end), WINDOW.load(Ordering::Relaxed));
+                let (ns, window) = (clock::to_ns(start, end), WINDOW.load(Ordering::Relaxed));
+                h.hist.record(ns, window);
+                h.exemplars.offer(ns, start, window);
             }
         }
         _ => {

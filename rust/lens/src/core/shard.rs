@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::counters::{AtomicCounters, Counter, Counters};
+use super::exemplars::Exemplars;
 use super::hist::AtomicHistogram;
 
 /// Open calls a thread may nest; deeper ENTERs are counted as stack_full.
@@ -47,6 +48,8 @@ pub struct KeyHistogram {
     pub cbid: u32,
     pub name: String,
     pub hist: Box<AtomicHistogram>,
+    /// The slowest calls of this (thread, key) per window (issue 13).
+    pub exemplars: Exemplars,
 }
 
 struct KeySlot {
@@ -213,6 +216,7 @@ impl Shard {
             cbid: key.cbid,
             name: name_of(key.name as *const c_char),
             hist: AtomicHistogram::new(),
+            exemplars: Exemplars::new(),
         });
         slot.tag.store(key.tag(), Ordering::Relaxed);
         slot.name.store(key.name as u64, Ordering::Relaxed);

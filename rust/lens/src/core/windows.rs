@@ -12,8 +12,10 @@ use std::sync::Mutex;
 
 use super::clock;
 use super::counters::Counters;
+use super::exemplars::{self, Exemplar};
 use super::hist::Histogram;
 use super::shard;
+use super::timeline;
 
 /// The recording run, read with one load per callback: bit 0 says whether callbacks record
 /// (start/stop), the bits above are the run's epoch, bumped at every start and stop so an ENTER of
@@ -58,6 +60,8 @@ pub struct Totals {
     /// Calls entered and not yet exited (now; not windowed).
     pub in_flight: u64,
     pub threads: u64,
+    /// The slowest calls per (thread, key) of the window, start times on the wall clock (issue 13).
+    pub exemplars: Vec<(Key, Exemplar)>,
 }
 
 fn collect(window: u64) -> Totals {
@@ -67,6 +71,7 @@ fn collect(window: u64) -> Totals {
         for kh in s.histograms() {
             let h = t.keys.entry((kh.domain, kh.cbid, kh.name.clone())).or_default();
             kh.hist.read_into(h, window);
+            exemplars::collect(kh, window, &mut t.exemplars);
         }
         t.counters.add(&s.counters());
         t.in_flight += s.in_flight();
@@ -114,8 +119,15 @@ pub fn snapshot_and_reset() -> Totals {
     let current = collect(WINDOW.load(Ordering::Acquire));
     WINDOW.fetch_add(1, Ordering::AcqRel);
     let closed = window_of(current.clone(), base.as_ref());
+    timeline::before_reset(&closed.keys);
     *base = Some(current);
     closed
+}
+
+/// End the timeline's interval in progress with the current window's records (issue 13).
+pub fn timeline_tick() {
+    let base = BASELINE.lock().unwrap_or_else(|e| e.into_inner());
+    timeline::tick(&window_of(collect(WINDOW.load(Ordering::Acquire)), base.as_ref()).keys);
 }
 
 /// Start a new window: everything recorded so far belongs to the previous one.
