@@ -34,6 +34,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+#: Benchmark modules in bench/ with run(quick) -> a Markdown section of the report.
+TOPICS = ["exemplars"]
+sys.path.insert(0, str(HERE))
 
 warnings.simplefilter("ignore")  # the simulated-backend warning: every result here is labelled
 
@@ -549,6 +552,9 @@ def main() -> None:
         mach["lens_clock"] = b.clock_used.get("lens", "?")
     log("writing report")
     report = render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, time.perf_counter() - t_start)
+    for topic in TOPICS:  # benchmarks in their own bench/<topic>.py, each adding its section
+        log(f"{topic} (bench/{topic}.py)")
+        report += "\n" + __import__(topic).run(q)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report)
