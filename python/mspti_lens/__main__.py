@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     k.add_argument("--prefix", default=None, help="install under this prefix (e.g. sys.prefix)")
     k.set_defaults(func=_install_kernel)
-    from .export import add_cli as add_export_cli  # issue 13: the export subcommand
+    from .export.cli import add_cli as add_export_cli  # issue 13: the export subcommand
 
     add_export_cli(sub)
     return p
