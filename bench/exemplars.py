@@ -3,9 +3,10 @@
 
 Target: <= 2 ns per pair. Measured by rust/lens/examples/exemplars_cost.rs: the very record the
 callback makes (`AtomicHistogram::record`) with and without `Exemplars::offer`, on one stream of
-log-normal durations, in interleaved rounds whose order alternates. The report quotes the median
-of the per-round differences and the difference of the best rounds (these machines are noisy:
-other jobs share the 2 cores).
+log-normal durations. Each round times batches of 64 Ki records on the thread's CPU clock, the two
+sides alternating batch by batch, and keeps each side's best batch (other jobs share the 2 cores
+and only ever make a batch slower). The report quotes the median of the per-round differences
+and the difference of the best rounds.
 
     python bench/exemplars.py [--quick]          # prints the Markdown section
 """
@@ -60,8 +61,8 @@ def render(r: dict) -> list[str]:
         "## Exemplars: cost added per pair" + (" (quick run)" if quick else ""),
         "",
         "The record each EXIT makes, with and without keeping the 8 slowest calls per thread, API and "
-        f"window; {len(r['plain_ns'])} interleaved rounds of {r['n']:,} records "
-        "(rust/lens/examples/exemplars_cost.rs).",
+        f"window; {len(r['plain_ns'])} rounds of {r['n']:,} records each, best 64 Ki batch per side and "
+        "round on the thread's CPU clock (rust/lens/examples/exemplars_cost.rs).",
         "",
         "| | record only | record + exemplars | added |",
         "|---|---|---|---|",
