@@ -116,3 +116,15 @@ def test_merged_snapshots_keep_both_sides_slowest_on_the_simulator(virtual):
 def test_a_bad_per_api_is_a_clear_error(session):
     with pytest.raises(ValueError, match="positive int"):
         session.snapshot().slowest(per_api=0)
+
+
+def test_snapshots_in_between_keep_the_windows_slowest_on_the_simulator(virtual):
+    """Snapshots (and scrapes) taken while calls go on do not split the window's list."""
+    sim = virtual
+    with Session(library="sim", clock="mspti") as s:
+        for w in range(1, 41):
+            sim.call("aclrtLaunchKernel", work_ns=w * 100)
+            if w % 5 == 0:
+                s.snapshot()
+        df = s.snapshot().slowest()
+    assert df["duration_ns"].to_list() == [w * 100 for w in range(40, 40 - K, -1)]
