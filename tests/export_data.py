@@ -42,6 +42,11 @@ class ValuesSnapshot:
         self._slowest = slowest
 
     def histogram(self) -> pl.DataFrame:
+        if getattr(self, "_histogram", None) is None:  # built once: serve() renders it per scrape
+            self._histogram = self._make_histogram()
+        return self._histogram
+
+    def _make_histogram(self) -> pl.DataFrame:
         rows = []
         for (d, cb, name), vals in self.values.items():
             counts: dict[object, int] = {}

@@ -45,7 +45,8 @@ class Prometheus:
         root.mkdir(parents=True)
         cfg = root / "prometheus.yml"
         cfg.write_text(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+            # Generous timeout: on a loaded 2-core machine a render can take a while.
+            "global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\n"
             "scrape_configs:\n  - job_name: mspti_lens\n    metrics_path: /metrics\n"
             f"    static_configs:\n      - targets: ['{target}']\n"
         )
@@ -78,7 +79,16 @@ class Prometheus:
             if res:
                 return res
             time.sleep(0.2)
-        raise AssertionError(f"no result for {promql} after {tries} tries; see {self.log.name}")
+        raise AssertionError(f"no result for {promql} after {tries} tries; scrape state: {self.targets()}")
+
+    def targets(self) -> str:
+        """What Prometheus says of its scrapes (health, last error), for failure messages."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/targets", timeout=30) as r:
+                active = json.load(r)["data"]["activeTargets"]
+            return "; ".join(f"{t['health']} {t.get('lastError', '')}" for t in active)
+        except OSError as e:
+            return f"unknown ({e})"
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -142,3 +152,50 @@ def test_classic_buckets_serve_a_scraper_without_native_support(scraped):
         assert value(prom.wait_for(count)) == len(vals)
     info = prom.wait_for('mspti_lens_info{source="simulated"}')
     assert value(info) == 1.0
+
+
+@pytest.fixture(scope="module")
+def workload_scraped(tmp_path_factory):
+    """A simulated training workload recorded by a Session (virtual clock: exact durations), served
+    live by serve(session) and scraped by a native-histogram Prometheus."""
+    from mspti_lens import Session
+    from mspti_lens.sim import Simulator
+
+    sim = Simulator()
+    sim.reset()
+    sim.set_clock("virtual")
+    session = Session(library="sim", clock="mspti")
+    try:
+        session.start()
+        sim.run_workload("training", steps=10, threads=2, ranks=8, seed=3)
+        session.stop()
+        with serve(0, session, rank=0, host="sim-host") as srv:
+            prom = Prometheus(
+                tmp_path_factory.mktemp("prom-workload") / "native", f"127.0.0.1:{srv.port}", True
+            )
+            try:
+                yield session.snapshot(), prom
+            finally:
+                prom.stop()
+    finally:
+        session.close()
+        sim.set_clock("real")
+        sim.reset()
+
+
+def test_promql_quantiles_of_a_simulated_workload_agree_with_mspti_lens(workload_scraped):
+    snap, prom = workload_scraped
+    from mspti_lens.export.series import index_of
+
+    summary = snap.summary()
+    assert len(summary) >= 3
+    for row in summary.iter_rows(named=True):
+        sel = f'mspti_lens_call_duration_nanoseconds{{api="{row["name"]}",rank="0",host="sim-host"}}'
+        assert value(prom.wait_for(f"histogram_count({sel})")) == row["num_calls"]
+        for q, col in ((0.5, "med_ns"), (0.99, "p99_ns")):
+            mine = row[col]
+            if mine is None or mine == 0:
+                continue
+            got = value(prom.wait_for(f"histogram_quantile({q}, {sel})"))
+            # Within one bucket: PromQL interpolates inside the bucket mspti-lens's value stands for.
+            assert abs(index_of(round(got)) - index_of(mine)) <= 1, (row["name"], q, got, mine)

@@ -160,6 +160,8 @@ class MetricsServer:
                 return  # a slow or vanished client: drop it
             status, body, ctype, head_only = await self._answer(head)
             await self._reply(writer, status, body, head_only=head_only, ctype=ctype)
+        except asyncio.CancelledError:
+            pass  # close(): the connection is dropped; ending quietly keeps asyncio from logging it
         except Exception:  # noqa: BLE001, S110 - one bad connection never stops the server
             pass
         finally:
