@@ -1,18 +1,17 @@
 //! The K slowest calls per (thread, key) and window: when each began, how long it took, on which
 //! thread. Constant memory (2 x K slots per key histogram), and the common path adds one compare.
 //!
-//! The owning thread `offer`s every duration. Its private `gate` is one 128-bit key, (window,
-//! K-th largest duration kept in that window), and a call's key is (window, duration): one
-//! compare answers both "is this a new window" and "is this call slower than the K-th". Only
-//! calls past the gate (the first K of a window, then ever rarer ones) take the cold path, which
-//! rewrites the smallest slot.
+//! The owning thread `offer`s every duration. Its `gate` is one 128-bit key, (window, K-th
+//! largest duration kept in that window), and a call's key is (window, duration): one compare
+//! answers both "is this a new window" and "is this call slower than the K-th". Only calls past
+//! the gate (the first K of a window, then ever rarer ones) take the cold path, which rewrites the
+//! smallest slot. The gate's two words are atomics only so that a shard handed to a new thread
+//! is ordered by the hand-over (relaxed loads and stores: plain moves).
 //!
 //! Slots come in two banks, by window parity, and each slot carries its window: the closed
 //! window's exemplars stay readable while the writer fills the next one, and a bank needs no
 //! clearing (slots of another window count as empty). Each slot is a one-writer sequence lock
 //! (odd while written); a reader retries a slot it saw change, so it never returns half a call.
-
-use std::cell::UnsafeCell;
 
 #[cfg(loom)]
 use loom::sync::atomic::{fence, AtomicU64, Ordering};
@@ -60,16 +59,12 @@ impl Slot {
 
 /// The slowest calls of one (thread, key). Only the owning thread calls `offer`.
 pub struct Exemplars {
-    /// (window << 64) | K-th largest duration kept in that window (0 while fewer than K are).
-    /// The owning thread's alone: readers read the slots.
-    gate: UnsafeCell<u128>,
+    /// The gate: the window, and the K-th largest duration kept in it (0 while fewer than K
+    /// are). Written and read by the owning thread only; readers read the slots.
+    gate_window: AtomicU64,
+    gate_kth: AtomicU64,
     banks: [[Slot; K]; 2],
 }
-
-// SAFETY: `gate` is read and written only by the owning thread (`offer`, `keep`); a shard changes
-// owner through the registry mutex, which orders the old owner's accesses before the new one's.
-// The slots are atomics.
-unsafe impl Sync for Exemplars {}
 
 impl Default for Exemplars {
     fn default() -> Self {
@@ -80,7 +75,8 @@ impl Default for Exemplars {
 impl Exemplars {
     pub fn new() -> Exemplars {
         Exemplars {
-            gate: UnsafeCell::new(0),
+            gate_window: AtomicU64::new(0),
+            gate_kth: AtomicU64::new(0),
             banks: [std::array::from_fn(|_| Slot::new()), std::array::from_fn(|_| Slot::new())],
         }
     }
@@ -90,8 +86,9 @@ impl Exemplars {
     #[inline(always)]
     pub fn offer(&self, duration: u64, start: u64, window: u64) {
         let key = (u128::from(window) << 64) | u128::from(duration);
-        // SAFETY: only the owning thread calls offer (see the Sync impl).
-        if key > unsafe { *self.gate.get() } {
+        let gate = (u128::from(self.gate_window.load(Ordering::Relaxed)) << 64)
+            | u128::from(self.gate_kth.load(Ordering::Relaxed));
+        if key > gate {
             self.keep(duration, start, window);
         }
     }
@@ -111,8 +108,8 @@ impl Exemplars {
         }
         // The K-th largest now: the smallest kept, or 0 while a slot is free.
         let kth = bank.iter().map(kept).min().flatten().unwrap_or(0);
-        // SAFETY: only the owning thread calls keep (through offer).
-        unsafe { *self.gate.get() = (u128::from(window) << 64) | u128::from(kth) };
+        self.gate_window.store(window, Ordering::Relaxed);
+        self.gate_kth.store(kth, Ordering::Relaxed);
     }
 
     /// The calls kept for `window` (any order). Safe to call from any thread at any time.
@@ -295,13 +292,11 @@ mod tests {
         for _ in 0..K {
             e.offer(100, 0, 0);
         }
-        // SAFETY: this thread is the only one using `e`.
-        let gate = unsafe { *e.gate.get() };
-        assert_eq!(gate, 100);
+        let gate = || (e.gate_window.load(Ordering::Relaxed), e.gate_kth.load(Ordering::Relaxed));
+        assert_eq!(gate(), (0, 100));
         e.offer(100, 0, 0);
         e.offer(50, 0, 0);
-        // SAFETY: as above.
-        assert_eq!(unsafe { *e.gate.get() }, gate);
+        assert_eq!(gate(), (0, 100));
         assert_eq!(kept(&e, 0), vec![100; K]);
     }
 
