@@ -403,3 +403,15 @@ def test_perfetto_rejects_a_frame_without_its_columns():
 def test_unknown_prometheus_format_names_the_valid_ones():
     with pytest.raises(ValueError, match="text, protobuf"):
         to_prometheus(workload(), "json")
+
+
+def test_perfetto_leaves_out_aggregate_frames_and_says_so():
+    class WithDeviceStats(ValuesSnapshot):
+        def kernels(self):  # per-name statistics, as the device frames keep: nothing to draw
+            return pl.DataFrame({"name": ["MatMul"], "num_calls": [3], "total_ns": [900]})
+
+    snap = WithDeviceStats({}, slowest=_slowest())
+    trace = to_perfetto(snap)
+    assert not [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    assert trace["otherData"]["not_drawn"] == ["kernels: the snapshot keeps statistics, not timed events"]
+    assert len([e for e in trace["traceEvents"] if e["ph"] == "X"]) == 3

@@ -27,6 +27,9 @@ import polars as pl
 from .series import frame_or_none, resource_of
 
 DEVICE_PID_BASE = 1000  # device d of a rank is process DEVICE_PID_BASE * (rank + 1) + d
+SLOWEST_COLUMNS = ("domain", "callback", "name", "thread_id", "start_unix_ns", "duration_ns")
+MSTX_COLUMNS = ("name", "domain", "start_unix_ns", "end_unix_ns")
+KERNEL_COLUMNS = ("name", "device_id", "stream_id", "start_unix_ns", "end_unix_ns")
 
 
 def _rank_pid(rank: str) -> int:
@@ -57,16 +60,27 @@ def to_perfetto(
     calls, MSTX ranges and kernels; frames not given are taken from the snapshot where it has
     them. With ``path``, also written there as JSON (open it in ui.perfetto.dev)."""
     r = resource_of(snap, rank, host)
-    slowest = slowest if slowest is not None else frame_or_none(snap, "slowest")
-    mstx = mstx if mstx is not None else frame_or_none(snap, "mstx")
-    kernels = kernels if kernels is not None else frame_or_none(snap, "kernels")
+    not_drawn: list[str] = []
+
+    def events_of(method: str, cols: tuple[str, ...]) -> pl.DataFrame | None:
+        # A snapshot's own frame is used when it holds events; aggregates (per-name statistics,
+        # as the device frames keep) have no times to draw and are left out, saying so.
+        df = frame_or_none(snap, method)
+        if df is not None and not set(cols) <= set(df.columns):
+            not_drawn.append(f"{method}: the snapshot keeps statistics, not timed events")
+            return None
+        return df
+
+    slowest = slowest if slowest is not None else events_of("slowest", SLOWEST_COLUMNS)
+    mstx = mstx if mstx is not None else events_of("mstx", MSTX_COLUMNS)
+    kernels = kernels if kernels is not None else events_of("kernels", KERNEL_COLUMNS)
     pid = _rank_pid(r.rank)
     spans: list[tuple[int, int, dict]] = []  # (start ns, duration ns, event without ts/dur)
     threads: set[int] = set()
     lanes: set[tuple[int, int]] = set()
 
     if slowest is not None and len(slowest):
-        cols = ("domain", "callback", "name", "thread_id", "start_unix_ns", "duration_ns")
+        cols = SLOWEST_COLUMNS
         _need(slowest, "slowest", cols)
         for row in slowest.iter_rows(named=True):
             tid = int(row["thread_id"])
@@ -86,7 +100,7 @@ def to_perfetto(
                 )
             )
     if mstx is not None and len(mstx):
-        _need(mstx, "mstx", ("name", "domain", "start_unix_ns", "end_unix_ns"))
+        _need(mstx, "mstx", MSTX_COLUMNS)
         for row in mstx.iter_rows(named=True):
             start, end = int(row["start_unix_ns"]), int(row["end_unix_ns"])
             used = {"name", "domain", "start_unix_ns", "end_unix_ns", "thread_id", "device_id", "stream_id"}
@@ -102,7 +116,7 @@ def to_perfetto(
             ev["args"] = {"domain": row["domain"], **_args(row, used)}
             spans.append((start, max(end - start, 0), ev))
     if kernels is not None and len(kernels):
-        cols = ("name", "device_id", "stream_id", "start_unix_ns", "end_unix_ns")
+        cols = KERNEL_COLUMNS
         _need(kernels, "kernels", cols)
         for row in kernels.iter_rows(named=True):
             lane = (int(row["device_id"]), int(row["stream_id"]))
@@ -167,6 +181,7 @@ def to_perfetto(
             "rank": r.rank,
             "host": r.host,
             "source": "simulated" if r.simulated else "libmspti",
+            "not_drawn": not_drawn,
         },
     }
     if path is not None:
