@@ -101,3 +101,15 @@ def test_a_live_snapshot_exports_its_exact_counts_on_the_simulator(saved):
     trace = to_perfetto(snap)
     xs = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert sorted(round(e["dur"] * 1000) for e in xs if e["name"] == "aclrtLaunchKernel")[-3:] == [90_000] * 3
+
+
+def test_a_live_workloads_trace_is_valid_json_on_the_simulator(sim, tmp_path):
+    with Session(library="sim") as s:
+        sim.run_workload("training", steps=3, threads=2, ranks=8, seed=1)
+        snap = s.snapshot()
+    path = tmp_path / "trace.json"
+    to_perfetto(snap, path)
+    doc = json.loads(path.read_text())
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == len(snap.slowest()) > 0
+    assert all(isinstance(e["args"].get("start"), str) for e in spans)

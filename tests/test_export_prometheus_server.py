@@ -185,7 +185,7 @@ def workload_scraped(tmp_path_factory):
 
 def test_promql_quantiles_of_a_simulated_workload_agree_with_mspti_lens(workload_scraped):
     snap, prom = workload_scraped
-    from mspti_lens.export.series import index_of
+    from mspti_lens.snapshot import bucket_index as index_of
 
     summary = snap.summary()
     assert len(summary) >= 3

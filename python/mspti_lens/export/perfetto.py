@@ -43,7 +43,19 @@ def _need(df: pl.DataFrame, what: str, cols: tuple[str, ...]) -> None:
 
 
 def _args(row: dict, used: set[str]) -> dict:
-    return {k: v for k, v in row.items() if k not in used and v is not None}
+    """The row's other columns as event args, JSON-safe (times as ISO 8601 text)."""
+    out = {}
+    for k, v in row.items():
+        if k in used or v is None:
+            continue
+        out[k] = (
+            v
+            if isinstance(v, (str, int, float, bool))
+            else v.isoformat()
+            if hasattr(v, "isoformat")
+            else str(v)
+        )
+    return out
 
 
 def to_perfetto(

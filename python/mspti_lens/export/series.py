@@ -22,26 +22,23 @@ from typing import Any
 
 import polars as pl
 
-try:  # defined once in the native core (hist-v2); re-exported by mspti_lens.snapshot
-    from ..snapshot import SCALE
-except ImportError:  # pragma: no cover - before hist-v2 lands on main
-    SCALE = 7
-
-BASE = 2.0 ** (2.0**-SCALE)
+# The bucket family, defined once in the native core and re-exported by mspti_lens.snapshot.
+from ..snapshot import RANGE_MAX_NS, SCALE, bucket_bounds, bucket_index
 
 
 def upper_bound(index: int) -> float:
-    """The inclusive upper bound (ns) of OTel bucket ``index`` at :data:`SCALE`: base^(index+1)."""
-    return 2.0 ** ((index + 1) / 2**SCALE)
+    """The inclusive upper bound (ns) of bucket ``index``."""
+    return bucket_bounds(index)[1]
 
 
-def index_of(v: int) -> int:
-    """The OTel bucket index at :data:`SCALE` of an integer ns value ``v`` >= 1: the i with
-    base^i < v <= base^(i+1), i.e. 2^i < v^(2^SCALE) <= 2^(i+1), in exact integer arithmetic."""
-    v = int(v)
-    if v < 1:
-        raise ValueError(f"only values >= 1 ns have a bucket index, not {v!r}")
-    return (v ** (1 << SCALE) - 1).bit_length() - 1
+def index_beyond_range(v: int) -> int:
+    """The OTel index at :data:`SCALE` a value beyond the histogram's range would have (the
+    formats that need every call in a bucket put overflow calls there, see the module's note):
+    the i with 2^i < v^(2^SCALE) <= 2^(i+1), in exact integer arithmetic. In range, use
+    ``bucket_index``."""
+    if int(v) <= RANGE_MAX_NS:
+        raise ValueError(f"{v} ns is within the range: its bucket is bucket_index({v})")
+    return (int(v) ** (1 << SCALE) - 1).bit_length() - 1
 
 
 @dataclass(frozen=True)
@@ -66,7 +63,11 @@ class Series:
         if not self.overflow:
             return dict(self.buckets)
         b = dict(self.buckets)
-        i = index_of(max(self.max_ns, 1))
+        i = (
+            index_beyond_range(self.max_ns)
+            if self.max_ns > RANGE_MAX_NS
+            else bucket_index(max(self.max_ns, 1))
+        )
         b[i] = b.get(i, 0) + self.overflow
         return dict(sorted(b.items()))
 

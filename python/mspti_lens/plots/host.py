@@ -56,7 +56,7 @@ def _frame(data: Snapshot | pl.DataFrame) -> tuple[pl.DataFrame, bool, Snapshot]
     if isinstance(data, Snapshot):
         return data.histogram(), data.simulated, data
     if isinstance(data, pl.DataFrame):
-        need = {"name", "bucket", "lower_ns", "upper_ns", "count"}
+        need = {"name", "index", "lower_ns", "upper_ns", "count"}
         if not need <= set(data.columns):
             raise ValueError(f"a histogram frame needs columns {sorted(need)}; got {data.columns}")
         snap = Snapshot.from_histogram(data)
@@ -83,6 +83,7 @@ def _pick(frame: pl.DataFrame, names: Iterable[str] | None, top: int) -> list[st
 
 def _rebin(sub: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Sum the fine buckets into log-spaced display bins (BINS_PER_DECADE per decade)."""
+    sub = sub.filter(pl.col("upper_ns").is_finite())  # the overflow row has no finite bin
     lo = np.maximum(sub["lower_ns"].to_numpy().astype(float), 1.0)
     cnt = sub["count"].to_numpy().astype(float)
     a = math.floor(math.log10(lo.min()) * BINS_PER_DECADE) / BINS_PER_DECADE

@@ -349,7 +349,7 @@ class Simulator:
         On the real clock a call longer than the histogram's range is not waited out: it is left
         out (the calls inside it are replayed) and counted in ``JobResult.not_replayed``."""
         tr = trace if isinstance(trace, Trace) else Trace.read(trace)
-        longest = None if self.clock == "virtual" else _native.RANGE_END_NS
+        longest = None if self.clock == "virtual" else _native.RANGE_MAX_NS
         too_long = Counter(c.api for c in tr.calls if longest is not None and c.dur_ns > longest)
         job = self.start_replay(tr.events(self, longest_ns=longest))
         result = job.join(print_progress("replay") if progress else None)

@@ -1,5 +1,5 @@
 //! What keeping exemplars adds to each recorded pair (bench/exemplars.py runs this): the record
-//! the callback makes (`AtomicHistogram::record`) with and without `Exemplars::offer`, on the same
+//! the callback makes (`AtomicHistogram::record_and`) with and without `Exemplars::offer`, on the same
 //! stream of durations. Each round times batches of 64 Ki records, the two sides alternating
 //! batch by batch, on the thread's CPU clock, and keeps each side's best batch: a batch that other
 //! jobs interrupted only ever looks slower. Prints one JSON object.
@@ -53,8 +53,8 @@ fn main() {
     // Histograms touched once before timing (their pages faulted in), reused by every round.
     let (h1, h2) = (AtomicHistogram::new(), AtomicHistogram::new());
     for &v in &vals {
-        h1.record(v, 0);
-        h2.record(v, 0);
+        h1.record(v, || 0);
+        h2.record(v, || 0);
     }
     let (mut plain, mut with) = (Vec::new(), Vec::new());
     for round in 0..rounds {
@@ -65,14 +65,13 @@ fn main() {
         for b in 0..batches {
             let t = cpu_ns();
             for &v in &vals {
-                h1.record(black_box(v), w);
+                h1.record(black_box(v), || w);
             }
             best_plain = best_plain.min(cpu_ns() - t);
             let t = cpu_ns();
             for (i, &v) in vals.iter().enumerate() {
                 let v = black_box(v);
-                h2.record(v, w);
-                e.offer(v, (b << 16 | i) as u64, w);
+                h2.record_and(v, || w, |w| e.offer(v, (b << 16 | i) as u64, w));
             }
             best_with = best_with.min(cpu_ns() - t);
         }

@@ -159,20 +159,23 @@ fn read(s: &Slot, tag: u64) -> Option<Exemplar> {
     None
 }
 
-/// Add the calls `kh` kept in `window` to `out`, their start converted to wall-clock ns (CLOCK_REALTIME
-/// now minus the time elapsed since the start on the session's clock).
+/// Merge the calls kept in the closed window (epoch) `window` into `kept`, the K slowest of this
+/// (thread, key) so far in the user's window, their start converted to wall-clock ns (CLOCK_REALTIME
+/// now minus the time elapsed since the start on the session's clock). Call after the window's
+/// closer settled the histogram's write section (windows.rs): the slots are then at rest.
 #[cfg(not(loom))]
-pub fn collect(kh: &super::shard::KeyHistogram, window: u64, out: &mut Vec<(super::windows::Key, Exemplar)>) {
-    let mut v = Vec::new();
-    kh.exemplars.read(window, &mut v);
-    if v.is_empty() {
+pub fn take(ex: &Exemplars, window: u64, kept: &mut Vec<Exemplar>) {
+    let at = kept.len();
+    ex.read(window, kept);
+    if kept.len() == at {
         return;
     }
     let (raw_now, wall_now) = (super::clock::now(), wall_ns());
-    for mut e in v {
-        e.start = wall_now.saturating_sub(super::clock::to_ns(e.start, raw_now));
-        out.push(((kh.domain, kh.cbid, kh.name.clone()), e));
+    for e in &mut kept[at..] {
+        e.start = wall_now.saturating_sub(super::clock::to_ns(e.start, raw_now).unwrap_or(0));
     }
+    kept.sort_unstable_by(|a, b| b.duration.cmp(&a.duration).then(a.start.cmp(&b.start)));
+    kept.truncate(K);
 }
 
 #[cfg(not(loom))]

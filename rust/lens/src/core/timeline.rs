@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::hist::Histogram;
+use super::hist::{self, Histogram};
 use super::windows::Key;
 
 /// One key's calls in one interval: non-empty buckets (ascending index) and counts.
@@ -94,9 +94,10 @@ pub struct Row {
     pub end_ns: u64,
     pub key: Key,
     pub count: u64,
-    /// Quantiles by the histogram's own rule (hist.rs), over the interval's buckets.
-    pub p50: u64,
-    pub p99: u64,
+    /// Quantiles by the histogram's own rule (hist.rs), over the interval's buckets; None when
+    /// the rank falls among calls beyond the range.
+    pub p50: Option<u64>,
+    pub p99: Option<u64>,
 }
 
 /// The ring and the accounting that feeds it.
@@ -214,7 +215,20 @@ impl Timeline {
                     }
                     scratch.count = s.count + s.overflow;
                     scratch.overflow = s.overflow;
-                    let (p50, p99) = (scratch.quantile(0.5), scratch.quantile(0.99));
+                    // An interval's exact extremes are unknown (it is a difference of windows):
+                    // its lowest and highest buckets stand for them.
+                    scratch.min = s.buckets.first().map(|&(i, _)| hist::slot_value(i as usize));
+                    scratch.max = s.buckets.last().map(|&(i, _)| hist::slot_value(i as usize));
+                    let n = scratch.count;
+                    let q = |q: f64| {
+                        let beyond = s.overflow > 0 && hist::nearest_rank(q, n) > n - s.overflow;
+                        if beyond {
+                            None
+                        } else {
+                            scratch.quantile(q)
+                        }
+                    };
+                    let (p50, p99) = (q(0.5), q(0.99));
                     for &(i, _) in &s.buckets {
                         scratch.counts[i as usize] = 0;
                     }
@@ -293,7 +307,6 @@ pub fn stop() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::hist::bucket_index;
 
     fn key(n: &str) -> Key {
         (0, 1, n.to_string())
@@ -322,7 +335,7 @@ mod tests {
         let rows = t.rows();
         let counts: Vec<(u64, u64)> = rows.iter().map(|r| (r.end_ns, r.count)).collect();
         assert_eq!(counts, vec![(1, 5), (2, 5)]);
-        assert_eq!(rows[1].p99, crate::core::hist::bucket_value(bucket_index(9000)));
+        assert_eq!(rows[1].p99, Some(hist::slot_value(hist::slot_of(9000))));
         assert_eq!(t.len(), 3); // the third interval is empty (kept, with no rows)
     }
 
