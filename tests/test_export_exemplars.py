@@ -128,3 +128,20 @@ def test_snapshots_in_between_keep_the_windows_slowest_on_the_simulator(virtual)
                 s.snapshot()
         df = s.snapshot().slowest()
     assert df["duration_ns"].to_list() == [w * 100 for w in range(40, 40 - K, -1)]
+
+
+def test_the_distribution_plot_marks_the_slowest_calls_on_the_simulator(virtual):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from mspti_lens import plots
+
+    sim = virtual
+    with Session(library="sim", clock="mspti") as s:
+        for w in range(1, 101):
+            sim.call("aclrtLaunchKernel", work_ns=w * 1_000)
+        snap = s.snapshot()
+    fig = plots.distribution(snap, ["aclrtLaunchKernel"])
+    (ticks,) = [ln for ln in fig.axes[0].lines if ln.get_label().startswith("slowest")]
+    assert ticks.get_label() == f"slowest {K}"
+    assert sorted(ticks.get_xdata()) == [w * 1_000 for w in range(101 - K, 101)]
