@@ -337,6 +337,8 @@ mod loom_tests {
     use loom::sync::Arc;
 
     #[test]
+    #[ignore = "the model (two 5-store slot writes against a retrying reader) does not finish in minutes; \
+                run with --ignored"]
     fn a_racing_reader_never_sees_half_a_call() {
         loom::model(|| {
             let e = Arc::new(Exemplars::new());
