@@ -20,6 +20,8 @@ $(VENV)/.deps: pyproject.toml Makefile
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "maturin>=1.5,<2" pytest pytest-timeout hypothesis nbclient nbformat ipykernel \
 		ipython ipywidgets traitlets polars pyarrow numpy matplotlib jupyterlab playwright mypy "ruff==0.17.6"
+	$(PIP) install -q opentelemetry-proto hdrhistogram prometheus-client  # issue 13: exports read back
+	$(PIP) install -q HolisticTraceAnalysis || echo "HTA did not install: the Perfetto trace's HTA check is skipped"
 	$(PIP) install -q atheris || echo "atheris did not install: the fuzz smoke test (tests/test_reliability_input.py) is skipped"
 	touch $@
 
@@ -27,6 +29,11 @@ system-deps: cross-deps ## Debian packages the tests need (headless Chromium, fo
 	@if ! command -v chromium >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core valgrind >/dev/null; \
 		else echo "install chromium and valgrind (apt-get install chromium valgrind) for the browser and memcheck tests"; exit 1; fi; \
+	fi
+	@# issue 13: a real Prometheus server for tests/test_export_prometheus_server.py
+	@if ! command -v prometheus >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
+		else echo "install prometheus (apt-get install prometheus) for the Prometheus export test"; fi; \
 	fi
 
 cross-deps: ## aarch64 cross-building: rustup's target, Debian's cross gcc and libc, qemu-user

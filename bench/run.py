@@ -44,6 +44,9 @@ sys.path.insert(0, str(HERE))
 import key_table  # noqa: E402  (bench/key_table.py: the full-key-table path, issue 9.11)
 
 MSPTI_CB_DOMAIN_RUNTIME, MSPTI_CB_DOMAIN_HCCL = 1, 2
+# Benchmarks in modules of their own (bench/<topic>.py), each with run(quick, log) -> result and
+# render(result) -> Markdown lines, appended to the report in this order.
+MODULES = ("exemplars",)
 CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p)
 
 
@@ -563,12 +566,16 @@ def main() -> None:
         e2e = end_to_end(b, p["e2e_rounds"], p["e2e_steps"])
         log("full key table")
         kt = key_table.measure(b, p["rounds"], p["n"] // 4)
+        sys.path.insert(0, str(HERE))
+        extra = [(m, __import__(m)) for m in MODULES]
+        sections = [mod.render(mod.run(q, log)) for _, mod in extra]
         tsc_hz = b.tsc_hz
         mach = machine()
         mach["lens_clock"] = b.clock_used.get("lens", "?")
     log("writing report")
     report = render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, time.perf_counter() - t_start)
     report += "\n" + key_table.render(kt)
+    report += "\n" + "\n".join(line for section in sections for line in section)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report)

@@ -18,6 +18,7 @@ EXPECTED = {
     "scenario2_launch_only",
     "scenario3_enter_exit_pairing",
     "scenario4_hccl_latency",
+    "exports",  # issue 13 (run by tests/test_export_notebook.py)
 }
 _cache: dict[str, object] = {}
 

@@ -50,6 +50,7 @@ __all__ = [
     "backend_info",
     "catalog",
     "load",
+    "serve",
     "simulator_path",
 ]
 
@@ -59,9 +60,16 @@ def load(path) -> Snapshot:
     return Snapshot.load(path)
 
 
+def serve(port: int = 9464, source=None, **options):
+    """Expose ``/metrics`` for Prometheus (see :func:`mspti_lens.export.serve`)."""
+    from .export.serve import serve as serve_metrics
+
+    return serve_metrics(port, source, **options)
+
+
 def __getattr__(name: str):
     # Submodules with heavier imports load on first use.
-    if name in ("sim", "plots", "notebook"):
+    if name in ("sim", "plots", "notebook", "export"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

@@ -1,4 +1,4 @@
-"""Command line: ``python -m mspti_lens {demo,replay,doctor,install-kernel}``."""
+"""Command line: ``python -m mspti_lens {demo,replay,doctor,install-kernel,export}``."""
 
 from __future__ import annotations
 
@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     k.add_argument("--prefix", default=None, help="install under this prefix (e.g. sys.prefix)")
     k.set_defaults(func=_install_kernel)
+    from .export.cli import add_cli as add_export_cli  # issue 13: the export subcommand
+
+    add_export_cli(sub)
     return p
 
 

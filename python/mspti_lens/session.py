@@ -6,7 +6,10 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterable
+
+import polars as pl
 
 from . import _native
 from .backend import BackendInfo, info_of, load_library
@@ -15,6 +18,8 @@ from .errors import NotPreloadedWarning, SessionError
 from .snapshot import Snapshot, make_meta
 
 CLOCKS = ("auto", "tsc", "monotonic", "mspti")
+#: The latest Session (MSPTI allows one per process): what mspti_lens.serve() exposes by default.
+_active: weakref.ref[Session] | None = None
 
 
 class Session:
@@ -30,6 +35,10 @@ class Session:
     ``"auto"`` (the TSC where the kernel trusts it, else CLOCK_MONOTONIC), ``"tsc"``,
     ``"monotonic"`` or ``"mspti"`` (the library's ``msptiGetTimestamp``, MSPTI's own clock).
 
+    ``interval`` (seconds) keeps latency over time: one histogram per interval in a bounded ring,
+    read with :meth:`timeline`. The K=8 slowest calls per thread and API are always kept
+    (``Snapshot.slowest()``).
+
     One Session may be active per process (MSPTI has one subscriber slot). Entering the ``with``
     block starts recording; leaving it unsubscribes. ``enable``/``disable`` work at any time,
     also from another thread while calls are being recorded.
@@ -41,9 +50,19 @@ class Session:
         *,
         enable: Iterable[Target] | str = ("runtime", "hccl"),
         clock: str = "auto",
+        interval: float | None = None,
     ):
         if clock not in CLOCKS:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
+        # issue 13: latency over time, one histogram per `interval` seconds (see timeline())
+        if interval is not None and (
+            isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval >= 0.001
+        ):
+            raise ValueError(
+                f"interval must be a number of seconds >= 0.001 (or None: no timeline), not {interval!r}"
+            )
+        self._interval = None if interval is None else float(interval)
+        self._timeline_on = False
         # A lone string is one target; any other iterable is a list of targets, so a single
         # (domain, id) pair is written enable=[("runtime", 10)].
         targets: list[Target]
@@ -68,6 +87,8 @@ class Session:
         self._final: Snapshot | None = None
         for d, c in resolved:
             self._apply(d, c, True)
+        global _active
+        _active = weakref.ref(self)
 
     # -- what is traced ------------------------------------------------------------------------
     def _apply(self, domain: int, cbid: int | None, on: bool) -> None:
@@ -104,6 +125,9 @@ class Session:
     def start(self) -> Session:
         """Begin (or resume) recording. Returns self."""
         self._native.start(self._clock)
+        if self._interval is not None and not self._timeline_on:
+            _native.timeline_start(self._interval)
+            self._timeline_on = True
         b = self.backend
         if not self._preload_warned and not b.simulated and not b.preloaded and b.origin != "preloaded":
             self._preload_warned = True
@@ -119,9 +143,15 @@ class Session:
         """Stop and unsubscribe. Idempotent. The last window stays readable: ``snapshot()`` on a
         closed session returns it, so leaving a ``with`` block loses nothing."""
         with self._lock:
+            if self._timeline_on:  # the last, partial interval, then no more ticks
+                _native.timeline_tick()
+                _native.timeline_stop()
+                self._timeline_on = False
             if self._final is None and not self._native.closed:
                 try:
-                    self._final = Snapshot(self._native.snapshot(), self._meta(self._window_start))
+                    self._final = self._with_timeline(
+                        Snapshot(self._native.snapshot(), self._meta(self._window_start))
+                    )
                 except SessionError:
                     pass  # a forked child: nothing of its own to keep
             self._native.close()
@@ -168,7 +198,7 @@ class Session:
         with self._lock:
             if self._native.closed and self._final is not None:
                 return self._final
-            return Snapshot(self._native.snapshot(), self._meta(self._window_start))
+            return self._with_timeline(Snapshot(self._native.snapshot(), self._meta(self._window_start)))
 
     def reset(self) -> Snapshot:
         """Start a new window without unsubscribing; returns the window just closed (nothing is
@@ -177,7 +207,21 @@ class Session:
             # One reading ends the closed window and starts the new one, so windows tile time.
             now = time.time()
             start, self._window_start = self._window_start, now
-            return Snapshot(self._native.reset(), {**self._meta(start), "window_end": now})
+            return self._with_timeline(Snapshot(self._native.reset(), {**self._meta(start), "window_end": now}))
+
+    def timeline(self) -> pl.DataFrame:
+        """Latency over time (``Session(interval=...)``): per interval and API, num_calls, p50_ns,
+        p99_ns; older intervals are merged into longer ones, so memory stays bounded."""
+        from .timeline import empty_timeline, timeline_frame
+
+        if self._interval is None:
+            return empty_timeline()
+        return timeline_frame(self.backend.simulated)
+
+    def _with_timeline(self, snap: Snapshot) -> Snapshot:
+        if self._interval is not None:
+            snap._timeline = self.timeline()
+        return snap
 
     def status(self) -> dict:
         """State at a glance: backend, running, clock, enabled callbacks, counters of the window."""

@@ -93,6 +93,8 @@ class Snapshot:
         self._native = native
         self.meta = dict(meta)
         self._summary: pl.DataFrame | None = None
+        #: The session's timeline when the snapshot was taken (issue 13; None: not kept).
+        self._timeline: pl.DataFrame | None = None
 
     # -- facts ---------------------------------------------------------------------------------
     @property
@@ -200,6 +202,20 @@ class Snapshot:
                 "source": pl.String,
             },
         )
+
+    def slowest(self, per_api: int | None = None) -> pl.DataFrame:
+        """The slowest calls kept per (thread, API) in this window (8 each), slowest first: domain,
+        callback, name, thread_id, start (wall clock), start_unix_ns, duration_ns, source."""
+        from .slowest import slowest_frame  # issue 13
+
+        return slowest_frame(self._native, self.simulated, per_api)
+
+    def timeline(self) -> pl.DataFrame:
+        """Latency over time (``Session(interval=...)``): per interval and API, num_calls, p50_ns,
+        p99_ns; empty when the session keeps no timeline."""
+        from .timeline import empty_timeline  # issue 13
+
+        return self._timeline if self._timeline is not None else empty_timeline()
 
     def quantile(self, q: float, name: str | None = None) -> pl.DataFrame:
         """Any quantile per function (ns, nearest rank as in :meth:`summary`): columns domain,

@@ -1,5 +1,6 @@
 """Matplotlib figures of snapshots, public as :mod:`mspti_lens.plots`. One module per subject:
-:mod:`.host` (API latency: distributions, CDFs, comparisons). Plots read Snapshot frames only."""
+:mod:`.host` (API latency: distributions, CDFs, comparisons), :mod:`.timeline` (latency over
+time). Plots read Snapshot frames only."""
 
 from .host import (
     BINS_PER_DECADE,
@@ -13,6 +14,7 @@ from .host import (
     plot,
     to_png,
 )
+from .timeline import timeline  # issue 13
 
 __all__ = [
     "BINS_PER_DECADE",
@@ -24,5 +26,6 @@ __all__ = [
     "compare_launch",
     "distribution",
     "plot",
+    "timeline",
     "to_png",
 ]

@@ -85,8 +85,9 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
                 return;
             };
             if let Some(h) = s.histogram(key) {
-                // Acquire: the window's closer cleared this bank before advancing to it.
-                h.hist.record(ns, || WINDOW.load(Ordering::Acquire));
+                // Acquire: the window's closer cleared this bank before advancing to it. The
+                // exemplar offer (issue 13) runs in the same write section, in the same window.
+                h.hist.record_and(ns, || WINDOW.load(Ordering::Acquire), |w| h.exemplars.offer(ns, start, w));
             }
         }
         _ => {

@@ -26,7 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     use crate::core::counters::Counter;
     use crate::core::{clock, hist};
     use py::errors::*;
-    use py::{functions, library, session, snapshot};
+    use py::{functions, library, session, snapshot, timeline};
 
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -61,5 +61,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::nearest_rank, m)?)?;
     m.add_function(wrap_pyfunction!(functions::bucket_tables, m)?)?;
     m.add_function(wrap_pyfunction!(functions::callback_data_layout, m)?)?;
+    // issue 13: latency over time
+    m.add_function(wrap_pyfunction!(timeline::timeline_start, m)?)?;
+    m.add_function(wrap_pyfunction!(timeline::timeline_stop, m)?)?;
+    m.add_function(wrap_pyfunction!(timeline::timeline_tick, m)?)?;
+    m.add_function(wrap_pyfunction!(timeline::timeline_rows, m)?)?;
     Ok(())
 }

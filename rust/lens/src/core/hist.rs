@@ -508,6 +508,13 @@ impl AtomicHistogram {
     /// with Acquire). Only the owning thread may call this.
     #[inline(always)]
     pub fn record(&self, v: u64, window: impl FnOnce() -> u64) {
+        self.record_and(v, window, |_| {});
+    }
+
+    /// `record`, then `also(window)` in the same write section (issue 13: the exemplars), so the
+    /// window's closer settles both at once.
+    #[inline(always)]
+    pub fn record_and(&self, v: u64, window: impl FnOnce() -> u64, also: impl FnOnce(u64)) {
         let slot = slot_of(v);
         let sq = u128::from(v) * u128::from(v);
         self.lock.write(window, |w| {
@@ -538,6 +545,7 @@ impl AtomicHistogram {
             } else {
                 bump(&s.overflow, 1);
             }
+            also(w);
         });
     }
 

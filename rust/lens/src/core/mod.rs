@@ -4,7 +4,9 @@
 
 pub mod clock;
 pub mod counters;
+pub mod exemplars; // issue 13
 pub mod hist;
 pub mod seqlock;
 pub mod shard;
+pub mod timeline; // issue 13
 pub mod windows;

@@ -13,6 +13,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use super::counters::{AtomicCounters, Counter, Counters};
+use super::exemplars::Exemplars;
 use super::hist::AtomicHistogram;
 
 /// Open calls a thread may nest; deeper ENTERs are counted as stack_full.
@@ -54,6 +55,8 @@ pub struct KeyHistogram {
     pub cbid: u32,
     pub name: String,
     pub hist: Box<AtomicHistogram>,
+    /// The slowest calls of this (thread, key) per window (issue 13).
+    pub exemplars: Exemplars,
 }
 
 struct KeySlot {
@@ -243,6 +246,7 @@ impl Shard {
             cbid: key.cbid,
             name: name_of(key.name as *const c_char),
             hist: AtomicHistogram::new(),
+            exemplars: Exemplars::new(),
         });
         slot.tag.store(key.tag(), Ordering::Relaxed);
         slot.name.store(key.name as u64, Ordering::Relaxed);

@@ -15,9 +15,11 @@ use std::sync::Mutex;
 
 use super::clock;
 use super::counters::Counters;
+use super::exemplars::{self, Exemplar};
 use super::hist::Histogram;
 use super::seqlock;
 use super::shard;
+use super::timeline;
 
 /// The recording run, read with one load per callback: bit 0 says whether callbacks record
 /// (start/stop), the bits above are the run's epoch, bumped at every start and stop so an ENTER of
@@ -96,6 +98,8 @@ pub struct Totals {
     /// Calls entered and not yet exited (now; not windowed).
     pub in_flight: u64,
     pub threads: u64,
+    /// The slowest calls per (thread, key) of the window, start times on the wall clock (issue 13).
+    pub exemplars: Vec<(Key, Exemplar)>,
 }
 
 /// The current window's calls so far (every epoch closed since the last reset), and the
@@ -103,10 +107,15 @@ pub struct Totals {
 struct WindowState {
     open: BTreeMap<Key, Histogram>,
     counters_base: Counters,
+    /// The window's slowest calls per (shard, key), at most K each (issue 13).
+    exemplars: BTreeMap<(usize, Key), Vec<Exemplar>>,
 }
 
-static STATE: Mutex<WindowState> =
-    Mutex::new(WindowState { open: BTreeMap::new(), counters_base: Counters::ZERO });
+static STATE: Mutex<WindowState> = Mutex::new(WindowState {
+    open: BTreeMap::new(),
+    counters_base: Counters::ZERO,
+    exemplars: BTreeMap::new(),
+});
 
 /// Close the current epoch into `st.open`; returns the shards' cumulative counters, in-flight
 /// calls and thread count now (no histograms).
@@ -119,8 +128,11 @@ fn close_epoch(st: &mut WindowState) -> Totals {
     for s in shard::all_shards() {
         t.threads += 1;
         for kh in s.histograms() {
-            let h = st.open.entry((kh.domain, kh.cbid, kh.name.clone())).or_default();
-            kh.hist.take_window(closed, h);
+            let key = (kh.domain, kh.cbid, kh.name.clone());
+            // The exemplars after take_window: it settles the write section that wrote both.
+            kh.hist.take_window(closed, st.open.entry(key.clone()).or_default());
+            let kept = st.exemplars.entry((s as *const shard::Shard as usize, key)).or_default();
+            exemplars::take(&kh.exemplars, closed, kept);
         }
         t.counters.add(&s.counters());
         t.in_flight += s.in_flight();
@@ -131,6 +143,8 @@ fn close_epoch(st: &mut WindowState) -> Totals {
 fn window_of(st: &WindowState, mut now: Totals) -> Totals {
     now.keys = st.open.iter().filter(|(_, h)| h.count > 0).map(|(k, h)| (k.clone(), h.clone())).collect();
     now.counters.subtract(&st.counters_base);
+    now.exemplars =
+        st.exemplars.iter().flat_map(|((_, k), v)| v.iter().map(move |e| (k.clone(), *e))).collect();
     now
 }
 
@@ -141,9 +155,18 @@ pub fn snapshot_and_reset() -> Totals {
     let now = close_epoch(&mut st);
     let cumulative = now.counters;
     let closed = window_of(&st, now);
+    timeline::before_reset(&st.open);
     st.open.clear();
+    st.exemplars.clear();
     st.counters_base = cumulative;
     closed
+}
+
+/// End the timeline's interval in progress with the current window's records (issue 13).
+pub fn timeline_tick() {
+    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    close_epoch(&mut st);
+    timeline::tick(&st.open);
 }
 
 /// Start a new window: everything recorded so far belongs to the previous one.

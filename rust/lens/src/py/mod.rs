@@ -7,3 +7,4 @@ pub mod functions;
 pub mod library;
 pub mod session;
 pub mod snapshot;
+pub mod timeline;

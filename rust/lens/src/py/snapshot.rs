@@ -7,8 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::core::counters::{Counter, Counters};
+use crate::core::exemplars::Exemplar;
 use crate::core::hist::{self, Histogram};
-use crate::core::windows::Totals;
+use crate::core::windows::{Key, Totals};
 
 type KeyRow = (u32, u32, String, Histogram);
 
@@ -19,6 +20,8 @@ pub struct PySnapshot {
     counters: Counters,
     in_flight: u64,
     threads: u64,
+    /// The slowest calls per (thread, key) (issue 13); none for loaded or merged-in-from-file data.
+    exemplars: Vec<(Key, Exemplar)>,
 }
 
 impl PySnapshot {
@@ -28,6 +31,7 @@ impl PySnapshot {
             counters: t.counters,
             in_flight: t.in_flight,
             threads: t.threads,
+            exemplars: t.exemplars,
         }
     }
 }
@@ -126,6 +130,20 @@ impl PySnapshot {
         Ok(d)
     }
 
+    /// The slowest calls per (thread, key) as columns: domain, cbid, name, thread_id,
+    /// start_unix_ns (wall clock), duration_ns (issue 13).
+    fn exemplars<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let e = &self.exemplars;
+        let d = PyDict::new(py);
+        d.set_item("domain", e.iter().map(|(k, _)| k.0).collect::<Vec<_>>())?;
+        d.set_item("cbid", e.iter().map(|(k, _)| k.1).collect::<Vec<_>>())?;
+        d.set_item("name", e.iter().map(|(k, _)| k.2.as_str()).collect::<Vec<_>>())?;
+        d.set_item("thread_id", e.iter().map(|(_, x)| x.thread_id).collect::<Vec<_>>())?;
+        d.set_item("start_unix_ns", e.iter().map(|(_, x)| x.start).collect::<Vec<_>>())?;
+        d.set_item("duration_ns", e.iter().map(|(_, x)| x.duration).collect::<Vec<_>>())?;
+        Ok(d)
+    }
+
     fn __len__(&self) -> usize {
         self.keys.len()
     }
@@ -191,7 +209,13 @@ impl PySnapshot {
             }
         }
         let get = |k: &str| counters.get(k).copied().unwrap_or(0);
-        Ok(PySnapshot { keys, counters: c, in_flight: get("in_flight"), threads: get("threads") })
+        Ok(PySnapshot {
+            keys,
+            counters: c,
+            in_flight: get("in_flight"),
+            threads: get("threads"),
+            exemplars: vec![],
+        })
     }
 
     /// One histogram of `values` (ns) under key (0, 0, name): for checking the histogram's math.
@@ -203,7 +227,7 @@ impl PySnapshot {
             h.record(v);
         }
         let keys = if h.count > 0 { vec![(0, 0, name.to_owned(), h)] } else { vec![] };
-        PySnapshot { keys, counters: Counters::default(), in_flight: 0, threads: 0 }
+        PySnapshot { keys, counters: Counters::default(), in_flight: 0, threads: 0, exemplars: vec![] }
     }
 
     /// The sum of two snapshots (threads, runs or ranks): histograms of equal keys add exactly.
@@ -219,6 +243,7 @@ impl PySnapshot {
             counters,
             in_flight: self.in_flight + other.in_flight,
             threads: self.threads + other.threads,
+            exemplars: self.exemplars.iter().chain(&other.exemplars).cloned().collect(),
         }
     }
 }

@@ -1,0 +1,202 @@
+"""Chrome Trace Event JSON (Perfetto / chrome://tracing / HTA) of the calls mspti-lens kept.
+
+What goes in: the slowest calls per (thread, API) (``Snapshot.slowest()``), MSTX ranges and
+device kernels when the snapshot has them (the device-time issue's frames), each as a complete
+(``ph: "X"``) event. The process is the rank (``pid``), host calls sit on their thread's lane,
+device work on one lane per (device, stream) in a process of its own per device, as Kineto lays
+traces out. ``ts``/``dur`` are microseconds (with ns decimals) from the earliest event, whose
+absolute CLOCK_REALTIME ns is in ``otherData.base_time_unix_ns``: a float of microseconds since
+1970 cannot hold nanoseconds. Calls nest strictly per thread (mspti-lens pairs them with a
+stack), so the host lanes nest as Perfetto requires.
+
+Frames read (columns; extra columns go into ``args``):
+- slowest: domain, callback, name, thread_id, start_unix_ns, duration_ns
+- mstx (ranges): name, domain, start_unix_ns, end_unix_ns, and thread_id (host) or
+  device_id + stream_id (device)
+- kernels: name, device_id, stream_id, start_unix_ns, end_unix_ns
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import polars as pl
+
+from .series import frame_or_none, resource_of
+
+DEVICE_PID_BASE = 1000  # device d of a rank is process DEVICE_PID_BASE * (rank + 1) + d
+SLOWEST_COLUMNS = ("domain", "callback", "name", "thread_id", "start_unix_ns", "duration_ns")
+MSTX_COLUMNS = ("name", "domain", "start_unix_ns", "end_unix_ns")
+KERNEL_COLUMNS = ("name", "device_id", "stream_id", "start_unix_ns", "end_unix_ns")
+
+
+def _rank_pid(rank: str) -> int:
+    return int(rank) if rank.isdigit() else 0
+
+
+def _need(df: pl.DataFrame, what: str, cols: tuple[str, ...]) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"the {what} frame lacks columns {missing}; it needs {list(cols)}")
+
+
+def _args(row: dict, used: set[str]) -> dict:
+    """The row's other columns as event args, JSON-safe (times as ISO 8601 text)."""
+    out = {}
+    for k, v in row.items():
+        if k in used or v is None:
+            continue
+        out[k] = (
+            v
+            if isinstance(v, (str, int, float, bool))
+            else v.isoformat()
+            if hasattr(v, "isoformat")
+            else str(v)
+        )
+    return out
+
+
+def to_perfetto(
+    snap: Any,
+    path: str | os.PathLike | None = None,
+    *,
+    slowest: pl.DataFrame | None = None,
+    mstx: pl.DataFrame | None = None,
+    kernels: pl.DataFrame | None = None,
+    rank: int | str | None = None,
+    host: str | None = None,
+) -> dict:
+    """A trace (dict in the Chrome Trace Event format, object form) of a snapshot's slowest
+    calls, MSTX ranges and kernels; frames not given are taken from the snapshot where it has
+    them. With ``path``, also written there as JSON (open it in ui.perfetto.dev)."""
+    r = resource_of(snap, rank, host)
+    not_drawn: list[str] = []
+
+    def events_of(method: str, cols: tuple[str, ...]) -> pl.DataFrame | None:
+        # A snapshot's own frame is used when it holds events; aggregates (per-name statistics,
+        # as the device frames keep) have no times to draw and are left out, saying so.
+        df = frame_or_none(snap, method)
+        if df is not None and not set(cols) <= set(df.columns):
+            not_drawn.append(f"{method}: the snapshot keeps statistics, not timed events")
+            return None
+        return df
+
+    slowest = slowest if slowest is not None else events_of("slowest", SLOWEST_COLUMNS)
+    mstx = mstx if mstx is not None else events_of("mstx", MSTX_COLUMNS)
+    kernels = kernels if kernels is not None else events_of("kernels", KERNEL_COLUMNS)
+    pid = _rank_pid(r.rank)
+    spans: list[tuple[int, int, dict]] = []  # (start ns, duration ns, event without ts/dur)
+    threads: set[int] = set()
+    lanes: set[tuple[int, int]] = set()
+
+    if slowest is not None and len(slowest):
+        cols = SLOWEST_COLUMNS
+        _need(slowest, "slowest", cols)
+        for row in slowest.iter_rows(named=True):
+            tid = int(row["thread_id"])
+            threads.add(tid)
+            spans.append(
+                (
+                    int(row["start_unix_ns"]),
+                    int(row["duration_ns"]),
+                    {
+                        "ph": "X",
+                        "cat": row["domain"],
+                        "name": row["name"],
+                        "pid": pid,
+                        "tid": tid,
+                        "args": {"callback": row["callback"], **_args(row, set(cols))},
+                    },
+                )
+            )
+    if mstx is not None and len(mstx):
+        _need(mstx, "mstx", MSTX_COLUMNS)
+        for row in mstx.iter_rows(named=True):
+            start, end = int(row["start_unix_ns"]), int(row["end_unix_ns"])
+            used = {"name", "domain", "start_unix_ns", "end_unix_ns", "thread_id", "device_id", "stream_id"}
+            ev = {"ph": "X", "cat": "mstx", "name": row["name"] or "(unnamed range)"}
+            if row.get("device_id") is not None:
+                lane = (int(row["device_id"]), int(row.get("stream_id") or 0))
+                lanes.add(lane)
+                ev.update(pid=DEVICE_PID_BASE * (pid + 1) + lane[0], tid=lane[1])
+            else:
+                tid = int(row.get("thread_id") or 0)
+                threads.add(tid)
+                ev.update(pid=pid, tid=tid)
+            ev["args"] = {"domain": row["domain"], **_args(row, used)}
+            spans.append((start, max(end - start, 0), ev))
+    if kernels is not None and len(kernels):
+        cols = KERNEL_COLUMNS
+        _need(kernels, "kernels", cols)
+        for row in kernels.iter_rows(named=True):
+            lane = (int(row["device_id"]), int(row["stream_id"]))
+            lanes.add(lane)
+            start, end = int(row["start_unix_ns"]), int(row["end_unix_ns"])
+            spans.append(
+                (
+                    start,
+                    max(end - start, 0),
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": row["name"],
+                        "pid": DEVICE_PID_BASE * (pid + 1) + lane[0],
+                        "tid": lane[1],
+                        "args": {"device": lane[0], "stream": lane[1], **_args(row, set(cols))},
+                    },
+                )
+            )
+
+    base = min((s for s, _, _ in spans), default=r.start_unix_ns)
+    # Outer calls first at equal starts, so viewers that build the stack in file order nest right.
+    spans.sort(key=lambda e: (e[2]["pid"], e[2]["tid"], e[0], -e[1]))
+    label = f"rank {r.rank} ({r.host})" + (" · SIMULATED" if r.simulated else "")
+    meta = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}},
+    ]
+    meta += [
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": t, "args": {"name": f"thread {t}"}}
+        for t in sorted(threads)
+    ]
+    for dev in sorted({d for d, _ in lanes}):
+        dpid = DEVICE_PID_BASE * (pid + 1) + dev
+        meta.append(
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": dpid,
+                "tid": 0,
+                "args": {"name": f"{label} device {dev}"},
+            }
+        )
+    meta += [
+        {
+            "ph": "M",
+            "name": "thread_name",
+            "pid": DEVICE_PID_BASE * (pid + 1) + d,
+            "tid": s,
+            "args": {"name": f"stream {s}"},
+        }
+        for d, s in sorted(lanes)
+    ]
+    events = meta + [{**ev, "ts": (start - base) / 1e3, "dur": dur / 1e3} for start, dur, ev in spans]
+    trace = {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "distributedInfo": {"rank": _rank_pid(r.rank)},
+        "otherData": {
+            "producer": "mspti-lens",
+            "base_time_unix_ns": base,
+            "rank": r.rank,
+            "host": r.host,
+            "source": "simulated" if r.simulated else "libmspti",
+            "not_drawn": not_drawn,
+        },
+    }
+    if path is not None:
+        with open(os.fspath(path), "w", encoding="utf-8") as f:
+            json.dump(trace, f)
+    return trace

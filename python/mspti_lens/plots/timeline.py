@@ -1,0 +1,95 @@
+"""Latency over time: p50 and p99 per interval for the busiest APIs (``Session(interval=...)``).
+
+Reads the ``timeline()`` frame only (num_calls, p50_ns, p99_ns per interval and API): each line
+steps across its interval, p50 solid and p99 dashed in the API's colour, on a log time axis."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import polars as pl
+
+from ..snapshot import format_ns
+from .host import _new_figure, _title
+
+TIMELINE_COLUMNS = ("start", "end", "name", "num_calls", "p50_ns", "p99_ns")
+
+
+def _timeline_frame(data: Any) -> tuple[pl.DataFrame, bool]:
+    if isinstance(data, pl.DataFrame):
+        frame = data
+    elif hasattr(data, "timeline"):
+        frame = data.timeline()
+    else:
+        raise ValueError(
+            f"timeline() plots a Session, a Snapshot or a timeline frame, not {type(data).__name__}"
+        )
+    missing = [c for c in TIMELINE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"a timeline frame needs columns {list(TIMELINE_COLUMNS)}; it lacks {missing}")
+    simulated = "source" in frame.columns and bool((frame["source"] == "simulated").any())
+    return frame, simulated
+
+
+def timeline(
+    data: Any,
+    names: Iterable[str] | None = None,
+    top: int = 4,
+    title: str | None = None,
+    figsize: tuple[float, float] = (9.0, 4.0),
+):
+    """p50/p99 over time of the ``top`` APIs by calls (or of ``names``). ``data``: a Session
+    (``Session(interval=...)``), a Snapshot taken from one, or a ``timeline()`` frame."""
+    frame, simulated = _timeline_frame(data)
+    if not isinstance(top, int) or isinstance(top, bool) or top < 1:
+        raise ValueError(f"top must be a positive int (APIs to draw), not {top!r}")
+    if names is not None:
+        picked = list(names)
+        unknown = sorted(set(picked) - set(frame["name"]))
+        if unknown and len(frame):
+            raise ValueError(f"no timeline rows for {unknown}; APIs with rows: {sorted(set(frame['name']))}")
+    else:
+        busiest = (
+            frame.group_by("name")
+            .agg(pl.col("num_calls").sum())
+            .sort(["num_calls", "name"], descending=[True, False])
+        )
+        picked = busiest["name"].head(top).to_list()
+    fig, axes = _new_figure(figsize)
+    ax = axes[0][0]
+    if not len(frame):
+        ax.text(
+            0.5,
+            0.5,
+            "no intervals yet: create the Session with interval=seconds",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
+        ax.set_axis_off()
+    from matplotlib.ticker import FuncFormatter
+
+    for i, name in enumerate(picked):
+        sub = frame.filter(pl.col("name") == name).sort("start")
+        if not len(sub):
+            continue
+        colour = f"C{i % 10}"
+        xs = [*sub["start"].to_list(), sub["end"][-1]]
+        for col, style, label in (("p50_ns", "-", "p50"), ("p99_ns", "--", "p99")):
+            ys = sub[col].cast(pl.Float64).to_list()
+            ax.step(xs, [*ys, ys[-1]], where="post", color=colour, linestyle=style, label=f"{name} {label}")
+    if len(frame):
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_ns(v) if v > 0 else ""))
+        ax.set_ylabel("host time per call")
+        ax.set_xlabel("time (UTC)")
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=8, ncol=2, loc="best")
+    ax.set_title(_title(title or "Host API latency over time (p50 solid, p99 dashed)", simulated))
+    fig.tight_layout()
+    return fig
