@@ -39,7 +39,12 @@ pub unsafe extern "C" fn on_callback(
             std::ptr::addr_of!((*cbdata).function_name).read() as *const c_char,
         )
     };
-    let r = std::panic::catch_unwind(|| handle(domain, cbid, site, name as usize));
+    // The activity hooks (issue 11) wrap the pairing; off by default (one load and a branch).
+    let r = std::panic::catch_unwind(|| {
+        crate::activity::hook::around(domain, cbid, site, name as usize, || {
+            handle(domain, cbid, site, name as usize)
+        })
+    });
     if r.is_err() {
         POISONED.store(true, Ordering::Relaxed);
         recorder::halt();

@@ -2,6 +2,7 @@
 //! into per-thread latency histograms, and merges them into snapshots. The Python binding layer
 //! (`py`, feature `python`) only converts.
 
+pub mod activity;
 pub mod callback;
 pub mod core;
 pub mod error;

@@ -17,6 +17,8 @@ use crate::core::shard::ShardCounters;
 use crate::error::Error;
 use crate::ffi::loader::{self, MsptiLibrary};
 
+mod activity;
+
 create_exception!(mspti_lens, MsptiError, PyException, "Base of every mspti_lens error.");
 create_exception!(mspti_lens, LibraryError, MsptiError, "No usable MSPTI library could be loaded.");
 create_exception!(mspti_lens, MsptiCallError, MsptiError, "An MSPTI function returned an error code.");
@@ -545,5 +547,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(results, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_bounds, m)?)?;
     m.add_function(wrap_pyfunction!(callback_data_layout, m)?)?;
+    activity::register(m)?;
     Ok(())
 }

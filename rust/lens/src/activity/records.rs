@@ -1,0 +1,262 @@
+//! Activity records as they lie in a completed buffer: packed structs laid back to back, each
+//! exactly its kind's size (mspti_abi.md §3), 64-bit fields at odd offsets, so every field is
+//! read unaligned from its reference offset. We walk the buffer ourselves instead of calling
+//! `msptiActivityGetNextRecord` per record: no MSPTI call per record, and no exposure to its
+//! thread-local offset (a stale offset would start the next buffer mid-record).
+
+use super::layout as abi;
+
+/// A record's fields that the collector uses (pointers are kept as addresses: they are only
+/// dereferenced where the reference says the library fills them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Record {
+    Marker {
+        flag: u32,
+        source: u32,
+        timestamp: u64,
+        id: u64,
+        obj: (u32, u32),
+        name: usize,
+        domain: usize,
+    },
+    Kernel {
+        start: u64,
+        end: u64,
+        device: u32,
+        stream: u32,
+        correlation: u64,
+        kind_name: usize,
+        name: usize,
+    },
+    /// API, ACL_API, NODE_API and RUNTIME_API share one layout.
+    Api {
+        kind: u32,
+        start: u64,
+        end: u64,
+        pid: u32,
+        tid: u32,
+        correlation: u64,
+        name: usize,
+    },
+    Hccl {
+        start: u64,
+        end: u64,
+        device: u32,
+        stream: u32,
+        bandwidth: f64,
+        name: usize,
+        comm: usize,
+    },
+    Memory {
+        op: u32,
+        memory_kind: u32,
+        correlation: u64,
+        start: u64,
+        end: u64,
+        bytes: u64,
+    },
+    Memset {
+        bytes: u64,
+        start: u64,
+        end: u64,
+        correlation: u64,
+    },
+    Memcpy {
+        copy_kind: u32,
+        bytes: u64,
+        start: u64,
+        end: u64,
+        correlation: u64,
+    },
+    ExternalCorrelation {
+        external_kind: u32,
+        external_id: u64,
+        correlation: u64,
+    },
+    Communication {
+        data_type: u32,
+        count: u64,
+        device: u32,
+        stream: u32,
+        start: u64,
+        end: u64,
+        name: usize,
+        comm: usize,
+        correlation: u64,
+    },
+}
+
+/// Why the rest of a buffer was skipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bad {
+    /// A kind this build does not know: its size is unknown, so nothing after it can be found.
+    UnknownKind(u32),
+    /// A record that runs past the buffer's valid size.
+    Truncated,
+}
+
+/// Record sizes per kind (index = kind value), from the ABI table; the library's own
+/// `msptiActivityGetStructSize` may override an entry where it exists.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes(pub [usize; abi::KIND_COUNT as usize]);
+
+impl Default for Sizes {
+    fn default() -> Sizes {
+        let mut s = [0; abi::KIND_COUNT as usize];
+        for (k, v) in s.iter_mut().enumerate() {
+            *v = abi::record_size(k as u32).unwrap_or(0);
+        }
+        Sizes(s)
+    }
+}
+
+#[inline(always)]
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+#[inline(always)]
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+
+#[inline(always)]
+fn ptr_at(b: &[u8], o: usize) -> usize {
+    u64_at(b, o) as usize
+}
+
+/// Decode the record at the start of `r` (which holds at least its kind's size).
+fn decode(kind: u32, r: &[u8]) -> Option<Record> {
+    use abi::*;
+    Some(match kind {
+        KIND_MARKER => Record::Marker {
+            flag: u32_at(r, MARKER_FLAG),
+            source: u32_at(r, MARKER_SOURCE_KIND),
+            timestamp: u64_at(r, MARKER_TIMESTAMP),
+            id: u64_at(r, MARKER_ID),
+            obj: (u32_at(r, MARKER_OBJECT_ID), u32_at(r, MARKER_OBJECT_ID + 4)),
+            name: ptr_at(r, MARKER_NAME),
+            domain: ptr_at(r, MARKER_DOMAIN),
+        },
+        KIND_KERNEL => Record::Kernel {
+            start: u64_at(r, KERNEL_START),
+            end: u64_at(r, KERNEL_END),
+            device: u32_at(r, KERNEL_DS),
+            stream: u32_at(r, KERNEL_DS + 4),
+            correlation: u64_at(r, KERNEL_CORRELATION_ID),
+            kind_name: ptr_at(r, KERNEL_TYPE),
+            name: ptr_at(r, KERNEL_NAME),
+        },
+        KIND_API | KIND_ACL_API | KIND_NODE_API | KIND_RUNTIME_API => Record::Api {
+            kind,
+            start: u64_at(r, API_START),
+            end: u64_at(r, API_END),
+            pid: u32_at(r, API_PT),
+            tid: u32_at(r, API_PT + 4),
+            correlation: u64_at(r, API_CORRELATION_ID),
+            name: ptr_at(r, API_NAME),
+        },
+        KIND_HCCL => Record::Hccl {
+            start: u64_at(r, HCCL_START),
+            end: u64_at(r, HCCL_END),
+            device: u32_at(r, HCCL_DS),
+            stream: u32_at(r, HCCL_DS + 4),
+            bandwidth: f64::from_bits(u64_at(r, HCCL_BANDWIDTH)),
+            name: ptr_at(r, HCCL_NAME),
+            comm: ptr_at(r, HCCL_COMM_NAME),
+        },
+        KIND_MEMORY => Record::Memory {
+            op: u32_at(r, MEMORY_OPERATION_TYPE),
+            memory_kind: u32_at(r, MEMORY_MEMORY_KIND),
+            correlation: u64_at(r, MEMORY_CORRELATION_ID),
+            start: u64_at(r, MEMORY_START),
+            end: u64_at(r, MEMORY_END),
+            bytes: u64_at(r, MEMORY_BYTES),
+        },
+        KIND_MEMSET => Record::Memset {
+            bytes: u64_at(r, MEMSET_BYTES),
+            start: u64_at(r, MEMSET_START),
+            end: u64_at(r, MEMSET_END),
+            correlation: u64_at(r, MEMSET_CORRELATION_ID),
+        },
+        KIND_MEMCPY => Record::Memcpy {
+            copy_kind: u32_at(r, MEMCPY_COPY_KIND),
+            bytes: u64_at(r, MEMCPY_BYTES),
+            start: u64_at(r, MEMCPY_START),
+            end: u64_at(r, MEMCPY_END),
+            correlation: u64_at(r, MEMCPY_CORRELATION_ID),
+        },
+        KIND_EXTERNAL_CORRELATION => Record::ExternalCorrelation {
+            external_kind: u32_at(r, EXTERNAL_CORRELATION_EXTERNAL_KIND),
+            external_id: u64_at(r, EXTERNAL_CORRELATION_EXTERNAL_ID),
+            correlation: u64_at(r, EXTERNAL_CORRELATION_CORRELATION_ID),
+        },
+        KIND_COMMUNICATION => Record::Communication {
+            data_type: u32_at(r, COMMUNICATION_DATA_TYPE),
+            count: u64_at(r, COMMUNICATION_COUNT),
+            device: u32_at(r, COMMUNICATION_DS),
+            stream: u32_at(r, COMMUNICATION_DS + 4),
+            start: u64_at(r, COMMUNICATION_START),
+            end: u64_at(r, COMMUNICATION_END),
+            name: ptr_at(r, COMMUNICATION_NAME),
+            comm: ptr_at(r, COMMUNICATION_COMM_NAME),
+            correlation: u64_at(r, COMMUNICATION_CORRELATION_ID),
+        },
+        _ => return None,
+    })
+}
+
+/// Every record of a buffer, in order, to its end; a bad record ends the walk (`Err`), as the
+/// position of anything after it is unknown.
+pub struct Records<'a> {
+    buf: &'a [u8],
+    off: usize,
+    sizes: &'a Sizes,
+    skipped: usize,
+}
+
+impl<'a> Records<'a> {
+    pub fn new(buf: &'a [u8], sizes: &'a Sizes) -> Records<'a> {
+        Records { buf, off: 0, sizes, skipped: 0 }
+    }
+    /// Bytes skipped after a bad record.
+    pub fn skipped(&self) -> usize {
+        self.skipped
+    }
+
+    fn stop(&mut self, bad: Bad) -> Option<Result<Record, Bad>> {
+        self.skipped = self.buf.len() - self.off;
+        self.off = self.buf.len();
+        Some(Err(bad))
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<Record, Bad>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = &self.buf[self.off..];
+        if rest.len() < 4 {
+            if rest.is_empty() {
+                return None;
+            }
+            return self.stop(Bad::Truncated);
+        }
+        let kind = u32_at(rest, 0);
+        let size = self.sizes.0.get(kind as usize).copied().unwrap_or(0);
+        let rec = if size == 0 { None } else { rest.get(..size) };
+        let Some(r) = rec else {
+            return self.stop(if size == 0 { Bad::UnknownKind(kind) } else { Bad::Truncated });
+        };
+        match decode(kind, r) {
+            Some(rec) => {
+                self.off += size;
+                Some(Ok(rec))
+            }
+            None => self.stop(Bad::UnknownKind(kind)),
+        }
+    }
+}
