@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::core::hist::Histogram;
-use crate::core::recorder::FORKED;
+use crate::core::windows::FORKED;
 use crate::error::{Error, Result};
 use aggregate::{Counters, State};
 use layout::*;

@@ -8,10 +8,14 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{to_py, PyLibrary};
+use super::library::PyLibrary;
 use crate::activity::{self, mstx, ActivityTotals, Collector, Config, HistRow};
 use crate::core::hist::{self, Histogram};
 use crate::error::Error;
+
+fn to_py(e: Error) -> PyErr {
+    PyErr::from(e)
+}
 
 fn kinds_of(names: Vec<String>) -> PyResult<Vec<u32>> {
     names.iter().map(|n| activity::kind_by_name(n).map_err(to_py)).collect()
