@@ -15,7 +15,8 @@
  * - correlation ids: bumped per thread before ENTER and per kernel launched; RUNTIME_API records
  *   carry the thread's current id; external correlation is one process-global stack, and a pop
  *   with a NULL out pointer fails without popping.
- * - timestamps are a virtual clock: every reading advances it by TICK ns (msptiGetTimestamp).
+ * - timestamps are a virtual clock: every reading advances it by TICK ns (msptiGetTimestamp);
+ *   with -DCANN8 (no msptiGetTimestamp) they are CLOCK_REALTIME ns.
  * Built with -DCANN8: no RUNTIME_API kind, no msptiGetTimestamp, no dropped-count API.
  */
 #define _GNU_SOURCE
@@ -49,7 +50,13 @@ static _Atomic uint64_t emitted[16];
 static _Atomic uint64_t dropped, dropped_total;
 static pthread_mutex_t sub_lock = PTHREAD_MUTEX_INITIALIZER;
 
+#ifdef CANN8
+/* No msptiGetTimestamp to share a virtual clock: records carry CLOCK_REALTIME ns, as MSPTI's do. */
+#include <time.h>
+static uint64_t t(void) { struct timespec ts; clock_gettime(CLOCK_REALTIME, &ts); (void)vclock; return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec; }
+#else
 static uint64_t t(void) { return atomic_fetch_add(&vclock, TICK) + TICK; }
+#endif
 static uint32_t tid(void) { return (uint32_t)syscall(SYS_gettid); }
 static __thread uint64_t my_corr;
 #define WILD ((const char *)0xdeadbeefdead0000ull)

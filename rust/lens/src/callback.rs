@@ -21,7 +21,7 @@ use crate::core::windows::{self, POISONED, RUN, WINDOW};
 /// `cbdata` is NULL or points to a `msptiCallbackData` whose first two fields are valid for the
 /// duration of the call (the MSPTI contract; the other fields are never read).
 pub unsafe extern "C" fn on_callback(
-    _userdata: *mut c_void,
+    userdata: *mut c_void,
     domain: u32,
     cbid: u32,
     cbdata: *const MsptiCallbackData,
@@ -41,7 +41,7 @@ pub unsafe extern "C" fn on_callback(
     };
     // The activity hooks (issue 11) wrap the pairing; off by default (one load and a branch).
     let r = std::panic::catch_unwind(|| {
-        crate::activity::hook::around(domain, cbid, site, name as usize, || {
+        crate::activity::hook::around(userdata as usize, domain, cbid, site, name as usize, || {
             handle(domain, cbid, site, name as usize)
         })
     });

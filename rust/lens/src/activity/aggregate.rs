@@ -174,6 +174,13 @@ fn dur(start: u64, end: u64, c: &mut Counters) -> Option<u64> {
 }
 
 impl State {
+    /// Start after every span logged so far (rings outlive sessions: an earlier session's
+    /// launches are not this one's).
+    pub fn skip_old_spans(&mut self) {
+        self.cursors =
+            hook::rings().iter().map(|r| r.head.load(std::sync::atomic::Ordering::Acquire)).collect();
+    }
+
     /// Read the spans the callbacks logged since the last call (before a round of buffers, so
     /// the API records of finished launches find their span).
     pub fn ingest_spans(&mut self) {
@@ -296,6 +303,7 @@ impl State {
                     }
                 }
             }
+            Record::Other(_) => {}
             Record::Marker { flag, source, timestamp, id, obj, name, domain } => {
                 self.marker(flag, source, timestamp, id, obj, name, domain);
             }

@@ -40,7 +40,6 @@ pub const MAX_RINGS: usize = 4096;
 
 static TIMESTAMP: AtomicUsize = AtomicUsize::new(0);
 static MARK_FN: AtomicUsize = AtomicUsize::new(0);
-static MARK_STREAM: AtomicUsize = AtomicUsize::new(0);
 static PUSH_FN: AtomicUsize = AtomicUsize::new(0);
 static POP_FN: AtomicUsize = AtomicUsize::new(0);
 /// Launch spans with an external id pushed now, and a count of ENTERs that found one open.
@@ -178,16 +177,9 @@ pub fn set_timestamp(f: Option<FnTimestamp>) {
     TIMESTAMP.store(f.map_or(0, |f| f as usize), Ordering::Relaxed);
 }
 
-/// Set the hooks: which are on, the mark function and stream, the push/pop functions.
-pub fn configure(
-    hooks: u8,
-    mark: Option<FnMark>,
-    stream: usize,
-    push: Option<FnPushExternal>,
-    pop: Option<FnPopExternal>,
-) {
+/// Set the hooks: which are on, the mark function, the push/pop functions.
+pub fn configure(hooks: u8, mark: Option<FnMark>, push: Option<FnPushExternal>, pop: Option<FnPopExternal>) {
     MARK_FN.store(mark.map_or(0, |f| f as usize), Ordering::Relaxed);
-    MARK_STREAM.store(stream, Ordering::Relaxed);
     PUSH_FN.store(push.map_or(0, |f| f as usize), Ordering::Relaxed);
     POP_FN.store(pop.map_or(0, |f| f as usize), Ordering::Relaxed);
     HOOKS.store(hooks, Ordering::Release);
@@ -205,22 +197,22 @@ pub fn external_id(ring: u32, seq: u64) -> u64 {
 
 /// Run the callback's own work `f` with the activity hooks around it.
 #[inline(always)]
-pub fn around(domain: u32, cbid: u32, site: u32, name: usize, f: impl FnOnce()) {
+pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f: impl FnOnce()) {
     let hooks = HOOKS.load(Ordering::Relaxed);
     if hooks == 0 || domain != MSPTI_CB_DOMAIN_RUNTIME || !(LAUNCH_FIRST..=LAUNCH_LAST).contains(&cbid) {
         return f();
     }
-    slow(hooks, cbid, site, name, f);
+    slow(hooks, userdata, cbid, site, name, f);
 }
 
 // Everything here runs before the callback's ENTER clock and after its EXIT clock (`f`), so
 // the hooks' own cost stays outside the window the histograms measure; the span brackets it.
 #[inline(never)]
-fn slow(hooks: u8, cbid: u32, site: u32, name: usize, f: impl FnOnce()) {
+fn slow(hooks: u8, userdata: usize, cbid: u32, site: u32, name: usize, f: impl FnOnce()) {
     match site {
         mspti_abi::MSPTI_API_ENTER => {
             if hooks & MARKS != 0 {
-                mark(name);
+                mark(name, userdata);
             }
             if hooks & (SPANS | EXTERNAL) != 0 {
                 let _ = MINE.try_with(|m| {
@@ -273,14 +265,15 @@ fn slow(hooks: u8, cbid: u32, site: u32, name: usize, f: impl FnOnce()) {
                 });
             }
             if hooks & MARKS != 0 {
-                mark(name);
+                mark(name, userdata);
             }
         }
         _ => f(),
     }
 }
 
-fn mark(name: usize) {
+/// `mstxMarkA(functionName, stream)`, the stream being the subscription data (scenario 2).
+fn mark(name: usize, stream: usize) {
     let f = MARK_FN.load(Ordering::Relaxed);
     if f == 0 || name == 0 {
         MARK_FAILURES.fetch_add(1, Ordering::Relaxed);
@@ -290,7 +283,7 @@ fn mark(name: usize) {
     // callback's functionName, a NUL-terminated string MSPTI keeps for the process.
     unsafe {
         let f: FnMark = std::mem::transmute::<usize, FnMark>(f);
-        f(name as *const c_char, MARK_STREAM.load(Ordering::Relaxed) as *mut c_void);
+        f(name as *const c_char, stream as *mut c_void);
     }
 }
 

@@ -1,133 +1,125 @@
-//! Provisional copy of the activity record ABI (mspti_abi.md §2-§3), used until the shared
-//! definition lands in `mspti_abi::activity` (the devsim helper writes it); then this file goes.
+//! The record ABI as the parser reads it: short names for the shared definition in
+//! `mspti_abi::activity` (kinds, enum values, and field offsets taken from its packed structs, so
+//! nothing here restates a number of the reference).
 
-pub const KIND_INVALID: u32 = 0;
-pub const KIND_MARKER: u32 = 1;
-pub const KIND_KERNEL: u32 = 2;
-pub const KIND_API: u32 = 3;
-pub const KIND_HCCL: u32 = 4;
-pub const KIND_MEMORY: u32 = 5;
-pub const KIND_MEMSET: u32 = 6;
-pub const KIND_MEMCPY: u32 = 7;
-pub const KIND_EXTERNAL_CORRELATION: u32 = 8;
-pub const KIND_COMMUNICATION: u32 = 9;
-pub const KIND_ACL_API: u32 = 10;
-pub const KIND_NODE_API: u32 = 11;
-pub const KIND_RUNTIME_API: u32 = 12;
-pub const KIND_COUNT: u32 = 13;
+use core::mem::offset_of;
 
-/// Packed size of each record kind (None: no record of that kind exists).
-pub fn record_size(kind: u32) -> Option<usize> {
-    Some(match kind {
-        KIND_MARKER | KIND_KERNEL | KIND_HCCL | KIND_MEMSET | KIND_MEMCPY => 56,
-        KIND_API | KIND_ACL_API | KIND_NODE_API | KIND_RUNTIME_API => 48,
-        KIND_MEMORY => 64,
-        KIND_EXTERNAL_CORRELATION => 24,
-        KIND_COMMUNICATION => 72,
-        _ => return None,
-    })
-}
+use mspti_abi::activity as a;
 
-pub const MARKER_FLAG: usize = 4;
-pub const MARKER_SOURCE_KIND: usize = 8;
-pub const MARKER_TIMESTAMP: usize = 12;
-pub const MARKER_ID: usize = 20;
-pub const MARKER_OBJECT_ID: usize = 28;
-pub const MARKER_NAME: usize = 36;
-pub const MARKER_DOMAIN: usize = 44;
+pub use a::{record_size, MsptiActivityKind};
 
-pub const KERNEL_START: usize = 4;
-pub const KERNEL_END: usize = 12;
-pub const KERNEL_DS: usize = 20;
-pub const KERNEL_CORRELATION_ID: usize = 28;
-pub const KERNEL_TYPE: usize = 36;
-pub const KERNEL_NAME: usize = 44;
+pub const KIND_MARKER: u32 = a::MSPTI_ACTIVITY_KIND_MARKER;
+pub const KIND_KERNEL: u32 = a::MSPTI_ACTIVITY_KIND_KERNEL;
+pub const KIND_API: u32 = a::MSPTI_ACTIVITY_KIND_API;
+pub const KIND_HCCL: u32 = a::MSPTI_ACTIVITY_KIND_HCCL;
+pub const KIND_MEMORY: u32 = a::MSPTI_ACTIVITY_KIND_MEMORY;
+pub const KIND_MEMSET: u32 = a::MSPTI_ACTIVITY_KIND_MEMSET;
+pub const KIND_MEMCPY: u32 = a::MSPTI_ACTIVITY_KIND_MEMCPY;
+pub const KIND_EXTERNAL_CORRELATION: u32 = a::MSPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+pub const KIND_COMMUNICATION: u32 = a::MSPTI_ACTIVITY_KIND_COMMUNICATION;
+pub const KIND_ACL_API: u32 = a::MSPTI_ACTIVITY_KIND_ACL_API;
+pub const KIND_NODE_API: u32 = a::MSPTI_ACTIVITY_KIND_NODE_API;
+pub const KIND_RUNTIME_API: u32 = a::MSPTI_ACTIVITY_KIND_RUNTIME_API;
+/// One past the largest kind with a known record size (OVERHEAD included: skipped by size).
+pub const KIND_COUNT: u32 = a::MSPTI_ACTIVITY_KIND_OVERHEAD + 1;
 
-pub const API_START: usize = 4;
-pub const API_END: usize = 12;
-pub const API_PT: usize = 20;
-pub const API_CORRELATION_ID: usize = 28;
-pub const API_NAME: usize = 36;
+type M = a::MsptiActivityMarker;
+pub const MARKER_FLAG: usize = offset_of!(M, flag);
+pub const MARKER_SOURCE_KIND: usize = offset_of!(M, source_kind);
+pub const MARKER_TIMESTAMP: usize = offset_of!(M, timestamp);
+pub const MARKER_ID: usize = offset_of!(M, id);
+pub const MARKER_OBJECT_ID: usize = offset_of!(M, object_id);
+pub const MARKER_NAME: usize = offset_of!(M, name);
+pub const MARKER_DOMAIN: usize = offset_of!(M, domain);
 
-pub const HCCL_START: usize = 4;
-pub const HCCL_END: usize = 12;
-pub const HCCL_DS: usize = 20;
-pub const HCCL_BANDWIDTH: usize = 28;
-pub const HCCL_NAME: usize = 36;
-pub const HCCL_COMM_NAME: usize = 44;
+type K = a::MsptiActivityKernel;
+pub const KERNEL_START: usize = offset_of!(K, start);
+pub const KERNEL_END: usize = offset_of!(K, end);
+pub const KERNEL_DS: usize = offset_of!(K, ds);
+pub const KERNEL_CORRELATION_ID: usize = offset_of!(K, correlation_id);
+pub const KERNEL_TYPE: usize = offset_of!(K, type_);
+pub const KERNEL_NAME: usize = offset_of!(K, name);
 
-pub const MEMORY_OPERATION_TYPE: usize = 4;
-pub const MEMORY_MEMORY_KIND: usize = 8;
-pub const MEMORY_CORRELATION_ID: usize = 12;
-pub const MEMORY_START: usize = 20;
-pub const MEMORY_END: usize = 28;
-pub const MEMORY_ADDRESS: usize = 36;
-pub const MEMORY_BYTES: usize = 44;
+type A = a::MsptiActivityApi;
+pub const API_START: usize = offset_of!(A, start);
+pub const API_END: usize = offset_of!(A, end);
+pub const API_PT: usize = offset_of!(A, pt);
+pub const API_CORRELATION_ID: usize = offset_of!(A, correlation_id);
+pub const API_NAME: usize = offset_of!(A, name);
 
-pub const MEMSET_VALUE: usize = 4;
-pub const MEMSET_BYTES: usize = 8;
-pub const MEMSET_START: usize = 16;
-pub const MEMSET_END: usize = 24;
-pub const MEMSET_CORRELATION_ID: usize = 40;
+type H = a::MsptiActivityHccl;
+pub const HCCL_START: usize = offset_of!(H, start);
+pub const HCCL_END: usize = offset_of!(H, end);
+pub const HCCL_DS: usize = offset_of!(H, ds);
+pub const HCCL_BANDWIDTH: usize = offset_of!(H, band_width);
+pub const HCCL_NAME: usize = offset_of!(H, name);
+pub const HCCL_COMM_NAME: usize = offset_of!(H, comm_name);
 
-pub const MEMCPY_COPY_KIND: usize = 4;
-pub const MEMCPY_BYTES: usize = 8;
-pub const MEMCPY_START: usize = 16;
-pub const MEMCPY_END: usize = 24;
-pub const MEMCPY_CORRELATION_ID: usize = 40;
+type Mem = a::MsptiActivityMemory;
+pub const MEMORY_OPERATION_TYPE: usize = offset_of!(Mem, memory_operation_type);
+pub const MEMORY_MEMORY_KIND: usize = offset_of!(Mem, memory_kind);
+pub const MEMORY_CORRELATION_ID: usize = offset_of!(Mem, correlation_id);
+pub const MEMORY_START: usize = offset_of!(Mem, start);
+pub const MEMORY_END: usize = offset_of!(Mem, end);
+pub const MEMORY_BYTES: usize = offset_of!(Mem, bytes);
 
-pub const EXTERNAL_CORRELATION_EXTERNAL_KIND: usize = 4;
-pub const EXTERNAL_CORRELATION_EXTERNAL_ID: usize = 8;
-pub const EXTERNAL_CORRELATION_CORRELATION_ID: usize = 16;
+type Ms = a::MsptiActivityMemset;
+pub const MEMSET_BYTES: usize = offset_of!(Ms, bytes);
+pub const MEMSET_START: usize = offset_of!(Ms, start);
+pub const MEMSET_END: usize = offset_of!(Ms, end);
+pub const MEMSET_CORRELATION_ID: usize = offset_of!(Ms, correlation_id);
 
-pub const COMMUNICATION_DATA_TYPE: usize = 4;
-pub const COMMUNICATION_COUNT: usize = 8;
-pub const COMMUNICATION_DS: usize = 16;
-pub const COMMUNICATION_START: usize = 24;
-pub const COMMUNICATION_END: usize = 32;
-pub const COMMUNICATION_ALG_TYPE: usize = 40;
-pub const COMMUNICATION_NAME: usize = 48;
-pub const COMMUNICATION_COMM_NAME: usize = 56;
-pub const COMMUNICATION_CORRELATION_ID: usize = 64;
+type Mc = a::MsptiActivityMemcpy;
+pub const MEMCPY_COPY_KIND: usize = offset_of!(Mc, copy_kind);
+pub const MEMCPY_BYTES: usize = offset_of!(Mc, bytes);
+pub const MEMCPY_START: usize = offset_of!(Mc, start);
+pub const MEMCPY_END: usize = offset_of!(Mc, end);
+pub const MEMCPY_CORRELATION_ID: usize = offset_of!(Mc, correlation_id);
 
-pub const SOURCE_HOST: u32 = 0;
-pub const SOURCE_DEVICE: u32 = 1;
-pub const FLAG_INSTANTANEOUS: u32 = 1;
-pub const FLAG_START: u32 = 2;
-pub const FLAG_END: u32 = 4;
-pub const FLAG_INSTANTANEOUS_WITH_DEVICE: u32 = 8;
-pub const FLAG_START_WITH_DEVICE: u32 = 16;
-pub const FLAG_END_WITH_DEVICE: u32 = 32;
+type E = a::MsptiActivityExternalCorrelation;
+pub const EXTERNAL_CORRELATION_EXTERNAL_KIND: usize = offset_of!(E, external_kind);
+pub const EXTERNAL_CORRELATION_EXTERNAL_ID: usize = offset_of!(E, external_id);
+pub const EXTERNAL_CORRELATION_CORRELATION_ID: usize = offset_of!(E, correlation_id);
 
-/// `msptiExternalCorrelationKind::CUSTOM2`: torch_npu's Kineto backend uses CUSTOM0.
-pub const EXTERNAL_CUSTOM2: u32 = 4;
+type C = a::MsptiActivityCommunication;
+pub const COMMUNICATION_DATA_TYPE: usize = offset_of!(C, data_type);
+pub const COMMUNICATION_COUNT: usize = offset_of!(C, count);
+pub const COMMUNICATION_DS: usize = offset_of!(C, ds);
+pub const COMMUNICATION_START: usize = offset_of!(C, start);
+pub const COMMUNICATION_END: usize = offset_of!(C, end);
+pub const COMMUNICATION_NAME: usize = offset_of!(C, name);
+pub const COMMUNICATION_COMM_NAME: usize = offset_of!(C, comm_name);
+pub const COMMUNICATION_CORRELATION_ID: usize = offset_of!(C, correlation_id);
+
+pub const SOURCE_HOST: u32 = a::MSPTI_ACTIVITY_SOURCE_KIND_HOST;
+pub const FLAG_INSTANTANEOUS: u32 = a::MSPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS;
+pub const FLAG_START: u32 = a::MSPTI_ACTIVITY_FLAG_MARKER_START;
+pub const FLAG_END: u32 = a::MSPTI_ACTIVITY_FLAG_MARKER_END;
+pub const FLAG_INSTANTANEOUS_WITH_DEVICE: u32 = a::MSPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS_WITH_DEVICE;
+pub const FLAG_START_WITH_DEVICE: u32 = a::MSPTI_ACTIVITY_FLAG_MARKER_START_WITH_DEVICE;
+pub const FLAG_END_WITH_DEVICE: u32 = a::MSPTI_ACTIVITY_FLAG_MARKER_END_WITH_DEVICE;
+
+/// torch_npu's Kineto backend pushes CUSTOM0 around every op; the join uses CUSTOM2.
+pub const EXTERNAL_CUSTOM2: u32 = a::MSPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
 
 /// `msptiActivityMemcpyKind` names by value.
 pub const MEMCPY_KINDS: [&str; 6] = ["UNKNOWN", "HTOH", "HTOD", "DTOH", "DTOD", "DEFAULT"];
 
-/// Bytes per element of `msptiCommunicationDataType` (index = value; 0 = unknown).
+/// Bytes per element of a communication data type (0 when unknown).
 pub fn data_type_bytes(t: u32) -> u64 {
-    match t {
-        0 | 7 | 14..=17 => 1,
-        1 | 3 | 8 | 11 => 2,
-        2 | 4 | 9 => 4,
-        5 | 6 | 10 => 8,
-        12 => 16,
-        _ => 0,
-    }
+    a::communication_type_bytes(t).unwrap_or(0)
 }
 
-// Function types of the Activity API (mspti_abi.md §1b).
+// The Activity API's function types, as the shared ABI spells them.
 pub type FnRequest = unsafe extern "C" fn(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize);
 pub type FnComplete = unsafe extern "C" fn(buffer: *mut u8, size: usize, valid: usize);
-pub type FnRegisterCallbacks = unsafe extern "C" fn(Option<FnRequest>, Option<FnComplete>) -> u32;
-pub type FnKind = unsafe extern "C" fn(kind: u32) -> u32;
-pub type FnFlushAll = unsafe extern "C" fn(flag: u32) -> u32;
-pub type FnFlushPeriod = unsafe extern "C" fn(ms: u32) -> u32;
-pub type FnPushExternal = unsafe extern "C" fn(kind: u32, id: u64) -> u32;
-pub type FnPopExternal = unsafe extern "C" fn(kind: u32, last: *mut u64) -> u32;
-pub type FnMarkerDomain = unsafe extern "C" fn(name: *const core::ffi::c_char) -> u32;
-pub type FnStructSize = unsafe extern "C" fn(kind: u32, version: u32, size: *mut usize) -> u32;
-pub type FnDropped = unsafe extern "C" fn(context: *mut core::ffi::c_void, stream: u32, n: *mut usize) -> u32;
-pub type FnTimestampCallback = unsafe extern "C" fn() -> u64;
-pub type FnRegisterTimestamp = unsafe extern "C" fn(Option<FnTimestampCallback>) -> u32;
+pub type FnRegisterCallbacks = a::FnActivityRegisterCallbacks;
+pub type FnKind = a::FnActivityEnable;
+pub type FnFlushAll = a::FnActivityFlushAll;
+pub type FnFlushPeriod = a::FnActivityFlushPeriod;
+pub type FnPushExternal = a::FnActivityPushExternalCorrelationId;
+pub type FnPopExternal = a::FnActivityPopExternalCorrelationId;
+pub type FnMarkerDomain = a::FnActivityEnableMarkerDomain;
+pub type FnStructSize = a::FnActivityGetStructSize;
+pub type FnDropped = a::FnActivityGetNumDroppedRecords;
+pub type FnRegisterTimestamp = a::FnActivityRegisterTimestampCallback;

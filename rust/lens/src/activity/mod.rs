@@ -35,36 +35,38 @@ use layout::*;
 use symbols::ActivityApi;
 use tables::*;
 
-/// The kinds a user may ask for, by name (defined once; Python takes them from here).
-pub const KINDS: [(&str, u32); 11] = [
-    ("kernel", KIND_KERNEL),
-    ("api", KIND_API),
-    ("acl_api", KIND_ACL_API),
-    ("runtime_api", KIND_RUNTIME_API),
-    ("node_api", KIND_NODE_API),
-    ("marker", KIND_MARKER),
-    ("hccl", KIND_HCCL),
-    ("communication", KIND_COMMUNICATION),
-    ("memory", KIND_MEMORY),
-    ("memcpy", KIND_MEMCPY),
-    ("memset", KIND_MEMSET),
+/// The kinds a user may ask for, by their short names in the ABI's kind table (external
+/// correlation and overhead are the collector's own business).
+pub const KINDS: [u32; 11] = [
+    KIND_KERNEL,
+    KIND_API,
+    KIND_ACL_API,
+    KIND_RUNTIME_API,
+    KIND_NODE_API,
+    KIND_MARKER,
+    KIND_HCCL,
+    KIND_COMMUNICATION,
+    KIND_MEMORY,
+    KIND_MEMCPY,
+    KIND_MEMSET,
 ];
 
 pub fn kind_name(kind: u32) -> &'static str {
-    match kind {
-        KIND_EXTERNAL_CORRELATION => "external_correlation",
-        k => KINDS.iter().find(|(_, v)| *v == k).map_or("unknown", |(n, _)| n),
-    }
+    mspti_abi::activity::activity_kind_info(kind).map_or("unknown", |k| k.short)
+}
+
+/// The user-facing kind names, in `KINDS` order.
+pub fn kind_names() -> Vec<&'static str> {
+    KINDS.iter().map(|&k| kind_name(k)).collect()
 }
 
 /// The kind of a name, or an error naming the valid ones.
 pub fn kind_by_name(name: &str) -> Result<u32> {
     let n = name.trim().to_ascii_lowercase();
-    KINDS.iter().find(|(k, _)| *k == n).map(|(_, v)| *v).ok_or_else(|| {
-        let valid: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
+    KINDS.iter().copied().find(|&k| kind_name(k) == n).ok_or_else(|| {
         Error::InvalidArgument(format!(
             "unknown activity kind {name:?}; valid kinds are {}",
-            valid.join(", ")
+            kind_names().join(", ")
         ))
     })
 }
@@ -258,6 +260,7 @@ impl Collector {
         }
         hook::set_timestamp(api.get_timestamp);
         state.pair_launch_marks = config.mark_stream.is_some();
+        state.skip_old_spans();
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             stop: AtomicBool::new(false),
@@ -401,7 +404,7 @@ impl Collector {
             self.active.remove(&k);
         }
         let mut mark: Option<hook::FnMark> = None;
-        if let Some(stream) = self.mark_stream {
+        if self.mark_stream.is_some() {
             mark = self.shared.api.mstx_mark.or_else(crate::activity::mstx_mark_fn);
             if mark.is_some() {
                 hooks |= hook::MARKS;
@@ -412,15 +415,8 @@ impl Collector {
                         .to_owned(),
                 ));
             }
-            let _ = stream;
         }
-        hook::configure(
-            hooks,
-            mark,
-            self.mark_stream.unwrap_or(0),
-            self.shared.api.push_external,
-            self.shared.api.pop_external,
-        );
+        hook::configure(hooks, mark, self.shared.api.push_external, self.shared.api.pop_external);
         self.join = join;
         self.shared.flushing.store(!self.active.is_empty(), Ordering::Release);
         first_err.map_or(Ok(()), Err)
@@ -480,7 +476,7 @@ impl Collector {
         for k in std::mem::take(&mut self.active) {
             let _ = self.call(api_disable, "msptiActivityDisable", k);
         }
-        hook::configure(0, None, 0, None, None);
+        hook::configure(0, None, None, None);
         self.shared.flushing.store(false, Ordering::Release);
         self.flush(false);
         self.running = false;
@@ -513,7 +509,8 @@ impl Collector {
     /// The current window (flushed first); `reset` starts a new one.
     pub fn snapshot(&mut self, reset: bool) -> ActivityTotals {
         if self.running {
-            self.flush(false);
+            // Settled: device records still in MSPTI's channels arrive after one FlushAll.
+            self.flush(true);
         }
         let pc = self.shared.pool.counters();
         let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());

@@ -73,6 +73,8 @@ pub enum Record {
         external_id: u64,
         correlation: u64,
     },
+    /// A kind with a known size that the collector does not aggregate (OVERHEAD).
+    Other(u32),
     Communication {
         data_type: u32,
         count: u64,
@@ -129,6 +131,7 @@ fn ptr_at(b: &[u8], o: usize) -> usize {
 
 /// Decode the record at the start of `r` (which holds at least its kind's size).
 fn decode(kind: u32, r: &[u8]) -> Option<Record> {
+    // (Option: every kind with a size decodes; the type leaves room for a kind that cannot.)
     use abi::*;
     Some(match kind {
         KIND_MARKER => Record::Marker {
@@ -204,7 +207,7 @@ fn decode(kind: u32, r: &[u8]) -> Option<Record> {
             comm: ptr_at(r, COMMUNICATION_COMM_NAME),
             correlation: u64_at(r, COMMUNICATION_CORRELATION_ID),
         },
-        _ => return None,
+        _ => Record::Other(kind),
     })
 }
 

@@ -1,14 +1,14 @@
 //! Binding of the activity collector and MSTX (issue 11): converts, and nothing else.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::library::PyLibrary;
+use super::session::PySession;
 use crate::activity::{self, mstx, ActivityTotals, Collector, Config, HistRow};
 use crate::core::hist::{self, Histogram};
 use crate::error::Error;
@@ -24,7 +24,7 @@ fn kinds_of(names: Vec<String>) -> PyResult<Vec<u32>> {
 /// The native activity collector of one session.
 #[pyclass(name = "NativeActivity", module = "mspti_lens._native", frozen)]
 pub struct PyActivity {
-    inner: Mutex<Collector>,
+    inner: Arc<Mutex<Collector>>,
 }
 
 impl PyActivity {
@@ -40,16 +40,16 @@ impl PyActivity {
 #[pymethods]
 impl PyActivity {
     #[new]
-    #[pyo3(signature = (library, buffer_size=8<<20, buffers=8, flush_interval_ms=500, mark_stream=None))]
+    #[pyo3(signature = (session, buffer_size=8<<20, buffers=8, flush_interval_ms=500, mark_stream=None))]
     fn new(
         py: Python<'_>,
-        library: &PyLibrary,
+        session: &PySession,
         buffer_size: usize,
         buffers: usize,
         flush_interval_ms: u64,
         mark_stream: Option<usize>,
     ) -> PyResult<PyActivity> {
-        let path = library.lib.path.clone();
+        let path = session.inner.lock().unwrap_or_else(|e| e.into_inner()).library().path.clone();
         let config = Config {
             buffer_size,
             buffers,
@@ -57,7 +57,11 @@ impl PyActivity {
             mark_stream,
         };
         let c = py.detach(move || Collector::new(&path, config)).map_err(to_py)?;
-        Ok(PyActivity { inner: Mutex::new(c) })
+        let inner = Arc::new(Mutex::new(c));
+        let i2 = inner.clone();
+        py.detach(|| session.inner.lock().unwrap_or_else(|e| e.into_inner()).attach_activity(i2))
+            .map_err(to_py)?;
+        Ok(PyActivity { inner })
     }
 
     fn enable(&self, py: Python<'_>, kinds: Vec<String>) -> PyResult<()> {
@@ -341,7 +345,7 @@ fn counter_names() -> Vec<&'static str> {
 /// The activity kinds by name.
 #[pyfunction]
 pub fn activity_kinds() -> Vec<&'static str> {
-    activity::KINDS.iter().map(|(n, _)| *n).collect()
+    activity::kind_names()
 }
 
 fn mstx_fns() -> PyResult<mstx::Mstx> {
