@@ -10,8 +10,19 @@ import polars as pl
 from . import _native
 
 KINDS: tuple[str, ...] = tuple(_native.activity_kinds())
-QUANTILES = (0.5, 0.9, 0.99)
-STAT_COLUMNS = ("num", "total_ns", "avg_ns", "min_ns", "med_ns", "p90_ns", "p99_ns", "max_ns", "stddev_ns")
+# The summary's vocabulary (Snapshot.summary()): the same statistics under the same names.
+STAT_COLUMNS = (
+    "num_calls",
+    "total_ns",
+    "avg_ns",
+    "min_ns",
+    "med_ns",
+    "p90_ns",
+    "p99_ns",
+    "p999_ns",
+    "max_ns",
+    "stddev_ns",
+)
 
 
 def check_kinds(kinds: Any) -> list[str]:
@@ -30,6 +41,8 @@ class DeviceData:
     """One window of activity aggregates (immutable)."""
 
     def __init__(self, native: Any):
+        from .snapshot import QUANTILES  # defined once there (p50, p90, p99, p99.9)
+
         self._native = native
         s = native.stats(list(QUANTILES))
         self._rows = pl.DataFrame(
@@ -39,13 +52,14 @@ class DeviceData:
                 "key1": s["key1"],
                 "key2": s["key2"],
                 "metric": s["metric"],
-                "num": pl.Series(s["count"], dtype=pl.UInt64),
+                "num_calls": pl.Series(s["count"], dtype=pl.UInt64),
                 "total_ns": pl.Series(s["total"], dtype=pl.UInt64),
                 "avg_ns": pl.Series(s["mean"], dtype=pl.Float64),
                 "min_ns": pl.Series(s["min"], dtype=pl.UInt64),
                 "med_ns": pl.Series(s["q0"], dtype=pl.UInt64),
                 "p90_ns": pl.Series(s["q1"], dtype=pl.UInt64),
                 "p99_ns": pl.Series(s["q2"], dtype=pl.UInt64),
+                "p999_ns": pl.Series(s["q3"], dtype=pl.UInt64),
                 "max_ns": pl.Series(s["max"], dtype=pl.UInt64),
                 "stddev_ns": pl.Series(s["std"], dtype=pl.Float64),
                 "bytes": pl.Series(s["bytes"], dtype=pl.UInt64),
@@ -62,16 +76,13 @@ class DeviceData:
     def kernels(self, source: str) -> pl.DataFrame:
         df = self._table("kernels", "duration")
         total = df["total_ns"].sum() if len(df) else 0
-        return (
-            df.select(
-                pl.col("key0").alias("name"),
-                pl.col("key1").alias("type"),
-                *STAT_COLUMNS,
-                (pl.col("total_ns").cast(pl.Float64) * 100.0 / max(total, 1)).alias("time_pct"),
-                pl.lit(source).alias("source"),
-            )
-            .sort(["total_ns", "name"], descending=[True, False])
-        )
+        return df.select(
+            pl.col("key0").alias("name"),
+            pl.col("key1").alias("type"),
+            *STAT_COLUMNS,
+            (pl.col("total_ns").cast(pl.Float64) * 100.0 / max(total, 1)).alias("time_pct"),
+            pl.lit(source).alias("source"),
+        ).sort(["total_ns", "name"], descending=[True, False])
 
     def launches(self, source: str) -> pl.DataFrame:
         """Per launch function and join: API time, queue delay, kernel time (nsys
@@ -82,8 +93,11 @@ class DeviceData:
             m = df.filter(pl.col("metric") == metric).select(
                 pl.col("key0").alias("name"),
                 pl.col("key1").alias("join"),
-                pl.col("num").alias(f"{metric}_num"),
-                *[pl.col(c).alias(f"{metric}_{c}") for c in ("avg_ns", "med_ns", "p99_ns", "max_ns", "total_ns")],
+                pl.col("num_calls").alias(f"{metric}_num"),
+                *[
+                    pl.col(c).alias(f"{metric}_{c}")
+                    for c in ("avg_ns", "med_ns", "p99_ns", "max_ns", "total_ns")
+                ],
             )
             parts.append(m)
         out = parts[0]
@@ -105,7 +119,7 @@ class DeviceData:
                     "domain": [x[0] for x in marks],
                     "name": [x[1] for x in marks],
                     "side": ["mark+device" if x[2] else "mark" for x in marks],
-                    "num": pl.Series([x[3] for x in marks], dtype=pl.UInt64),
+                    "num_calls": pl.Series([x[3] for x in marks], dtype=pl.UInt64),
                 }
             )
             df = pl.concat([df, m], how="diagonal")
@@ -190,9 +204,11 @@ def frame(snap: Any, name: str) -> pl.DataFrame:
     snapshot has no activity."""
     d = _dev(snap)
     if d is None:
-        d = DeviceData(_native.NativeDeviceSnapshot.from_state(
-            [], [], [], [], [], [], [], [], [], [], [], [], [], [], {}, "off", "", []
-        ))
+        d = DeviceData(
+            _native.NativeDeviceSnapshot.from_state(
+                [], [], [], [], [], [], [], [], [], [], [], [], [], [], {}, "off", "", []
+            )
+        )
     return getattr(d, name)(_source(snap))
 
 

@@ -345,12 +345,28 @@ void fa_reset_counts(void) { for (int i = 0; i < 16; i++) atomic_store(&emitted[
 
 /* ---- MSTX (the stand-in exports it too, like the simulator) -------------------------------- */
 struct dom { const char *name; };
+/* MSPTI copies each message into a hash-keyed cache, so a record's name stays valid (§2.1). */
+#define CACHE 4096
+static const char *msg_cache[CACHE];
+static pthread_mutex_t cache_mtx = PTHREAD_MUTEX_INITIALIZER;
+static const char *cache_msg(const char *m) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = m; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    pthread_mutex_lock(&cache_mtx);
+    for (uint64_t i = 0; i < CACHE; i++) {
+        const char **slot = &msg_cache[(h + i) % CACHE];
+        if (!*slot) *slot = strdup(m);
+        if (strcmp(*slot, m) == 0) { pthread_mutex_unlock(&cache_mtx); return *slot; }
+    }
+    pthread_mutex_unlock(&cache_mtx);
+    return "";
+}
 static void marker(uint32_t flag, uint64_t id, const char *msg, const char *domain, void *stream) {
     if (!on(1)) return;
     Marker m; GARBAGE(m);
     int start_or_mark = flag == 1 || flag == 2 || flag == 8 || flag == 16;
     m.kind = 1; m.flag = flag; m.sourceKind = 0; m.timestamp = t(); m.id = id; m.a = getpid(); m.b = tid();
-    m.name = start_or_mark ? msg : ""; m.domain = start_or_mark ? domain : "";
+    m.name = start_or_mark ? cache_msg(msg) : ""; m.domain = start_or_mark ? domain : "";
     record(&m, sizeof m);
     if (stream) {
         uint32_t s = (uint32_t)(uintptr_t)stream;

@@ -120,6 +120,8 @@ impl Default for Config {
 struct Shared {
     state: Mutex<State>,
     stop: AtomicBool,
+    /// Tests hold the drain thread still to fill the pool deterministically.
+    paused: AtomicBool,
     /// Whether the drain's FlushAll loop should run (kinds enabled and recording).
     flushing: AtomicBool,
     pool: &'static pool::Pool,
@@ -264,6 +266,7 @@ impl Collector {
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             stop: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
             flushing: AtomicBool::new(false),
             pool,
             api,
@@ -289,6 +292,12 @@ impl Collector {
             lib_dropped: 0,
             base_lib_dropped: 0,
         })
+    }
+
+    /// Hold the drain thread (buffers handed back wait in the pool); explicit flushes still
+    /// drain. For tests of pool exhaustion.
+    pub fn pause_drain(&self, paused: bool) {
+        self.shared.paused.store(paused, Ordering::Release);
     }
 
     pub fn api(&self) -> &ActivityApi {
@@ -567,6 +576,9 @@ fn drain_loop(sh: &Shared, interval: Duration) {
         std::thread::park_timeout(Duration::from_millis(5));
         if FORKED.load(Ordering::Relaxed) {
             return;
+        }
+        if sh.paused.load(Ordering::Acquire) {
+            continue;
         }
         if sh.flushing.load(Ordering::Acquire) && last_flush.elapsed() >= interval {
             sh.flush_all();

@@ -105,6 +105,11 @@ impl PyActivity {
         self.with(py, |c| Ok(c.snapshot(reset))).map(|t| PyDeviceSnapshot { t })
     }
 
+    /// Hold the drain thread still (tests of pool exhaustion); explicit flushes still drain.
+    fn _pause_drain(&self, paused: bool) {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).pause_drain(paused);
+    }
+
     #[getter]
     fn wanted(&self) -> Vec<&'static str> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).wanted()
