@@ -1,11 +1,11 @@
 //! Records into histograms: the drain's one state (names, tables, the host-device join, the
 //! pairing of MSTX marks and ranges), with bounded memory everywhere.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::hook::{self, Span};
 use super::layout as abi;
-use super::names::{json_string, Names, EMPTY};
+use super::names::{json_string, FastMap as HashMap, Names, EMPTY};
 use super::records::{Bad, Record, Records, Sizes};
 use super::tables::*;
 
@@ -103,6 +103,9 @@ pub struct State {
     pub counters: Counters,
     /// Mark pairing for `mark_launches` on (tid -> open ENTER mark (id, name, ts)).
     pub pair_launch_marks: bool,
+    /// Whether kernels and API records take part in the host-device join (KERNEL with spans or
+    /// external correlation): without it they are only aggregated.
+    pub join_active: bool,
     // -- join ---------------------------------------------------------------------------
     cursors: Vec<u64>,
     spans: HashMap<u32, VecDeque<SpanEntry>>,
@@ -137,26 +140,27 @@ impl Default for State {
             collectives: Table::new(OTHER_KEYS),
             memcpy: Table::new(OTHER_KEYS),
             ranges: Table::new(OTHER_KEYS),
-            marks: HashMap::new(),
+            marks: HashMap::default(),
             launches: Launches::default(),
             counters: Counters::default(),
             pair_launch_marks: false,
+            join_active: false,
             cursors: Vec::new(),
-            spans: HashMap::new(),
-            by_external: HashMap::new(),
+            spans: HashMap::default(),
+            by_external: HashMap::default(),
             by_external_order: VecDeque::new(),
-            links: HashMap::new(),
+            links: HashMap::default(),
             links_order: VecDeque::new(),
-            pending_kernels: HashMap::new(),
+            pending_kernels: HashMap::default(),
             pending_order: VecDeque::new(),
             pending_kernel_count: 0,
             retry_api: Vec::new(),
-            ranges_open: HashMap::new(),
+            ranges_open: HashMap::default(),
             ranges_order: VecDeque::new(),
-            open_launch_mark: HashMap::new(),
-            mark_pairs: HashMap::new(),
-            exit_to_enter: HashMap::new(),
-            device_marks: HashMap::new(),
+            open_launch_mark: HashMap::default(),
+            mark_pairs: HashMap::default(),
+            exit_to_enter: HashMap::default(),
+            device_marks: HashMap::default(),
             device_marks_order: VecDeque::new(),
             communication_domain,
         }
@@ -227,6 +231,7 @@ impl State {
     /// Every record of one completed buffer.
     pub fn ingest_buffer(&mut self, bytes: &[u8]) {
         self.counters.buffers += 1;
+        self.names.new_buffer();
         let sizes = self.sizes;
         let mut it = Records::new(bytes, &sizes);
         for r in it.by_ref() {
@@ -251,14 +256,16 @@ impl State {
                 // SAFETY: KERNEL name and type are filled by the library (reference §1.4).
                 let (n, t) = unsafe { (self.names.at(name), self.names.at(kind_name)) };
                 self.kernels.record((n, t, 0), d);
-                self.kernel_join(correlation, start, end);
+                if self.join_active {
+                    self.kernel_join(correlation, start, end);
+                }
             }
             Record::Api { kind, start, end, tid, correlation, name, .. } => {
                 let Some(d) = dur(start, end, c) else { return };
                 // SAFETY: the API record's name is filled (reference §1.4).
                 let n = unsafe { self.names.at(name) };
                 self.apis.record((kind, n, 0), d);
-                if kind == abi::KIND_RUNTIME_API || kind == abi::KIND_ACL_API {
+                if self.join_active && (kind == abi::KIND_RUNTIME_API || kind == abi::KIND_ACL_API) {
                     self.api_join(tid, start, end, correlation, kind, true);
                 }
             }

@@ -12,6 +12,7 @@
 //! ```
 
 pub mod aggregate;
+pub mod bench;
 pub mod hook;
 pub mod layout;
 pub mod names;
@@ -427,6 +428,8 @@ impl Collector {
         }
         hook::configure(hooks, mark, self.shared.api.push_external, self.shared.api.pop_external);
         self.join = join;
+        let active = matches!(self.join, JoinMode::RuntimeApi | JoinMode::External);
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).join_active = active;
         self.shared.flushing.store(!self.active.is_empty(), Ordering::Release);
         first_err.map_or(Ok(()), Err)
     }

@@ -4,6 +4,42 @@
 //! becomes a new name, never a wrong one.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast hasher for the drain's small integer keys (ids, addresses): one multiply per word
+/// (FxHash's), instead of SipHash's DoS resistance, which keys we make ourselves do not need.
+#[derive(Default, Clone, Copy)]
+pub struct FastHasher(u64);
+
+impl Hasher for FastHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// Entries of the per-buffer memo of name addresses.
+const MEMO: usize = 256;
 
 /// Longest name kept (longer ones are cut; kernel names can be long mangled C++).
 pub const MAX_NAME: usize = 1024;
@@ -16,7 +52,10 @@ pub const OTHER_NAME: &str = "(other)";
 const PREFIX: usize = 16;
 
 pub struct Names {
-    by_ptr: HashMap<usize, (u32, [u8; PREFIX])>,
+    by_ptr: FastMap<usize, (u32, [u8; PREFIX])>,
+    /// Addresses already checked in the current buffer (cleared per buffer by `new_buffer`), so
+    /// a name costs one checked lookup per buffer and a compare per record after that.
+    memo: [(usize, u32); MEMO],
     by_str: HashMap<String, u32>,
     strings: Vec<String>,
     /// Names that arrived after the table was full (counted, mapped to OTHER).
@@ -28,7 +67,8 @@ pub struct Names {
 impl Default for Names {
     fn default() -> Names {
         let mut n = Names {
-            by_ptr: HashMap::new(),
+            by_ptr: FastMap::default(),
+            memo: [(0, 0); MEMO],
             by_str: HashMap::new(),
             strings: Vec::new(),
             overflow: 0,
@@ -65,6 +105,12 @@ unsafe fn prefix(p: usize) -> ([u8; PREFIX], usize) {
 }
 
 impl Names {
+    /// A new buffer: names are checked against their bytes again (an address MSPTI reused for
+    /// another string between buffers becomes a new name).
+    pub fn new_buffer(&mut self) {
+        self.memo = [(0, 0); MEMO];
+    }
+
     pub fn get(&self, id: u32) -> &str {
         self.strings.get(id as usize).map_or("", String::as_str)
     }
@@ -92,6 +138,19 @@ impl Names {
         if p == 0 {
             return EMPTY;
         }
+        let m = &mut self.memo[(p >> 3) % MEMO];
+        if m.0 == p {
+            return m.1;
+        }
+        // SAFETY: the caller's contract.
+        let id = unsafe { self.lookup(p) };
+        self.memo[(p >> 3) % MEMO] = (p, id);
+        id
+    }
+
+    /// # Safety
+    /// As `at`.
+    unsafe fn lookup(&mut self, p: usize) -> u32 {
         if !plausible(p) {
             self.bad_pointers += 1;
             return EMPTY;

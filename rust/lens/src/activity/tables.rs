@@ -1,11 +1,9 @@
 //! Bounded tables of native histograms, keyed by small tuples of interned names: the activity
 //! side's equivalent of the shards. One writer (whoever drains, under the collector's lock).
 
-use std::collections::HashMap;
-
 use crate::core::hist::Histogram;
 
-use super::names::OTHER;
+use super::names::{FastMap as HashMap, OTHER};
 
 /// A key: three interned ids or small values; each table says what they mean.
 pub type Key = (u32, u32, u32);
@@ -29,7 +27,7 @@ pub struct Table {
 
 impl Table {
     pub fn new(cap: usize) -> Table {
-        Table { rows: HashMap::new(), cap, into_other: 0 }
+        Table { rows: HashMap::default(), cap, into_other: 0 }
     }
 
     /// The row of `key`, or of `(OTHER, 0, key.2)` once the table holds `cap` keys.
@@ -42,7 +40,13 @@ impl Table {
         self.rows.entry(key).or_default()
     }
 
+    #[inline]
     pub fn record(&mut self, key: Key, v: u64) {
+        // One lookup on the common path (the key exists).
+        if let Some(r) = self.rows.get_mut(&key) {
+            r.hist.record(v);
+            return;
+        }
         self.row(key).hist.record(v);
     }
 

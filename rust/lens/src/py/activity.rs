@@ -425,7 +425,23 @@ pub fn mstx_domain_create(name: &str) -> PyResult<usize> {
     Ok(unsafe { create(n.as_ptr()) } as usize)
 }
 
+/// bench/activity.py: aggregate synthetic records on this thread; (ns, records).
+#[pyfunction]
+#[pyo3(signature = (records, names=64, api=false))]
+pub fn _bench_aggregate(py: Python<'_>, records: usize, names: usize, api: bool) -> (u64, u64) {
+    py.detach(|| activity::bench::aggregate_rate(records, names, api))
+}
+
+/// bench/activity.py: ns the complete callback takes per buffer.
+#[pyfunction]
+#[pyo3(signature = (buffers, pressure=false))]
+pub fn _bench_complete(py: Python<'_>, buffers: usize, pressure: bool) -> PyResult<f64> {
+    py.detach(|| activity::bench::complete_cost(buffers, pressure)).map_err(PyValueError::new_err)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_bench_aggregate, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_complete, m)?)?;
     m.add_class::<PyActivity>()?;
     m.add_class::<PyDeviceSnapshot>()?;
     m.add_function(wrap_pyfunction!(activity_kinds, m)?)?;
