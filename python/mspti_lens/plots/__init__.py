@@ -3,22 +3,26 @@
 
 from .host import (
     BINS_PER_DECADE,
+    KINDS,
     PERCENTILES,
     before_after,
     cdf,
     compare_hccl,
     compare_launch,
     distribution,
+    plot,
     to_png,
 )
 
 __all__ = [
     "BINS_PER_DECADE",
+    "KINDS",
     "PERCENTILES",
     "before_after",
     "cdf",
     "compare_hccl",
     "compare_launch",
     "distribution",
+    "plot",
     "to_png",
 ]
