@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..backend import FIDELITIES, simulator_path
+from .activity import SimActivity
 from .replay import Trace
 
 FAULT_SLOTS = {
@@ -28,7 +29,7 @@ FAULT_SLOTS = {
     "msptiGetVersion": 5,
     "msptiGetResultString": 6,
 }
-WORKLOADS = {"training": 0, "inference": 1}
+WORKLOADS = {"training": 0, "inference": 1, "graph": 2}
 CLOCK_MODES = ("real", "virtual")
 ENTER, EXIT = 0, 1
 
@@ -159,6 +160,7 @@ class Simulator:
         L.msimJobFinished.argtypes, L.msimJobFinished.restype = [u64], u32
         L.msimJobJoin.argtypes, L.msimJobJoin.restype = [u64], u32
         L.msimJobRelease.argtypes, L.msimJobRelease.restype = [u64], None
+        self.activity = SimActivity(self)
 
     # -- configuration -------------------------------------------------------------------------
     @property
@@ -199,12 +201,13 @@ class Simulator:
             self.lib.msimSetFault(slot, 0)
 
     def reset(self) -> None:
-        """Defaults: cann26, real clock, no preload check, no faults, counting off."""
+        """Defaults: cann26, real clock, no preload check, no faults, counting off, activity reset."""
         self.fidelity = "cann26"
         self.set_clock("real")
         self.preload_check(False)
         self.clear_faults()
         self.counting(False)
+        self.activity.reset()
 
     def counting(self, on: bool) -> None:
         """Count delivered callbacks per (domain, cbid, site); turning it on zeroes the counts."""

@@ -12,10 +12,13 @@ use std::sync::atomic::Ordering;
 
 use mspti_abi::*;
 
+pub mod activity;
 pub mod apis;
 pub mod clock;
+pub mod device;
 pub mod jobs;
 pub mod models;
+pub mod mstx;
 pub mod replay;
 pub mod state;
 pub mod workload;
@@ -192,8 +195,9 @@ pub unsafe extern "C" fn msptiGetTimestamp(timestamp: *mut u64) -> MsptiResult {
     if timestamp.is_null() {
         return MSPTI_ERROR_INVALID_PARAMETER;
     }
+    // MSPTI's host clock: the registered timestamp callback if any (newest dev), else the sim's.
     // SAFETY: checked non-NULL above.
-    unsafe { *timestamp = clock::timestamp_ns() };
+    unsafe { *timestamp = activity::host_now() };
     MSPTI_SUCCESS
 }
 
