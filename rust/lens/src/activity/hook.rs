@@ -85,6 +85,8 @@ struct Mine {
     enter: Cell<u64>,
     overlap: Cell<u64>,
     pushed: Cell<bool>,
+    /// An ENTER was logged and its EXIT not yet (a timestamp of 0 is a valid reading).
+    open: Cell<bool>,
 }
 
 struct Release;
@@ -101,7 +103,7 @@ impl Drop for Release {
 thread_local! {
     static MINE: Mine = const {
         Mine { ring: Cell::new(None), index: Cell::new(0), tid: Cell::new(0), enter: Cell::new(0),
-               overlap: Cell::new(0), pushed: Cell::new(false) }
+               overlap: Cell::new(0), pushed: Cell::new(false), open: Cell::new(false) }
     };
     static RELEASE: Release = const { Release };
 }
@@ -226,6 +228,7 @@ fn slow(hooks: u8, userdata: usize, cbid: u32, site: u32, name: usize, f: impl F
                         push(external_id(idx, r.head.load(Ordering::Relaxed)));
                     }
                     m.enter.set(activity_now());
+                    m.open.set(true);
                 });
             }
             f();
@@ -240,7 +243,8 @@ fn slow(hooks: u8, userdata: usize, cbid: u32, site: u32, name: usize, f: impl F
                         return;
                     };
                     // An EXIT whose ENTER this thread did not log (enabled mid-call): no span.
-                    let enter = m.enter.replace(0);
+                    let logged = m.open.replace(false);
+                    let enter = m.enter.get();
                     let mut meta = (u64::from(m.tid.get()) << 32) | u64::from(cbid & 0xff);
                     if m.pushed.replace(false) {
                         pop();
@@ -251,7 +255,7 @@ fn slow(hooks: u8, userdata: usize, cbid: u32, site: u32, name: usize, f: impl F
                             meta |= FLAG_OVERLAPPED;
                         }
                     }
-                    if enter == 0 {
+                    if !logged {
                         return;
                     }
                     let h = r.head.load(Ordering::Relaxed);
