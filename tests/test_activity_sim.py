@@ -120,3 +120,42 @@ def test_a_training_job_with_kernel_and_marker_on_joins_every_kernel_on_the_simu
     assert snap.launches()["kernel_num"].sum() == snap.kernels()["num_calls"].sum()
     assert len(snap.collectives()) > 0 and snap.simulated
     assert snap.device.counters["unjoined_kernels"] == 0
+
+
+def test_device_plots_show_the_split_the_kernels_and_the_collectives_on_the_simulator(sim, L):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from mspti_lens import Session, plots
+
+    sim.set_clock("real")
+    with Session(library="sim", activity=["kernel", "communication"]) as s:
+        sim.run_workload("training", steps=2, seed=3, time_scale=0.05)
+        snap = s.snapshot()
+    split = plots.launch_split(snap)
+    ax = split.axes[0]
+    assert ax.get_title().endswith("[SIMULATED]")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "API (host)",
+        "queue (ENTER to kernel start)",
+        "kernel (device)",
+    ]
+    assert len(ax.get_yticklabels()) == len(snap.launches())
+    kd = plots.kernel_distributions(snap, top=3)
+    assert len(kd.axes[0].get_lines()) == 3
+    col = plots.collectives(snap)
+    assert len(col.axes[0].get_yticklabels()) == len(snap.collectives())
+    with pytest.raises(ValueError, match="valid stats"):
+        plots.launch_split(snap, stat="p50")
+
+
+def test_device_plots_of_a_snapshot_without_activity_say_how_to_get_it_on_the_simulator(session):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from mspti_lens import plots
+
+    snap = session.snapshot()
+    texts = [t.get_text() for t in plots.launch_split(snap).axes[0].texts]
+    assert any("activity=[" in t for t in texts)
+    assert len(snap.kernels()) == 0 and "num_calls" in snap.kernels().columns

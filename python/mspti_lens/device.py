@@ -158,6 +158,23 @@ class DeviceData:
         out = d.join(b, on=["kind", "direction"], how="left")
         return out.with_columns(pl.lit(source).alias("source")).sort(["kind", "direction"])
 
+    def histogram(self, source: str) -> pl.DataFrame:
+        """Non-empty buckets of every device histogram: table, key0-2, metric, lower_ns, upper_ns,
+        count, source (bucket bounds as Snapshot.histogram() gives them)."""
+        b = self._native.buckets()
+        idx = b["row"]
+        r = self._rows
+        return pl.DataFrame(
+            {
+                **{c: [r[c][i] for i in idx] for c in ("table", "key0", "key1", "key2", "metric")},
+                "lower_ns": pl.Series(b["lower"], dtype=pl.Float64),
+                "upper_ns": pl.Series(b["upper"], dtype=pl.Float64),
+                "count": pl.Series(b["count"], dtype=pl.UInt64),
+                "source": [source] * len(idx),
+            },
+            schema_overrides={c: pl.String for c in ("table", "key0", "key1", "key2", "metric", "source")},
+        )
+
     # -- files ---------------------------------------------------------------------------------
     def state(self) -> dict:
         s = dict(self._native.state())
@@ -210,6 +227,11 @@ def frame(snap: Any, name: str) -> pl.DataFrame:
             )
         )
     return getattr(d, name)(_source(snap))
+
+
+def histogram(snap: Any) -> pl.DataFrame:
+    """The device histograms' buckets of a snapshot (empty without activity)."""
+    return frame(snap, "histogram")
 
 
 def save_into(snap: Any, head: dict) -> None:

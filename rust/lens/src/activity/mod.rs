@@ -599,20 +599,20 @@ fn rows_of(st: &State, t: &mut ActivityTotals) {
                 t.rows.push(HistRow { table, keys, metric, hist: h.clone(), bytes });
             }
         };
-    for (&(n, ty, _), r) in &st.kernels.rows {
+    for (&(n, ty, _), r) in st.kernels.iter() {
         push("kernels", [name(n), name(ty), String::new()], "duration", &r.hist, 0);
     }
-    for (&(kind, n, _), r) in &st.apis.rows {
+    for (&(kind, n, _), r) in st.apis.iter() {
         push("apis", [kind_name(kind).to_owned(), name(n), String::new()], "duration", &r.hist, 0);
     }
-    for (&(g, op, src), r) in &st.collectives.rows {
+    for (&(g, op, src), r) in st.collectives.iter() {
         let keys = [name(g), name(op), COLL_SOURCES.get(src as usize).copied().unwrap_or("?").to_owned()];
         push("collectives", keys.clone(), "duration", &r.hist, r.bytes);
         if let Some(bw) = &r.second {
             push("collectives", keys, "bandwidth", bw, r.bytes);
         }
     }
-    for (&(kind, sub, _), r) in &st.memcpy.rows {
+    for (&(kind, sub, _), r) in st.memcpy.iter() {
         let direction = match kind {
             KIND_MEMCPY => MEMCPY_KINDS.get(sub as usize).copied().unwrap_or("UNKNOWN").to_owned(),
             KIND_MEMORY => {
@@ -633,7 +633,7 @@ fn rows_of(st: &State, t: &mut ActivityTotals) {
             push("memcpy", keys, "bytes", b, r.bytes);
         }
     }
-    for (&(d, n, src), r) in &st.ranges.rows {
+    for (&(d, n, src), r) in st.ranges.iter() {
         let source = if src == RANGE_DEVICE { "device" } else { "host" };
         push("ranges", [name(d), name(n), source.to_owned()], "duration", &r.hist, 0);
     }

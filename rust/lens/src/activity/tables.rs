@@ -17,36 +17,80 @@ pub struct Row {
     pub bytes: u64,
 }
 
-#[derive(Clone, Debug, Default)]
+/// Keys of the last records, by `key.0` (a name id): a record of a recently seen key finds its
+/// row without hashing.
+const MEMO: usize = 64;
+
+#[derive(Clone, Debug)]
 pub struct Table {
-    pub rows: HashMap<Key, Row>,
+    rows: Vec<(Key, Row)>,
+    index: HashMap<Key, usize>,
+    memo: [(Key, usize); MEMO],
     pub cap: usize,
     /// Records that went into the "(other)" row because the table was full.
     pub into_other: u64,
 }
 
+impl Default for Table {
+    fn default() -> Table {
+        Table::new(OTHER_KEYS)
+    }
+}
+
 impl Table {
     pub fn new(cap: usize) -> Table {
-        Table { rows: HashMap::default(), cap, into_other: 0 }
+        Table {
+            rows: Vec::new(),
+            index: HashMap::default(),
+            memo: [((u32::MAX, 0, 0), 0); MEMO],
+            cap,
+            into_other: 0,
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &Row)> {
+        self.rows.iter().map(|(k, r)| (k, r))
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
     }
 
     /// The row of `key`, or of `(OTHER, 0, key.2)` once the table holds `cap` keys.
     #[inline]
     pub fn row(&mut self, key: Key) -> &mut Row {
-        if !self.rows.contains_key(&key) && self.rows.len() >= self.cap {
-            self.into_other += 1;
-            return self.rows.entry((OTHER, 0, key.2)).or_default();
+        let m = self.memo[key.0 as usize % MEMO];
+        if m.0 == key {
+            return &mut self.rows[m.1].1;
         }
-        self.rows.entry(key).or_default()
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None if self.rows.len() >= self.cap => {
+                self.into_other += 1;
+                let other = (OTHER, 0, key.2);
+                match self.index.get(&other) {
+                    Some(&i) => i,
+                    None => self.insert(other),
+                }
+            }
+            None => self.insert(key),
+        };
+        self.memo[key.0 as usize % MEMO] = (key, i);
+        &mut self.rows[i].1
+    }
+
+    fn insert(&mut self, key: Key) -> usize {
+        self.rows.push((key, Row::default()));
+        self.index.insert(key, self.rows.len() - 1);
+        self.rows.len() - 1
     }
 
     #[inline]
     pub fn record(&mut self, key: Key, v: u64) {
-        // One lookup on the common path (the key exists).
-        if let Some(r) = self.rows.get_mut(&key) {
-            r.hist.record(v);
-            return;
-        }
         self.row(key).hist.record(v);
     }
 
@@ -61,8 +105,14 @@ impl Table {
     }
 
     pub fn merge(&mut self, o: &Table) {
-        for (k, r) in &o.rows {
-            let m = self.rows.entry(*k).or_default();
+        for (k, r) in o.iter() {
+            let m = match self.index.get(k) {
+                Some(&i) => &mut self.rows[i].1,
+                None => {
+                    let i = self.insert(*k);
+                    &mut self.rows[i].1
+                }
+            };
             m.hist.merge(&r.hist);
             if let Some(s) = &r.second {
                 m.second.get_or_insert_with(Histogram::default).merge(s);
