@@ -114,13 +114,15 @@ def render(r: dict) -> str:
         )
     L += [
         "",
-        f"Training job: {len(e['off'])} interleaved rounds per mode, median wall time without a session "
-        f"{off * 1e3:.1f} ms; {e['kernels']:,} kernels aggregated per run with KERNEL and MARKER on. "
-        "Aggregation: synthetic records in 8 MiB buffers through the drain's parser, name interning, "
-        "tables and histograms on one thread (the drain is one thread). Complete callback: the "
-        '`extern "C"` entry MSPTI calls, on lent buffers; O(1): a slot by address arithmetic, three '
-        "stores, and an unpark only when under a quarter of the pool is free. All SIMULATED; this "
-        "2-core machine runs other jobs, so trust the best figures and ratios over single medians.",
+        (
+            f"Training job: {len(e['off'])} interleaved rounds per mode, median wall time without a session "
+            f"{off * 1e3:.1f} ms; {e['kernels']:,} kernels aggregated per run with KERNEL and MARKER on. "
+            "Aggregation: synthetic records in 8 MiB buffers through the drain's parser, name interning, "
+            "tables and histograms on one thread (the drain is one thread). Complete callback: the "
+            '`extern "C"` entry MSPTI calls, on lent buffers; O(1): a slot by address arithmetic, three '
+            "stores, and an unpark only when under a quarter of the pool is free. All SIMULATED; this "
+            "2-core machine runs other jobs, so trust the best figures and ratios over single medians."
+        ),
         "",
     ]
     return "\n".join(L)

@@ -547,8 +547,14 @@ def main() -> None:
         tsc_hz = b.tsc_hz
         mach = machine()
         mach["lens_clock"] = b.clock_used.get("lens", "?")
+    # Benchmark modules with a section each (bench/<topic>.py, `section(quick) -> str`).
+    import activity as activity_bench  # issue 11
+
+    log("activity collector")
+    sections = [activity_bench.section(q)]
     log("writing report")
     report = render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, time.perf_counter() - t_start)
+    report = report.rstrip("\n") + "\n\n" + "\n".join(sections)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report)
