@@ -32,7 +32,7 @@ R = TypeVar("R", bound="range")
 DEFAULT_DOMAIN = "default"
 
 _warned = False
-_domains: dict[str, Domain] = {}
+_domains: dict[tuple[str, str], Domain] = {}
 _lock = threading.Lock()
 
 
@@ -98,11 +98,16 @@ class Domain:
 
 
 def domain(name: str) -> Domain:
-    """The domain of this name (created once per process)."""
+    """The domain of this name (created once per MSTX library: handles belong to the library
+    that made them, and marks follow the session's library when it exports MSTX itself)."""
+    try:
+        lib = library()
+    except ValueError:
+        lib = ""
     with _lock:
-        d = _domains.get(name)
+        d = _domains.get((lib, name))
         if d is None:
-            d = _domains[name] = Domain(name)
+            d = _domains[(lib, name)] = Domain(name)
         return d
 
 

@@ -14,8 +14,10 @@ use super::tables::*;
 pub const PENDING_CAP: usize = 1 << 16;
 /// Correlation ids remembered for joining later kernels (graph replays reuse them).
 pub const CORRELATION_CAP: usize = 1 << 18;
-/// Spans kept per thread for containment.
-pub const SPANS_PER_THREAD: usize = 4096;
+/// Spans kept per thread for containment at most. Spans leave as soon as the thread's API
+/// records have passed them (records of one thread arrive in time order), so this only bounds a
+/// thread whose API records stopped coming; the spans given up are counted.
+pub const SPANS_PER_THREAD: usize = 1 << 18;
 
 /// What could not become a clean histogram entry (cumulative; windows by difference).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -206,10 +208,13 @@ impl State {
             if let Some(d) = dur(s.enter, s.exit, &mut self.counters) {
                 self.launches.row(name, source).api.record(d);
             }
-            let q = self.spans.entry(s.tid).or_default();
-            q.push_back(e);
-            if q.len() > SPANS_PER_THREAD {
-                q.pop_front();
+            if !external {
+                let q = self.spans.entry(s.tid).or_default();
+                q.push_back(e);
+                if q.len() > SPANS_PER_THREAD {
+                    q.pop_front();
+                    self.counters.spans_lost += 1;
+                }
             }
             if external {
                 let id = hook::external_id(s.ring, s.seq);
@@ -320,7 +325,7 @@ impl State {
     // -- host <-> device join ----------------------------------------------------------------
 
     fn api_join(&mut self, tid: u32, start: u64, end: u64, corr: u64, kind: u32, first: bool) {
-        let Some(q) = self.spans.get(&tid) else {
+        let Some(q) = self.spans.get_mut(&tid) else {
             if first {
                 self.retry_api.push((tid, start, end, corr, kind));
             }
@@ -330,6 +335,12 @@ impl State {
         // at or before the record.
         let i = q.partition_point(|s| s.enter <= start);
         let hit = i.checked_sub(1).map(|i| q[i]).filter(|s| end <= s.exit);
+        let later_span = q.back().is_some_and(|s| s.exit >= start);
+        // Records of a thread arrive in time order: spans that ended before this one began
+        // cannot contain a later record.
+        while q.front().is_some_and(|s| s.exit < start) {
+            q.pop_front();
+        }
         match hit {
             Some(s) => {
                 if corr == 0 {
@@ -338,7 +349,7 @@ impl State {
                     self.link(corr, s, (tid, s.enter));
                 }
             }
-            None if first && q.back().is_none_or(|s| s.exit < start) => {
+            None if first && !later_span => {
                 // Its launch may not have exited (been logged) yet.
                 self.retry_api.push((tid, start, end, corr, kind));
             }

@@ -34,7 +34,7 @@ pub const LAUNCH_LAST: u32 = 14;
 
 /// Spans a thread's ring holds before the oldest is overwritten (the drain reads them every few
 /// ms, so this only matters when the drain is starved).
-pub const RING: usize = 2048;
+pub const RING: usize = 16384;
 /// Threads with rings at once; more threads' launches are counted as not logged.
 pub const MAX_RINGS: usize = 4096;
 

@@ -5,7 +5,7 @@
 
 use std::ffi::{c_char, c_void};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 
@@ -33,12 +33,21 @@ pub struct Mstx {
     pub domain_range_end: Option<FnDomainRangeEnd>,
 }
 
-static FOUND: OnceLock<(Mstx, PathBuf)> = OnceLock::new();
+/// The bound functions, where from, and whether they came from a session's library.
+static FOUND: Mutex<Option<(Mstx, PathBuf, bool)>> = Mutex::new(None);
 static CANDIDATES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Offer an MSPTI library that may export MSTX too (the session's library).
+/// Offer an MSPTI library that may export MSTX too (the session's library). If it does, and
+/// MSTX was not bound from a real libms_tools_ext.so, marks follow this library from now on (a
+/// stand-in session after a simulator session marks into the stand-in).
 pub fn offer(path: &Path) {
     CANDIDATES.lock().unwrap_or_else(|e| e.into_inner()).push(path.to_path_buf());
+    let mut f = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    if f.as_ref().is_none_or(|(_, p, offered)| *offered && p != path) {
+        if let Some(m) = open(path) {
+            *f = Some((m, path.to_path_buf(), true));
+        }
+    }
 }
 
 fn open(path: &Path) -> Option<Mstx> {
@@ -102,14 +111,16 @@ pub fn candidates() -> Vec<PathBuf> {
 /// # Errors
 /// A sentence naming what was tried and the fix.
 pub fn functions() -> Result<Mstx, String> {
-    if let Some((m, _)) = FOUND.get() {
+    let mut f = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((m, _, _)) = f.as_ref() {
         return Ok(*m);
     }
+    let offered = CANDIDATES.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let tried = candidates();
     for p in &tried {
         if let Some(m) = open(p) {
-            let _ = FOUND.set((m, p.clone()));
-            return Ok(FOUND.get().map_or(m, |f| f.0));
+            *f = Some((m, p.clone(), offered.contains(p)));
+            return Ok(m);
         }
     }
     Err(format!(
@@ -121,7 +132,7 @@ pub fn functions() -> Result<Mstx, String> {
 
 /// Where MSTX was found, once it was.
 pub fn library() -> Option<PathBuf> {
-    FOUND.get().map(|(_, p)| p.clone())
+    FOUND.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, p, _)| p.clone())
 }
 
 /// A message as MSTX takes it: NUL-terminated, cut to MAX_MESSAGE bytes (at a char boundary),
