@@ -451,3 +451,37 @@ def test_fork_with_records_in_flight_neither_hangs_nor_loses_the_parents_on_the_
     child, parent = map(int, out.stdout.split())
     assert child == 0  # the child recorded, drained and flushed its own launches
     assert parent == 200  # the parent's records, on the channel during the fork, all arrive
+
+
+def test_concurrent_launchers_and_a_flush_all_loop_lose_and_repeat_nothing_on_the_simulator(env):
+    """The collector's situation: threads record (launch wrappers, the channel) while another thread
+    loops on FlushAll and completing threads hand full buffers back; small buffers force many
+    hand-overs. Every record arrives exactly once."""
+    c = env.collect(size=4096, pool=512)
+    env.enable(KERNEL, RUNTIME_API)
+    stop = threading.Event()
+
+    def flusher():
+        while not stop.is_set():
+            env.lib.msptiActivityFlushAll(0)
+
+    def launcher(i):
+        env.lib.msimVirtualSet(1_000_000_000 * (i + 1))
+        env.launch(500, stream=i % 2, kernel=f"K{i}".encode(), host_ns=1_000, device_ns=2_000)
+
+    f = threading.Thread(target=flusher)
+    f.start()
+    ts = [threading.Thread(target=launcher, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    stop.set()
+    f.join()
+    c.drain()
+    ks, rts = c.records(KERNEL), c.records(RUNTIME_API)
+    assert env.lib.msimActivityStat(STAT["dropped"]) == 0
+    assert len(ks) == len(rts) == 2000
+    assert len({k["correlationId"] for k in ks}) == 2000 == len({r["correlationId"] for r in rts})
+    assert {k["correlationId"] for k in ks} == {r["correlationId"] for r in rts}
+    assert len(c.buffers) > 20

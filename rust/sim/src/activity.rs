@@ -57,7 +57,7 @@ pub fn era() -> AbiEra {
 /// (`mspti_abi.md` §1). A real library of an older era has no such symbol: the simulator's
 /// copy then returns `MSPTI_ERROR_INNER` without effect, and `msimHasSymbol` says 0, so a
 /// loader can treat it as absent.
-pub const SYMBOLS: [(&str, AbiEra); 25] = [
+pub const SYMBOLS: [(&str, AbiEra); 30] = [
     ("msptiSubscribe", AbiEra::Cann8),
     ("msptiUnsubscribe", AbiEra::Cann8),
     ("msptiEnableCallback", AbiEra::Cann8),
@@ -83,7 +83,12 @@ pub const SYMBOLS: [(&str, AbiEra); 25] = [
     // libms_tools_ext.so, which this library also stands in for.
     ("mstxMarkA", AbiEra::Cann8),
     ("mstxRangeStartA", AbiEra::Cann8),
+    ("mstxRangeEnd", AbiEra::Cann8),
     ("mstxDomainCreateA", AbiEra::Cann8),
+    ("mstxDomainDestroy", AbiEra::Cann8),
+    ("mstxDomainMarkA", AbiEra::Cann8),
+    ("mstxDomainRangeStartA", AbiEra::Cann8),
+    ("mstxDomainRangeEnd", AbiEra::Cann8),
 ];
 
 pub fn has_symbol(name: &str) -> bool {
@@ -199,8 +204,23 @@ static QUEUE: Mutex<Queue> = Mutex::new(Queue {
     generation: 0,
 });
 static QUEUE_CV: Condvar = Condvar::new();
-/// The process that started the manager thread: a `fork()` child has none and starts its own.
-static MANAGER_PID: AtomicU32 = AtomicU32::new(0);
+/// Whether this process has started the manager thread (a `fork()` child has none: it starts
+/// its own, see `fork_child`).
+static MANAGER_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// `getpid()`, cached (a system call per record otherwise); `fork_child` renews it.
+static PID: AtomicU32 = AtomicU32::new(0);
+
+pub fn pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            install_fork_handlers();
+            let p = std::process::id();
+            PID.store(p, Ordering::Relaxed);
+            p
+        }
+        p => p,
+    }
+}
 
 #[allow(unknown_lints, clippy::manual_is_multiple_of)]
 fn request_buffer() -> Option<Buf> {
@@ -233,7 +253,7 @@ fn request_buffer() -> Option<Buf> {
         let r = MsptiActivityOverhead {
             kind: MSPTI_ACTIVITY_KIND_OVERHEAD,
             overhead_kind: MSPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST,
-            object_id: MsptiIdPair::pt(std::process::id(), gettid()),
+            object_id: MsptiIdPair::pt(pid(), gettid()),
             start: t0,
             end: host_now(),
             correlation_id: 0,
@@ -326,8 +346,7 @@ fn complete(b: Buf, from: usize) {
 }
 
 fn start_manager() {
-    let pid = std::process::id();
-    if MANAGER_PID.swap(pid, Ordering::AcqRel) != pid {
+    if !MANAGER_STARTED.swap(true, Ordering::AcqRel) {
         install_fork_handlers();
         let _ = std::thread::Builder::new().name("ActivityManager".into()).spawn(manager_loop);
     }
@@ -356,6 +375,9 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    PID.store(std::process::id(), Ordering::Relaxed);
+    MANAGER_STARTED.store(false, Ordering::Relaxed);
+    device::forget_channel_thread();
     FORK_GUARDS.with(|g| {
         let mut g = g.borrow_mut();
         // The queue's completing threads do not exist in the child: never join them.
@@ -368,7 +390,7 @@ extern "C" fn fork_child() {
 
 /// A `fork()` child gets the simulator's locks free (none held mid-update by a thread that is
 /// gone) and starts its own manager and channel threads when it next needs them.
-fn install_fork_handlers() {
+pub(crate) fn install_fork_handlers() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         extern "C" {
@@ -569,7 +591,7 @@ pub fn api_record(kind: MsptiActivityKind, name: &'static CStr, start: u64, end:
         kind,
         start,
         end,
-        pt: MsptiIdPair::pt(std::process::id(), gettid()),
+        pt: MsptiIdPair::pt(pid(), gettid()),
         correlation_id: current_correlation(),
         name: name.as_ptr(),
         _pad: [0; 4],
@@ -674,7 +696,7 @@ pub fn host_call_records(
                     address: NEXT_ADDRESS
                         .fetch_add(spec.bytes.max(512).next_multiple_of(512), Ordering::Relaxed),
                     bytes: spec.bytes,
-                    process_id: std::process::id(),
+                    process_id: pid(),
                     device_id: dev,
                     stream_id: MSPTI_INVALID_STREAM_ID,
                 };
@@ -1044,4 +1066,27 @@ pub extern "C" fn msimActivityReset() {
     lock(&EXTERNAL).clear();
     *lock(&DISABLED_DOMAINS) = None;
     crate::mstx::reset();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_symbol_is_exported_once() {
+        let src = [include_str!("activity.rs"), include_str!("lib.rs"), include_str!("mstx.rs")].concat();
+        for (name, _) in SYMBOLS {
+            let n = SYMBOLS.iter().filter(|s| s.0 == name).count();
+            assert_eq!(n, 1, "{name} listed twice");
+            assert!(src.contains(&format!("fn {name}(")), "{name} is listed but not exported");
+        }
+    }
+
+    #[test]
+    fn runtime_api_names_are_the_runtimes_not_the_callbacks() {
+        assert_eq!(runtime_api_name(10, "aclrtLaunchKernelV2").to_bytes(), b"LaunchKernelV2");
+        assert_eq!(runtime_api_name(22, "aclrtMemcpy").to_bytes(), b"MemCopySync");
+        assert_eq!(runtime_api_name(15, "aclrtMalloc").to_bytes(), b"DevMalloc");
+        assert_eq!(runtime_api_name(1, "aclrtSetDevice").to_bytes(), b"DeviceSet");
+    }
 }

@@ -178,8 +178,9 @@ pub fn call(api: u32, work_ns: u64) -> i32 {
         clock::spend(work_ns);
         return 0;
     };
-    if a.domain == MSPTI_CB_DOMAIN_RUNTIME && activity::hooked() {
-        // Every hooked runtime wrapper bumps the thread's correlation id right before ENTER.
+    if a.domain == MSPTI_CB_DOMAIN_RUNTIME && activity::any_enabled() && activity::hooked() {
+        // Every hooked runtime wrapper bumps the thread's correlation id right before ENTER. Ids
+        // are seen only in records, so with no kind enabled the shared counter is left alone.
         activity::bump_correlation();
     }
     let corr =

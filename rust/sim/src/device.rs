@@ -10,10 +10,9 @@
 //! `msptiActivityDisable` of a device kind writes what is already available.
 
 use std::cell::Cell;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -110,35 +109,82 @@ struct Pending {
     bytes: [u8; 72],
 }
 
-impl PartialEq for Pending {
-    fn eq(&self, o: &Self) -> bool {
-        (self.avail, self.seq) == (o.avail, o.seq)
-    }
+/// The pending records, one FIFO per (device, stream): a stream's tasks end in order, so each
+/// lane's records become available in order and the reader only compares the lanes' heads.
+struct Lanes {
+    lanes: Vec<((u32, u32), VecDeque<Pending>)>,
+    len: usize,
 }
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
+
+impl Lanes {
+    const fn new() -> Lanes {
+        Lanes { lanes: Vec::new(), len: 0 }
     }
-}
-impl Ord for Pending {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.avail, self.seq).cmp(&(o.avail, o.seq))
+    fn push(&mut self, key: (u32, u32), p: Pending) {
+        match self.lanes.iter_mut().find(|l| l.0 == key) {
+            Some(l) => l.1.push_back(p),
+            None => self.lanes.push((key, VecDeque::from([p]))),
+        }
+        self.len += 1;
+    }
+    fn min_lane(&self) -> Option<usize> {
+        (0..self.lanes.len()).filter(|&i| !self.lanes[i].1.is_empty()).min_by_key(|&i| {
+            let h = &self.lanes[i].1[0];
+            (h.avail, h.seq)
+        })
+    }
+    fn peek(&self) -> Option<&Pending> {
+        self.min_lane().map(|i| &self.lanes[i].1[0])
+    }
+    fn pop(&mut self) -> Option<Pending> {
+        let p = self.min_lane().and_then(|i| self.lanes[i].1.pop_front());
+        self.len -= usize::from(p.is_some());
+        p
+    }
+    /// Every record whose task is done by `ready`, in availability order.
+    fn take_done(&mut self, ready: impl Fn(u64) -> bool) -> Vec<Pending> {
+        let mut out = Vec::new();
+        for l in &mut self.lanes {
+            while l.1.front().is_some_and(|p| ready(p.done)) {
+                out.extend(l.1.pop_front());
+            }
+        }
+        self.len -= out.len();
+        out.sort_by_key(|p| (p.avail, p.seq));
+        out
+    }
+    fn clear(&mut self) {
+        self.lanes.clear();
+        self.len = 0;
     }
 }
 
 struct Channel {
-    heap: BinaryHeap<Reverse<Pending>>,
+    heap: Lanes,
     seq: u64,
     /// Records taken off the heap and not yet written.
     in_flight: u64,
+    /// The reader waits on CHANNEL_CV: only then does a push need to wake it (no syscall per record).
+    reader_sleeping: bool,
+    /// Threads waiting in `drain` on DRAINED_CV.
+    drain_waiters: u32,
 }
 
-static CHANNEL: Mutex<Channel> = Mutex::new(Channel { heap: BinaryHeap::new(), seq: 0, in_flight: 0 });
+static CHANNEL: Mutex<Channel> = Mutex::new(Channel {
+    heap: Lanes::new(),
+    seq: 0,
+    in_flight: 0,
+    reader_sleeping: false,
+    drain_waiters: 0,
+});
 static CHANNEL_CV: Condvar = Condvar::new();
 static DRAINED_CV: Condvar = Condvar::new();
-/// The process that started the channel thread: a `fork()` child starts its own.
-static CHANNEL_PID: AtomicU32 = AtomicU32::new(0);
+/// Whether this process has started the channel thread (a `fork()` child starts its own).
+static CHANNEL_STARTED: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn forget_channel_thread() {
+    CHANNEL_STARTED.store(false, Ordering::Relaxed);
+}
 
 /// The channel's lock, for the fork handlers.
 pub(crate) fn lock_channel() -> std::sync::MutexGuard<'static, impl Sized> {
@@ -146,13 +192,13 @@ pub(crate) fn lock_channel() -> std::sync::MutexGuard<'static, impl Sized> {
 }
 
 fn ensure_channel_thread() {
-    let pid = std::process::id();
-    if CHANNEL_PID.swap(pid, Ordering::AcqRel) != pid {
+    if !CHANNEL_STARTED.swap(true, Ordering::AcqRel) {
+        activity::install_fork_handlers();
         let _ = std::thread::Builder::new().name("msim-channel".into()).spawn(channel_loop);
     }
 }
 
-fn push_pending<T: Copy>(done: u64, kind: u32, rec: &T) {
+fn push_pending<T: Copy>(key: (u32, u32), done: u64, kind: u32, rec: &T) {
     let avail = done.saturating_add(record_delay());
     let len = std::mem::size_of::<T>();
     let mut bytes = [0u8; 72];
@@ -163,8 +209,16 @@ fn push_pending<T: Copy>(done: u64, kind: u32, rec: &T) {
     let mut c = lock(&CHANNEL);
     c.seq += 1;
     let seq = c.seq;
-    c.heap.push(Reverse(Pending { avail, done, seq, kind, len, bytes }));
-    CHANNEL_CV.notify_one();
+    // Wake the reader only when it may be sleeping past this record (empty, or this is earliest).
+    let wake = c.reader_sleeping
+        && match c.heap.peek() {
+            None => true,
+            Some(top) => avail < top.avail,
+        };
+    c.heap.push(key, Pending { avail, done, seq, kind, len, bytes });
+    if wake {
+        CHANNEL_CV.notify_one();
+    }
 }
 
 fn ready(avail: u64) -> bool {
@@ -178,24 +232,34 @@ fn channel_loop() {
             loop {
                 let wait = match c.heap.peek() {
                     None => None,
-                    Some(Reverse(top)) if ready(top.avail) => break,
-                    Some(Reverse(top)) => Some(Duration::from_nanos(
+                    Some(top) if ready(top.avail) => break,
+                    Some(top) => Some(Duration::from_nanos(
                         top.avail.saturating_sub(activity::host_now()).clamp(1_000, 50_000_000),
                     )),
                 };
+                c.reader_sleeping = true;
                 c = match wait {
                     None => CHANNEL_CV.wait(c).unwrap_or_else(|e| e.into_inner()),
                     Some(d) => CHANNEL_CV.wait_timeout(c, d).unwrap_or_else(|e| e.into_inner()).0,
                 };
+                c.reader_sleeping = false;
             }
-            let Some(Reverse(p)) = c.heap.pop() else { continue };
-            c.in_flight += 1;
-            p
+            // Everything ready, in one batch (as a channel read returns many reports at once).
+            let mut batch = Vec::new();
+            while batch.len() < 4096 && c.heap.peek().is_some_and(|t| ready(t.avail)) {
+                batch.extend(c.heap.pop());
+            }
+            c.in_flight += batch.len() as u64;
+            batch
         };
-        activity::record_bytes(p.kind, &p.bytes[..p.len]);
+        for p in &p {
+            activity::record_bytes(p.kind, &p.bytes[..p.len]);
+        }
         let mut c = lock(&CHANNEL);
-        c.in_flight -= 1;
-        DRAINED_CV.notify_all();
+        c.in_flight -= p.len() as u64;
+        if c.drain_waiters > 0 {
+            DRAINED_CV.notify_all();
+        }
     }
 }
 
@@ -204,17 +268,16 @@ fn channel_loop() {
 pub fn flush_ready() {
     let ready_now: Vec<Pending> = {
         let mut c = lock(&CHANNEL);
-        let all = std::mem::take(&mut c.heap).into_vec();
-        let (now, later): (Vec<_>, Vec<_>) = all.into_iter().map(|r| r.0).partition(|p| ready(p.done));
-        c.heap = later.into_iter().map(Reverse).collect();
+        let now = c.heap.take_done(ready);
         c.in_flight += now.len() as u64;
         now
     };
-    let mut ready_now = ready_now;
-    ready_now.sort();
-    for p in ready_now {
+    for p in &ready_now {
         activity::record_bytes(p.kind, &p.bytes[..p.len]);
-        lock(&CHANNEL).in_flight -= 1;
+    }
+    let mut c = lock(&CHANNEL);
+    c.in_flight -= ready_now.len() as u64;
+    if c.drain_waiters > 0 {
         DRAINED_CV.notify_all();
     }
 }
@@ -224,16 +287,18 @@ pub fn drain(timeout_ms: u64) -> bool {
     ensure_channel_thread();
     let deadline = std::time::Instant::now() + Duration::from_millis(timeout_ms);
     let mut c = lock(&CHANNEL);
-    while !c.heap.is_empty() || c.in_flight > 0 {
+    while c.heap.len > 0 || c.in_flight > 0 {
         let now = std::time::Instant::now();
         if now >= deadline {
             return false;
         }
         CHANNEL_CV.notify_one();
+        c.drain_waiters += 1;
         c = DRAINED_CV
             .wait_timeout(c, (deadline - now).min(Duration::from_millis(20)))
             .unwrap_or_else(|e| e.into_inner())
             .0;
+        c.drain_waiters -= 1;
     }
     true
 }
@@ -296,7 +361,7 @@ pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
                 name: name.as_ptr(),
                 _pad: [0; 4],
             };
-            push_pending(end, MSPTI_ACTIVITY_KIND_KERNEL, &r);
+            push_pending((device, stream), end, MSPTI_ACTIVITY_KIND_KERNEL, &r);
         }
     }
 }
@@ -317,7 +382,7 @@ pub fn submit_marker(stream: u32, flag: u32, id: u64, t_submit: u64) {
         domain: c"".as_ptr(),
         _pad: [0; 4],
     };
-    push_pending(ts, MSPTI_ACTIVITY_KIND_MARKER, &r);
+    push_pending((device, stream), ts, MSPTI_ACTIVITY_KIND_MARKER, &r);
 }
 
 /// The name of the communicator the records carry (`msimSetCommName`).
@@ -355,7 +420,7 @@ pub fn submit_collective(op: &'static CStr, bytes: u64, ranks: u32, t_submit: u6
             comm_name: comm.as_ptr(),
             _pad: [0; 4],
         };
-        push_pending(end, MSPTI_ACTIVITY_KIND_HCCL, &r);
+        push_pending((device, stream), end, MSPTI_ACTIVITY_KIND_HCCL, &r);
     }
     if comm_on {
         let r = MsptiActivityCommunication {
@@ -370,7 +435,7 @@ pub fn submit_collective(op: &'static CStr, bytes: u64, ranks: u32, t_submit: u6
             comm_name: comm.as_ptr(),
             correlation_id: corr,
         };
-        push_pending(end, MSPTI_ACTIVITY_KIND_COMMUNICATION, &r);
+        push_pending((device, stream), end, MSPTI_ACTIVITY_KIND_COMMUNICATION, &r);
     }
 }
 
@@ -423,7 +488,7 @@ pub extern "C" fn msimDeviceDrain(timeout_ms: u64) -> u32 {
 #[no_mangle]
 pub extern "C" fn msimDevicePending() -> u64 {
     let c = lock(&CHANNEL);
-    c.heap.len() as u64 + c.in_flight
+    c.heap.len as u64 + c.in_flight
 }
 
 /// The communicator name of HCCL/COMMUNICATION records (NULL: "hccl_world_group").

@@ -241,6 +241,12 @@ pub extern "C" fn msimSetClock(mode: u32) {
     CLOCK_VIRTUAL.store(u8::from(mode != 0), Ordering::Relaxed);
 }
 
+/// The clock mode `msimSetClock` set: 0 real, 1 virtual (replay waits only on the real clock).
+#[no_mangle]
+pub extern "C" fn msimGetClock() -> u32 {
+    u32::from(clock::is_virtual())
+}
+
 #[no_mangle]
 pub extern "C" fn msimVirtualSet(ns: u64) {
     clock::virtual_set(ns);

@@ -63,17 +63,24 @@ fn message(msg: *const c_char) -> Option<&'static CStr> {
     if msg.is_null() {
         return None;
     }
-    let mut bytes = Vec::new();
-    for i in 0..MSTX_MAX_MESSAGE_LEN {
+    let mut len = 0;
+    loop {
+        if len == MSTX_MAX_MESSAGE_LEN {
+            return None;
+        }
         // SAFETY: a non-NULL C string from the caller, read byte by byte up to its NUL (strnlen
         // with MSPTI's limit), so nothing past the terminator is touched.
-        let b = unsafe { *msg.cast::<u8>().add(i) };
-        if b == 0 {
-            return Some(activity::intern(&String::from_utf8_lossy(&bytes)));
+        if unsafe { *msg.cast::<u8>().add(len) } == 0 {
+            break;
         }
-        bytes.push(b);
+        len += 1;
     }
-    None
+    // SAFETY: the `len` bytes before the NUL were just read one by one.
+    let bytes = unsafe { std::slice::from_raw_parts(msg.cast::<u8>(), len) };
+    Some(match std::str::from_utf8(bytes) {
+        Ok(text) => activity::intern(text),
+        Err(_) => activity::intern(&String::from_utf8_lossy(bytes)),
+    })
 }
 
 /// Resolve a domain handle without dereferencing anything unknown.
@@ -93,7 +100,7 @@ fn host_record(flag: u32, id: u64, name: &'static CStr, domain: &'static CStr) {
         source_kind: MSPTI_ACTIVITY_SOURCE_KIND_HOST,
         timestamp: activity::host_now(),
         id,
-        object_id: MsptiIdPair::pt(std::process::id(), activity::gettid()),
+        object_id: MsptiIdPair::pt(activity::pid(), activity::gettid()),
         name: name.as_ptr(),
         domain: domain.as_ptr(),
         _pad: [0; 4],
