@@ -65,6 +65,7 @@ class ConfiguredSnapshot(Snapshot):
     def __init__(self, snap: Snapshot, unit: str | None, top: int | None):
         super().__init__(snap._native, snap.meta)
         self._unit, self._top = unit, top
+        self.device = snap.device  # activity data (issue 11) travels with the snapshot
 
     def table(self, unit: str | None = None, top: int | None = None):
         return super().table(unit or self._unit, top or self._top)

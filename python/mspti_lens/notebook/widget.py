@@ -73,6 +73,16 @@ class ControlPanel:
         }
         for d, t in self.toggles.items():
             t.observe(lambda ch, d=d: self._on_toggle(d, ch), names="value")
+        # Activity kinds (device time, issue 11): the three a step's split needs.
+        self.activity = {
+            k: w.ToggleButton(value=p.activity_enabled(k), description=k, layout=w.Layout(width="110px"))
+            for k in ("kernel", "marker", "communication")
+        }
+        for k, t in self.activity.items():
+            t.observe(
+                lambda ch, k=k: self._syncing or self._act(lambda: p.set_activity(k, ch["new"])),
+                names="value",
+            )
         self.search = w.Text(
             placeholder="search callbacks: launch, HcclAll, memcpy...",
             continuous_update=True,
@@ -112,6 +122,7 @@ class ControlPanel:
         controls = w.VBox(
             [
                 w.HBox([w.HTML("<b>domains</b>", layout=w.Layout(width="70px")), *self.toggles.values()]),
+                w.HBox([w.HTML("<b>device</b>", layout=w.Layout(width="70px")), *self.activity.values()]),
                 w.HBox(
                     [
                         w.HTML("<b>callbacks</b>", layout=w.Layout(width="70px")),
@@ -159,6 +170,10 @@ class ControlPanel:
         if self._syncing:
             return
         self._act(lambda: self.panel.set_domain(domain, bool(change["new"])))
+
+    def _on_activity(self, kind: str, change: dict) -> None:
+        if not self._syncing:
+            self._act(lambda: self.panel.set_activity(kind, bool(change["new"])))
 
     def _on_pick(self, change: dict) -> None:
         if self._syncing:
@@ -213,6 +228,8 @@ class ControlPanel:
                 full = self.panel.domain_enabled(d)
                 t.value = full
                 t.icon = "check" if full else ""
+            for k, t in self.activity.items():
+                t.value = self.panel.activity_enabled(k)
             visible = [k for _, k in self.callbacks.options]
             self.callbacks.value = tuple(k for k in visible if k in on)
             self.buttons["start"].disabled = view.running
