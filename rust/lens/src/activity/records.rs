@@ -263,3 +263,140 @@ impl Iterator for Records<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Put `v` at `off` of `b` (little endian), as the reference table places the field.
+    fn put(b: &mut [u8], off: usize, v: &[u8]) {
+        b[off..off + v.len()].copy_from_slice(v);
+    }
+
+    /// Records built byte by byte at the offsets of mspti_abi.md §3 (numbers from the reference,
+    /// not from the ABI crate), with 0xA5 garbage in every byte the kind does not define.
+    #[test]
+    fn records_are_read_at_the_reference_offsets() {
+        let mut buf = vec![0xA5u8; 56 + 48 + 72 + 56];
+        let k = &mut buf[..56];
+        put(k, 0, &2u32.to_le_bytes());
+        put(k, 4, &1000u64.to_le_bytes());
+        put(k, 12, &1700u64.to_le_bytes());
+        put(k, 20, &3u32.to_le_bytes());
+        put(k, 24, &7u32.to_le_bytes());
+        put(k, 28, &42u64.to_le_bytes());
+        put(k, 36, &0x1111_2222usize.to_le_bytes());
+        put(k, 44, &0x3333_4444usize.to_le_bytes());
+        let a = &mut buf[56..104];
+        put(a, 0, &12u32.to_le_bytes());
+        put(a, 4, &900u64.to_le_bytes());
+        put(a, 12, &2000u64.to_le_bytes());
+        put(a, 20, &11u32.to_le_bytes());
+        put(a, 24, &12345u32.to_le_bytes());
+        put(a, 28, &42u64.to_le_bytes());
+        put(a, 36, &0x5555_6666usize.to_le_bytes());
+        let c = &mut buf[104..176];
+        put(c, 0, &9u32.to_le_bytes());
+        put(c, 4, &4u32.to_le_bytes());
+        put(c, 8, &(1u64 << 20).to_le_bytes());
+        put(c, 16, &0u32.to_le_bytes());
+        put(c, 20, &9u32.to_le_bytes());
+        put(c, 24, &5000u64.to_le_bytes());
+        put(c, 32, &9000u64.to_le_bytes());
+        put(c, 48, &0x7777usize.to_le_bytes());
+        put(c, 56, &0x8888usize.to_le_bytes());
+        put(c, 64, &77u64.to_le_bytes());
+        let m = &mut buf[176..232];
+        put(m, 0, &1u32.to_le_bytes());
+        put(m, 4, &16u32.to_le_bytes());
+        put(m, 8, &1u32.to_le_bytes());
+        put(m, 12, &5555u64.to_le_bytes());
+        put(m, 20, &99u64.to_le_bytes());
+        put(m, 28, &4u32.to_le_bytes());
+        put(m, 32, &7u32.to_le_bytes());
+        let sizes = Sizes::default();
+        let got: Vec<_> = Records::new(&buf, &sizes).collect();
+        assert_eq!(got.len(), 4);
+        assert_eq!(
+            got[0],
+            Ok(Record::Kernel {
+                start: 1000,
+                end: 1700,
+                device: 3,
+                stream: 7,
+                correlation: 42,
+                kind_name: 0x1111_2222,
+                name: 0x3333_4444
+            })
+        );
+        assert_eq!(
+            got[1],
+            Ok(Record::Api {
+                kind: 12,
+                start: 900,
+                end: 2000,
+                pid: 11,
+                tid: 12345,
+                correlation: 42,
+                name: 0x5555_6666
+            })
+        );
+        match got[2] {
+            Ok(Record::Communication {
+                data_type,
+                count,
+                stream,
+                start,
+                end,
+                name,
+                comm,
+                correlation,
+                ..
+            }) => {
+                assert_eq!((data_type, count, stream, start, end), (4, 1 << 20, 9, 5000, 9000));
+                assert_eq!((name, comm, correlation), (0x7777, 0x8888, 77));
+            }
+            ref r => panic!("{r:?}"),
+        }
+        match got[3] {
+            Ok(Record::Marker { flag, source, timestamp, id, obj, .. }) => {
+                assert_eq!((flag, source, timestamp, id, obj), (16, 1, 5555, 99, (4, 7)));
+            }
+            ref r => panic!("{r:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unknown_kind_ends_the_buffer_and_says_how_much_was_skipped() {
+        let mut buf = vec![0xA5u8; 24 + 40 + 24];
+        put(&mut buf, 0, &8u32.to_le_bytes()); // EXTERNAL_CORRELATION, 24 bytes
+        put(&mut buf, 24, &77u32.to_le_bytes()); // no such kind
+        put(&mut buf, 64, &8u32.to_le_bytes());
+        let sizes = Sizes::default();
+        let mut it = Records::new(&buf, &sizes);
+        assert!(matches!(it.next(), Some(Ok(Record::ExternalCorrelation { .. }))));
+        assert_eq!(it.next(), Some(Err(Bad::UnknownKind(77))));
+        assert_eq!(it.next(), None);
+        assert_eq!(it.skipped(), 40 + 24);
+        // A record cut by the buffer's valid size, and a kind whose layout grew (struct size).
+        let mut it = Records::new(&buf[..20], &sizes);
+        assert_eq!(it.next(), Some(Err(Bad::Truncated)));
+        assert_eq!(it.skipped(), 20);
+        let mut grown = sizes;
+        grown.0[8] = 32;
+        let wide = vec![0u8; 64].into_iter().enumerate().map(|(i, b)| if i % 32 == 0 { 8 } else { b });
+        let wide: Vec<u8> = wide.collect();
+        assert_eq!(Records::new(&wide, &grown).filter(Result::is_ok).count(), 2);
+    }
+
+    #[test]
+    fn kind_zero_and_huge_kinds_are_unknown_not_a_panic() {
+        let sizes = Sizes::default();
+        for kind in [0u32, 13 + 1, u32::MAX] {
+            let mut buf = vec![0u8; 64];
+            put(&mut buf, 0, &kind.to_le_bytes());
+            let mut it = Records::new(&buf, &sizes);
+            assert_eq!(it.next(), Some(Err(Bad::UnknownKind(kind))), "kind {kind}");
+        }
+    }
+}
