@@ -19,6 +19,7 @@ pub mod names;
 pub mod pool;
 pub mod records;
 pub mod symbols;
+mod sync;
 pub mod tables;
 
 use std::collections::BTreeSet;
