@@ -170,22 +170,30 @@ impl PyDeviceSnapshot {
         Ok(d)
     }
 
-    /// Non-empty buckets: row (index into stats), lower, upper, count.
+    /// Non-empty buckets: row (index into stats), index (OTel index at scale 7; None for the zero
+    /// and overflow rows), lower (exclusive), upper (inclusive; +inf for overflow), count.
     fn buckets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let (mut row, mut bucket, mut lower, mut upper, mut count) = (vec![], vec![], vec![], vec![], vec![]);
+        let (mut row, mut index, mut lower, mut upper, mut count) = (vec![], vec![], vec![], vec![], vec![]);
         for (k, r) in self.t.rows.iter().enumerate() {
-            for (i, c) in r.hist.nonzero() {
-                let (lo, hi) = hist::bucket_bounds(i);
+            for (slot, c) in r.hist.nonzero() {
+                let i = hist::slot_index(slot);
                 row.push(k as u32);
-                bucket.push(i as u32);
-                lower.push(lo);
-                upper.push(hi);
+                index.push(i);
+                lower.push(i.map_or(0.0, hist::bucket_lower));
+                upper.push(i.map_or(0.0, hist::bucket_upper));
                 count.push(c);
+            }
+            if r.hist.overflow > 0 {
+                row.push(k as u32);
+                index.push(None);
+                lower.push(hist::RANGE_MAX_NS as f64);
+                upper.push(f64::INFINITY);
+                count.push(r.hist.overflow);
             }
         }
         let d = PyDict::new(py);
         d.set_item("row", row)?;
-        d.set_item("bucket", bucket)?;
+        d.set_item("index", index)?;
         d.set_item("lower", lower)?;
         d.set_item("upper", upper)?;
         d.set_item("count", count)?;
@@ -230,9 +238,12 @@ impl PyDeviceSnapshot {
         d.set_item("min", r.iter().map(|x| x.hist.min).collect::<Vec<_>>())?;
         d.set_item("max", r.iter().map(|x| x.hist.max).collect::<Vec<_>>())?;
         d.set_item("overflow", r.iter().map(|x| x.hist.overflow).collect::<Vec<_>>())?;
+        // Buckets by their OTel index at scale 7 (None: the zero bucket), as snapshot files keep them.
         d.set_item(
             "buckets",
-            r.iter().map(|x| x.hist.nonzero().map(|(i, _)| i as u32).collect::<Vec<_>>()).collect::<Vec<_>>(),
+            r.iter()
+                .map(|x| x.hist.nonzero().map(|(slot, _)| hist::slot_index(slot)).collect::<Vec<_>>())
+                .collect::<Vec<_>>(),
         )?;
         d.set_item(
             "counts",
@@ -259,11 +270,11 @@ impl PyDeviceSnapshot {
         metric: Vec<String>,
         bytes: Vec<u64>,
         sum: Vec<u64>,
-        sum_sq: Vec<f64>,
+        sum_sq: Vec<u128>,
         min: Vec<Option<u64>>,
         max: Vec<Option<u64>>,
         overflow: Vec<u64>,
-        buckets: Vec<Vec<u32>>,
+        buckets: Vec<Vec<Option<i32>>>,
         counts: Vec<Vec<u64>>,
         marks: Vec<(String, String, bool, u64)>,
         counters: BTreeMap<String, u64>,
@@ -300,19 +311,12 @@ impl PyDeviceSnapshot {
             }
             let mut h = Histogram::default();
             for (&b, &c) in buckets[i].iter().zip(&counts[i]) {
-                if b as usize >= hist::BUCKETS {
-                    return Err(bad(format!("bucket index {b} is outside 0..{}", hist::BUCKETS)));
-                }
-                h.counts[b as usize] = h.counts[b as usize]
-                    .checked_add(c)
-                    .ok_or_else(|| bad("bucket count overflows".into()))?;
-                h.count = h.count.checked_add(c).ok_or_else(|| bad("count overflows".into()))?;
+                h.add_bucket(b, c).map_err(bad)?;
             }
+            h.overflow = overflow[i];
+            h.count = h.count.checked_add(h.overflow).ok_or_else(|| bad("count overflows".into()))?;
             if h.count == 0 {
                 return Err(bad(format!("device row {i} has no samples")));
-            }
-            if !sum_sq[i].is_finite() || sum_sq[i] < 0.0 {
-                return Err(bad(format!("sum_sq of device row {i} is not a finite non-negative number")));
             }
             if let (Some(lo), Some(hi)) = (min[i], max[i]) {
                 if lo > hi {
