@@ -81,10 +81,10 @@ impl Session {
         crate::core::shard::prepare();
         crate::core::seqlock::prepare_fences();
         let mut handle: MsptiSubscriberHandle = std::ptr::null_mut();
+        let ud = userdata as *mut std::ffi::c_void;
         // SAFETY: msptiSubscribe with a valid out pointer and our callback, which is safe to call
         // from any thread at any time, also after unsubscribe (it only touches static state).
-        let rc =
-            unsafe { (lib.subscribe)(&mut handle, Some(on_callback), userdata as *mut std::ffi::c_void) };
+        let rc = unsafe { (lib.subscribe)(&mut handle, Some(on_callback), ud) };
         if let Err(e) = lib.check("msptiSubscribe", rc) {
             ACTIVE.store(false, Ordering::Release);
             return Err(e);

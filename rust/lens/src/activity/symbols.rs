@@ -39,12 +39,12 @@ pub struct ActivityApi {
 pub fn bind(path: &Path) -> Result<ActivityApi> {
     // SAFETY: the session already loaded this library (its initialisers have run); opening it
     // again returns the same mapping.
-    let lib =
-        unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| Error::NotALibrary {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-            hint: "The MSPTI library could not be opened again for its Activity API.".to_owned(),
-        })?;
+    let opened = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) };
+    let lib = opened.map_err(|e| Error::NotALibrary {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+        hint: "The MSPTI library could not be opened again for its Activity API.".to_owned(),
+    })?;
     let lib: &'static Library = Box::leak(Box::new(lib));
     let mut present = Vec::new();
     macro_rules! opt {
