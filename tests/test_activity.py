@@ -311,3 +311,33 @@ def test_exit_fork_and_unsubscribe_with_activity_in_flight_neither_hang_nor_cras
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().endswith("ok"), r.stdout
     assert "True" in r.stdout or "fork" not in action
+
+
+def test_a_library_without_the_activity_api_says_so_in_one_sentence_on_the_stand_in(fake_lib_path):
+    # tests/c/fake_mspti.c has the Callback API only.
+    r = run_python(
+        f"""
+import warnings; warnings.simplefilter("ignore")
+from mspti_lens import Session
+try:
+    Session({str(fake_lib_path)!r}, activity=["kernel"])
+except ValueError as e:
+    print("ERR", e)
+"""
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "has no Activity API (msptiActivityRegisterCallbacks is missing)" in r.stdout
+    assert "activity=[]" in r.stdout
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_runaway_kernel_names_end_in_one_other_row_on_the_stand_in(fa_path, fa):
+    names = [f"Kernel_{i:04d}".encode() for i in range(600)]
+    with session(fa_path, activity=["kernel"]) as s:
+        for n in names:
+            fa.fa_launch(0, 1, n, 1, 1000, 0)
+        snap = s.snapshot()
+    k = snap.kernels()
+    assert len(k) == 512 + 1  # the cap, then "(other)"
+    assert rows(k, name="(other)")["num_calls"][0] == 600 - 512
+    assert k["num_calls"].sum() == 600 and snap.device.counters["into_other"] == 600 - 512
