@@ -572,6 +572,11 @@ def main() -> None:
         tsc_hz = b.tsc_hz
         mach = machine()
         mach["lens_clock"] = b.clock_used.get("lens", "?")
+    # Benchmark modules with a section each (bench/<topic>.py, `section(quick) -> str`).
+    import activity as activity_bench  # issue 11
+
+    log("activity collector")
+    sections.append(activity_bench.section(q).splitlines())
     log("writing report")
     report = render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, time.perf_counter() - t_start)
     report += "\n" + key_table.render(kt)

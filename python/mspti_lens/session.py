@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from . import _native
+from . import _native, device
 from .backend import BackendInfo, info_of, load_library
 from .catalog import DOMAIN_NAMES, Target, callback, resolve
 from .errors import NotPreloadedWarning, SessionError
@@ -51,6 +51,9 @@ class Session:
         enable: Iterable[Target] | str = ("runtime", "hccl"),
         clock: str = "auto",
         interval: float | None = None,
+        activity: Iterable[str] | str = (),
+        mark_launches: int | None = None,
+        activity_buffers: tuple[int, int] = (8 << 20, 8),
     ):
         if clock not in CLOCKS:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
@@ -77,9 +80,23 @@ class Session:
                 "pass [] to enable nothing"
             )
         resolved = [resolve(t) for t in targets]  # validate before subscribing
+        kinds = device.check_kinds(activity)
+        if mark_launches is not None:
+            # The guide's scenario 2: LAUNCH only, the stream as subscription data, MARKER and KERNEL.
+            if not isinstance(mark_launches, int) or isinstance(mark_launches, bool) or mark_launches < 0:
+                raise ValueError(f"mark_launches takes a stream handle (an int), not {mark_launches!r}")
+            resolved = [resolve("LAUNCH")]
+            kinds = sorted(set(kinds) | {"marker", "kernel"})
         self._lib = load_library(library)
         self.backend: BackendInfo = info_of(self._lib)
-        self._native = _native.NativeSession(self._lib)
+        self._native = _native.NativeSession(self._lib, mark_launches or 0)
+        self._activity = None
+        if kinds or mark_launches is not None:
+            size, count = activity_buffers
+            self._activity = _native.NativeActivity(
+                self._native, buffer_size=size, buffers=count, mark_stream=mark_launches
+            )
+            self._activity.enable(kinds)
         self._clock = clock
         self._lock = threading.Lock()
         self._window_start = time.time()
@@ -108,6 +125,31 @@ class Session:
         for d, c in [resolve(w) for w in what]:
             self._apply(d, c, False)
         return self
+
+    def enable_activity(self, *kinds: str) -> Session:
+        """Collect these activity kinds too (at once if running). Returns self."""
+        names = device.check_kinds(list(kinds))
+        if self._activity is None:
+            self._activity = _native.NativeActivity(self._native)
+        self._activity.enable(names)
+        return self
+
+    def disable_activity(self, *kinds: str) -> Session:
+        """Stop collecting these activity kinds (what was recorded is kept). Returns self."""
+        names = device.check_kinds(list(kinds))
+        if self._activity is not None:
+            self._activity.disable(names)
+        return self
+
+    @property
+    def activity(self) -> list[str]:
+        """The activity kinds asked for."""
+        return list(self._activity.wanted) if self._activity is not None else []
+
+    @property
+    def join(self) -> str:
+        """How launches are joined to kernels: runtime_api, external_correlation, or why not."""
+        return self._activity.join if self._activity is not None else "off (no activity kinds)"
 
     @property
     def enabled(self) -> list[str]:
@@ -149,8 +191,8 @@ class Session:
                 self._timeline_on = False
             if self._final is None and not self._native.closed:
                 try:
-                    self._final = self._with_timeline(
-                        Snapshot(self._native.snapshot(), self._meta(self._window_start))
+                    self._final = self._with_device(
+                        self._with_timeline(Snapshot(self._native.snapshot(), self._meta(self._window_start)))
                     )
                 except SessionError:
                     pass  # a forked child: nothing of its own to keep
@@ -192,13 +234,22 @@ class Session:
             fidelity=self.backend.fidelity,
         )
 
+    def _with_device(self, snap: Snapshot, reset: bool = False) -> Snapshot:
+        if self._activity is not None:
+            snap.device = device.DeviceData(self._activity.snapshot(reset))
+            snap.meta["join"] = snap.device.info["join"]
+            snap.meta["clock_bridge"] = snap.device.info["clock_bridge"]
+        return snap
+
     def snapshot(self) -> Snapshot:
         """The current window, merged over every thread, while recording goes on (after close(),
         the last window)."""
         with self._lock:
             if self._native.closed and self._final is not None:
                 return self._final
-            return self._with_timeline(Snapshot(self._native.snapshot(), self._meta(self._window_start)))
+            return self._with_device(
+                self._with_timeline(Snapshot(self._native.snapshot(), self._meta(self._window_start)))
+            )
 
     def reset(self) -> Snapshot:
         """Start a new window without unsubscribing; returns the window just closed (nothing is
@@ -207,7 +258,10 @@ class Session:
             # One reading ends the closed window and starts the new one, so windows tile time.
             now = time.time()
             start, self._window_start = self._window_start, now
-            return self._with_timeline(Snapshot(self._native.reset(), {**self._meta(start), "window_end": now}))
+            return self._with_device(
+                self._with_timeline(Snapshot(self._native.reset(), {**self._meta(start), "window_end": now})),
+                reset=True,
+            )
 
     def timeline(self) -> pl.DataFrame:
         """Latency over time (``Session(interval=...)``): per interval and API, num_calls, p50_ns,

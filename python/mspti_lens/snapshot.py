@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from . import _native
+from . import _native, device
 from .catalog import DOMAIN_NAMES, callback
 
 # The histogram's constants (defined once, in rust/lens/src/core/hist.rs): exponential buckets
@@ -95,6 +95,7 @@ class Snapshot:
         self._summary: pl.DataFrame | None = None
         #: The session's timeline when the snapshot was taken (issue 13; None: not kept).
         self._timeline: pl.DataFrame | None = None
+        self.device: device.DeviceData | None = None  # activity data (issue 11), set by the Session
 
     # -- facts ---------------------------------------------------------------------------------
     @property
@@ -335,6 +336,7 @@ class Snapshot:
             "meta": self.meta,
             "counters": self.counters,
         }
+        device.save_into(self, meta)
         table = table.replace_schema_metadata({"mspti_lens": json.dumps(meta)})
         pq.write_table(table, os.fspath(path))
 
@@ -431,7 +433,33 @@ class Snapshot:
             raise ValueError(f"{p} is inconsistent: per-key counts {declared} do not match its buckets")
         meta = dict(head.get("meta") or {})
         meta["loaded_from"] = p
-        return cls(native, meta)
+        snap = cls(native, meta)
+        try:
+            device.load_from(snap, head)
+        except ValueError as e:
+            raise ValueError(f"{p}: {e}") from None
+        return snap
+
+    # -- device time (issue 11: built in device.py) ----------------------------------------------
+    def kernels(self) -> pl.DataFrame:
+        """Device duration per kernel name (KERNEL records), ns."""
+        return device.frame(self, "kernels")
+
+    def launches(self) -> pl.DataFrame:
+        """Per launch function: API time, queue delay (ENTER to kernel start), kernel time."""
+        return device.frame(self, "launches")
+
+    def ranges(self) -> pl.DataFrame:
+        """MSTX ranges per (domain, message), host and device side, and marks counted."""
+        return device.frame(self, "ranges")
+
+    def collectives(self) -> pl.DataFrame:
+        """Device collective time and bandwidth per (communicator, op)."""
+        return device.frame(self, "collectives")
+
+    def memcpy(self) -> pl.DataFrame:
+        """MEMCPY per direction (and MEMSET, MEMORY) with bytes."""
+        return device.frame(self, "memcpy")
 
     # -- display -------------------------------------------------------------------------------
     def _title(self) -> str:

@@ -144,6 +144,7 @@ class ConfiguredSnapshot(Snapshot):
         super().__init__(snap._native, snap.meta)
         self._unit, self._top, self.where = unit, (top or None), where
         self._figure: tuple[bytes, int, int] | None = None
+        self.device = snap.device  # activity data (issue 11) travels with the snapshot
 
     def table(self, unit: str | None = None, top: int | None = None):
         return super().table(unit or self._unit, top or self._top)

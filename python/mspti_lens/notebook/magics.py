@@ -269,6 +269,14 @@ class MsptiMagics(Magics):
         "what is named is traced (default: runtime and hccl).",
     )
     @argument(
+        "-a",
+        "--activity",
+        action="append",
+        metavar="KIND",
+        help="also collect this activity kind (device time, issue 11): kernel, marker, communication, hccl, "
+        "memcpy, ... (repeat it or separate with commas); see snapshot.kernels(), .launches()",
+    )
+    @argument(
         "--display", choices=DISPLAYS, default=None, help="what to show: both (default), summary, plot, none"
     )
     @argument("-k", "--kind", choices=PLOT_KINDS, default="distribution", help="plot kind")
@@ -318,6 +326,9 @@ class MsptiMagics(Magics):
         was_running = session.running
         before = session.enabled
         self._only(session, targets)
+        kinds = _split(args.activity)
+        if kinds:
+            session.enable_activity(*kinds)  # before the cell, so its launches' kernels are seen
         try:
             closed = session.reset()  # the cell gets a window of its own; the one before is kept
             if len(closed) or closed.counters.get("unmatched"):
@@ -333,6 +344,8 @@ class MsptiMagics(Magics):
                 session.disable(*DOMAINS)
                 if before:
                     session.enable(*before)
+            if kinds and not session.closed:
+                session.disable_activity(*kinds)
         self.windows.append(snap)
         self.cell = snap
         interrupted = isinstance(result.error_in_exec, KeyboardInterrupt)
@@ -379,6 +392,8 @@ class MsptiMagics(Magics):
         session = self._ensure_session(args, targets)
         if targets and not fresh:
             self._only(session, targets)
+        if _split(args.activity):
+            session.enable_activity(*_split(args.activity))
         session.start()
         self.cell = None  # from now on line commands act on this recording
         b = session.backend

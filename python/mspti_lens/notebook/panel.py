@@ -164,6 +164,21 @@ class Panel:
             self.session.disable(domain)
         return self.refresh()
 
+    # Activity kinds (device time, issue 11): toggled like domains, collected natively.
+    @property
+    def activity_kinds(self) -> list[str]:
+        from ..device import KINDS
+
+        return list(KINDS)
+
+    def activity_enabled(self, kind: str) -> bool:
+        return kind in self.session.activity
+
+    def set_activity(self, kind: str, on: bool) -> View:
+        """Collect (or stop collecting) one activity kind, at once while running."""
+        (self.session.enable_activity if on else self.session.disable_activity)(kind)
+        return self.refresh()
+
     @staticmethod
     def _domain(domain: str) -> int:
         key = str(domain).strip().lower()

@@ -82,6 +82,13 @@ class ControlPanel:
             t.add_class("mspti-lens-domain")
             t.observe(lambda ch, d=d: self._on_toggle(d, ch), names="value")
             self.toggles[d] = t
+        # Activity kinds (device time, issue 11): the three a step's split needs.
+        self.activity = {
+            k: w.ToggleButton(value=p.activity_enabled(k), description=k, layout=w.Layout(width="110px"))
+            for k in ("kernel", "marker", "communication")
+        }
+        for k, t in self.activity.items():
+            t.observe(lambda ch, k=k: self._on_activity(k, ch), names="value")
         self.search = w.Text(
             placeholder="search callbacks: launch, HcclAll, memcpy...",
             continuous_update=True,
@@ -135,6 +142,7 @@ class ControlPanel:
         controls = w.VBox(
             [
                 w.HBox([w.HTML("<b>domains</b>", layout=w.Layout(width="70px")), *self.toggles.values()]),
+                w.HBox([w.HTML("<b>device</b>", layout=w.Layout(width="70px")), *self.activity.values()]),
                 w.HBox(
                     [
                         w.HTML("<b>callbacks</b>", layout=w.Layout(width="70px")),
@@ -174,6 +182,10 @@ class ControlPanel:
         if self._syncing:
             return
         self._act(lambda: self.panel.set_domain(domain, bool(change["new"])))
+
+    def _on_activity(self, kind: str, change: dict) -> None:
+        if not self._syncing:
+            self._act(lambda: self.panel.set_activity(kind, bool(change["new"])))
 
     def _on_check(self, key: str, change: dict) -> None:
         if self._syncing:
@@ -235,6 +247,8 @@ class ControlPanel:
             for key, cb in self.checkboxes.items():
                 if cb.value != (key in on):
                     cb.value = key in on
+            for k, t in self.activity.items():
+                t.value = self.panel.activity_enabled(k)
             self.buttons["start"].disabled = view.running
             self.buttons["stop"].disabled = not view.running
         self.refreshes += 1

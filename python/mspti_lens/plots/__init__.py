@@ -1,7 +1,9 @@
 """Matplotlib figures of snapshots, public as :mod:`mspti_lens.plots`. One module per subject:
-:mod:`.host` (API latency: distributions, CDFs, comparisons), :mod:`.timeline` (latency over
+:mod:`.host` (API latency: distributions, CDFs, comparisons), :mod:`.device` (device time beside
+host time: launch split, kernel distributions, collectives), :mod:`.timeline` (latency over
 time). Plots read Snapshot frames only."""
 
+from .device import collectives, kernel_distributions, launch_split
 from .host import (
     BINS_PER_DECADE,
     KINDS,
@@ -22,9 +24,12 @@ __all__ = [
     "PERCENTILES",
     "before_after",
     "cdf",
+    "collectives",
     "compare_hccl",
     "compare_launch",
     "distribution",
+    "kernel_distributions",
+    "launch_split",
     "plot",
     "timeline",
     "to_png",

@@ -22,7 +22,7 @@ use crate::core::windows::{self, POISONED, RUN, WINDOW};
 /// `cbdata` is NULL or points to a `msptiCallbackData` whose first two fields are valid for the
 /// duration of the call (the MSPTI contract; the other fields are never read).
 pub unsafe extern "C" fn on_callback(
-    _userdata: *mut c_void,
+    userdata: *mut c_void,
     domain: u32,
     cbid: u32,
     cbdata: *const MsptiCallbackData,
@@ -40,7 +40,12 @@ pub unsafe extern "C" fn on_callback(
             std::ptr::addr_of!((*cbdata).function_name).read() as *const c_char,
         )
     };
-    let r = std::panic::catch_unwind(|| handle(domain, cbid, site, name as usize));
+    // The activity hooks (issue 11) wrap the pairing; off by default (one load and a branch).
+    let r = std::panic::catch_unwind(|| {
+        crate::activity::hook::around(userdata as usize, domain, cbid, site, name as usize, || {
+            handle(domain, cbid, site, name as usize)
+        })
+    });
     if r.is_err() {
         POISONED.store(true, Ordering::Relaxed);
         windows::halt();

@@ -5,6 +5,7 @@
 //! `core` (histograms, shards, counters, clock, windows) -> `callback` (the hot path) ->
 //! `session` (the subscription) -> `py` (feature `python`: conversion only).
 
+pub mod activity;
 pub mod callback;
 pub mod core;
 pub mod error;
@@ -66,5 +67,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(timeline::timeline_stop, m)?)?;
     m.add_function(wrap_pyfunction!(timeline::timeline_tick, m)?)?;
     m.add_function(wrap_pyfunction!(timeline::timeline_rows, m)?)?;
+    py::activity::register(m)?;
     Ok(())
 }

@@ -9,7 +9,9 @@
 //! ```
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use crate::activity::Collector;
 
 use mspti_abi::*;
 
@@ -29,6 +31,9 @@ pub struct Session {
     running: bool,
     closed: bool,
     clock: ClockKind,
+    /// The activity collector sharing this subscription (issue 11): started, flushed and
+    /// closed with the session, before the subscription goes.
+    activity: Option<Arc<Mutex<Collector>>>,
 }
 
 // SAFETY: the handle is an opaque token MSPTI accepts from any thread; all mutation goes through
@@ -57,6 +62,15 @@ impl Session {
     /// # Errors
     /// `AlreadyActive`, `Forked`, or the library's error from `msptiSubscribe`.
     pub fn new(lib: Arc<MsptiLibrary>) -> Result<Session> {
+        Session::with_userdata(lib, 0)
+    }
+
+    /// As `new`, with `userdata` as the subscription data MSPTI passes to every callback (the
+    /// stream of `mark_launches`, as the guide's scenario 2 passes it).
+    ///
+    /// # Errors
+    /// As `new`.
+    pub fn with_userdata(lib: Arc<MsptiLibrary>, userdata: usize) -> Result<Session> {
         if windows::FORKED.load(Ordering::Relaxed) {
             return Err(Error::Forked);
         }
@@ -67,9 +81,10 @@ impl Session {
         crate::core::shard::prepare();
         crate::core::seqlock::prepare_fences();
         let mut handle: MsptiSubscriberHandle = std::ptr::null_mut();
+        let ud = userdata as *mut std::ffi::c_void;
         // SAFETY: msptiSubscribe with a valid out pointer and our callback, which is safe to call
         // from any thread at any time, also after unsubscribe (it only touches static state).
-        let rc = unsafe { (lib.subscribe)(&mut handle, Some(on_callback), std::ptr::null_mut()) };
+        let rc = unsafe { (lib.subscribe)(&mut handle, Some(on_callback), ud) };
         if let Err(e) = lib.check("msptiSubscribe", rc) {
             ACTIVE.store(false, Ordering::Release);
             return Err(e);
@@ -77,7 +92,15 @@ impl Session {
         // A new session starts with an empty window.
         windows::end_run();
         windows::reset();
-        Ok(Session { lib, handle, wanted: [0; 3], running: false, closed: false, clock: ClockKind::Tsc })
+        Ok(Session {
+            lib,
+            handle,
+            wanted: [0; 3],
+            running: false,
+            closed: false,
+            clock: ClockKind::Tsc,
+            activity: None,
+        })
     }
 
     pub fn library(&self) -> &Arc<MsptiLibrary> {
@@ -225,7 +248,23 @@ impl Session {
             return Err(e);
         }
         self.running = true;
+        if let Some(a) = &self.activity {
+            a.lock().unwrap_or_else(|e| e.into_inner()).start()?;
+        }
         Ok(self.clock)
+    }
+
+    /// Share this subscription with an activity collector (started at once if running).
+    ///
+    /// # Errors
+    /// A closed session, or the library's error enabling a kind.
+    pub fn attach_activity(&mut self, a: Arc<Mutex<Collector>>) -> Result<()> {
+        self.live()?;
+        self.activity = Some(a.clone());
+        if self.running {
+            a.lock().unwrap_or_else(|e| e.into_inner()).start()?;
+        }
+        Ok(())
     }
 
     /// Stop recording and disable every callback in the library (no cost while stopped).
@@ -238,6 +277,10 @@ impl Session {
         }
         self.running = false;
         windows::end_run();
+        if let Some(a) = &self.activity {
+            // Drained before the callbacks go, so no record of this run is left in a buffer.
+            a.lock().unwrap_or_else(|e| e.into_inner()).stop();
+        }
         self.disable_all()
     }
 
@@ -252,6 +295,9 @@ impl Session {
             return Ok(());
         }
         let stopped = self.stop();
+        if let Some(a) = &self.activity {
+            a.lock().unwrap_or_else(|e| e.into_inner()).close();
+        }
         if !windows::FORKED.load(Ordering::Relaxed) {
             // SAFETY: our handle; the callback stays valid after this returns (static state only).
             let rc = unsafe { (self.lib.unsubscribe)(self.handle) };

@@ -2,6 +2,7 @@
 //! class, module-level functions in `functions`, exceptions and the error mapping in `errors`;
 //! the module itself is assembled in `lib.rs`.
 
+pub mod activity;
 pub mod errors;
 pub mod functions;
 pub mod library;

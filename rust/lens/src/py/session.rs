@@ -27,7 +27,7 @@ fn parse_clock(name: &str) -> PyResult<ClockKind> {
 /// The native side of `mspti_lens.Session`: one subscription.
 #[pyclass(name = "NativeSession", module = "mspti_lens._native", frozen)]
 pub struct PySession {
-    inner: Mutex<Session>,
+    pub(crate) inner: Mutex<Session>,
     lib: Arc<MsptiLibrary>,
 }
 
@@ -47,10 +47,11 @@ impl PySession {
 #[pymethods]
 impl PySession {
     #[new]
-    fn new(py: Python<'_>, library: &PyLibrary) -> PyResult<PySession> {
+    #[pyo3(signature = (library, userdata=0))]
+    fn new(py: Python<'_>, library: &PyLibrary, userdata: usize) -> PyResult<PySession> {
         let lib = library.lib.clone();
         let l2 = lib.clone();
-        let s = py.detach(move || Session::new(l2))?;
+        let s = py.detach(move || Session::with_userdata(l2, userdata))?;
         Ok(PySession { inner: Mutex::new(s), lib })
     }
 

@@ -1,0 +1,127 @@
+"""Figures of device time beside host time (issue 11). They read the Snapshot's device frames
+(:meth:`Snapshot.launches`, :meth:`~Snapshot.kernels`, :meth:`~Snapshot.collectives`) and the
+device histograms; no statistics of their own. Titles say when the data is simulated."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from .. import device
+from ..snapshot import Snapshot, format_ns
+from .host import _new_figure, _ns_axis, _title
+
+_SPLIT = (("api", "API (host)", "#4C72B0"), ("queue", "queue (ENTER to kernel start)", "#DD8452"),
+          ("kernel", "kernel (device)", "#55A868"))  # fmt: skip
+
+
+def _check(snap: Snapshot) -> None:
+    if not isinstance(snap, Snapshot):
+        raise TypeError(f"device plots take a Snapshot, not {type(snap).__name__}")
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, wrap=True)
+    ax.set_axis_off()
+
+
+def launch_split(snap: Snapshot, stat: str = "med", title: str | None = None):
+    """Per launch function (and join): API time, queue delay and kernel time side by side, as
+    nsys's cuda_kern_exec_sum splits them. ``stat`` is ``"med"``, ``"avg"`` or ``"p99"``."""
+    _check(snap)
+    if stat not in ("med", "avg", "p99"):
+        raise ValueError(f"unknown stat {stat!r}; valid stats are med, avg, p99")
+    la = snap.launches()
+    fig, axes = _new_figure((9, 1.2 + 0.6 * max(len(la), 1)))
+    ax = axes[0][0]
+    if not len(la):
+        _empty(ax, device.EMPTY_NOTE + '\n(launches need "kernel" and the LAUNCH callback)')
+        return fig
+    labels = [f"{n}\n[{j}]" for n, j in zip(la["name"], la["join"])]
+    y = np.arange(len(la))
+    h = 0.26
+    for k, (metric, label, color) in enumerate(_SPLIT):
+        vals = la[f"{metric}_{stat}_ns"].fill_null(0).cast(pl.Float64).to_numpy()
+        ax.barh(y + (k - 1) * h, np.where(vals > 0, vals, np.nan), height=h, label=label, color=color)
+        for yi, v in zip(y + (k - 1) * h, vals):
+            if v > 0:
+                ax.text(v, yi, " " + format_ns(v), va="center", fontsize=7)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.invert_yaxis()
+    _ns_axis(ax)
+    ax.set_xlabel(f"{stat} per launch")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(_title(title or "Where a launch's time goes: API, queue, kernel", snap.simulated))
+    fig.tight_layout()
+    return fig
+
+
+def kernel_distributions(snap: Snapshot, top: int = 8, title: str | None = None):
+    """Device duration distributions of the ``top`` kernels by total time (one line each, bucket
+    counts per bin on a log time axis)."""
+    _check(snap)
+    if not isinstance(top, int) or isinstance(top, bool) or top < 1:
+        raise ValueError(f"top must be a positive int, not {top!r}")
+    k = snap.kernels().head(top)
+    fig, axes = _new_figure((9, 4.5))
+    ax = axes[0][0]
+    if not len(k):
+        _empty(ax, device.EMPTY_NOTE)
+        return fig
+    hist = device.histogram(snap).filter((pl.col("table") == "kernels") & (pl.col("metric") == "duration"))
+    for name in k["name"]:
+        sub = hist.filter(pl.col("key0") == name).sort("lower_ns")
+        mid = np.sqrt(
+            np.maximum(sub["lower_ns"].to_numpy(), 1.0) * np.maximum(sub["upper_ns"].to_numpy(), 1.0)
+        )
+        edges = np.logspace(np.log10(max(mid.min() / 1.5, 1)), np.log10(mid.max() * 1.5), 40)
+        counts, _ = np.histogram(mid, bins=edges, weights=sub["count"].cast(pl.Float64).to_numpy())
+        share = counts / max(counts.sum(), 1)
+        ax.step(edges[:-1], share, where="post", label=name)
+    _ns_axis(ax)
+    ax.set_xlabel("kernel duration on the device")
+    ax.set_ylabel("share of launches")
+    ax.legend(fontsize=8)
+    ax.set_title(
+        _title(title or f"Kernel duration distributions (top {len(k)} by total time)", snap.simulated)
+    )
+    fig.tight_layout()
+    return fig
+
+
+def collectives(snap: Snapshot, title: str | None = None):
+    """Per (communicator, op): median device time beside median host time of the HCCL call, and
+    the bandwidth distribution's median (GB/s)."""
+    _check(snap)
+    col = snap.collectives()
+    fig, axes = _new_figure((11, 1.5 + 0.6 * max(len(col), 1)), 1, 2)
+    ax, bx = axes[0]
+    if not len(col):
+        _empty(ax, device.EMPTY_NOTE + ' ("communication", "hccl" or "marker" with torch_npu)')
+        bx.set_axis_off()
+        return fig
+    host = snap.summary().filter(pl.col("domain") == "hccl").select("name", "med_ns")
+    host_of = {n.lower(): v for n, v in zip(host["name"], host["med_ns"])}
+    labels = [f"{op} [{g}]\n{src}" for g, op, src in zip(col["group"], col["op"], col["from"])]
+    y = np.arange(len(col))
+    dev = col["med_ns"].cast(pl.Float64).to_numpy()
+    hst = np.array([host_of.get(op.lower(), np.nan) for op in col["op"]], dtype=float)
+    ax.barh(y - 0.2, dev, height=0.4, label="device (activity)", color="#55A868")
+    ax.barh(y + 0.2, hst, height=0.4, label="host API (callback)", color="#4C72B0")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.invert_yaxis()
+    _ns_axis(ax)
+    ax.set_xlabel("median time per call")
+    ax.legend(fontsize=8)
+    bw = (
+        col["bw_med_gbps"].fill_null(np.nan).to_numpy()
+        if "bw_med_gbps" in col.columns
+        else np.full(len(col), np.nan)
+    )
+    bx.barh(y, bw, color="#8172B3")
+    bx.set_yticks(y, [""] * len(y))
+    bx.invert_yaxis()
+    bx.set_xlabel("median bandwidth, GB/s (waits included)")
+    fig.suptitle(_title(title or "Collectives: device time and bandwidth beside host time", snap.simulated))
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,631 @@
+//! Records into histograms: the drain's one state (names, tables, the host-device join, the
+//! pairing of MSTX marks and ranges), with bounded memory everywhere.
+
+use std::collections::VecDeque;
+
+use super::hook::{self, Span};
+use super::layout as abi;
+use super::names::{json_string, FastMap as HashMap, Names, EMPTY};
+use super::records::{Bad, Record, Records, Sizes};
+use super::tables::*;
+
+/// Pending entries (ranges, marks, kernels waiting for their API, correlation links) kept at
+/// most; the oldest beyond are given up and counted.
+pub const PENDING_CAP: usize = 1 << 16;
+/// Correlation ids remembered for joining later kernels (graph replays reuse them).
+pub const CORRELATION_CAP: usize = 1 << 18;
+/// Spans kept per thread for containment at most. Spans leave as soon as the thread's API
+/// records have passed them (records of one thread arrive in time order), so this only bounds a
+/// thread whose API records stopped coming; the spans given up are counted.
+pub const SPANS_PER_THREAD: usize = 1 << 18;
+
+/// What could not become a clean histogram entry (cumulative; windows by difference).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub records: u64,
+    pub buffers: u64,
+    /// Records of a kind this build does not know, or cut off: the rest of their buffer is
+    /// skipped (`skipped_bytes`).
+    pub bad_records: u64,
+    pub skipped_bytes: u64,
+    /// Records with end < start (counted, not recorded).
+    pub negative: u64,
+    /// Range and launch-mark halves whose partner never came (given up when the table was full).
+    pub unpaired_markers: u64,
+    /// Kernels whose correlation id never met a launch (evicted, or left at close).
+    pub unjoined_kernels: u64,
+    /// Correlation ids seen on API records of two different launches (stale): not joined.
+    pub ambiguous: u64,
+    /// API records with correlation id 0 inside a launch (nothing bumped it): not joined.
+    pub zero_correlation: u64,
+    /// Kernels that began before their launch's ENTER on the bridged clock: not recorded.
+    pub clock_skew: u64,
+    /// External ids of spans that overlapped another pushed span (process-global stack).
+    pub overlapped: u64,
+    /// Spans overwritten in their ring before the drain read them.
+    pub spans_lost: u64,
+    /// Records of the tables' "(other)" rows.
+    pub into_other: u64,
+    pub names_overflow: u64,
+    pub bad_pointers: u64,
+}
+
+#[derive(Clone, Copy)]
+struct SpanEntry {
+    enter: u64,
+    exit: u64,
+    name: u32,
+    source: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Link {
+    name: u32,
+    enter: u64,
+    source: u32,
+    ambiguous: bool,
+    /// (tid, enter) of the span: the same span seen twice is not ambiguous.
+    span: (u32, u64),
+}
+
+#[derive(Default, Clone, Copy)]
+struct RangeEntry {
+    domain: u32,
+    name: u32,
+    named: bool,
+    /// (group, op) of a torch_npu `communication` range.
+    comm: Option<(u32, u32)>,
+    with_device: bool,
+    host: (Option<u64>, Option<u64>),
+    device: (Option<u64>, Option<u64>),
+    host_done: bool,
+    device_done: bool,
+}
+
+#[derive(Clone, Copy)]
+struct MarkPair {
+    name: u32,
+    host_enter: u64,
+    host_exit: u64,
+    exit_id: u64,
+}
+
+/// The drain's state.
+pub struct State {
+    pub names: Names,
+    pub sizes: Sizes,
+    pub kernels: Table,
+    pub apis: Table,
+    pub collectives: Table,
+    pub memcpy: Table,
+    pub ranges: Table,
+    /// (domain, name, with-device) -> instantaneous marks.
+    pub marks: HashMap<(u32, u32, u32), u64>,
+    pub launches: Launches,
+    pub counters: Counters,
+    /// Mark pairing for `mark_launches` on (tid -> open ENTER mark (id, name, ts)).
+    pub pair_launch_marks: bool,
+    /// Whether kernels and API records take part in the host-device join (KERNEL with spans or
+    /// external correlation): without it they are only aggregated.
+    pub join_active: bool,
+    // -- join ---------------------------------------------------------------------------
+    cursors: Vec<u64>,
+    spans: HashMap<u32, VecDeque<SpanEntry>>,
+    by_external: HashMap<u64, (SpanEntry, bool)>,
+    by_external_order: VecDeque<u64>,
+    links: HashMap<u64, Link>,
+    links_order: VecDeque<u64>,
+    pending_kernels: HashMap<u64, Vec<(u64, u64)>>,
+    pending_order: VecDeque<u64>,
+    pending_kernel_count: usize,
+    retry_api: Vec<(u32, u64, u64, u64, u32)>,
+    // -- markers --------------------------------------------------------------------------
+    ranges_open: HashMap<u64, RangeEntry>,
+    ranges_order: VecDeque<u64>,
+    open_launch_mark: HashMap<u32, (u64, u32, u64)>,
+    mark_pairs: HashMap<u64, MarkPair>,
+    exit_to_enter: HashMap<u64, u64>,
+    device_marks: HashMap<u64, u64>,
+    device_marks_order: VecDeque<u64>,
+    communication_domain: u32,
+}
+
+impl Default for State {
+    fn default() -> State {
+        let mut names = Names::default();
+        let communication_domain = names.intern("communication");
+        State {
+            names,
+            sizes: Sizes::default(),
+            kernels: Table::new(KERNEL_KEYS),
+            apis: Table::new(OTHER_KEYS),
+            collectives: Table::new(OTHER_KEYS),
+            memcpy: Table::new(OTHER_KEYS),
+            ranges: Table::new(OTHER_KEYS),
+            marks: HashMap::default(),
+            launches: Launches::default(),
+            counters: Counters::default(),
+            pair_launch_marks: false,
+            join_active: false,
+            cursors: Vec::new(),
+            spans: HashMap::default(),
+            by_external: HashMap::default(),
+            by_external_order: VecDeque::new(),
+            links: HashMap::default(),
+            links_order: VecDeque::new(),
+            pending_kernels: HashMap::default(),
+            pending_order: VecDeque::new(),
+            pending_kernel_count: 0,
+            retry_api: Vec::new(),
+            ranges_open: HashMap::default(),
+            ranges_order: VecDeque::new(),
+            open_launch_mark: HashMap::default(),
+            mark_pairs: HashMap::default(),
+            exit_to_enter: HashMap::default(),
+            device_marks: HashMap::default(),
+            device_marks_order: VecDeque::new(),
+            communication_domain,
+        }
+    }
+}
+
+#[inline]
+fn dur(start: u64, end: u64, c: &mut Counters) -> Option<u64> {
+    if end < start {
+        c.negative += 1;
+        None
+    } else {
+        Some(end - start)
+    }
+}
+
+impl State {
+    /// Start after every span logged so far (rings outlive sessions: an earlier session's
+    /// launches are not this one's).
+    pub fn skip_old_spans(&mut self) {
+        self.cursors =
+            hook::rings().iter().map(|r| r.head.load(std::sync::atomic::Ordering::Acquire)).collect();
+    }
+
+    /// Read the spans the callbacks logged since the last call (before a round of buffers, so
+    /// the API records of finished launches find their span).
+    pub fn ingest_spans(&mut self) {
+        let rings = hook::rings();
+        if self.cursors.len() < rings.len() {
+            self.cursors.resize(rings.len(), 0);
+        }
+        let mut new: Vec<Span> = Vec::new();
+        for (i, r) in rings.iter().enumerate() {
+            self.counters.spans_lost += hook::read_ring(r, i as u32, &mut self.cursors[i], &mut new);
+        }
+        let external = hook::hooks() & hook::EXTERNAL != 0;
+        for s in new {
+            // SAFETY: span names are the callback's functionName pointers: static strings of
+            // the library, which is never unloaded.
+            let name = unsafe { self.names.at(s.name) };
+            let source = if external { JOIN_EXTERNAL } else { JOIN_RUNTIME_API };
+            let e = SpanEntry { enter: s.enter, exit: s.exit, name, source };
+            if let Some(d) = dur(s.enter, s.exit, &mut self.counters) {
+                self.launches.row(name, source).api.record(d);
+            }
+            if !external {
+                let q = self.spans.entry(s.tid).or_default();
+                q.push_back(e);
+                if q.len() > SPANS_PER_THREAD {
+                    q.pop_front();
+                    self.counters.spans_lost += 1;
+                }
+            }
+            if external {
+                let id = hook::external_id(s.ring, s.seq);
+                self.by_external.insert(id, (e, s.overlapped));
+                self.by_external_order.push_back(id);
+                if self.by_external_order.len() > CORRELATION_CAP {
+                    if let Some(old) = self.by_external_order.pop_front() {
+                        self.by_external.remove(&old);
+                    }
+                }
+            }
+        }
+        // API records that found no span last round get one more chance.
+        for (tid, start, end, corr, kind) in std::mem::take(&mut self.retry_api) {
+            self.api_join(tid, start, end, corr, kind, false);
+        }
+    }
+
+    /// Every record of one completed buffer.
+    pub fn ingest_buffer(&mut self, bytes: &[u8]) {
+        self.counters.buffers += 1;
+        self.names.new_buffer();
+        let sizes = self.sizes;
+        let mut it = Records::new(bytes, &sizes);
+        for r in it.by_ref() {
+            match r {
+                Ok(rec) => {
+                    self.counters.records += 1;
+                    self.ingest(rec);
+                }
+                Err(Bad::UnknownKind(_)) | Err(Bad::Truncated) => {
+                    self.counters.bad_records += 1;
+                }
+            }
+        }
+        self.counters.skipped_bytes += it.skipped() as u64;
+    }
+
+    fn ingest(&mut self, rec: Record) {
+        let c = &mut self.counters;
+        match rec {
+            Record::Kernel { start, end, correlation, kind_name, name, .. } => {
+                let Some(d) = dur(start, end, c) else { return };
+                // SAFETY: KERNEL name and type are filled by the library (reference §1.4).
+                let (n, t) = unsafe { (self.names.at(name), self.names.at(kind_name)) };
+                self.kernels.record((n, t, 0), d);
+                if self.join_active {
+                    self.kernel_join(correlation, start, end);
+                }
+            }
+            Record::Api { kind, start, end, tid, correlation, name, .. } => {
+                let Some(d) = dur(start, end, c) else { return };
+                // SAFETY: the API record's name is filled (reference §1.4).
+                let n = unsafe { self.names.at(name) };
+                self.apis.record((kind, n, 0), d);
+                if self.join_active && (kind == abi::KIND_RUNTIME_API || kind == abi::KIND_ACL_API) {
+                    self.api_join(tid, start, end, correlation, kind, true);
+                }
+            }
+            Record::Hccl { start, end, bandwidth, name, comm, .. } => {
+                let Some(d) = dur(start, end, c) else { return };
+                // SAFETY: HCCL name and commName are filled (reference §1.4).
+                let (n, g) = unsafe { (self.names.at(name), self.names.at(comm)) };
+                let bw = (bandwidth.is_finite() && bandwidth > 0.0).then_some((bandwidth * 1000.0) as u64);
+                self.collectives.record2((g, n, COLL_HCCL), d, bw, 0);
+            }
+            Record::Communication { data_type, count, start, end, name, comm, .. } => {
+                let Some(d) = dur(start, end, c) else { return };
+                // SAFETY: COMMUNICATION name and commName are filled (reference §1.4).
+                let (n, g) = unsafe { (self.names.at(name), self.names.at(comm)) };
+                let bytes = count.saturating_mul(abi::data_type_bytes(data_type));
+                // bytes/ns = GB/s; kept as MB/s integers.
+                let bw = (bytes > 0 && d > 0).then(|| (bytes as u128 * 1000 / d as u128) as u64);
+                self.collectives.record2((g, n, COLL_COMMUNICATION), d, bw, bytes);
+            }
+            Record::Memcpy { copy_kind, bytes, start, end, .. } => {
+                let Some(d) = dur(start, end, c) else { return };
+                self.memcpy.record2((abi::KIND_MEMCPY, copy_kind.min(99), 0), d, Some(bytes), bytes);
+            }
+            Record::Memset { bytes, start, end, .. } => {
+                let Some(d) = dur(start, end, c) else { return };
+                self.memcpy.record2((abi::KIND_MEMSET, 0, 0), d, Some(bytes), bytes);
+            }
+            Record::Memory { op, memory_kind, start, end, bytes, .. } => {
+                let Some(d) = dur(start, end, c) else { return };
+                let sub = op.min(9) * 16 + memory_kind.min(15);
+                self.memcpy.record2((abi::KIND_MEMORY, sub, 0), d, Some(bytes), bytes);
+            }
+            Record::ExternalCorrelation { external_kind, external_id, correlation } => {
+                if external_kind != abi::EXTERNAL_CUSTOM2 {
+                    return;
+                }
+                if let Some(&(span, overlapped)) = self.by_external.get(&external_id) {
+                    if overlapped {
+                        self.counters.overlapped += 1;
+                    } else {
+                        self.link(correlation, span, (0, span.enter));
+                    }
+                }
+            }
+            Record::Other(_) => {}
+            Record::Marker { flag, source, timestamp, id, obj, name, domain } => {
+                self.marker(flag, source, timestamp, id, obj, name, domain);
+            }
+        }
+    }
+
+    // -- host <-> device join ----------------------------------------------------------------
+
+    fn api_join(&mut self, tid: u32, start: u64, end: u64, corr: u64, kind: u32, first: bool) {
+        let Some(q) = self.spans.get_mut(&tid) else {
+            if first {
+                self.retry_api.push((tid, start, end, corr, kind));
+            }
+            return;
+        };
+        // Launch spans of one thread do not overlap: the candidate is the last that began
+        // at or before the record.
+        let i = q.partition_point(|s| s.enter <= start);
+        let hit = i.checked_sub(1).map(|i| q[i]).filter(|s| end <= s.exit);
+        let later_span = q.back().is_some_and(|s| s.exit >= start);
+        // Records of a thread arrive in time order: spans that ended before this one began
+        // cannot contain a later record.
+        while q.front().is_some_and(|s| s.exit < start) {
+            q.pop_front();
+        }
+        match hit {
+            Some(s) => {
+                if corr == 0 {
+                    self.counters.zero_correlation += 1;
+                } else {
+                    self.link(corr, s, (tid, s.enter));
+                }
+            }
+            None if first && !later_span => {
+                // Its launch may not have exited (been logged) yet.
+                self.retry_api.push((tid, start, end, corr, kind));
+            }
+            None => {} // not a launch's record (the runtime reports every API)
+        }
+    }
+
+    fn link(&mut self, corr: u64, s: SpanEntry, span: (u32, u64)) {
+        match self.links.get_mut(&corr) {
+            Some(l) if l.span != span && !l.ambiguous => {
+                l.ambiguous = true;
+                self.counters.ambiguous += 1;
+            }
+            Some(_) => {}
+            None => {
+                self.links.insert(
+                    corr,
+                    Link { name: s.name, enter: s.enter, source: s.source, ambiguous: false, span },
+                );
+                self.links_order.push_back(corr);
+                if self.links_order.len() > CORRELATION_CAP {
+                    if let Some(old) = self.links_order.pop_front() {
+                        self.links.remove(&old);
+                    }
+                }
+            }
+        }
+        if let Some(ks) = self.pending_kernels.remove(&corr) {
+            self.pending_kernel_count -= ks.len();
+            for (a, b) in ks {
+                self.kernel_join(corr, a, b);
+            }
+        }
+    }
+
+    fn kernel_join(&mut self, corr: u64, start: u64, end: u64) {
+        if corr == 0 {
+            self.counters.unjoined_kernels += 1;
+            return;
+        }
+        match self.links.get(&corr).copied() {
+            Some(l) if l.ambiguous => self.counters.unjoined_kernels += 1,
+            Some(l) => {
+                if start < l.enter {
+                    self.counters.clock_skew += 1;
+                    return;
+                }
+                let r = self.launches.row(l.name, l.source);
+                r.queue.record(start - l.enter);
+                r.kernel.record(end.saturating_sub(start));
+            }
+            None => {
+                let v = self.pending_kernels.entry(corr).or_default();
+                if v.is_empty() {
+                    self.pending_order.push_back(corr);
+                }
+                v.push((start, end));
+                self.pending_kernel_count += 1;
+                while self.pending_kernel_count > PENDING_CAP {
+                    let Some(old) = self.pending_order.pop_front() else { break };
+                    if let Some(ks) = self.pending_kernels.remove(&old) {
+                        self.pending_kernel_count -= ks.len();
+                        self.counters.unjoined_kernels += ks.len() as u64;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kernels still waiting for their launch.
+    pub fn pending_kernels(&self) -> u64 {
+        self.pending_kernel_count as u64
+    }
+
+    /// At close: whatever waits for a partner will not get one; count it.
+    pub fn give_up_pending(&mut self) {
+        self.counters.unjoined_kernels += self.pending_kernel_count as u64;
+        self.pending_kernels.clear();
+        self.pending_order.clear();
+        self.pending_kernel_count = 0;
+        let open =
+            self.ranges_open.values().filter(|r| !r.host_done || (r.with_device && !r.device_done)).count();
+        self.counters.unpaired_markers += (open + self.mark_pairs.len()) as u64;
+        self.ranges_open.clear();
+        self.ranges_order.clear();
+        self.mark_pairs.clear();
+        self.exit_to_enter.clear();
+    }
+
+    // -- MSTX ------------------------------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    fn marker(
+        &mut self,
+        flag: u32,
+        source: u32,
+        ts: u64,
+        id: u64,
+        obj: (u32, u32),
+        name: usize,
+        domain: usize,
+    ) {
+        use abi::*;
+        let host = source == SOURCE_HOST;
+        match flag {
+            FLAG_INSTANTANEOUS | FLAG_INSTANTANEOUS_WITH_DEVICE => {
+                let dev = u32::from(flag == FLAG_INSTANTANEOUS_WITH_DEVICE);
+                if host {
+                    // SAFETY: host marks carry the cached message and domain (reference §2.2).
+                    let (n, d) = unsafe { (self.names.at(name), self.names.at(domain)) };
+                    *self.marks.entry((d, n, dev)).or_default() += 1;
+                    if dev == 1 && self.pair_launch_marks {
+                        self.launch_mark(obj.1, id, n, ts);
+                    }
+                } else if self.pair_launch_marks {
+                    // Device marks have no name: they pair by id.
+                    self.device_mark(id, ts);
+                }
+            }
+            FLAG_START | FLAG_START_WITH_DEVICE | FLAG_END | FLAG_END_WITH_DEVICE => {
+                let start = flag == FLAG_START || flag == FLAG_START_WITH_DEVICE;
+                let with_device = flag == FLAG_START_WITH_DEVICE || flag == FLAG_END_WITH_DEVICE;
+                let is_new = !self.ranges_open.contains_key(&id);
+                let mut e = self.ranges_open.remove(&id).unwrap_or_default();
+                e.with_device |= with_device;
+                if host && start {
+                    // SAFETY: a host START carries the message and domain (END records do not).
+                    let (n, d) = unsafe { (self.names.at(name), self.names.at(domain)) };
+                    e.name = n;
+                    e.domain = d;
+                    e.named = true;
+                    if d == self.communication_domain {
+                        e.comm = self.parse_communication(n);
+                    }
+                }
+                let slot = match (host, start) {
+                    (true, true) => &mut e.host.0,
+                    (true, false) => &mut e.host.1,
+                    (false, true) => &mut e.device.0,
+                    (false, false) => &mut e.device.1,
+                };
+                *slot = Some(ts);
+                self.finish_range(&mut e);
+                if e.host_done && (!e.with_device || e.device_done) {
+                    return;
+                }
+                self.ranges_open.insert(id, e);
+                if is_new {
+                    self.ranges_order.push_back(id);
+                }
+                while self.ranges_order.len() > PENDING_CAP {
+                    if let Some(old) = self.ranges_order.pop_front() {
+                        if self.ranges_open.remove(&old).is_some() {
+                            self.counters.unpaired_markers += 1;
+                        }
+                    }
+                }
+            }
+            _ => self.counters.bad_records += 1,
+        }
+    }
+
+    fn parse_communication(&mut self, name: u32) -> Option<(u32, u32)> {
+        let text = self.names.get(name).to_owned();
+        let op = json_string(&text, "opName")?.into_owned();
+        let group = json_string(&text, "groupName").map_or_else(String::new, |g| g.into_owned());
+        Some((self.names.intern(&group), self.names.intern(&op)))
+    }
+
+    fn finish_range(&mut self, e: &mut RangeEntry) {
+        if !e.named {
+            return;
+        }
+        if !e.host_done {
+            if let (Some(a), Some(b)) = e.host {
+                e.host_done = true;
+                if let Some(d) = dur(a, b, &mut self.counters) {
+                    self.ranges.record((e.domain, e.name, RANGE_HOST), d);
+                    if let Some((g, op)) = e.comm {
+                        self.collectives.record2((g, op, COLL_MSTX_HOST), d, None, 0);
+                    }
+                }
+            }
+        }
+        if !e.device_done {
+            if let (Some(a), Some(b)) = e.device {
+                e.device_done = true;
+                if let Some(d) = dur(a, b, &mut self.counters) {
+                    self.ranges.record((e.domain, e.name, RANGE_DEVICE), d);
+                    if let Some((g, op)) = e.comm {
+                        self.collectives.record2((g, op, COLL_MSTX_DEVICE), d, None, 0);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A host mark with device made by `mark_launches`: the first on a thread is the ENTER,
+    /// the next with the same name the EXIT.
+    fn launch_mark(&mut self, tid: u32, id: u64, name: u32, ts: u64) {
+        match self.open_launch_mark.remove(&tid) {
+            Some((enter_id, n, enter_ts)) if n == name => {
+                self.mark_pairs
+                    .insert(enter_id, MarkPair { name, host_enter: enter_ts, host_exit: ts, exit_id: id });
+                self.exit_to_enter.insert(id, enter_id);
+                self.try_pair(enter_id);
+                while self.mark_pairs.len() > PENDING_CAP {
+                    let Some(&k) = self.mark_pairs.keys().next() else { break };
+                    if let Some(p) = self.mark_pairs.remove(&k) {
+                        self.exit_to_enter.remove(&p.exit_id);
+                    }
+                    self.counters.unpaired_markers += 1;
+                }
+            }
+            Some(_) => {
+                self.counters.unpaired_markers += 1;
+                self.open_launch_mark.insert(tid, (id, name, ts));
+            }
+            None => {
+                self.open_launch_mark.insert(tid, (id, name, ts));
+            }
+        }
+    }
+
+    fn device_mark(&mut self, id: u64, ts: u64) {
+        self.device_marks.insert(id, ts);
+        self.device_marks_order.push_back(id);
+        while self.device_marks_order.len() > PENDING_CAP {
+            if let Some(old) = self.device_marks_order.pop_front() {
+                if self.device_marks.remove(&old).is_some() {
+                    self.counters.unpaired_markers += 1;
+                }
+            }
+        }
+        let enter = self.exit_to_enter.get(&id).copied().unwrap_or(id);
+        self.try_pair(enter);
+    }
+
+    fn try_pair(&mut self, enter_id: u64) {
+        let Some(p) = self.mark_pairs.get(&enter_id).copied() else { return };
+        let (Some(&d0), Some(&d1)) = (self.device_marks.get(&enter_id), self.device_marks.get(&p.exit_id))
+        else {
+            return;
+        };
+        self.mark_pairs.remove(&enter_id);
+        self.exit_to_enter.remove(&p.exit_id);
+        self.device_marks.remove(&enter_id);
+        self.device_marks.remove(&p.exit_id);
+        let r = self.launches.row(p.name, JOIN_MARKS);
+        r.api.record(p.host_exit.saturating_sub(p.host_enter));
+        if d0 >= p.host_enter {
+            r.queue.record(d0 - p.host_enter);
+        } else {
+            self.counters.clock_skew += 1;
+        }
+        r.kernel.record(d1.saturating_sub(d0));
+    }
+
+    /// The name of an id, for output.
+    pub fn name(&self, id: u32) -> &str {
+        if id == EMPTY {
+            ""
+        } else {
+            self.names.get(id)
+        }
+    }
+
+    /// Counters with the tables' and names' own.
+    pub fn all_counters(&self) -> Counters {
+        let mut c = self.counters;
+        c.into_other = [&self.kernels, &self.apis, &self.collectives, &self.memcpy, &self.ranges]
+            .iter()
+            .map(|t| t.into_other)
+            .sum();
+        c.names_overflow = self.names.overflow;
+        c.bad_pointers = self.names.bad_pointers;
+        c
+    }
+}

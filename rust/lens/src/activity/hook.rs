@@ -1,0 +1,361 @@
+//! What the activity side does inside the callback, called once per callback from `callback.rs`
+//! (`around`). Off by default: then it is one relaxed load and a branch.
+//!
+//! - Spans: each launch's ENTER and EXIT time on the activity clock (MSPTI's `msptiGetTimestamp`
+//!   where present, else CLOCK_REALTIME, the clock activity records use), with the OS thread id,
+//!   in a per-thread ring the drain thread reads: the host side of the host-device join.
+//! - Marks (`mark_launches`, the guide's scenario 2): `mstxMarkA(functionName, stream)` at ENTER
+//!   before the callback's clock, and at EXIT after it, so the marks' cost stays outside the
+//!   measured window.
+//! - External correlation (CANN 8.x, no RUNTIME_API records): push (CUSTOM2, span id) at ENTER
+//!   and pop with a real out pointer at EXIT (a NULL pop fails and leaves the id pushed). The
+//!   stack is process-global, so a span that overlapped another pushed span is flagged.
+//!
+//! Writers are the calling threads (single writer per ring); the rings are leaked and reused by
+//! later threads, as shards are.
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_void};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use mspti_abi::MSPTI_CB_DOMAIN_RUNTIME;
+
+use super::layout::{FnPopExternal, FnPushExternal, EXTERNAL_CUSTOM2};
+
+pub const SPANS: u8 = 1;
+pub const MARKS: u8 = 2;
+pub const EXTERNAL: u8 = 4;
+static HOOKS: AtomicU8 = AtomicU8::new(0);
+
+/// Callback ids whose spans are logged: the launch family (LAUNCH .. FFTS_LAUNCH).
+pub const LAUNCH_FIRST: u32 = 10;
+pub const LAUNCH_LAST: u32 = 14;
+
+/// Spans a thread's ring holds before the oldest is overwritten (the drain reads them every few
+/// ms, so this only matters when the drain is starved).
+pub const RING: usize = 16384;
+/// Threads with rings at once; more threads' launches are counted as not logged.
+pub const MAX_RINGS: usize = 4096;
+
+static TIMESTAMP: AtomicUsize = AtomicUsize::new(0);
+static MARK_FN: AtomicUsize = AtomicUsize::new(0);
+static PUSH_FN: AtomicUsize = AtomicUsize::new(0);
+static POP_FN: AtomicUsize = AtomicUsize::new(0);
+/// Launch spans with an external id pushed now, and a count of ENTERs that found one open.
+static PUSHED_OPEN: AtomicU32 = AtomicU32::new(0);
+static OVERLAP_EPOCH: AtomicU64 = AtomicU64::new(0);
+/// Launches not logged: no ring could be had for the thread.
+pub static UNLOGGED: AtomicU64 = AtomicU64::new(0);
+/// Marks that could not be made (no `mstxMarkA`).
+pub static MARK_FAILURES: AtomicU64 = AtomicU64::new(0);
+
+pub type FnMark = unsafe extern "C" fn(message: *const c_char, stream: *mut c_void);
+type FnTimestamp = unsafe extern "C" fn(*mut u64) -> u32;
+
+/// Spans' meta word: tid in the high 32 bits, cbid in bits 0..8, flags above.
+pub const FLAG_OVERLAPPED: u64 = 1 << 8;
+
+pub struct SpanSlot {
+    pub name: AtomicU64,
+    pub meta: AtomicU64,
+    pub enter: AtomicU64,
+    pub exit: AtomicU64,
+}
+
+pub struct Ring {
+    pub head: AtomicU64,
+    in_use: AtomicBool,
+    pub slots: [SpanSlot; RING],
+}
+
+static RINGS: Mutex<Vec<&'static Ring>> = Mutex::new(Vec::new());
+/// Rings made so far (readers index them without the mutex through `rings()`).
+static RING_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// The rings, in registry order (index = ring id in external correlation ids).
+pub fn rings() -> Vec<&'static Ring> {
+    RINGS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+struct Mine {
+    ring: Cell<Option<&'static Ring>>,
+    index: Cell<u32>,
+    tid: Cell<u32>,
+    enter: Cell<u64>,
+    overlap: Cell<u64>,
+    pushed: Cell<bool>,
+    /// An ENTER was logged and its EXIT not yet (a timestamp of 0 is a valid reading).
+    open: Cell<bool>,
+}
+
+struct Release;
+impl Drop for Release {
+    fn drop(&mut self) {
+        let _ = MINE.try_with(|m| {
+            if let Some(r) = m.ring.take() {
+                r.in_use.store(false, Ordering::Release);
+            }
+        });
+    }
+}
+
+thread_local! {
+    static MINE: Mine = const {
+        Mine { ring: Cell::new(None), index: Cell::new(0), tid: Cell::new(0), enter: Cell::new(0),
+               overlap: Cell::new(0), pushed: Cell::new(false), open: Cell::new(false) }
+    };
+    static RELEASE: Release = const { Release };
+}
+
+extern "C" {
+    fn gettid() -> i32;
+}
+
+/// This thread's OS id (what MSPTI records as `pt.threadId`).
+pub fn os_tid() -> u32 {
+    // SAFETY: gettid has no preconditions (glibc >= 2.30).
+    unsafe { gettid() as u32 }
+}
+
+fn claim() -> Option<(&'static Ring, u32)> {
+    let mut all = RINGS.lock().unwrap_or_else(|e| e.into_inner());
+    for (i, r) in all.iter().enumerate() {
+        if r.in_use.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            return Some((r, i as u32));
+        }
+    }
+    if all.len() >= MAX_RINGS {
+        return None;
+    }
+    let r: &'static Ring = Box::leak(Box::new(Ring {
+        head: AtomicU64::new(0),
+        in_use: AtomicBool::new(true),
+        slots: [const {
+            SpanSlot {
+                name: AtomicU64::new(0),
+                meta: AtomicU64::new(0),
+                enter: AtomicU64::new(0),
+                exit: AtomicU64::new(0),
+            }
+        }; RING],
+    }));
+    all.push(r);
+    RING_COUNT.store(all.len(), Ordering::Release);
+    Some((r, all.len() as u32 - 1))
+}
+
+fn my_ring(m: &Mine) -> Option<(&'static Ring, u32)> {
+    if let Some(r) = m.ring.get() {
+        return Some((r, m.index.get()));
+    }
+    let (r, i) = claim()?;
+    m.ring.set(Some(r));
+    m.index.set(i);
+    m.tid.set(os_tid());
+    // Registers the destructor that returns the ring when the thread ends.
+    let _ = RELEASE.try_with(|_| ());
+    Some((r, i))
+}
+
+/// The activity clock now, in ns.
+#[inline]
+pub fn activity_now() -> u64 {
+    let f = TIMESTAMP.load(Ordering::Relaxed);
+    if f != 0 {
+        // SAFETY: TIMESTAMP only holds a `msptiGetTimestamp` of a library that is never unloaded.
+        let f: FnTimestamp = unsafe { std::mem::transmute::<usize, FnTimestamp>(f) };
+        let mut t = 0u64;
+        // SAFETY: a valid out pointer.
+        if unsafe { f(&mut t) } == 0 {
+            return t;
+        }
+    }
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Use the library's `msptiGetTimestamp` (or, with None, CLOCK_REALTIME) as the activity clock.
+pub fn set_timestamp(f: Option<FnTimestamp>) {
+    TIMESTAMP.store(f.map_or(0, |f| f as usize), Ordering::Relaxed);
+}
+
+/// Set the hooks: which are on, the mark function, the push/pop functions.
+pub fn configure(hooks: u8, mark: Option<FnMark>, push: Option<FnPushExternal>, pop: Option<FnPopExternal>) {
+    MARK_FN.store(mark.map_or(0, |f| f as usize), Ordering::Relaxed);
+    PUSH_FN.store(push.map_or(0, |f| f as usize), Ordering::Relaxed);
+    POP_FN.store(pop.map_or(0, |f| f as usize), Ordering::Relaxed);
+    HOOKS.store(hooks, Ordering::Release);
+}
+
+pub fn hooks() -> u8 {
+    HOOKS.load(Ordering::Acquire)
+}
+
+/// The external id of the span a ring will write next.
+#[inline]
+pub fn external_id(ring: u32, seq: u64) -> u64 {
+    (u64::from(ring) << 40) | (seq & ((1 << 40) - 1))
+}
+
+/// Run the callback's own work `f` with the activity hooks around it.
+#[inline(always)]
+pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f: impl FnOnce()) {
+    let hooks = HOOKS.load(Ordering::Relaxed);
+    if hooks == 0 || domain != MSPTI_CB_DOMAIN_RUNTIME || !(LAUNCH_FIRST..=LAUNCH_LAST).contains(&cbid) {
+        return f();
+    }
+    slow(hooks, userdata, cbid, site, name, f);
+}
+
+// Everything here runs before the callback's ENTER clock and after its EXIT clock (`f`), so
+// the hooks' own cost stays outside the window the histograms measure; the span brackets it.
+#[inline(never)]
+fn slow(hooks: u8, userdata: usize, cbid: u32, site: u32, name: usize, f: impl FnOnce()) {
+    match site {
+        mspti_abi::MSPTI_API_ENTER => {
+            if hooks & MARKS != 0 {
+                mark(name, userdata);
+            }
+            if hooks & (SPANS | EXTERNAL) != 0 {
+                let _ = MINE.try_with(|m| {
+                    let Some((r, idx)) = my_ring(m) else { return };
+                    if hooks & EXTERNAL != 0 && !m.pushed.replace(true) {
+                        let before = PUSHED_OPEN.fetch_add(1, Ordering::AcqRel);
+                        if before > 0 {
+                            OVERLAP_EPOCH.fetch_add(1, Ordering::AcqRel);
+                        }
+                        m.overlap.set(OVERLAP_EPOCH.load(Ordering::Acquire) | u64::from(before > 0) << 63);
+                        push(external_id(idx, r.head.load(Ordering::Relaxed)));
+                    }
+                    m.enter.set(activity_now());
+                    m.open.set(true);
+                });
+            }
+            f();
+        }
+        mspti_abi::MSPTI_API_EXIT => {
+            f();
+            if hooks & (SPANS | EXTERNAL) != 0 {
+                let exit = activity_now();
+                let _ = MINE.try_with(|m| {
+                    let Some(r) = m.ring.get() else {
+                        UNLOGGED.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    };
+                    // An EXIT whose ENTER this thread did not log (enabled mid-call): no span.
+                    let logged = m.open.replace(false);
+                    let enter = m.enter.get();
+                    let mut meta = (u64::from(m.tid.get()) << 32) | u64::from(cbid & 0xff);
+                    if m.pushed.replace(false) {
+                        pop();
+                        let o = m.overlap.get();
+                        let now = OVERLAP_EPOCH.load(Ordering::Acquire);
+                        PUSHED_OPEN.fetch_sub(1, Ordering::AcqRel);
+                        if o >> 63 != 0 || (o & !(1 << 63)) != now {
+                            meta |= FLAG_OVERLAPPED;
+                        }
+                    }
+                    if !logged {
+                        return;
+                    }
+                    let h = r.head.load(Ordering::Relaxed);
+                    let s = &r.slots[(h as usize) % RING];
+                    s.name.store(name as u64, Ordering::Relaxed);
+                    s.meta.store(meta, Ordering::Relaxed);
+                    s.enter.store(enter, Ordering::Relaxed);
+                    s.exit.store(exit, Ordering::Relaxed);
+                    // Release: a reader that sees the new head sees the slot's fields.
+                    r.head.store(h + 1, Ordering::Release);
+                });
+            }
+            if hooks & MARKS != 0 {
+                mark(name, userdata);
+            }
+        }
+        _ => f(),
+    }
+}
+
+/// `mstxMarkA(functionName, stream)`, the stream being the subscription data (scenario 2).
+fn mark(name: usize, stream: usize) {
+    let f = MARK_FN.load(Ordering::Relaxed);
+    if f == 0 || name == 0 {
+        MARK_FAILURES.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    // SAFETY: MARK_FN holds an `mstxMarkA` of a library that is never unloaded; `name` is the
+    // callback's functionName, a NUL-terminated string MSPTI keeps for the process.
+    unsafe {
+        let f: FnMark = std::mem::transmute::<usize, FnMark>(f);
+        f(name as *const c_char, stream as *mut c_void);
+    }
+}
+
+fn push(id: u64) {
+    let f = PUSH_FN.load(Ordering::Relaxed);
+    if f != 0 {
+        // SAFETY: PUSH_FN holds `msptiActivityPushExternalCorrelationId` of a loaded library.
+        unsafe { std::mem::transmute::<usize, FnPushExternal>(f)(EXTERNAL_CUSTOM2, id) };
+    }
+}
+
+fn pop() {
+    let f = POP_FN.load(Ordering::Relaxed);
+    if f != 0 {
+        let mut last = 0u64;
+        // SAFETY: POP_FN holds `msptiActivityPopExternalCorrelationId`; `last` is a real out
+        // pointer (a NULL one makes MSPTI fail without popping).
+        unsafe { std::mem::transmute::<usize, FnPopExternal>(f)(EXTERNAL_CUSTOM2, &mut last) };
+    }
+}
+
+/// A span read back from a ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub ring: u32,
+    pub seq: u64,
+    pub tid: u32,
+    pub cbid: u32,
+    pub overlapped: bool,
+    pub name: usize,
+    pub enter: u64,
+    pub exit: u64,
+}
+
+/// Read a ring's spans from `*cursor` on; returns how many were overwritten before they could
+/// be read (they are lost, and counted).
+pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, out: &mut Vec<Span>) -> u64 {
+    let head = ring.head.load(Ordering::Acquire);
+    let mut lost = 0;
+    let mut from = *cursor;
+    if head.saturating_sub(from) > RING as u64 {
+        lost += head - RING as u64 - from;
+        from = head - RING as u64;
+    }
+    let first = out.len();
+    for i in from..head {
+        let s = &ring.slots[(i as usize) % RING];
+        let meta = s.meta.load(Ordering::Relaxed);
+        out.push(Span {
+            ring: index,
+            seq: i,
+            tid: (meta >> 32) as u32,
+            cbid: (meta & 0xff) as u32,
+            overlapped: meta & FLAG_OVERLAPPED != 0,
+            name: s.name.load(Ordering::Relaxed) as usize,
+            enter: s.enter.load(Ordering::Relaxed),
+            exit: s.exit.load(Ordering::Relaxed),
+        });
+    }
+    // Spans the writer may have overwritten while they were read are dropped (seqlock check).
+    fence(Ordering::Acquire);
+    let head2 = ring.head.load(Ordering::Relaxed);
+    let safe_from = head2.saturating_sub(RING as u64 - 1);
+    if safe_from > from {
+        let torn = (safe_from - from).min(head - from) as usize;
+        out.drain(first..first + torn);
+        lost += torn as u64;
+    }
+    *cursor = head;
+    lost
+}

@@ -1,0 +1,458 @@
+//! Binding of the activity collector and MSTX (issue 11): converts, and nothing else.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::session::PySession;
+use crate::activity::{self, mstx, ActivityTotals, Collector, Config, HistRow};
+use crate::core::hist::{self, Histogram};
+use crate::error::Error;
+
+fn to_py(e: Error) -> PyErr {
+    PyErr::from(e)
+}
+
+fn kinds_of(names: Vec<String>) -> PyResult<Vec<u32>> {
+    names.iter().map(|n| activity::kind_by_name(n).map_err(to_py)).collect()
+}
+
+/// The native activity collector of one session.
+#[pyclass(name = "NativeActivity", module = "mspti_lens._native", frozen)]
+pub struct PyActivity {
+    inner: Arc<Mutex<Collector>>,
+}
+
+impl PyActivity {
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Collector) -> crate::Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner()))).map_err(to_py)
+    }
+}
+
+#[pymethods]
+impl PyActivity {
+    #[new]
+    #[pyo3(signature = (session, buffer_size=8<<20, buffers=8, flush_interval_ms=500, mark_stream=None))]
+    fn new(
+        py: Python<'_>,
+        session: &PySession,
+        buffer_size: usize,
+        buffers: usize,
+        flush_interval_ms: u64,
+        mark_stream: Option<usize>,
+    ) -> PyResult<PyActivity> {
+        let path = session.inner.lock().unwrap_or_else(|e| e.into_inner()).library().path.clone();
+        let config = Config {
+            buffer_size,
+            buffers,
+            flush_interval: Duration::from_millis(flush_interval_ms.max(1)),
+            mark_stream,
+        };
+        let c = py.detach(move || Collector::new(&path, config)).map_err(to_py)?;
+        let inner = Arc::new(Mutex::new(c));
+        let i2 = inner.clone();
+        py.detach(|| session.inner.lock().unwrap_or_else(|e| e.into_inner()).attach_activity(i2))
+            .map_err(to_py)?;
+        Ok(PyActivity { inner })
+    }
+
+    fn enable(&self, py: Python<'_>, kinds: Vec<String>) -> PyResult<()> {
+        let k = kinds_of(kinds)?;
+        self.with(py, |c| c.enable(&k))
+    }
+
+    fn disable(&self, py: Python<'_>, kinds: Vec<String>) -> PyResult<()> {
+        let k = kinds_of(kinds)?;
+        self.with(py, |c| c.disable(&k))
+    }
+
+    fn start(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |c| c.start())
+    }
+
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |c| {
+            c.stop();
+            Ok(())
+        })
+    }
+
+    #[pyo3(signature = (settle=true))]
+    fn flush(&self, py: Python<'_>, settle: bool) -> PyResult<()> {
+        self.with(py, |c| {
+            c.flush(settle);
+            Ok(())
+        })
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |c| {
+            c.close();
+            Ok(())
+        })
+    }
+
+    #[pyo3(signature = (reset=false))]
+    fn snapshot(&self, py: Python<'_>, reset: bool) -> PyResult<PyDeviceSnapshot> {
+        self.with(py, |c| Ok(c.snapshot(reset))).map(|t| PyDeviceSnapshot { t })
+    }
+
+    /// Hold the drain thread still (tests of pool exhaustion); explicit flushes still drain.
+    fn _pause_drain(&self, paused: bool) {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).pause_drain(paused);
+    }
+
+    #[getter]
+    fn wanted(&self) -> Vec<&'static str> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).wanted()
+    }
+
+    #[getter]
+    fn join(&self) -> String {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).join().describe()
+    }
+
+    #[getter]
+    fn clock_bridge(&self) -> &'static str {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clock_bridge()
+    }
+
+    #[getter]
+    fn symbols(&self) -> Vec<&'static str> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).api().present.clone()
+    }
+}
+
+/// One window of device activity: histogram rows per table, marks, counters.
+#[pyclass(name = "NativeDeviceSnapshot", module = "mspti_lens._native", frozen)]
+pub struct PyDeviceSnapshot {
+    t: ActivityTotals,
+}
+
+fn check_q(q: &[f64]) -> PyResult<()> {
+    match q.iter().find(|q| !(0.0..=1.0).contains(*q)) {
+        Some(q) => Err(PyValueError::new_err(format!("quantile {q} is outside [0, 1]"))),
+        None => Ok(()),
+    }
+}
+
+#[pymethods]
+impl PyDeviceSnapshot {
+    /// Per row: table, key0, key1, key2, metric, count, total, mean, min, max, std, bytes, and
+    /// `q{i}` per quantile.
+    fn stats<'py>(&self, py: Python<'py>, quantiles: Vec<f64>) -> PyResult<Bound<'py, PyDict>> {
+        check_q(&quantiles)?;
+        let r = &self.t.rows;
+        let d = PyDict::new(py);
+        d.set_item("table", r.iter().map(|x| x.table).collect::<Vec<_>>())?;
+        for i in 0..3 {
+            d.set_item(format!("key{i}"), r.iter().map(|x| x.keys[i].clone()).collect::<Vec<_>>())?;
+        }
+        d.set_item("metric", r.iter().map(|x| x.metric).collect::<Vec<_>>())?;
+        d.set_item("count", r.iter().map(|x| x.hist.count).collect::<Vec<_>>())?;
+        d.set_item("total", r.iter().map(|x| x.hist.sum).collect::<Vec<_>>())?;
+        d.set_item("mean", r.iter().map(|x| x.hist.mean()).collect::<Vec<_>>())?;
+        d.set_item("min", r.iter().map(|x| x.hist.min_value()).collect::<Vec<_>>())?;
+        d.set_item("max", r.iter().map(|x| x.hist.max_value()).collect::<Vec<_>>())?;
+        d.set_item("std", r.iter().map(|x| x.hist.std_sample()).collect::<Vec<_>>())?;
+        d.set_item("bytes", r.iter().map(|x| x.bytes).collect::<Vec<_>>())?;
+        for (i, &q) in quantiles.iter().enumerate() {
+            d.set_item(format!("q{i}"), r.iter().map(|x| x.hist.quantile(q)).collect::<Vec<_>>())?;
+        }
+        Ok(d)
+    }
+
+    /// Non-empty buckets: row (index into stats), index (OTel index at scale 7; None for the zero
+    /// and overflow rows), lower (exclusive), upper (inclusive; +inf for overflow), count.
+    fn buckets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (mut row, mut index, mut lower, mut upper, mut count) = (vec![], vec![], vec![], vec![], vec![]);
+        for (k, r) in self.t.rows.iter().enumerate() {
+            for (slot, c) in r.hist.nonzero() {
+                let i = hist::slot_index(slot);
+                row.push(k as u32);
+                index.push(i);
+                lower.push(i.map_or(0.0, hist::bucket_lower));
+                upper.push(i.map_or(0.0, hist::bucket_upper));
+                count.push(c);
+            }
+            if r.hist.overflow > 0 {
+                row.push(k as u32);
+                index.push(None);
+                lower.push(hist::RANGE_MAX_NS as f64);
+                upper.push(f64::INFINITY);
+                count.push(r.hist.overflow);
+            }
+        }
+        let d = PyDict::new(py);
+        d.set_item("row", row)?;
+        d.set_item("index", index)?;
+        d.set_item("lower", lower)?;
+        d.set_item("upper", upper)?;
+        d.set_item("count", count)?;
+        Ok(d)
+    }
+
+    /// (domain, message, with_device, count) of instantaneous marks.
+    fn marks(&self) -> Vec<(String, String, bool, u64)> {
+        self.t.marks.clone()
+    }
+
+    fn counters(&self) -> BTreeMap<&'static str, u64> {
+        self.t.counters.iter().copied().collect()
+    }
+
+    /// join, clock_bridge, kinds.
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("join", &self.t.join)?;
+        d.set_item("clock_bridge", &self.t.clock_bridge)?;
+        d.set_item("kinds", self.t.kinds.clone())?;
+        Ok(d)
+    }
+
+    fn __len__(&self) -> usize {
+        self.t.rows.len()
+    }
+
+    /// The exact state of every row for saving: table, key0-2, metric, bytes, sum, sum_sq, min,
+    /// max, overflow, and sparse buckets (bucket indices and counts per row).
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let r = &self.t.rows;
+        let d = PyDict::new(py);
+        d.set_item("table", r.iter().map(|x| x.table).collect::<Vec<_>>())?;
+        for i in 0..3 {
+            d.set_item(format!("key{i}"), r.iter().map(|x| x.keys[i].clone()).collect::<Vec<_>>())?;
+        }
+        d.set_item("metric", r.iter().map(|x| x.metric).collect::<Vec<_>>())?;
+        d.set_item("bytes", r.iter().map(|x| x.bytes).collect::<Vec<_>>())?;
+        d.set_item("sum", r.iter().map(|x| x.hist.sum).collect::<Vec<_>>())?;
+        d.set_item("sum_sq", r.iter().map(|x| x.hist.sum_sq).collect::<Vec<_>>())?;
+        d.set_item("min", r.iter().map(|x| x.hist.min).collect::<Vec<_>>())?;
+        d.set_item("max", r.iter().map(|x| x.hist.max).collect::<Vec<_>>())?;
+        d.set_item("overflow", r.iter().map(|x| x.hist.overflow).collect::<Vec<_>>())?;
+        // Buckets by their OTel index at scale 7 (None: the zero bucket), as snapshot files keep them.
+        d.set_item(
+            "buckets",
+            r.iter()
+                .map(|x| x.hist.nonzero().map(|(slot, _)| hist::slot_index(slot)).collect::<Vec<_>>())
+                .collect::<Vec<_>>(),
+        )?;
+        d.set_item(
+            "counts",
+            r.iter().map(|x| x.hist.nonzero().map(|(_, c)| c).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        )?;
+        d.set_item("marks", self.t.marks.clone())?;
+        d.set_item("counters", self.counters())?;
+        d.set_item("join", &self.t.join)?;
+        d.set_item("clock_bridge", &self.t.clock_bridge)?;
+        d.set_item("kinds", self.t.kinds.clone())?;
+        Ok(d)
+    }
+
+    /// Rebuild from `state()`'s columns; every value is checked (ValueError, never a wrong
+    /// snapshot).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (table, key0, key1, key2, metric, bytes, sum, sum_sq, min, max, overflow, buckets, counts, marks, counters, join, clock_bridge, kinds))]
+    fn from_state(
+        table: Vec<String>,
+        key0: Vec<String>,
+        key1: Vec<String>,
+        key2: Vec<String>,
+        metric: Vec<String>,
+        bytes: Vec<u64>,
+        sum: Vec<u64>,
+        sum_sq: Vec<u128>,
+        min: Vec<Option<u64>>,
+        max: Vec<Option<u64>>,
+        overflow: Vec<u64>,
+        buckets: Vec<Vec<Option<i32>>>,
+        counts: Vec<Vec<u64>>,
+        marks: Vec<(String, String, bool, u64)>,
+        counters: BTreeMap<String, u64>,
+        join: String,
+        clock_bridge: String,
+        kinds: Vec<String>,
+    ) -> PyResult<PyDeviceSnapshot> {
+        const TABLES: [&str; 6] = ["kernels", "apis", "collectives", "memcpy", "ranges", "launches"];
+        const METRICS: [&str; 6] = ["duration", "bandwidth", "bytes", "api", "queue", "kernel"];
+        let n = table.len();
+        let lens = [key0.len(), key1.len(), key2.len(), metric.len(), bytes.len(), sum.len(), sum_sq.len()];
+        if lens
+            .iter()
+            .chain(&[min.len(), max.len(), overflow.len(), buckets.len(), counts.len()])
+            .any(|&l| l != n)
+        {
+            return Err(PyValueError::new_err("device snapshot columns have different lengths"));
+        }
+        let bad = |m: String| PyValueError::new_err(m);
+        let mut rows = Vec::with_capacity(n);
+        for i in 0..n {
+            let t = TABLES.iter().find(|t| **t == table[i]).ok_or_else(|| {
+                bad(format!("unknown device table {:?}; valid tables are {}", table[i], TABLES.join(", ")))
+            })?;
+            let m = METRICS.iter().find(|m| **m == metric[i]).ok_or_else(|| {
+                bad(format!("unknown metric {:?}; valid metrics are {}", metric[i], METRICS.join(", ")))
+            })?;
+            if buckets[i].len() != counts[i].len() {
+                return Err(bad(format!(
+                    "device row {i} has {} buckets but {} counts",
+                    buckets[i].len(),
+                    counts[i].len()
+                )));
+            }
+            let mut h = Histogram::default();
+            for (&b, &c) in buckets[i].iter().zip(&counts[i]) {
+                h.add_bucket(b, c).map_err(bad)?;
+            }
+            h.overflow = overflow[i];
+            h.count = h.count.checked_add(h.overflow).ok_or_else(|| bad("count overflows".into()))?;
+            if h.count == 0 {
+                return Err(bad(format!("device row {i} has no samples")));
+            }
+            if let (Some(lo), Some(hi)) = (min[i], max[i]) {
+                if lo > hi {
+                    return Err(bad(format!("device row {i} has min {lo} > max {hi}")));
+                }
+            }
+            h.sum = sum[i];
+            h.sum_sq = sum_sq[i];
+            h.min = min[i];
+            h.max = max[i];
+            h.overflow = overflow[i];
+            rows.push(HistRow {
+                table: t,
+                keys: [key0[i].clone(), key1[i].clone(), key2[i].clone()],
+                metric: m,
+                hist: h,
+                bytes: bytes[i],
+            });
+        }
+        let names: Vec<&'static str> = counter_names();
+        let counters = counters
+            .into_iter()
+            .filter_map(|(k, v)| names.iter().find(|n| **n == k).map(|n| (*n, v)))
+            .collect();
+        let kinds =
+            kinds.iter().filter_map(|k| activity::kind_by_name(k).ok().map(activity::kind_name)).collect();
+        Ok(PyDeviceSnapshot { t: ActivityTotals { rows, marks, counters, join, clock_bridge, kinds } })
+    }
+}
+
+fn counter_names() -> Vec<&'static str> {
+    activity::COUNTER_NAMES.to_vec()
+}
+
+/// The activity kinds by name.
+#[pyfunction]
+pub fn activity_kinds() -> Vec<&'static str> {
+    activity::kind_names()
+}
+
+fn mstx_fns() -> PyResult<mstx::Mstx> {
+    mstx::functions().map_err(|e| to_py(Error::InvalidArgument(e)))
+}
+
+fn message(s: &str) -> PyResult<std::ffi::CString> {
+    mstx::message(s).map_err(PyValueError::new_err)
+}
+
+/// Where MSTX is bound from (binding it now if needed); raises with what was tried.
+#[pyfunction]
+pub fn mstx_library() -> PyResult<String> {
+    mstx_fns()?;
+    Ok(mstx::library().map(|p| p.display().to_string()).unwrap_or_default())
+}
+
+/// `mstxMarkA` (or `mstxDomainMarkA` with a domain handle).
+#[pyfunction]
+#[pyo3(signature = (message, stream=0, domain=0))]
+pub fn mstx_mark(message: &str, stream: usize, domain: usize) -> PyResult<()> {
+    let f = mstx_fns()?;
+    let m = self::message(message)?;
+    // SAFETY: MSTX functions take a NUL-terminated message and an opaque stream; the domain is a
+    // handle mstxDomainCreateA returned (never destroyed by us).
+    unsafe {
+        match (domain, f.domain_mark) {
+            (0, _) | (_, None) => (f.mark)(m.as_ptr(), stream as *mut _),
+            (d, Some(dm)) => dm(d as *mut _, m.as_ptr(), stream as *mut _),
+        }
+    }
+    Ok(())
+}
+
+/// `mstxRangeStartA` / `mstxDomainRangeStartA`; the range id (0: MSTX is not collecting).
+#[pyfunction]
+#[pyo3(signature = (message, stream=0, domain=0))]
+pub fn mstx_range_start(message: &str, stream: usize, domain: usize) -> PyResult<u64> {
+    let f = mstx_fns()?;
+    let m = self::message(message)?;
+    // SAFETY: as in mstx_mark.
+    Ok(unsafe {
+        match (domain, f.domain_range_start) {
+            (0, _) | (_, None) => (f.range_start)(m.as_ptr(), stream as *mut _),
+            (d, Some(drs)) => drs(d as *mut _, m.as_ptr(), stream as *mut _),
+        }
+    })
+}
+
+/// `mstxRangeEnd` / `mstxDomainRangeEnd`.
+#[pyfunction]
+#[pyo3(signature = (id, domain=0))]
+pub fn mstx_range_end(id: u64, domain: usize) -> PyResult<()> {
+    let f = mstx_fns()?;
+    // SAFETY: an id from range start (unknown ids are ignored by MSTX) and a domain handle.
+    unsafe {
+        match (domain, f.domain_range_end) {
+            (0, _) | (_, None) => (f.range_end)(id),
+            (d, Some(dre)) => dre(d as *mut _, id),
+        }
+    }
+    Ok(())
+}
+
+/// `mstxDomainCreateA`: an opaque handle (0 if the library has no domains).
+#[pyfunction]
+pub fn mstx_domain_create(name: &str) -> PyResult<usize> {
+    let f = mstx_fns()?;
+    let n = message(name)?;
+    let Some(create) = f.domain_create else { return Ok(0) };
+    // SAFETY: a NUL-terminated name; the handle is kept for the process.
+    Ok(unsafe { create(n.as_ptr()) } as usize)
+}
+
+/// bench/activity.py: aggregate synthetic records on this thread; (ns, records).
+#[pyfunction]
+#[pyo3(signature = (records, names=64, api=false))]
+pub fn _bench_aggregate(py: Python<'_>, records: usize, names: usize, api: bool) -> (u64, u64) {
+    py.detach(|| activity::bench::aggregate_rate(records, names, api))
+}
+
+/// bench/activity.py: ns the complete callback takes per buffer.
+#[pyfunction]
+#[pyo3(signature = (buffers, pressure=false))]
+pub fn _bench_complete(py: Python<'_>, buffers: usize, pressure: bool) -> PyResult<f64> {
+    py.detach(|| activity::bench::complete_cost(buffers, pressure)).map_err(PyValueError::new_err)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_bench_aggregate, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_complete, m)?)?;
+    m.add_class::<PyActivity>()?;
+    m.add_class::<PyDeviceSnapshot>()?;
+    m.add_function(wrap_pyfunction!(activity_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(mstx_library, m)?)?;
+    m.add_function(wrap_pyfunction!(mstx_mark, m)?)?;
+    m.add_function(wrap_pyfunction!(mstx_range_start, m)?)?;
+    m.add_function(wrap_pyfunction!(mstx_range_end, m)?)?;
+    m.add_function(wrap_pyfunction!(mstx_domain_create, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,343 @@
+"""Device activity (issue 11) on the C stand-in tests/c/fake_activity.c: a libmspti with the
+Activity API that writes the packed record layouts with garbage in every unfilled field."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, compile_c, run_python
+
+u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+
+
+@pytest.fixture(scope="session")
+def fa_path(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("fake_activity")
+    return compile_c(ROOT / "tests" / "c" / "fake_activity.c", d / "libfake_activity.so")
+
+
+@pytest.fixture(scope="session")
+def fa8_path(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("fake_activity8")
+    return compile_c(ROOT / "tests" / "c" / "fake_activity.c", d / "libfake_activity8.so", "-DCANN8")
+
+
+def driver(path: Path):
+    L = ctypes.CDLL(str(path))
+    L.fa_launch.argtypes = [u32, u32, ctypes.c_char_p, u32, u64, u64]
+    L.fa_replay.argtypes = [u32]
+    L.fa_emitted.argtypes, L.fa_emitted.restype = [u32], u64
+    L.fa_dropped_total.restype = u64
+    L.fa_bad_record.argtypes = [u32]
+    L.fa_memcpy.argtypes = [u64, u32]
+    L.fa_hccl.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, ctypes.c_double]
+    L.fa_communication.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u32, u64, u64]
+    L.fa_reset_counts()
+    return L
+
+
+@pytest.fixture
+def fa(fa_path):
+    return driver(fa_path)
+
+
+def session(path, **kw):
+    from mspti_lens import Session
+
+    kw.setdefault("enable", ["LAUNCH", "MEMCPY"])
+    kw.setdefault("clock", "mspti")
+    return Session(str(path), **kw)
+
+
+def rows(df, **match):
+    for k, v in match.items():
+        df = df.filter(df[k] == v)
+    return df
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_counts_per_kernel_equal_the_records_emitted_on_the_stand_in(fa_path, fa):
+    with session(fa_path, activity=["kernel"]) as s:
+        for i in range(300):
+            fa.fa_launch(0, 1, b"MatMul" if i % 3 else b"Add", 1, 5000, 0)
+        snap = s.snapshot()
+    k = snap.kernels()
+    assert dict(zip(k["name"], k["num_calls"])) == {"MatMul": 200, "Add": 100}
+    assert fa.fa_emitted(2) == 300
+    assert set(k["type"]) == {"KERNEL_AICORE"} and (k["min_ns"] == 5000).all()
+    assert snap.device.counters["bad_pointers"] == 0 and snap.device.counters["records"] >= 300
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_the_join_splits_api_queue_and_kernel_exactly_on_the_stand_ins_virtual_clock(fa_path, fa):
+    with session(fa_path, activity=["kernel"]) as s:
+        assert s.join == "runtime_api"
+        for _ in range(50):
+            fa.fa_launch(1, 2, b"MatMul", 1, 7000, 3000)
+            fa.fa_memcpy(4096, 2)  # a runtime API record that is no launch's
+        snap = s.snapshot()
+    launch = rows(snap.launches(), name="aclrtLaunchKernelV2").row(0, named=True)
+    # Virtual clock, one tick (1 us) per reading: ENTER hook, callback, API start | end, callback,
+    # EXIT hook -> the span is 5 ticks; the kernel is ready 3 us after the API start (2 ticks in).
+    assert (launch["api_num"], launch["queue_num"], launch["kernel_num"]) == (50, 50, 50)
+    assert launch["api_med_ns"] == 5000 and launch["kernel_med_ns"] == 7000
+    assert launch["queue_med_ns"] == 2000 + 3000
+    c = snap.device.counters
+    assert c["unjoined_kernels"] == 0 and c["ambiguous"] == 0 and c["kernels_pending"] == 0
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+@pytest.mark.parametrize("shared_stream", [True, False])
+def test_four_threads_launching_join_every_kernel_to_its_launch_on_the_stand_in(fa_path, fa, shared_stream):
+    n = 400
+    with session(fa_path, activity=["kernel"]) as s:
+        names = [b"K0", b"K1", b"K2", b"K3"]
+
+        def work(i: int) -> None:
+            for _ in range(n):
+                fa.fa_launch(i % 3, 1 if shared_stream else 1 + i, names[i], 1, 2000, 0)
+
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        snap = s.snapshot()
+    la = snap.launches()
+    assert la["kernel_num"].sum() == 4 * n and la["api_num"].sum() == 4 * n
+    # Thread 3 used launch function 0 like thread 0: its kernels must join to that function.
+    per = dict(zip(la["name"], la["kernel_num"]))
+    assert per == {"aclrtLaunchKernel": 2 * n, "aclrtLaunchKernelV2": n, "aclrtLaunchKernelWithConfig": n}
+    assert (la["queue_min_ns"] if "queue_min_ns" in la.columns else la["queue_med_ns"]).min() >= 0
+    c = snap.device.counters
+    assert c["unjoined_kernels"] == 0 and c["ambiguous"] == 0 and c["clock_skew"] == 0
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_graph_replay_joins_every_replayed_kernel_to_its_one_launch_on_the_stand_in(fa_path, fa):
+    with session(fa_path, activity=["kernel"]) as s:
+        for _ in range(10):
+            fa.fa_launch(0, 3, b"Graph", 1, 1000, 0)
+            fa.fa_replay(4)
+        snap = s.snapshot()
+    launch = rows(snap.launches(), name="aclrtLaunchKernel").row(0, named=True)
+    assert launch["api_num"] == 10 and launch["kernel_num"] == 50
+    assert rows(snap.kernels(), name="Graph")["num_calls"][0] == 50
+
+
+def test_cann8_joins_through_external_correlation_on_the_stand_in(fa8_path):
+    # In a fresh interpreter: the process-global external-correlation hooks start clean.
+    code = f"""
+import ctypes, warnings
+warnings.simplefilter("ignore")
+from mspti_lens import Session
+fa = ctypes.CDLL({str(fa8_path)!r})
+fa.fa_launch.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64,
+                         ctypes.c_uint64]
+with Session({str(fa8_path)!r}, enable=["LAUNCH"], activity=["kernel"]) as s:
+    assert s.join == "external_correlation", s.join
+    for _ in range(20):
+        fa.fa_launch(0, 1, b"MatMul", 1, 4000, 0)
+    snap = s.snapshot()
+la = snap.launches().row(0, named=True)
+print(la["name"], la["kernel_num"], la["kernel_med_ns"], snap.meta["clock_bridge"])
+"""
+    r = run_python(code, timeout=90)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["aclrtLaunchKernel", "20", "4000", "CLOCK_REALTIME"]
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_pool_exhaustion_is_counted_by_us_and_by_the_library_on_the_stand_in(fa_path, fa):
+    # Two 1 KiB buffers and the drain held still: once both are handed back and not yet drained,
+    # every request answers NULL and the library drops (and counts) the record.
+    with session(fa_path, activity=["kernel"], activity_buffers=(1024, 2)) as s:
+        s._activity._pause_drain(True)
+        for _ in range(200):
+            fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+        s._activity._pause_drain(False)
+        snap = s.snapshot()
+    c = snap.device.counters
+    written, dropped = fa.fa_emitted(2) + fa.fa_emitted(12), fa.fa_dropped_total()
+    assert written + dropped == 400  # every record was either placed in our buffers or dropped
+    assert dropped > 0 and c["pool_exhausted"] > 0
+    assert c["library_dropped"] == dropped  # msptiActivityGetNumDroppedRecords, accumulated
+    assert snap.kernels()["num_calls"].sum() == fa.fa_emitted(2)  # every placed kernel counted
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_close_leaves_nothing_undelivered_on_the_stand_in(fa_path, fa):
+    s = session(fa_path, activity=["kernel"]).start()
+    for _ in range(100):
+        fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+    s.close()  # no snapshot before: close flushes (FlushAll until quiet) and drains
+    snap = s.snapshot()
+    assert snap.kernels()["num_calls"].sum() == fa.fa_emitted(2) == 100
+    assert snap.device.counters["buffers_lent"] == 0
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_mark_launches_is_the_guides_scenario_2_on_the_stand_in(fa_path, fa):
+    with session(fa_path, mark_launches=5) as s:
+        assert s.enabled == ["MSPTI_CBID_RUNTIME_LAUNCH"] and set(s.activity) == {"kernel", "marker"}
+        for _ in range(10):
+            fa.fa_launch(0, 5, b"MatMul", 1, 5000, 0)
+        snap = s.snapshot()
+    m = rows(snap.launches(), join="mstx_marks").row(0, named=True)
+    # Host marks at ENTER (first) and EXIT (last): 7 ticks apart; the stream reaches the ENTER
+    # mark at once (queue 0) and the EXIT mark after the 5 us kernel that started 3 ticks in.
+    assert (m["api_num"], m["api_med_ns"], m["queue_med_ns"], m["kernel_med_ns"]) == (10, 7000, 0, 8000)
+    marks = rows(snap.ranges(), name="aclrtLaunchKernel").row(0, named=True)
+    assert (marks["side"], marks["num_calls"]) == ("mark+device", 20)
+    assert snap.device.counters["unpaired_markers"] == 0
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_mstx_ranges_become_histograms_and_torch_npu_collectives_on_the_stand_in(fa_path, fa):
+    import json
+
+    from mspti_lens import mstx
+
+    with session(fa_path, activity=["marker"]) as s:
+
+        @mstx.range("forward", domain="model")
+        def forward() -> None:
+            mstx.mark("inside")
+
+        for _ in range(3):
+            with mstx.range("train_step"):
+                forward()
+        comm = mstx.domain("communication")
+        msg = json.dumps({"opName": "HcclAllreduce", "groupName": "hccl_world_group", "count": 4})
+        for _ in range(4):
+            with comm.range(msg, stream=7):
+                pass
+        snap = s.snapshot()
+    r = snap.ranges()
+    assert rows(r, domain="default", name="train_step")["num_calls"][0] == 3
+    assert rows(r, domain="model", name="forward", side="host")["med_ns"][0] == 2000  # 2 ticks: the mark
+    assert rows(r, name="inside")["side"][0] == "mark"
+    col = snap.collectives()
+    dev = rows(col, group="hccl_world_group", op="HcclAllreduce", **{"from": "mstx_device"})
+    assert dev["num_calls"][0] == 4
+    assert snap.device.counters["unpaired_markers"] == 0 and snap.device.counters["bad_pointers"] == 0
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_unknown_record_kinds_and_null_buffers_are_skipped_safely_on_the_stand_in(fa_path, fa):
+    from mspti_lens import _native
+
+    with session(fa_path, activity=["memcpy"]) as s:
+        a = s._activity
+        fa.fa_memcpy(100, 2)
+        a.flush()
+        fa.fa_bad_record(77)
+        for _ in range(3):
+            fa.fa_memcpy(100, 3)
+        a.flush()
+        fa.fa_memcpy(100, 4)
+        fa.fa_null_complete()
+        snap = s.snapshot()
+    m = snap.memcpy()
+    assert dict(zip(m["direction"], m["num_calls"])) == {"HTOD": 1, "DTOD": 1}
+    c = snap.device.counters
+    assert c["bad_records"] == 1 and c["skipped_bytes"] == 40 + 3 * 56 and c["null_buffers"] == 1
+    assert isinstance(_native.activity_kinds(), list)
+
+
+def test_unknown_kinds_name_the_valid_ones():
+    from mspti_lens import device
+
+    with pytest.raises(ValueError, match="valid kinds are kernel, api, acl_api"):
+        device.check_kinds(["kernels"])
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_device_frames_save_and_load_with_the_snapshot_on_the_stand_in(fa_path, fa, tmp_path):
+    from mspti_lens import Snapshot
+
+    with session(fa_path, activity=["kernel", "memcpy", "hccl", "communication"]) as s:
+        for _ in range(5):
+            fa.fa_launch(0, 1, b"MatMul", 1, 5000, 0)
+            fa.fa_memcpy(1 << 20, 2)
+        fa.fa_hccl(b"HcclAllReduce", b"world", 100_000, 12.5)
+        fa.fa_communication(b"HcclAllReduce", b"world", 4, 1 << 20, 100_000)
+        snap = s.snapshot()
+    col = snap.collectives()
+    assert set(col["from"]) == {"hccl", "communication"}
+    assert rows(col, **{"from": "hccl"})["bw_med_gbps"][0] == pytest.approx(12.5, rel=0.01)
+    assert rows(col, **{"from": "communication"})["bytes"][0] == 4 << 20
+    p = tmp_path / "s.parquet"
+    snap.save(p)
+    back = Snapshot.load(p)
+    for f in ("kernels", "launches", "collectives", "memcpy", "ranges"):
+        assert getattr(back, f)().equals(getattr(snap, f)()), f
+
+
+CHILD = """
+import ctypes, os, signal, sys, threading
+signal.alarm(60)  # watchdog: a hang fails the test instead of blocking CI
+from mspti_lens import Session
+path = sys.argv[1] if len(sys.argv) > 1 else {path!r}
+fa = ctypes.CDLL(path)
+fa.fa_launch.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64]
+s = Session(path, enable=["LAUNCH"], activity=["kernel", "marker"]).start()
+for _ in range(500):
+    fa.fa_launch(0, 1, b"K", 1, 1000, 0)
+{action}
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "os._exit(0) if False else None",  # interpreter exit with buffers in flight
+        (
+            "pid = os.fork()\nif pid == 0:\n    signal.alarm(20)\n    s.close()\n    os._exit(0)\n"
+            "os.waitpid(pid, 0)\nprint(s.snapshot().kernels()['num_calls'].sum() >= 500)"
+        ),
+        "s.close()\nfa.fa_launch(0, 1, b'K', 1, 1000, 0)\nprint(s.snapshot().kernels()['num_calls'].sum())",
+    ],
+    ids=["exit", "fork", "unsubscribe"],
+)
+def test_exit_fork_and_unsubscribe_with_activity_in_flight_neither_hang_nor_crash_on_the_stand_in(
+    fa_path, action
+):
+    r = run_python(CHILD.format(path=str(fa_path), action=action), timeout=90)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().endswith("ok"), r.stdout
+    assert "True" in r.stdout or "fork" not in action
+
+
+def test_a_library_without_the_activity_api_says_so_in_one_sentence_on_the_stand_in(fake_lib_path):
+    # tests/c/fake_mspti.c has the Callback API only.
+    r = run_python(
+        f"""
+import warnings; warnings.simplefilter("ignore")
+from mspti_lens import Session
+try:
+    Session({str(fake_lib_path)!r}, activity=["kernel"])
+except ValueError as e:
+    print("ERR", e)
+"""
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "has no Activity API (msptiActivityRegisterCallbacks is missing)" in r.stdout
+    assert "activity=[]" in r.stdout
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_runaway_kernel_names_end_in_one_other_row_on_the_stand_in(fa_path, fa):
+    names = [f"Kernel_{i:04d}".encode() for i in range(600)]
+    with session(fa_path, activity=["kernel"]) as s:
+        for n in names:
+            fa.fa_launch(0, 1, n, 1, 1000, 0)
+        snap = s.snapshot()
+    k = snap.kernels()
+    assert len(k) == 512 + 1  # the cap, then "(other)"
+    assert rows(k, name="(other)")["num_calls"][0] == 600 - 512
+    assert k["num_calls"].sum() == 600 and snap.device.counters["into_other"] == 600 - 512
