@@ -181,6 +181,10 @@ pub fn call(api: u32, work_ns: u64) -> i32 {
     let mut frame = CallFrame::new(corr, work_ns);
     let name = name.as_ptr();
     fire(a.domain, a.cbid, MSPTI_API_ENTER, name, fidelity, &mut frame);
+    if a.domain == MSPTI_CB_DOMAIN_HCCL {
+        // A collective completes when every rank of its group has entered it (multi-process jobs).
+        frame.ret = crate::multirank::wait_for_peers();
+    }
     clock::spend(work_ns);
     fire(a.domain, a.cbid, MSPTI_API_EXIT, name, fidelity, &mut frame);
     frame.ret

@@ -16,6 +16,7 @@ pub mod apis;
 pub mod clock;
 pub mod jobs;
 pub mod models;
+pub mod multirank;
 pub mod replay;
 pub mod state;
 pub mod workload;
