@@ -421,3 +421,55 @@ def make_meta(backend_label: str, simulated: bool, clock: str, window_start: flo
         "window_end": time.time(),
         **extra,
     }
+
+
+# -- many snapshots at once (issue 12: runs) ---------------------------------------------------
+# The rows Snapshot.save writes, merged over many files without building a Snapshot per file.
+STATE_KEY = ("domain", "cbid", "name")
+
+
+def merge_saved(rows: pl.LazyFrame, by: tuple[str, ...] = ()) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Merge the rows of many saved snapshots exactly, per ``by`` columns and key: the per-key state
+    (counts, sums, sums of squares and overflow added; min of mins, max of maxes) and the buckets
+    (counts added per bucket). Lazy: memory grows with keys x buckets, not with the files."""
+    keys = [*by, *STATE_KEY]
+    state = rows.group_by(keys).agg(
+        pl.col("count").sum(),
+        pl.col("sum").sum(),
+        pl.col("sum_sq").sum(),
+        pl.col("min").min(),
+        pl.col("max").max(),
+        pl.col("overflow").sum(),
+    )
+    buckets = (
+        rows.select([*keys, "buckets", "counts"])
+        .explode(["buckets", "counts"])
+        .drop_nulls("buckets")
+        .group_by([*keys, "buckets"])
+        .agg(pl.col("counts").sum())
+    )
+    return state, buckets
+
+
+def snapshot_from_state(
+    state: pl.DataFrame, buckets: pl.DataFrame, meta: dict[str, Any], counters: dict[str, int]
+) -> Snapshot:
+    """A Snapshot of per-key state and buckets in the shape :func:`merge_saved` returns."""
+    state = state.sort(list(STATE_KEY))
+    index = state.select(STATE_KEY).with_row_index("key")
+    b = buckets.join(index, on=list(STATE_KEY), how="inner").sort("key", "buckets")
+    native = _native.NativeSnapshot.from_state(
+        state["domain"].to_list(),
+        state["cbid"].to_list(),
+        state["name"].to_list(),
+        state["sum"].to_list(),
+        state["sum_sq"].to_list(),
+        state["min"].to_list(),
+        state["max"].to_list(),
+        state["overflow"].to_list(),
+        b["key"].to_list(),
+        b["buckets"].to_list(),
+        b["counts"].to_list(),
+        {k: int(v) for k, v in counters.items()},
+    )
+    return Snapshot(native, meta)
