@@ -81,6 +81,12 @@ def _install_kernel(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _record(args: argparse.Namespace) -> int:
+    from .runs.record import main
+
+    return main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m mspti_lens", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -107,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--user", action="store_true", default=True)
     k.add_argument("--prefix", default=None, help="install under this prefix (e.g. sys.prefix)")
     k.set_defaults(func=_install_kernel)
+    from .runs.record import add_arguments as record_arguments  # issue 12
+
+    rec = sub.add_parser("record", help="record every Python process of a command (torchrun, mpirun, ...)")
+    record_arguments(rec)
+    rec.set_defaults(func=_record)
     return p
 
 
