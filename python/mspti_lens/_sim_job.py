@@ -9,8 +9,8 @@ With the virtual clock a waiting rank's clock jumps to the last arrival's time, 
 duration is exact and deterministic; with the real clock ranks really wait.
 
 Per step a rank launches kernels (its compute), all-reduces its gradients over all ranks, swaps
-halos with its ring neighbours in two phases of rank pairs (HcclBatchSendRecv, when the rank
-count is even) and synchronises its stream. ``--slow-rank K`` makes rank K's compute slower;
+halos with one ring neighbour, the other one in the next step (HcclBatchSendRecv in rank pairs,
+when the rank count is even) and synchronises its stream. ``--slow-rank K`` makes rank K's compute slower;
 ``--slow-link A-B`` makes the transfers between neighbours A and B slower. Everything here is
 SIMULATED.
 """
@@ -145,21 +145,24 @@ def run_rank(plan: JobPlan, rank: int, region_path: str) -> int:
             why = HCCL_ERRORS.get(rc, f"error {rc}")
             raise SystemExit(f"[simulated job] rank {rank}: {name} failed with {why}")
 
+    def swap(phase: int) -> None:
+        # Phase 0 pairs (0,1), (2,3), ...; phase 1 pairs (1,2), ..., (N-1,0).
+        if links:
+            i = rank if rank % 2 == phase else (rank - 1) % plan.ranks
+            slow_link = plan.slow_link is not None and set(links[i]) == set(plan.slow_link)
+            collective(
+                sendrecv, "HcclBatchSendRecv", 1 + i, 2, SENDRECV_NS * (SLOW_LINK_FACTOR if slow_link else 1)
+            )
+
     try:
-        for _ in range(plan.steps):
+        for step in range(plan.steps):
             for _ in range(LAUNCH_CHUNKS):
                 ns = int(LAUNCH_NS * slow * (1 + JITTER * rng.random()))
                 sim.lib.msimCallMany(launch, ns, LAUNCHES)
             collective(allreduce, "HcclAllReduce", 0, plan.ranks, ALLREDUCE_NS)
-            for phase in (0, 1):
-                if not links:
-                    break
-                # Phase 0 pairs (0,1), (2,3), ...; phase 1 pairs (1,2), ..., (N-1,0).
-                i = rank if rank % 2 == phase else (rank - 1) % plan.ranks
-                ns = SENDRECV_NS * (
-                    SLOW_LINK_FACTOR if plan.slow_link and set(links[i]) == set(plan.slow_link) else 1
-                )
-                collective(sendrecv, "HcclBatchSendRecv", 1 + i, 2, ns)
+            # One swap per step, after the all-reduce, alternating neighbours: the next all-reduce
+            # absorbs a slow link's delay, so only the two ranks of a slow link see long swaps.
+            swap(step % 2)
             sim.lib.msimCall(sync, SYNC_NS)
             if plan.step_delay:
                 time.sleep(plan.step_delay)

@@ -88,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         rc = 130
     _report(env[hook.RECORD_VARIABLE], started)
-    return rc
+    return 128 - rc if rc < 0 else rc  # a command killed by signal N: the shell's 128 + N
 
 
 def _report(out: str, started: float) -> None:

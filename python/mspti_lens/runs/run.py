@@ -25,7 +25,11 @@ from .stragglers import latest_starters, slow_ranks  # noqa: F401 - latest_start
 from .writer import WINDOW_GLOB
 
 HCCL_DOMAIN = next(d for d, n in DOMAIN_NAMES.items() if n.lower() == "hccl")
-STATUSES = ("complete", "running", "stale", "missing")
+# complete: every process of the rank wrote its final window; incomplete: not, while at least half
+# of the ranks have (the job ended without it: killed, crashed); stale: no window for longer than
+# stale_after;
+# missing: expected from the job's world size, never seen.
+STATUSES = ("complete", "running", "incomplete", "stale", "missing")
 
 
 class EmptyRunError(ValueError):
@@ -272,9 +276,7 @@ class Run:
     # -- ranks ---------------------------------------------------------------------------------
     def ranks(self, now: float | None = None) -> pl.DataFrame:
         """One row per rank: processes, windows, calls, last update and its age, whether every
-        process of the rank wrote its final window (``complete``) and a status: complete, running,
-        stale (no window for longer than ``stale_after``) or missing (expected from the job's
-        world size, never seen)."""
+        process of the rank wrote its final window (``complete``) and a status (``STATUSES``)."""
         now = time.time() if now is None else now
         f = self._files
         interval = float(f["interval_s"].max() or 0.0) if f.height else 0.0
@@ -299,6 +301,8 @@ class Run:
         ).with_columns(
             pl.when(pl.col("complete"))
             .then(pl.lit("complete"))
+            .when(pl.col("complete").sum() * 2 >= pl.len())
+            .then(pl.lit("incomplete"))
             .when(pl.col("age_s") > stale_after)
             .then(pl.lit("stale"))
             .otherwise(pl.lit("running"))

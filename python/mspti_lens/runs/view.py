@@ -12,6 +12,7 @@ from typing import Any
 STATUS_STYLE = {
     "complete": ("#2e7d32", "complete"),
     "running": ("#1565c0", "running"),
+    "incomplete": ("#c62828", "INCOMPLETE"),
     "stale": ("#e65100", "STALE"),
     "missing": ("#c62828", "MISSING"),
 }

@@ -30,9 +30,14 @@ except Exception as e:  # noqa: BLE001 - the program must run whatever the hook 
         f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(e).__name__}: {e}", file=sys.stderr
     )
 
-try:
-    from mspti_lens.runs import hook  # inert unless its variable is set (hook.RECORD_VARIABLE)
+# The variable is mspti_lens.runs.hook.RECORD_VARIABLE (checked here so that an unset one costs
+# no import at all).
+if os.environ.get("MSPTI_LENS_RECORD"):
+    try:
+        from mspti_lens.runs import hook
 
-    hook.start()
-except Exception as e:  # noqa: BLE001 - the program must run whatever the hook does
-    print(f"mspti-lens: not recording this process ({type(e).__name__}: {e}); it runs on", file=sys.stderr)
+        hook.start()
+    except Exception as e:  # noqa: BLE001 - the program must run whatever the hook does
+        print(
+            f"mspti-lens: not recording this process ({type(e).__name__}: {e}); it runs on", file=sys.stderr
+        )
