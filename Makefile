@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-SIM_SO := python/mspti_lens/_sim/libmspti_sim.so
+SIM_SO := python/mspti_lens/sim/libmspti_sim.so
 
 .PHONY: help system-deps dev sim demo test test-rust test-python bench bench-quick lint clean
 

@@ -1,4 +1,4 @@
-"""atheris target: the trace reader used by replay, ``mspti_lens.traces.Trace``.
+"""atheris target: the trace reader used by replay, ``mspti_lens.sim.replay.Trace``.
 
 Two modes, chosen by the first byte: raw bytes through ``Trace.read`` (plain or gzip JSON), or a
 JSON document built from fuzzed events through ``Trace.from_document``. A trace that is read must
@@ -14,12 +14,11 @@ import os
 import tempfile
 
 import atheris
-
 from _common import quiet, run, tolerated
 
 with atheris.instrument_imports(include=["mspti_lens"]):
     from mspti_lens.sim import Simulator
-    from mspti_lens.traces import COLLECTIVE_MAP, RUNTIME_MAP, Trace
+    from mspti_lens.sim.replay import COLLECTIVE_MAP, RUNTIME_MAP, Trace
 
 quiet()
 TMP = tempfile.mkdtemp(prefix="fuzz-trace-")

@@ -10,7 +10,6 @@ import polars as pl
 from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
-
 from mspti_lens import Snapshot
 from mspti_lens.sim import Simulator
 
@@ -54,7 +53,7 @@ def ip(sim, monkeypatch):
 
 
 def magics(shell):
-    from mspti_lens.magics import MsptiMagics
+    from mspti_lens.notebook.magics import MsptiMagics
 
     return next(m for m in shell.configurables if isinstance(m, MsptiMagics))
 
@@ -92,7 +91,7 @@ def test_load_states_the_backend_and_registers_config(ip):
         assert f"MsptiMagics.{name}" in cap.stdout
     # Loading twice does not register a second instance.
     ip.run_line_magic("load_ext", "mspti_lens")
-    from mspti_lens.magics import MsptiMagics
+    from mspti_lens.notebook.magics import MsptiMagics
 
     assert sum(isinstance(m, MsptiMagics) for m in ip.configurables) == 1
 
@@ -228,7 +227,7 @@ def test_unit_and_top_settings(ip):
 
 
 def test_panel_command_returns_a_live_panel(ip, sim):
-    from mspti_lens.widgets import ControlPanel
+    from mspti_lens.notebook.widget import ControlPanel
 
     ip.run_line_magic("config", "MsptiMagics.refresh = 0.05")
     panel = ip.run_line_magic("mspti", "panel")
@@ -311,7 +310,7 @@ def test_load_on_a_real_library_without_preload_gives_the_fix(fake_lib_path, mon
     gives the one command that fixes it."""
     from types import SimpleNamespace
 
-    from mspti_lens.magics import load_message
+    from mspti_lens.notebook.magics import load_message
 
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     msg = load_message(SimpleNamespace(library=str(fake_lib_path)))

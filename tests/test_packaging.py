@@ -19,7 +19,7 @@ def test_the_wheel_ships_the_simulator(tmp_path):
     maturin = shutil.which("maturin", path=str(Path(sys.executable).parent)) or shutil.which("maturin")
     if maturin is None:
         pytest.skip("maturin is not installed")
-    assert (ROOT / "python" / "mspti_lens" / "_sim" / "libmspti_sim.so").exists(), "run `make sim` first"
+    assert (ROOT / "python" / "mspti_lens" / "sim" / "libmspti_sim.so").exists(), "run `make sim` first"
     r = subprocess.run(
         [maturin, "build", "--release", "--quiet", "-o", str(tmp_path)],
         cwd=ROOT,
@@ -31,6 +31,6 @@ def test_the_wheel_ships_the_simulator(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     (wheel,) = tmp_path.glob("mspti_lens-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "mspti_lens/_sim/libmspti_sim.so" in names
+    assert "mspti_lens/sim/libmspti_sim.so" in names
     assert any(n.startswith("mspti_lens/_native") and n.endswith(".so") for n in names)
     assert "mspti_lens/_native.pyi" in names and "mspti_lens/py.typed" in names

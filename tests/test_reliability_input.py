@@ -14,16 +14,14 @@ import os
 import shutil
 from pathlib import Path
 
-from conftest import write_figures
-
+import mspti_lens
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-import mspti_lens
+from conftest import write_figures
 from mspti_lens import LibraryError, SessionError, catalog, plots
 from mspti_lens.sim import Simulator
-from mspti_lens.traces import Trace
+from mspti_lens.sim.replay import Trace
 
 FIGURES = {"inputs_tried": 0, "corrupt_files": 0}
 
@@ -477,8 +475,8 @@ def test_a_directory_of_snapshots_is_not_loaded_as_one(tmp_path):
 @pytest.fixture
 def shell(live):
     pytest.importorskip("IPython")
-    from IPython.testing.globalipapp import start_ipython
     from IPython.terminal.interactiveshell import TerminalInteractiveShell
+    from IPython.testing.globalipapp import start_ipython
     from IPython.utils.capture import capture_output
 
     sh = start_ipython() or TerminalInteractiveShell.instance()
@@ -554,7 +552,7 @@ def test_magic_cell_with_a_command_is_a_usage_error(live, shell):
     ],
 )
 def test_panel_bad_input(live, call, exc, word):
-    from mspti_lens.panel import Panel
+    from mspti_lens.notebook.panel import Panel
 
     p = Panel(live.session)
     with pytest.raises(exc) as ei:
@@ -565,7 +563,7 @@ def test_panel_bad_input(live, call, exc, word):
 
 
 # -------------------------------------------------------------------------------------------------
-# Regression tests of the fuzzers' findings (all three were fixed in traces.py: infinite ts/dur are
+# Regression tests of the fuzzers' findings (all three were fixed in sim/replay.py: infinite ts/dur are
 # skipped as bad, thread ids are kept as text, non-dict args are skipped).
 
 EV = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 10, "dur": 5}

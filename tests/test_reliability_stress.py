@@ -333,7 +333,7 @@ def scenario_stress(threads_a, seconds_a, threads_b, seconds_b, seed):
             "unmatched": sum(w.counters["unmatched"] for w in windows),
             "dropped": sum(w.counters["dropped"] for w in windows),
             "abandoned": sum(w.counters["abandoned"] for w in windows),
-            "overflow": sum(w.counters["overflow"] for w in windows),
+            "stack_full": sum(w.counters["stack_full"] for w in windows),
             "accounted": sum(_exits_accounted(w) for w in windows),
             "per_cbid_mismatch": per_cbid,
         }

@@ -8,11 +8,9 @@ import json
 
 import numpy as np
 import pytest
-
-from mspti_lens import Session, _native
-from mspti_lens.traces import Trace
-
 from conftest import TRACES
+from mspti_lens import Session, _native
+from mspti_lens.sim.replay import Trace
 
 REL = _native.MAX_RELATIVE_ERROR
 FILES = sorted(p.name for p in TRACES.glob("*.json.gz"))

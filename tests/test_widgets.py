@@ -1,4 +1,4 @@
-"""The control panel: its logic (panel.py) and the ipywidgets binding (widgets.py), against the
+"""The control panel: its logic (notebook/panel.py) and the ipywidgets binding (notebook/widget.py), against the
 simulator, which records what the library actually has enabled."""
 
 from __future__ import annotations
@@ -7,13 +7,12 @@ import threading
 import time
 
 import pytest
-
 from mspti_lens import Session, load
-from mspti_lens.panel import Panel, options
+from mspti_lens.notebook.panel import Panel, options
 
 pytest.importorskip("ipywidgets")
 
-from mspti_lens.widgets import ControlPanel  # noqa: E402
+from mspti_lens.notebook.widget import ControlPanel  # noqa: E402
 
 RUNTIME_ALL = sum(1 << c for c in range(1, 37))
 HCCL_ALL = sum(1 << c for c in range(1, 13))

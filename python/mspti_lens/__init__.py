@@ -64,7 +64,7 @@ def load(path) -> Snapshot:
 
 def __getattr__(name: str):
     # Submodules with heavier imports load on first use.
-    if name in ("sim", "traces", "plots", "widgets", "magics"):
+    if name in ("sim", "plots", "notebook"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
@@ -72,12 +72,12 @@ def __getattr__(name: str):
 
 
 def load_ipython_extension(ipython):  # pragma: no cover - thin delegation, tested via magics
-    from .magics import load_ipython_extension as load_ext
+    from .notebook.magics import load_ipython_extension as load_ext
 
     load_ext(ipython)
 
 
 def unload_ipython_extension(ipython):  # pragma: no cover
-    from .magics import unload_ipython_extension as unload_ext
+    from .notebook.magics import unload_ipython_extension as unload_ext
 
     unload_ext(ipython)

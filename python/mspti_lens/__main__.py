@@ -46,8 +46,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from .session import Session
-    from .sim import Simulator
-    from .traces import Trace
+    from .sim import Simulator, Trace
 
     trace = Trace.read(args.trace)
     sim = Simulator()

@@ -9,6 +9,7 @@ __all__ = [
     "RANGE_END_NS",
     "HISTOGRAM_BYTES",
     "TSC_RELIABLE",
+    "COUNTERS",
     "build_profile",
     "MsptiError",
     "LibraryError",
@@ -35,6 +36,7 @@ MAX_RELATIVE_ERROR: float
 RANGE_END_NS: int
 HISTOGRAM_BYTES: int
 TSC_RELIABLE: bool
+COUNTERS: list[tuple[str, str]]
 build_profile: str
 
 class MsptiError(Exception): ...

@@ -22,7 +22,7 @@ FIDELITIES = ("documented", "cann26", "cann8")
 
 def simulator_path() -> Path:
     """The simulator shipped inside the package."""
-    return Path(__file__).resolve().parent / "_sim" / "libmspti_sim.so"
+    return Path(__file__).resolve().parent / "sim" / "libmspti_sim.so"
 
 
 def load_library(library: str | os.PathLike | None = None) -> _native.Library:

@@ -31,16 +31,8 @@ SUMMARY_COLUMNS = (
     "stddev_ns",
     "source",
 )
-COUNTER_NAMES = (
-    "unmatched",
-    "overflow",
-    "dropped",
-    "abandoned",
-    "orphaned",
-    "bad_site",
-    "in_flight",
-    "threads",
-)
+# name -> meaning of every native counter (defined once, in rust/lens/src/core/counters.rs).
+COUNTERS: dict[str, str] = dict(_native.COUNTERS)
 UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -89,11 +81,9 @@ class Snapshot:
 
     @property
     def counters(self) -> dict[str, int]:
-        """What was not a clean pair, per window: ``unmatched`` (EXIT without its ENTER),
-        ``dropped`` (pairs not recorded: key table full or a failed clock reading), ``abandoned``
-        (calls begun in an earlier run or on a thread that ended mid-call), ``orphaned`` (ENTERs
-        whose EXIT never came, closed over by an outer EXIT or evicted), ``overflow`` (ENTERs that
-        found 64 calls open), ``bad_site``; and now: ``in_flight`` (open calls), ``threads``
+        """What was not a clean pair, per window: one entry per name of :data:`COUNTERS`
+        (``unmatched``, ``stack_full``, ``dropped``, ``abandoned``, ``orphaned``, ``bad_site``;
+        their meanings are its values); and now: ``in_flight`` (open calls), ``threads``
         (per-thread shards)."""
         return dict(self._native.counters())
 

@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering;
 use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT};
 
 use crate::core::clock;
-use crate::core::recorder::{self, POISONED, RUN, WINDOW};
 use crate::core::shard::{self, RawKey};
+use crate::core::windows::{self, POISONED, RUN, WINDOW};
 
 /// The subscriber callback.
 ///
@@ -42,7 +42,7 @@ pub unsafe extern "C" fn on_callback(
     let r = std::panic::catch_unwind(|| handle(domain, cbid, site, name as usize));
     if r.is_err() {
         POISONED.store(true, Ordering::Relaxed);
-        recorder::halt();
+        windows::halt();
     }
 }
 

@@ -1,6 +1,10 @@
-//! One error type for the crate; the Python layer maps each variant to an exception class.
+//! One error type for the crate; `py/errors.rs` maps each variant to an exception class.
 
-use mspti_abi::{result_name, MsptiResult};
+use mspti_abi::{
+    result_name, MsptiResult, MSPTI_ERROR_DEVICE_OFFLINE, MSPTI_ERROR_INVALID_PARAMETER,
+    MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, MSPTI_ERROR_NOT_INITIALIZED,
+    MSPTI_ERROR_WITHOUT_LD_PRELOAD,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -52,20 +56,26 @@ impl Error {
     pub fn from_code(function: &'static str, code: MsptiResult, library_says: Option<String>) -> Error {
         let name = result_name(code).map_or_else(|| format!("an unknown msptiResult {code}"), str::to_owned);
         let fix = match code {
-            2 => "MSPTI allows one subscriber per process and something else holds it: CANN's `mspti` Python \
-                  monitors (KernelMonitor, HcclMonitor, ... while started), torch_npu's MSPTI-based profiler, \
-                  msMonitor (dynolog's npu-monitor / nputrace), or an earlier mspti_lens Session that was not \
-                  closed. Stop that tool (or restart the kernel) and try again."
-                .to_owned(),
-            6 => "The process was not started with LD_PRELOAD naming libmspti.so, so MSPTI cannot intercept \
+            MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => {
+                "MSPTI allows one subscriber per process and something else holds it: CANN's `mspti` \
+                 Python monitors (KernelMonitor, HcclMonitor, ... while started), torch_npu's MSPTI-based \
+                 profiler, msMonitor (dynolog's npu-monitor / nputrace), or an earlier mspti_lens Session \
+                 that was not closed. Stop that tool (or restart the kernel) and try again."
+                    .to_owned()
+            }
+            MSPTI_ERROR_WITHOUT_LD_PRELOAD => {
+                "The process was not started with LD_PRELOAD naming libmspti.so, so MSPTI cannot intercept \
                   the runtime. Start it as `LD_PRELOAD=$ASCEND_HOME_PATH/lib64/libmspti.so python ...`; for \
                   Jupyter run `python -m mspti_lens install-kernel` and pick that kernel."
-                .to_owned(),
-            1 => "An argument was rejected by the library (unknown domain or callback id, or a stale \
+                    .to_owned()
+            }
+            MSPTI_ERROR_INVALID_PARAMETER => {
+                "An argument was rejected by the library (unknown domain or callback id, or a stale \
                   subscriber handle)."
-                .to_owned(),
-            7 => "MSPTI is not initialised: no subscriber is active.".to_owned(),
-            4 => "The device is offline: check `npu-smi info`.".to_owned(),
+                    .to_owned()
+            }
+            MSPTI_ERROR_NOT_INITIALIZED => "MSPTI is not initialised: no subscriber is active.".to_owned(),
+            MSPTI_ERROR_DEVICE_OFFLINE => "The device is offline: check `npu-smi info`.".to_owned(),
             _ => "See the MSPTI documentation for this code.".to_owned(),
         };
         let library_says = library_says.map_or_else(String::new, |s| format!(": \"{s}\""));

@@ -1,13 +1,58 @@
 //! mspti-lens native core: binds an MSPTI library at run time, pairs every ENTER/EXIT callback
-//! into per-thread latency histograms, and merges them into snapshots. The Python binding layer
-//! (`py`, feature `python`) only converts.
+//! into per-thread latency histograms, and merges them into snapshots.
+//!
+//! Layers, each using only those before it: `ffi` (the ABI, finding and binding a library) ->
+//! `core` (histograms, shards, counters, clock, windows) -> `callback` (the hot path) ->
+//! `session` (the subscription) -> `py` (feature `python`: conversion only).
 
 pub mod callback;
 pub mod core;
 pub mod error;
 pub mod ffi;
+pub mod session;
 
 #[cfg(feature = "python")]
 mod py;
 
 pub use error::{Error, Result};
+
+#[cfg(feature = "python")]
+use pyo3::prelude::*;
+
+/// The extension module `mspti_lens._native`.
+#[cfg(feature = "python")]
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use crate::core::counters::Counter;
+    use crate::core::{clock, hist};
+    use py::errors::*;
+    use py::{functions, library, session, snapshot};
+
+    let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("BUCKETS", hist::BUCKETS)?;
+    m.add("MAX_RELATIVE_ERROR", hist::MAX_RELATIVE_ERROR)?;
+    m.add("RANGE_END_NS", hist::RANGE_END_NS)?;
+    m.add("HISTOGRAM_BYTES", hist::AtomicHistogram::footprint())?;
+    m.add("TSC_RELIABLE", clock::tsc_reliable())?;
+    m.add("COUNTERS", Counter::ALL.map(|c| (c.name(), c.meaning())).to_vec())?;
+    m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;
+    m.add("MsptiError", py.get_type::<MsptiError>())?;
+    m.add("LibraryError", py.get_type::<LibraryError>())?;
+    m.add("MsptiCallError", py.get_type::<MsptiCallError>())?;
+    m.add("SubscriberBusyError", py.get_type::<SubscriberBusyError>())?;
+    m.add("PreloadRequiredError", py.get_type::<PreloadRequiredError>())?;
+    m.add("SessionError", py.get_type::<SessionError>())?;
+    m.add_class::<library::PyLibrary>()?;
+    m.add_class::<session::PySession>()?;
+    m.add_class::<snapshot::PySnapshot>()?;
+    m.add_function(wrap_pyfunction!(library::load_library, m)?)?;
+    m.add_function(wrap_pyfunction!(library::mapped_libmspti, m)?)?;
+    m.add_function(wrap_pyfunction!(library::cann_candidates, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::health, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::callbacks, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::results, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::bucket_bounds, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::callback_data_layout, m)?)?;
+    Ok(())
+}

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use _native::callback::on_callback;
 use _native::core::clock::{self, ClockKind};
-use _native::core::recorder;
+use _native::core::counters::Counter;
+use _native::core::windows;
 use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT};
 
 fn data(site: u32, name: &'static std::ffi::CStr) -> MsptiCallbackData {
@@ -37,8 +38,8 @@ fn call(domain: u32, cbid: u32, name: &'static std::ffi::CStr, inner: impl FnOnc
 #[test]
 fn pairs_are_counted_exactly_once_across_threads_snapshots_and_resets() {
     clock::select(ClockKind::Tsc, None);
-    recorder::reset();
-    recorder::begin_run();
+    windows::reset();
+    windows::begin_run();
 
     const THREADS: usize = 6;
     const CALLS: u64 = 20_000;
@@ -49,13 +50,13 @@ fn pairs_are_counted_exactly_once_across_threads_snapshots_and_resets() {
         let mut closed = 0u64;
         let mut rounds = 0;
         while !stop2.load(Ordering::Relaxed) || rounds < 3 {
-            let s = recorder::snapshot();
+            let s = windows::snapshot();
             for ((_, _, name), h) in &s.keys {
                 assert_eq!(h.count, h.counts.iter().sum::<u64>(), "{name}");
             }
             if rounds % 3 == 2 {
                 // What was recorded up to the reset belongs to the window being closed.
-                closed += recorder::snapshot_and_reset().keys.values().map(|h| h.count).sum::<u64>();
+                closed += windows::snapshot_and_reset().keys.values().map(|h| h.count).sum::<u64>();
             }
             rounds += 1;
         }
@@ -78,10 +79,10 @@ fn pairs_are_counted_exactly_once_across_threads_snapshots_and_resets() {
     }
     stop.store(true, Ordering::Relaxed);
     let closed = reader.join().unwrap();
-    let last = recorder::snapshot();
+    let last = windows::snapshot();
     let total: u64 = closed + last.keys.values().map(|h| h.count).sum::<u64>();
     assert_eq!(total, THREADS as u64 * CALLS * 3);
-    assert_eq!(last.counters.unmatched, 0);
+    assert_eq!(last.counters[Counter::Unmatched], 0);
     assert_eq!(last.in_flight, 0);
-    recorder::end_run();
+    windows::end_run();
 }

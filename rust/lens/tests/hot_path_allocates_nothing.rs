@@ -6,7 +6,7 @@ use std::cell::Cell;
 
 use _native::callback::on_callback;
 use _native::core::clock::{self, ClockKind};
-use _native::core::recorder;
+use _native::core::windows;
 use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT};
 
 thread_local! {
@@ -58,8 +58,8 @@ fn pair(name: &'static std::ffi::CStr, cbid: u32) {
 fn no_allocation_after_a_key_is_seen() {
     for kind in [ClockKind::Tsc, ClockKind::Monotonic] {
         clock::select(kind, None);
-        recorder::reset();
-        recorder::begin_run();
+        windows::reset();
+        windows::begin_run();
         pair(c"aclrtLaunchKernel", 10); // first sight: the shard and the histogram are made here
         pair(c"aclrtMemcpy", 22);
         COUNTING.with(|c| c.set(true));
@@ -68,9 +68,9 @@ fn no_allocation_after_a_key_is_seen() {
             pair(c"aclrtMemcpy", 22);
         }
         COUNTING.with(|c| c.set(false));
-        recorder::end_run();
+        windows::end_run();
         assert_eq!(ALLOCS.with(|a| a.get()), 0, "clock {kind:?}");
-        let snap = recorder::snapshot();
+        let snap = windows::snapshot();
         let total: u64 = snap.keys.values().map(|h| h.count).sum();
         assert_eq!(total, 100_002);
     }

@@ -1,8 +1,9 @@
-//! The recording engine: histograms, per-thread shards, the clock, the recorder's windows and the
-//! session state machine. Knows nothing of Python.
+//! The recording engine: histograms, per-thread shards, their counters, the clock and the
+//! windows (run state, resets, snapshots). Knows nothing of Python, of MSPTI subscriptions or of
+//! the callback; the callback and the session use it.
 
 pub mod clock;
+pub mod counters;
 pub mod hist;
-pub mod recorder;
-pub mod session;
 pub mod shard;
+pub mod windows;

@@ -9,9 +9,10 @@ use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use super::counters::{AtomicCounters, Counter, Counters};
 use super::hist::AtomicHistogram;
 
-/// Open calls a thread may nest; deeper ENTERs are counted as overflow.
+/// Open calls a thread may nest; deeper ENTERs are counted as stack_full.
 pub const STACK_DEPTH: usize = 64;
 /// Distinct (domain, cbid, function) keys per thread; more are dropped and counted.
 pub const KEY_SLOTS: usize = 256;
@@ -62,25 +63,6 @@ struct Open {
     epoch: u32,
 }
 
-/// Counters a shard keeps besides histograms; all cumulative, windows are taken by difference.
-#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ShardCounters {
-    /// EXIT with no matching ENTER on this thread (enabled mid-call, or ENTER lost).
-    pub unmatched: u64,
-    /// ENTERs that found `STACK_DEPTH` calls open and evicted the oldest.
-    pub overflow: u64,
-    /// Pairs not recorded: the thread's key table was full, or a clock reading failed.
-    pub dropped: u64,
-    /// ENTERs whose EXIT can no longer come: a thread ended mid-call, or the call began in an
-    /// earlier recording run.
-    pub abandoned: u64,
-    /// Open calls given up because their EXIT never came (the id was disabled mid-call): closed
-    /// over by an outer call's EXIT, or evicted from a full stack.
-    pub orphaned: u64,
-    /// Callbacks whose site was neither ENTER nor EXIT.
-    pub bad_site: u64,
-}
-
 /// Aligned to 128 bytes (and so a multiple of 128 long): no cache line of a shard, which its
 /// owner writes on every call, is shared with another thread's data.
 #[repr(align(128))]
@@ -91,22 +73,12 @@ pub struct Shard {
     stack: UnsafeCell<[Open; STACK_DEPTH]>,
     /// Open-addressed by `RawKey::hash`; inline, so a lookup is one load from the shard.
     keys: [KeySlot; KEY_SLOTS],
-    unmatched: AtomicU64,
-    overflow: AtomicU64,
-    dropped: AtomicU64,
-    abandoned: AtomicU64,
-    orphaned: AtomicU64,
-    bad_site: AtomicU64,
+    counters: AtomicCounters,
 }
 
 // SAFETY: `stack` is only touched by the shard's current owner thread (ownership passes through
 // the registry mutex); everything else is atomics or immutable after publication.
 unsafe impl Sync for Shard {}
-
-#[inline(always)]
-fn bump(a: &AtomicU64) {
-    a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-}
 
 impl Shard {
     fn new() -> Shard {
@@ -123,12 +95,7 @@ impl Shard {
                     hist: AtomicPtr::new(std::ptr::null_mut()),
                 }
             }; KEY_SLOTS],
-            unmatched: AtomicU64::new(0),
-            overflow: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
-            abandoned: AtomicU64::new(0),
-            orphaned: AtomicU64::new(0),
-            bad_site: AtomicU64::new(0),
+            counters: AtomicCounters::new(),
         }
     }
 
@@ -140,7 +107,7 @@ impl Shard {
         if d > 0 && unsafe { (*self.stack.get())[d - 1].epoch } != epoch {
             // Epochs only grow and the stack is pushed in order, so a stale top means every open
             // call here began in an earlier run: their EXITs will never be recorded.
-            self.abandoned.store(self.abandoned.load(Ordering::Relaxed) + d as u64, Ordering::Relaxed);
+            self.counters.add(Counter::Abandoned, d as u64);
             d = 0;
         }
         if d >= STACK_DEPTH {
@@ -148,8 +115,8 @@ impl Shard {
             // id was disabled mid-call): give up the oldest so the thread keeps recording. Its
             // EXIT, should it come after all, is counted as unmatched.
             self.evict_oldest();
-            bump(&self.overflow);
-            bump(&self.orphaned);
+            self.counters.bump(Counter::StackFull);
+            self.counters.bump(Counter::Orphaned);
             d = STACK_DEPTH - 1;
         }
         // SAFETY: only the owner thread reaches here, and d < STACK_DEPTH.
@@ -171,7 +138,7 @@ impl Shard {
         let stack = unsafe { &*self.stack.get() };
         let i = (0..d.saturating_sub(1)).rev().find(|&i| stack[i].key == key)?;
         let above = (d - 1 - i) as u64;
-        self.orphaned.store(self.orphaned.load(Ordering::Relaxed) + above, Ordering::Relaxed);
+        self.counters.add(Counter::Orphaned, above);
         Some(i + 1)
     }
 
@@ -182,7 +149,7 @@ impl Shard {
         let d = self.depth.load(Ordering::Relaxed) as usize;
         if d == 0 {
             if count_unmatched {
-                bump(&self.unmatched);
+                self.counters.bump(Counter::Unmatched);
             }
             return None;
         }
@@ -201,7 +168,7 @@ impl Shard {
                 }
                 None => {
                     if count_unmatched {
-                        bump(&self.unmatched);
+                        self.counters.bump(Counter::Unmatched);
                     }
                     return None;
                 }
@@ -209,7 +176,7 @@ impl Shard {
         }
         self.depth.store(d as u32 - 1, Ordering::Relaxed);
         if top.epoch != epoch {
-            bump(&self.abandoned);
+            self.counters.bump(Counter::Abandoned);
             return None;
         }
         Some(top.start)
@@ -235,7 +202,7 @@ impl Shard {
             }
             i = (i + 1) % KEY_SLOTS;
         }
-        bump(&self.dropped);
+        self.counters.bump(Counter::Dropped);
         None
     }
 
@@ -256,11 +223,11 @@ impl Shard {
     }
 
     pub fn count_bad_site(&self) {
-        bump(&self.bad_site);
+        self.counters.bump(Counter::BadSite);
     }
 
     pub fn count_dropped(&self) {
-        bump(&self.dropped);
+        self.counters.bump(Counter::Dropped);
     }
 
     /// Every histogram published so far.
@@ -272,15 +239,8 @@ impl Shard {
         })
     }
 
-    pub fn counters(&self) -> ShardCounters {
-        ShardCounters {
-            unmatched: self.unmatched.load(Ordering::Relaxed),
-            overflow: self.overflow.load(Ordering::Relaxed),
-            dropped: self.dropped.load(Ordering::Relaxed),
-            abandoned: self.abandoned.load(Ordering::Relaxed),
-            orphaned: self.orphaned.load(Ordering::Relaxed),
-            bad_site: self.bad_site.load(Ordering::Relaxed),
-        }
+    pub fn counters(&self) -> Counters {
+        self.counters.load()
     }
 
     pub fn in_flight(&self) -> u64 {
@@ -326,7 +286,7 @@ fn claim() -> &'static Shard {
     for s in reg.iter() {
         if s.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             let d = u64::from(s.depth.swap(0, Ordering::Relaxed));
-            s.abandoned.store(s.abandoned.load(Ordering::Relaxed) + d, Ordering::Relaxed);
+            s.counters.add(Counter::Abandoned, d);
             return s;
         }
     }
@@ -399,7 +359,7 @@ mod tests {
         s.enter(key(22), 150, 1);
         assert_eq!(s.exit(key(22), 1, true), Some(150));
         assert_eq!(s.exit(key(10), 1, true), Some(100));
-        assert_eq!(s.counters(), ShardCounters::default());
+        assert_eq!(s.counters(), Counters::default());
     }
 
     #[test]
@@ -409,7 +369,7 @@ mod tests {
         s.enter(key(10), 5, 1);
         assert_eq!(s.exit(key(22), 1, true), None);
         assert_eq!(s.in_flight(), 1);
-        assert_eq!(s.counters().unmatched, 2);
+        assert_eq!(s.counters()[Counter::Unmatched], 2);
     }
 
     #[test]
@@ -417,7 +377,7 @@ mod tests {
         let s = Shard::new();
         s.enter(key(10), 5, 1);
         assert_eq!(s.exit(key(10), 2, true), None);
-        assert_eq!(s.counters().abandoned, 1);
+        assert_eq!(s.counters()[Counter::Abandoned], 1);
         assert_eq!(s.in_flight(), 0);
     }
 
@@ -427,7 +387,7 @@ mod tests {
         s.enter(key(10), 5, 1);
         s.enter(key(22), 6, 1);
         s.enter(key(10), 7, 2);
-        assert_eq!(s.counters().abandoned, 2);
+        assert_eq!(s.counters()[Counter::Abandoned], 2);
         assert_eq!(s.in_flight(), 1);
         assert_eq!(s.exit(key(10), 2, true), Some(7));
     }
@@ -439,9 +399,9 @@ mod tests {
         s.enter(key(22), 150, 1); // its EXIT is lost
         s.enter(key(24), 160, 1); // and this one's
         assert_eq!(s.exit(key(10), 1, true), Some(100));
-        assert_eq!(s.counters().orphaned, 2);
+        assert_eq!(s.counters()[Counter::Orphaned], 2);
         assert_eq!(s.in_flight(), 0);
-        assert_eq!(s.counters().unmatched, 0);
+        assert_eq!(s.counters()[Counter::Unmatched], 0);
     }
 
     #[test]
@@ -450,7 +410,7 @@ mod tests {
         for i in 0..(STACK_DEPTH + 3) {
             s.enter(key(10), i as u64, 1);
         }
-        assert_eq!(s.counters().overflow, 3);
+        assert_eq!(s.counters()[Counter::StackFull], 3);
         assert_eq!(s.in_flight(), STACK_DEPTH as u64);
     }
 
@@ -484,7 +444,7 @@ mod tests {
         for n in &names {
             let k = RawKey { domain: 2, cbid: 1, name: n.as_ptr() as usize };
             let h = s.histogram(k);
-            assert!(h.is_some() || s.counters().dropped == 1);
+            assert!(h.is_some() || s.counters()[Counter::Dropped] == 1);
         }
         assert_eq!(s.histograms().count(), KEY_SLOTS);
         let k = RawKey { domain: 2, cbid: 1, name: names[7].as_ptr() as usize };

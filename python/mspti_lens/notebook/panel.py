@@ -1,12 +1,12 @@
 """The control panel's logic, as plain Python over :class:`Session` and :class:`Snapshot`.
 
-:mod:`mspti_lens.widgets` binds these callbacks to ipywidgets; nothing here imports a widget
+:mod:`mspti_lens.notebook.widget` binds these callbacks to ipywidgets; nothing here imports a widget
 library, so every behaviour of the panel is testable without a front end (and usable from a
 script). Each action goes straight to the session, so a domain toggled here is enabled in MSPTI
 at once, while the user's code keeps running on other threads.
 
 >>> from mspti_lens import Session                       # doctest: +SKIP
->>> from mspti_lens.panel import Panel
+>>> from mspti_lens.notebook.panel import Panel
 >>> p = Panel(Session(library="sim"))
 >>> p.set_domain("hccl", False)          # MSPTI stops delivering HCCL callbacks now
 >>> p.search("launch")                   # the callback picker's options matching "launch"
@@ -23,9 +23,9 @@ from typing import Callable, Sequence
 
 import polars as pl
 
-from .catalog import DOMAIN_NAMES, DOMAINS, Callback, enableable
-from .session import Session
-from .snapshot import Snapshot, check_unit, frame_html
+from ..catalog import DOMAIN_NAMES, DOMAINS, Callback, enableable
+from ..session import Session
+from ..snapshot import Snapshot, check_unit, frame_html
 
 PLOT_KINDS = ("distribution", "cdf", "hccl", "launch")
 
@@ -265,7 +265,7 @@ class Panel:
 
     def figure(self, view: View | None = None):
         """The plot of a view (the last one by default), of kind :attr:`plot_kind`."""
-        from . import plots
+        from .. import plots
 
         snap = (view or self.last or self.refresh()).snapshot
         kind = self.plot_kind
@@ -279,7 +279,7 @@ class Panel:
 
     def __repr__(self) -> str:
         v = self.last or self.refresh()
-        return f"<mspti_lens.panel.Panel {v.status_text()}>"
+        return f"<mspti_lens.notebook.panel.Panel {v.status_text()}>"
 
 
 def domain_of(key: str) -> str:

@@ -16,10 +16,15 @@ import math
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .sim import Simulator
+
+class ApiIndex(Protocol):
+    """What replay needs of the simulator: the index of an MSPTI function (a Simulator is one).
+    A protocol, so this module imports nothing of the driver and the driver imports this one."""
+
+    def api(self, name: str) -> int: ...
+
 
 RUNTIME_MAP: dict[str, str] = {
     "cudaLaunchKernel": "aclrtLaunchKernel",
@@ -210,7 +215,7 @@ class Trace:
             lanes.extend(lane for lane, _ in mine)
         return lanes
 
-    def events(self, sim: Simulator) -> list[list[tuple[int, int, int]]]:
+    def events(self, sim: ApiIndex) -> list[list[tuple[int, int, int]]]:
         """Per replay thread, the (api index, site, t_ns) events in firing order."""
         index = {name: sim.api(name) for name in set(c.api for c in self.calls)}
         out = []

@@ -13,11 +13,11 @@ use std::sync::Arc;
 
 use mspti_abi::*;
 
-use super::clock::{self, ClockKind};
-use super::recorder;
 use crate::callback::on_callback;
+use crate::core::clock::{self, ClockKind};
+use crate::core::windows;
 use crate::error::{Error, Result};
-use crate::ffi::loader::MsptiLibrary;
+use crate::ffi::MsptiLibrary;
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
@@ -52,18 +52,18 @@ fn domain_bits(domain: u32) -> u64 {
 
 impl Session {
     /// Subscribe to `lib`. Fails if another Session is active, or if MSPTI's only subscriber slot
-    /// is taken (code 2).
+    /// is taken (MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
     ///
     /// # Errors
     /// `AlreadyActive`, `Forked`, or the library's error from `msptiSubscribe`.
     pub fn new(lib: Arc<MsptiLibrary>) -> Result<Session> {
-        if recorder::FORKED.load(Ordering::Relaxed) {
+        if windows::FORKED.load(Ordering::Relaxed) {
             return Err(Error::Forked);
         }
         if ACTIVE.swap(true, Ordering::AcqRel) {
             return Err(Error::AlreadyActive);
         }
-        recorder::install_fork_handler();
+        windows::install_fork_handler();
         let mut handle: MsptiSubscriberHandle = std::ptr::null_mut();
         // SAFETY: msptiSubscribe with a valid out pointer and our callback, which is safe to call
         // from any thread at any time, also after unsubscribe (it only touches static state).
@@ -73,8 +73,8 @@ impl Session {
             return Err(e);
         }
         // A new session starts with an empty window.
-        recorder::end_run();
-        recorder::reset();
+        windows::end_run();
+        windows::reset();
         Ok(Session { lib, handle, wanted: [0; 3], running: false, closed: false, clock: ClockKind::Tsc })
     }
 
@@ -106,7 +106,7 @@ impl Session {
     fn live(&self) -> Result<()> {
         if self.closed {
             Err(Error::Closed)
-        } else if recorder::FORKED.load(Ordering::Relaxed) {
+        } else if windows::FORKED.load(Ordering::Relaxed) {
             Err(Error::Forked)
         } else {
             Ok(())
@@ -205,16 +205,16 @@ impl Session {
     /// nothing stays enabled).
     pub fn start(&mut self, clock: ClockKind) -> Result<ClockKind> {
         self.live()?;
-        if recorder::POISONED.load(Ordering::Relaxed) {
+        if windows::POISONED.load(Ordering::Relaxed) {
             return Err(Error::Poisoned);
         }
         if self.running {
             return Ok(self.clock);
         }
         self.clock = clock::select(clock, self.lib.get_timestamp);
-        recorder::begin_run();
+        windows::begin_run();
         if let Err(e) = self.apply_wanted() {
-            recorder::end_run();
+            windows::end_run();
             let _ = self.disable_all();
             return Err(e);
         }
@@ -231,7 +231,7 @@ impl Session {
             return Ok(());
         }
         self.running = false;
-        recorder::end_run();
+        windows::end_run();
         self.disable_all()
     }
 
@@ -246,7 +246,7 @@ impl Session {
             return Ok(());
         }
         let stopped = self.stop();
-        if !recorder::FORKED.load(Ordering::Relaxed) {
+        if !windows::FORKED.load(Ordering::Relaxed) {
             // SAFETY: our handle; the callback stays valid after this returns (static state only).
             let rc = unsafe { (self.lib.unsubscribe)(self.handle) };
             self.lib.check("msptiUnsubscribe", rc)?;

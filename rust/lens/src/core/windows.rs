@@ -1,4 +1,5 @@
-//! Process-wide recording state and the merge of every shard into a snapshot.
+//! Run state and windows: whether callbacks record (the RUN word), the reset windows, and the
+//! merge of every shard into a snapshot.
 //!
 //! Windows: shards only ever add. `reset()` takes the current totals as a baseline and later
 //! snapshots subtract it, so a reset never races with a writer and no count is lost or counted
@@ -10,8 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::clock;
+use super::counters::Counters;
 use super::hist::Histogram;
-use super::shard::{self, ShardCounters};
+use super::shard;
 
 /// The recording run, read with one load per callback: bit 0 says whether callbacks record
 /// (start/stop), the bits above are the run's epoch, bumped at every start and stop so an ENTER of
@@ -52,7 +54,7 @@ pub type Key = (u32, u32, String);
 #[derive(Clone, Debug, Default)]
 pub struct Totals {
     pub keys: BTreeMap<Key, Histogram>,
-    pub counters: ShardCounters,
+    pub counters: Counters,
     /// Calls entered and not yet exited (now; not windowed).
     pub in_flight: u64,
     pub threads: u64,
@@ -66,13 +68,7 @@ fn collect(window: u64) -> Totals {
             let h = t.keys.entry((kh.domain, kh.cbid, kh.name.clone())).or_default();
             kh.hist.read_into(h, window);
         }
-        let c = s.counters();
-        t.counters.unmatched += c.unmatched;
-        t.counters.overflow += c.overflow;
-        t.counters.dropped += c.dropped;
-        t.counters.abandoned += c.abandoned;
-        t.counters.orphaned += c.orphaned;
-        t.counters.bad_site += c.bad_site;
+        t.counters.add(&s.counters());
         t.in_flight += s.in_flight();
     }
     t
@@ -105,13 +101,7 @@ fn window_of(current: Totals, base: Option<&Totals>) -> Totals {
             }
         }
         t.keys.retain(|_, h| h.count > 0);
-        let c = &mut t.counters;
-        c.unmatched = c.unmatched.saturating_sub(b.counters.unmatched);
-        c.overflow = c.overflow.saturating_sub(b.counters.overflow);
-        c.dropped = c.dropped.saturating_sub(b.counters.dropped);
-        c.abandoned = c.abandoned.saturating_sub(b.counters.abandoned);
-        c.orphaned = c.orphaned.saturating_sub(b.counters.orphaned);
-        c.bad_site = c.bad_site.saturating_sub(b.counters.bad_site);
+        t.counters.subtract(&b.counters);
     }
     t
 }

@@ -26,7 +26,6 @@ Output goes through rich reprs (HTML with a plain-text fallback), never the page
 
 from __future__ import annotations
 
-import html
 import os
 import warnings
 from typing import Any
@@ -37,88 +36,16 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 from traitlets import Enum, Float, Int, Unicode
 
-from .catalog import DOMAINS, resolve
-from .errors import MsptiError, SessionError, SimulatedBackendWarning
+from ..catalog import DOMAINS, resolve
+from ..errors import MsptiError, SessionError, SimulatedBackendWarning
+from ..session import Session
+from ..snapshot import Snapshot
+from .display import ConfiguredSnapshot, Message, Status, figure_bundle
 from .panel import PLOT_KINDS
-from .session import Session
-from .snapshot import Snapshot
 
 COMMANDS = ("start", "stop", "reset", "status", "summary", "plot", "panel", "save", "diff", "close")
 DISPLAYS = ("both", "summary", "plot", "none")
 UNITS = ("auto", "ns", "us", "ms", "s")
-
-
-# -- rich results ---------------------------------------------------------------------------------
-class Message:
-    """A short message with an HTML and a plain-text form (``level``: info, warning, error)."""
-
-    _COLOURS = {
-        "info": ("#0c5460", "#d1ecf1"),
-        "warning": ("#664d03", "#fff3cd"),
-        "error": ("#842029", "#f8d7da"),
-    }
-
-    def __init__(self, text: str, level: str = "info"):
-        self.text, self.level = text, level
-
-    def _repr_html_(self) -> str:
-        fg, bg = self._COLOURS.get(self.level, self._COLOURS["info"])
-        body = html.escape(self.text).replace("\n", "<br>")
-        return f'<div style="color:{fg};background:{bg};padding:3px 8px;border-radius:3px">{body}</div>'
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-class Status(dict):
-    """``%mspti status``: a dict (so it is easy to use) that renders as a small table."""
-
-    def _repr_html_(self) -> str:
-        rows = []
-        for k, v in self.items():
-            if k == "enabled":
-                v = (
-                    f"{len(v)} callbacks: " + ", ".join(x.removeprefix("MSPTI_CBID_") for x in v)
-                    if v
-                    else "(none)"
-                )
-            rows.append(
-                f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
-                f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>"
-            )
-        return "<table><caption><b>mspti-lens status</b></caption>" + "".join(rows) + "</table>"
-
-    def __repr__(self) -> str:
-        width = max((len(k) for k in self), default=0)
-        lines = ["mspti-lens status"]
-        for k, v in self.items():
-            if k == "enabled":
-                v = f"{len(v)} callbacks" + (
-                    ": " + ", ".join(x.removeprefix("MSPTI_CBID_") for x in v) if v else ""
-                )
-            lines.append(f"  {k:<{width}}  {v}")
-        return "\n".join(lines)
-
-
-class ConfiguredSnapshot(Snapshot):
-    """A :class:`Snapshot` whose table and reprs use the magic's ``unit`` and ``top``."""
-
-    def __init__(self, snap: Snapshot, unit: str | None, top: int | None):
-        super().__init__(snap._native, snap.meta)
-        self._unit, self._top = unit, top
-
-    def table(self, unit: str | None = None, top: int | None = None):
-        return super().table(unit or self._unit, top or self._top)
-
-
-def figure_bundle(fig, dpi: int = 100) -> dict:
-    """A figure as a display bundle: PNG plus a text fallback naming it (renders everywhere)."""
-    from .plots import to_png
-
-    title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) is not None else ""
-    if not title and fig.axes:
-        title = fig.axes[0].get_title()
-    return {"image/png": to_png(fig, dpi=dpi), "text/plain": f"<mspti-lens figure: {title}>"}
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -214,7 +141,7 @@ class MsptiMagics(Magics):
         return self.session
 
     def _show_plot(self, snap: Snapshot, kind: str, density: bool = False) -> None:
-        from . import plots
+        from .. import plots
 
         if kind == "distribution":
             fig = plots.distribution(snap, density=density, top=min(self.top, 6))
@@ -378,7 +305,7 @@ class MsptiMagics(Magics):
 
     def _cmd_status(self, args):
         if self.session is None or self.session.closed:
-            from .backend import backend_info
+            from ..backend import backend_info
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SimulatedBackendWarning)
@@ -410,7 +337,7 @@ class MsptiMagics(Magics):
         self._show_plot(snap, args.kind, args.density)
 
     def _cmd_panel(self, args):
-        from .widgets import ControlPanel
+        from .widget import ControlPanel
 
         session = self._ensure_session(args, self._targets(args))
         panel = ControlPanel(session, interval=self.refresh, unit=self._unit(args), top=self._top(args))
@@ -433,7 +360,7 @@ class MsptiMagics(Magics):
         a, b = (self._resolve_snapshot(r) for r in args.paths)
         show = args.display or "summary"
         if show in ("both", "plot"):
-            from .plots import before_after
+            from ..plots import before_after
 
             display(figure_bundle(before_after(a, b)), raw=True)
         return a.diff(b) if show in ("both", "summary") else None
@@ -459,7 +386,7 @@ class MsptiMagics(Magics):
 # -- extension entry points --------------------------------------------------------------------------
 def load_message(magics: MsptiMagics) -> Message:
     """What ``%load_ext`` says: the backend, and on a real library whether callbacks can fire."""
-    from .backend import backend_info
+    from ..backend import backend_info
 
     lib = magics.library or None
     with warnings.catch_warnings(record=True) as caught:

@@ -3,11 +3,7 @@
 The simulator is the same shared object the core loads as its MSPTI library (``dlopen`` of one
 file gives one instance), so what this module configures is what the Session sees.
 
->>> from mspti_lens import Session, sim          # doctest: +SKIP
->>> s = sim.Simulator()
->>> with Session(library="sim") as session:
-...     s.run_workload("training", steps=20)
-...     print(session.snapshot())
+See :mod:`mspti_lens.sim` for an example.
 """
 
 from __future__ import annotations
@@ -19,7 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Sequence
 
-from .backend import FIDELITIES, simulator_path
+from ..backend import FIDELITIES, simulator_path
+from .replay import Trace
 
 FAULT_SLOTS = {
     "msptiSubscribe": 0,
@@ -332,9 +329,7 @@ class Simulator:
         return Job(self, h, "replay")
 
     def replay(self, trace, *, progress: bool = False) -> JobResult:
-        """Replay a :class:`mspti_lens.traces.Trace` (or a path to a Kineto trace) to the end."""
-        from .traces import Trace
-
+        """Replay a :class:`mspti_lens.sim.Trace` (or a path to a Kineto trace) to the end."""
         tr = trace if isinstance(trace, Trace) else Trace.read(trace)
         job = self.start_replay(tr.events(self))
         return job.join(print_progress("replay") if progress else None)

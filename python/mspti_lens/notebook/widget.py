@@ -1,6 +1,6 @@
-"""The live control panel: ipywidgets bound to the callbacks of :mod:`mspti_lens.panel`.
+"""The live control panel: ipywidgets bound to the callbacks of :mod:`mspti_lens.notebook.panel`.
 
->>> from mspti_lens.widgets import ControlPanel      # doctest: +SKIP
+>>> from mspti_lens.notebook.widget import ControlPanel      # doctest: +SKIP
 >>> ControlPanel(session)                             # shows the panel in a notebook
 
 A toggle per domain, a searchable multi-select of callbacks (by the function names users know),
@@ -15,9 +15,9 @@ import threading
 import traceback
 from typing import Any
 
-from ._deps import require
+from .._deps import require
+from ..session import Session
 from .panel import PLOT_KINDS, Panel, View
-from .session import Session
 
 UNIT_CHOICES = ("auto", "ns", "us", "ms", "s")
 
@@ -237,7 +237,7 @@ class ControlPanel:
                 return
             if not force and view.calls == self._plotted_calls and self.panel.plot_kind == self._plotted_kind:
                 return
-            from . import plots
+            from .. import plots
 
             fig = self.panel.figure(view)
             self.plot.value = plots.to_png(fig, dpi=80)

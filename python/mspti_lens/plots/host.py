@@ -11,9 +11,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import polars as pl
 
-from . import _native
-from ._deps import require
-from .snapshot import Snapshot, format_ns
+from .. import _native
+from .._deps import require
+from ..snapshot import Snapshot, format_ns
 
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
 _PCT_STYLE = {0.5: ("p50", "-"), 0.9: ("p90", "--"), 0.99: ("p99", "-."), 0.999: ("p99.9", ":")}

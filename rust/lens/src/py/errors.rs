@@ -1,0 +1,48 @@
+//! The Python exception classes and the one mapping of crate errors to them.
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+
+use crate::error::Error;
+use crate::ffi::{MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, MSPTI_ERROR_WITHOUT_LD_PRELOAD};
+
+create_exception!(mspti_lens, MsptiError, PyException, "Base of every mspti_lens error.");
+create_exception!(mspti_lens, LibraryError, MsptiError, "No usable MSPTI library could be loaded.");
+create_exception!(mspti_lens, MsptiCallError, MsptiError, "An MSPTI function returned an error code.");
+create_exception!(
+    mspti_lens,
+    SubscriberBusyError,
+    MsptiCallError,
+    "MSPTI's only subscriber slot is taken (MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)."
+);
+create_exception!(
+    mspti_lens,
+    PreloadRequiredError,
+    MsptiCallError,
+    "The process was not started with LD_PRELOAD of libmspti.so (MSPTI_ERROR_WITHOUT_LD_PRELOAD)."
+);
+create_exception!(mspti_lens, SessionError, MsptiError, "The session cannot do that in its state.");
+
+impl From<Error> for PyErr {
+    fn from(e: Error) -> PyErr {
+        let msg = e.to_string();
+        match e {
+            Error::LibraryNotFound { .. } | Error::NotALibrary { .. } | Error::SymbolMissing { .. } => {
+                LibraryError::new_err(msg)
+            }
+            Error::Mspti { code, name, function, .. } => {
+                let args = (msg, code, name, function);
+                match code {
+                    MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => SubscriberBusyError::new_err(args),
+                    MSPTI_ERROR_WITHOUT_LD_PRELOAD => PreloadRequiredError::new_err(args),
+                    _ => MsptiCallError::new_err(args),
+                }
+            }
+            Error::InvalidArgument(_) => PyValueError::new_err(msg),
+            Error::AlreadyActive | Error::Closed | Error::Forked | Error::Poisoned => {
+                SessionError::new_err(msg)
+            }
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! `NativeSnapshot`: an immutable set of merged histograms and counters.
+
+use std::collections::BTreeMap;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::core::counters::{Counter, Counters};
+use crate::core::hist::{self, Histogram};
+use crate::core::windows::Totals;
+
+type KeyRow = (u32, u32, String, Histogram);
+
+/// An immutable set of merged histograms, one per (domain, cbid, function).
+#[pyclass(name = "NativeSnapshot", module = "mspti_lens._native", frozen)]
+pub struct PySnapshot {
+    keys: Vec<KeyRow>,
+    counters: Counters,
+    in_flight: u64,
+    threads: u64,
+}
+
+impl PySnapshot {
+    pub(crate) fn from_totals(t: Totals) -> PySnapshot {
+        PySnapshot {
+            keys: t.keys.into_iter().map(|((d, c, n), h)| (d, c, n, h)).collect(),
+            counters: t.counters,
+            in_flight: t.in_flight,
+            threads: t.threads,
+        }
+    }
+}
+
+fn check_quantile(q: f64) -> PyResult<()> {
+    if (0.0..=1.0).contains(&q) {
+        Ok(())
+    } else {
+        Err(PyValueError::new_err(format!("quantile {q} is outside [0, 1]")))
+    }
+}
+
+#[pymethods]
+impl PySnapshot {
+    /// Statistics per key as columns: domain, cbid, name, count, total, mean, min, max, std, and
+    /// one column `q{i}` per requested quantile.
+    fn stats<'py>(&self, py: Python<'py>, quantiles: Vec<f64>) -> PyResult<Bound<'py, PyDict>> {
+        for &q in &quantiles {
+            check_quantile(q)?;
+        }
+        let d = PyDict::new(py);
+        d.set_item("domain", self.keys.iter().map(|k| k.0).collect::<Vec<_>>())?;
+        d.set_item("cbid", self.keys.iter().map(|k| k.1).collect::<Vec<_>>())?;
+        d.set_item("name", self.keys.iter().map(|k| k.2.clone()).collect::<Vec<_>>())?;
+        d.set_item("count", self.keys.iter().map(|k| k.3.count).collect::<Vec<_>>())?;
+        d.set_item("total", self.keys.iter().map(|k| k.3.sum).collect::<Vec<_>>())?;
+        d.set_item("mean", self.keys.iter().map(|k| k.3.mean()).collect::<Vec<_>>())?;
+        d.set_item("min", self.keys.iter().map(|k| k.3.min_value()).collect::<Vec<_>>())?;
+        d.set_item("max", self.keys.iter().map(|k| k.3.max_value()).collect::<Vec<_>>())?;
+        d.set_item("std", self.keys.iter().map(|k| k.3.std_sample()).collect::<Vec<_>>())?;
+        d.set_item("overflow", self.keys.iter().map(|k| k.3.overflow).collect::<Vec<_>>())?;
+        for (i, &q) in quantiles.iter().enumerate() {
+            d.set_item(format!("q{i}"), self.keys.iter().map(|k| k.3.quantile(q)).collect::<Vec<_>>())?;
+        }
+        Ok(d)
+    }
+
+    /// Non-empty buckets as columns: key (row index of `stats`), bucket, lower, upper, count.
+    fn buckets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (mut key, mut bucket, mut lower, mut upper, mut count) = (vec![], vec![], vec![], vec![], vec![]);
+        for (k, row) in self.keys.iter().enumerate() {
+            for (i, c) in row.3.nonzero() {
+                let (lo, hi) = hist::bucket_bounds(i);
+                key.push(k as u32);
+                bucket.push(i as u32);
+                lower.push(lo);
+                upper.push(hi);
+                count.push(c);
+            }
+        }
+        let d = PyDict::new(py);
+        d.set_item("key", key)?;
+        d.set_item("bucket", bucket)?;
+        d.set_item("lower", lower)?;
+        d.set_item("upper", upper)?;
+        d.set_item("count", count)?;
+        Ok(d)
+    }
+
+    /// The exact per-key state for saving: domain, cbid, name, count, sum, sum_sq, min, max, overflow.
+    fn key_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("domain", self.keys.iter().map(|k| k.0).collect::<Vec<_>>())?;
+        d.set_item("cbid", self.keys.iter().map(|k| k.1).collect::<Vec<_>>())?;
+        d.set_item("name", self.keys.iter().map(|k| k.2.clone()).collect::<Vec<_>>())?;
+        d.set_item("count", self.keys.iter().map(|k| k.3.count).collect::<Vec<_>>())?;
+        d.set_item("sum", self.keys.iter().map(|k| k.3.sum).collect::<Vec<_>>())?;
+        d.set_item("sum_sq", self.keys.iter().map(|k| k.3.sum_sq).collect::<Vec<_>>())?;
+        d.set_item("min", self.keys.iter().map(|k| k.3.min).collect::<Vec<_>>())?;
+        d.set_item("max", self.keys.iter().map(|k| k.3.max).collect::<Vec<_>>())?;
+        d.set_item("overflow", self.keys.iter().map(|k| k.3.overflow).collect::<Vec<_>>())?;
+        Ok(d)
+    }
+
+    /// Every counter of `Counter::ALL` by name, then in_flight and threads.
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (c, v) in self.counters.iter() {
+            d.set_item(c.name(), v)?;
+        }
+        d.set_item("in_flight", self.in_flight)?;
+        d.set_item("threads", self.threads)?;
+        Ok(d)
+    }
+
+    fn __len__(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Rebuild a snapshot from `key_state`-shaped columns, sparse buckets and counters; every
+    /// value is checked, so a corrupt file gives ValueError, never a wrong snapshot.
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    fn from_state(
+        domain: Vec<u32>,
+        cbid: Vec<u32>,
+        name: Vec<String>,
+        sum: Vec<u64>,
+        sum_sq: Vec<f64>,
+        min: Vec<Option<u64>>,
+        max: Vec<Option<u64>>,
+        overflow: Vec<u64>,
+        bucket_key: Vec<u32>,
+        bucket: Vec<u32>,
+        bucket_count: Vec<u64>,
+        counters: BTreeMap<String, u64>,
+    ) -> PyResult<PySnapshot> {
+        let n = domain.len();
+        if [cbid.len(), name.len(), sum.len(), sum_sq.len(), min.len(), max.len(), overflow.len()]
+            .iter()
+            .any(|&l| l != n)
+            || bucket.len() != bucket_key.len()
+            || bucket_count.len() != bucket_key.len()
+        {
+            return Err(PyValueError::new_err("snapshot columns have different lengths"));
+        }
+        let mut hs: Vec<Histogram> = vec![Histogram::default(); n];
+        for ((&k, &b), &c) in bucket_key.iter().zip(&bucket).zip(&bucket_count) {
+            let h = hs.get_mut(k as usize).ok_or_else(|| {
+                PyValueError::new_err(format!("bucket row names key {k}, but there are {n} keys"))
+            })?;
+            if b as usize >= hist::BUCKETS {
+                return Err(PyValueError::new_err(format!(
+                    "bucket index {b} is outside 0..{}",
+                    hist::BUCKETS
+                )));
+            }
+            h.counts[b as usize] = h.counts[b as usize]
+                .checked_add(c)
+                .ok_or_else(|| PyValueError::new_err("bucket count overflows"))?;
+            h.count = h.count.checked_add(c).ok_or_else(|| PyValueError::new_err("count overflows"))?;
+        }
+        let mut keys = Vec::with_capacity(n);
+        for (i, mut h) in hs.into_iter().enumerate() {
+            h.sum = sum[i];
+            if !sum_sq[i].is_finite() || sum_sq[i] < 0.0 {
+                return Err(PyValueError::new_err(format!(
+                    "sum_sq of key {i} is not a finite non-negative number"
+                )));
+            }
+            h.sum_sq = sum_sq[i];
+            h.min = min[i];
+            h.max = max[i];
+            h.overflow = overflow[i];
+            if let (Some(lo), Some(hi)) = (h.min, h.max) {
+                if lo > hi {
+                    return Err(PyValueError::new_err(format!("key {i} has min {lo} > max {hi}")));
+                }
+            }
+            if h.count == 0 {
+                return Err(PyValueError::new_err(format!("key {i} ({}) has no samples", name[i])));
+            }
+            keys.push((domain[i], cbid[i], name[i].clone(), h));
+        }
+        let mut c = Counters::default();
+        for (k, &v) in &counters {
+            if let Some(k) = Counter::from_name(k) {
+                c[k] = v;
+            }
+        }
+        let get = |k: &str| counters.get(k).copied().unwrap_or(0);
+        Ok(PySnapshot { keys, counters: c, in_flight: get("in_flight"), threads: get("threads") })
+    }
+
+    /// One histogram of `values` (ns) under key (0, 0, name): for checking the histogram's math.
+    #[staticmethod]
+    #[pyo3(signature = (values, name="values"))]
+    fn from_values(values: Vec<u64>, name: &str) -> PySnapshot {
+        let mut h = Histogram::default();
+        for v in values {
+            h.record(v);
+        }
+        let keys = if h.count > 0 { vec![(0, 0, name.to_owned(), h)] } else { vec![] };
+        PySnapshot { keys, counters: Counters::default(), in_flight: 0, threads: 0 }
+    }
+
+    /// The sum of two snapshots (threads, runs or ranks): histograms of equal keys add exactly.
+    fn merge(&self, other: &PySnapshot) -> PySnapshot {
+        let mut m: BTreeMap<(u32, u32, String), Histogram> = BTreeMap::new();
+        for (d, c, n, h) in self.keys.iter().chain(&other.keys) {
+            m.entry((*d, *c, n.clone())).or_default().merge(h);
+        }
+        let mut counters = self.counters;
+        counters.add(&other.counters);
+        PySnapshot {
+            keys: m.into_iter().map(|((d, c, n), h)| (d, c, n, h)).collect(),
+            counters,
+            in_flight: self.in_flight + other.in_flight,
+            threads: self.threads + other.threads,
+        }
+    }
+}
