@@ -316,7 +316,7 @@ def test_follow_stops_at_its_timeout(tmp_path):
 
 
 def test_rank_heatmap_draws_a_rank_by_window_grid(tmp_path):
-    from mspti_lens.runs._plots_runs import rank_heatmap
+    from mspti_lens.plots import rank_heatmap
 
     for r in range(3):
         _window(tmp_path, "a", r, final=True, values=[100 * (r + 1)] * 2)

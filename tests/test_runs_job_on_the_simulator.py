@@ -18,8 +18,8 @@ from pathlib import Path
 import mspti_lens
 import polars as pl
 import pytest
-from mspti_lens import _sim_job as job
 from mspti_lens.runs.run import RunWarning
+from mspti_lens.sim import job
 from mspti_lens.snapshot import Snapshot
 from polars.testing import assert_frame_equal
 

@@ -1,5 +1,6 @@
 """Matplotlib figures of snapshots, public as :mod:`mspti_lens.plots`. One module per subject:
-:mod:`.host` (API latency: distributions, CDFs, comparisons). Plots read Snapshot frames only."""
+:mod:`.host` (API latency: distributions, CDFs, comparisons), :mod:`.runs` (whole jobs: per-rank
+heat maps). Plots read Snapshot frames only."""
 
 from .host import (
     BINS_PER_DECADE,
@@ -11,6 +12,7 @@ from .host import (
     distribution,
     to_png,
 )
+from .runs import rank_heatmap
 
 __all__ = [
     "BINS_PER_DECADE",
@@ -20,5 +22,6 @@ __all__ = [
     "compare_hccl",
     "compare_launch",
     "distribution",
+    "rank_heatmap",
     "to_png",
 ]

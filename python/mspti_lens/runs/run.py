@@ -20,10 +20,14 @@ from typing import Any
 import polars as pl
 
 from ..catalog import DOMAIN_NAMES
-from ..snapshot import COUNTER_NAMES, FORMAT, Snapshot, merge_saved, snapshot_from_state
+from ..snapshot import COUNTERS, FORMAT, Snapshot, merge_saved, snapshot_from_state
 from .stragglers import latest_starters, slow_ranks  # noqa: F401 - latest_starters is re-exported
 from .writer import WINDOW_GLOB
 
+# Snapshot.counters: the native counters (added over windows) and two readings of one moment of
+# one process (the last window's count, added over processes).
+MOMENT_COUNTERS = ("in_flight", "threads")
+FILE_COUNTERS = (*COUNTERS, *MOMENT_COUNTERS)
 HCCL_DOMAIN = next(d for d, n in DOMAIN_NAMES.items() if n.lower() == "hccl")
 # complete: every process of the rank wrote its final window; incomplete: not, while at least half
 # of the ranks have (the job ended without it: killed, crashed); stale: no window for longer than
@@ -92,7 +96,7 @@ FILE_SCHEMA = {
     "simulated": pl.Boolean,
     "label": pl.String,
     "clock": pl.String,
-    **{c: pl.UInt64 for c in COUNTER_NAMES},
+    **{c: pl.UInt64 for c in FILE_COUNTERS},
 }
 
 
@@ -132,7 +136,7 @@ class Run:
                         "simulated": bool(m.get("simulated")),
                         "label": str(m.get("label", "unknown backend")),
                         "clock": str(m.get("clock", "")),
-                        **{c: int(counters.get(c, 0)) for c in COUNTER_NAMES},
+                        **{c: int(counters.get(c, 0)) for c in FILE_COUNTERS},
                     }
                 )
             except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
@@ -185,10 +189,9 @@ class Run:
 
     @staticmethod
     def _counters(files: pl.DataFrame) -> dict[str, int]:
-        # in_flight and threads describe one moment of one process: the last window's, summed over ranks.
         last = files.sort("window").group_by("host", "rank", "pid").last()
-        out = {c: int(files[c].sum() or 0) for c in COUNTER_NAMES if c not in ("in_flight", "threads")}
-        out.update({c: int(last[c].sum() or 0) for c in ("in_flight", "threads")})
+        out = {c: int(files[c].sum() or 0) for c in COUNTERS}
+        out.update({c: int(last[c].sum() or 0) for c in MOMENT_COUNTERS})
         return out
 
     def snapshot(self) -> Snapshot:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..plots import _new_figure, _title
 from ..snapshot import UNITS, check_unit
+from .host import _new_figure, _title
 
 METRICS = ("avg_ns", "total_ns", "num_calls", "max_ns", "min_ns")
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 HCCL_ERRORS = {4: "HCCL_E_INTERNAL (the job was aborted: a peer died)", 9: "HCCL_E_TIMEOUT"}
 CLOCKS = ("virtual", "real")
-RANK_MODULE = "mspti_lens._sim_job"
+RANK_MODULE = "mspti_lens.sim"
 
 # Modelled durations (ns): a step's compute is LAUNCH_CHUNKS x LAUNCHES launches.
 LAUNCH_NS = 5_000
@@ -125,7 +125,7 @@ class _Region:
 
 def run_rank(plan: JobPlan, rank: int, region_path: str) -> int:
     """One rank's loop. Returns the process exit code."""
-    from .sim import Simulator
+    from .driver import Simulator
 
     sim = Simulator()
     lib = _bind(sim.lib)
@@ -173,7 +173,7 @@ def run_rank(plan: JobPlan, rank: int, region_path: str) -> int:
 
 
 def _region_file(plan: JobPlan) -> str:
-    from .sim import Simulator
+    from .driver import Simulator
 
     size = int(_bind(Simulator().lib).msimMultirankBytes(plan.groups))
     shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -207,7 +207,7 @@ def run_job(plan: JobPlan, quiet: bool = False) -> int:
     path = _region_file(plan)
     procs: list[subprocess.Popen] = []
     try:
-        from .sim import Simulator
+        from .driver import Simulator
 
         lib = _bind(Simulator().lib)
         region = _Region(lib, path, plan)  # noqa: F841 - the launcher aborts the job through it
