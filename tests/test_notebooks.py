@@ -18,6 +18,7 @@ EXPECTED = {
     "scenario2_launch_only",
     "scenario3_enter_exit_pairing",
     "scenario4_hccl_latency",
+    "multirank_job",
 }
 _cache: dict[str, object] = {}
 
@@ -161,3 +162,11 @@ def test_scenario4_hccl_latency(tmp_path_factory):
     for tag in ("plot-hccl", "plot-allreduce", "plot-before-after"):
         assert images(cell(nb, tag)), tag
     assert "HcclAllReduce" in texts(cell(nb, "diff"))
+
+
+def test_multirank_job_names_the_slow_rank(tmp_path_factory):  # issue 12
+    nb = run("multirank_job", tmp_path_factory)
+    assert_clean(nb)
+    assert "exit code 0" in stdout(cell(nb, "record"))
+    assert "slow rank: 5 on sim-host-1" in stdout(cell(nb, "answer"))
+    assert images(cell(nb, "heatmap"))
