@@ -16,10 +16,19 @@
 //! collective's measured duration is exactly the wait plus its modelled transfer; with the real
 //! clock the rank really waits (polling, with short sleeps).
 
+#[cfg(not(loom))]
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicPtr, AtomicU32};
 use std::time::{Duration, Instant};
 
+// The region's words: loom's atomics in `--cfg loom` builds, so the model tests check the protocol.
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[cfg(not(loom))]
 use crate::clock;
 
 /// "MLNSJOB1": the region was initialised by a compatible simulator.
@@ -29,7 +38,8 @@ const H_MAGIC: usize = 0;
 const H_RANKS: usize = 1;
 const H_GROUPS: usize = 2;
 const H_ABORT: usize = 3;
-const DEPTH: usize = 4;
+// Slots per group; the protocol needs 2 (module comment). Loom models use 2 to reach slot reuse.
+const DEPTH: usize = if cfg!(loom) { 2 } else { 4 };
 const SLOT_WORDS: usize = 4;
 const S_ARRIVED: usize = 0;
 const S_LATEST: usize = 1;
@@ -129,21 +139,37 @@ impl Region {
                 return Err(HCCL_E_TIMEOUT);
             }
             spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(Duration::from_micros(20));
-            }
+            pause(spins);
         }
         Ok(self.slot(group, seq, S_RELEASE).load(Ordering::Relaxed))
     }
 }
 
+#[cfg(loom)]
+fn pause(_spins: u32) {
+    loom::thread::yield_now();
+}
+
+#[cfg(not(loom))]
+fn pause(spins: u32) {
+    if spins < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::sleep(Duration::from_micros(20));
+    }
+}
+
+// Everything below is the process's attachment and the C entry points (not in loom builds).
+
 /// This process's attachment: region, rank, timeout. Set once by `attach`.
+#[cfg(not(loom))]
 static BASE: AtomicPtr<u64> = AtomicPtr::new(std::ptr::null_mut());
+#[cfg(not(loom))]
 static GROUPS: AtomicU32 = AtomicU32::new(0);
+#[cfg(not(loom))]
 static TIMEOUT_MS: AtomicU64 = AtomicU64::new(0);
 
+#[cfg(not(loom))]
 thread_local! {
     /// The calling thread's current group and its size (HCCL's communicator argument), and the
     /// next sequence number per group.
@@ -152,6 +178,7 @@ thread_local! {
 
 /// # Safety
 /// As `Region::new`.
+#[cfg(not(loom))]
 pub unsafe fn attach(
     base: *mut u64,
     len: usize,
@@ -168,12 +195,14 @@ pub unsafe fn attach(
     Ok(())
 }
 
+#[cfg(not(loom))]
 fn attached() -> Option<Region> {
     let base = BASE.load(Ordering::Acquire);
     (!base.is_null()).then(|| Region { base: base.cast(), groups: GROUPS.load(Ordering::Relaxed) })
 }
 
 /// Abort the job (every waiting rank returns an error at once). 1 if not attached.
+#[cfg(not(loom))]
 pub fn abort() -> u32 {
     attached().map_or(1, |r| {
         r.abort();
@@ -182,6 +211,7 @@ pub fn abort() -> u32 {
 }
 
 /// The group the calling thread's next collectives belong to.
+#[cfg(not(loom))]
 pub fn set_group(group: u32, size: u32) -> u32 {
     if attached().is_none_or(|r| group >= r.groups) || size == 0 {
         return 1;
@@ -196,6 +226,7 @@ pub fn set_group(group: u32, size: u32) -> u32 {
 
 /// The hook in the simulated HCCL path, between ENTER and the transfer: wait for the group's
 /// other ranks. 0 (also when no job is attached), or an HCCL error code.
+#[cfg(not(loom))]
 pub fn wait_for_peers() -> i32 {
     let Some(region) = attached() else { return 0 };
     let (group, size, seq) = CURRENT.with(|c| {
@@ -221,10 +252,17 @@ pub fn wait_for_peers() -> i32 {
     }
 }
 
+/// Loom builds model the barrier alone: no process attachment, so the HCCL path never waits.
+#[cfg(loom)]
+pub fn wait_for_peers() -> i32 {
+    0
+}
+
 // ---------------------------------------------------------------------------------------------
 // C entry points (simulator control; none exist in a real libmspti).
 
 /// Bytes of a shared region for `groups` communicator groups.
+#[cfg(not(loom))]
 #[no_mangle]
 pub extern "C" fn msimMultirankBytes(groups: u32) -> u64 {
     region_bytes(groups) as u64
@@ -236,6 +274,7 @@ pub extern "C" fn msimMultirankBytes(groups: u32) -> u64 {
 /// # Safety
 /// `base` must point to `len` bytes of memory shared with the other ranks (a mapping of one
 /// file), 8-byte aligned, mapped for the rest of the process's life.
+#[cfg(not(loom))]
 #[no_mangle]
 pub unsafe extern "C" fn msimMultirankAttach(
     base: *mut u64,
@@ -252,18 +291,20 @@ pub unsafe extern "C" fn msimMultirankAttach(
 }
 
 /// The calling thread's next collectives belong to `group`, of `size` ranks. 0, or 1 if invalid.
+#[cfg(not(loom))]
 #[no_mangle]
 pub extern "C" fn msimMultirankGroup(group: u32, size: u32) -> u32 {
     set_group(group, size)
 }
 
 /// Abort the job: every rank waiting in a collective returns HCCL_E_INTERNAL. 1 if not attached.
+#[cfg(not(loom))]
 #[no_mangle]
 pub extern "C" fn msimMultirankAbort() -> u32 {
     abort()
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -318,5 +359,39 @@ mod tests {
         assert!(r.is_err());
         // SAFETY: as above; too short a length is refused before any access.
         assert!(unsafe { Region::new(mem.as_ptr() as *mut u64, 8, 2, 1) }.is_err());
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// Two ranks through three instances of one group (slot reuse included, DEPTH is 2 here):
+    /// under every interleaving loom tries, each rank leaves each instance with the last
+    /// arrival's time, and no rank leaves before the other has arrived.
+    #[test]
+    fn two_ranks_leave_every_instance_at_the_last_arrival_in_every_interleaving() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let words = region_bytes(1) / 8;
+            let mem: Arc<Vec<AtomicU64>> = Arc::new((0..words).map(|_| AtomicU64::new(0)).collect());
+            // SAFETY: `mem` outlives both ranks (each holds the Arc) and is accessed atomically.
+            let r = unsafe { Region::new(mem.as_ptr() as *mut u64, words * 8, 2, 1) }.unwrap();
+            let t = |rank: u64, seq: u64| 10 * seq + rank * (seq % 2) + (1 - rank) * (1 - seq % 2);
+            let keep = mem.clone();
+            let other = loom::thread::spawn(move || {
+                let _keep = keep;
+                (0..3)
+                    .map(|s| r.arrive(0, 2, s, t(1, s), Duration::from_secs(600)).unwrap())
+                    .collect::<Vec<_>>()
+            });
+            let mine: Vec<u64> =
+                (0..3).map(|s| r.arrive(0, 2, s, t(0, s), Duration::from_secs(600)).unwrap()).collect();
+            let want: Vec<u64> = (0..3).map(|s| t(0, s).max(t(1, s))).collect();
+            assert_eq!(mine, want);
+            assert_eq!(other.join().unwrap(), want);
+        });
     }
 }
