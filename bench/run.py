@@ -41,6 +41,9 @@ import mspti_lens  # noqa: E402
 from mspti_lens import _native, sim  # noqa: E402
 
 MSPTI_CB_DOMAIN_RUNTIME, MSPTI_CB_DOMAIN_HCCL = 1, 2
+# Benchmarks in modules of their own (bench/<topic>.py), each with run(quick, log) -> result and
+# render(result) -> Markdown lines, appended to the report in this order.
+MODULES = ("runs",)
 CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p)
 
 
@@ -544,11 +547,15 @@ def main() -> None:
         mem = memory(p["mem_calls"])
         log("end to end: simulated training workload")
         e2e = end_to_end(b, p["e2e_rounds"], p["e2e_steps"])
+        sys.path.insert(0, str(HERE))
+        extra = [(m, __import__(m)) for m in MODULES]
+        sections = [mod.render(mod.run(q, log)) for _, mod in extra]
         tsc_hz = b.tsc_hz
         mach = machine()
         mach["lens_clock"] = b.clock_used.get("lens", "?")
     log("writing report")
     report = render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, time.perf_counter() - t_start)
+    report += "\n" + "\n".join(line for section in sections for line in section)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report)
