@@ -201,8 +201,7 @@ class Run:
         if self._snapshot is None:
 
             def q(lf: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-                state, buckets = merge_saved(lf)
-                return state.collect(engine="streaming"), buckets.collect(engine="streaming")
+                return tuple(pl.collect_all(merge_saved(lf), engine="streaming"))  # one pass over the files
 
             state, buckets = self._collect(q)
             self._snapshot = snapshot_from_state(
@@ -220,8 +219,7 @@ class Run:
             return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64, **self.summary().schema})
 
         def q(lf: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-            state, buckets = merge_saved(lf, by=("host", "rank"))
-            return state.collect(engine="streaming"), buckets.collect(engine="streaming")
+            return tuple(pl.collect_all(merge_saved(lf, by=("host", "rank")), engine="streaming"))
 
         state, buckets = self._collect(q)
         parts = []
