@@ -4,68 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from . import plots
-    from .session import Session
-    from .sim import Simulator, print_progress
+    from .sim.driver import demo_main
 
-    sim = Simulator()
-    sim.reset()
-    print("mspti-lens demo on the bundled SIMULATOR: a stand-in libmspti.so with a simulated ACL runtime")
-    print("and HCCL. Every number below is SIMULATED, not measured on an Ascend NPU.\n")
-    with Session(library="sim", enable=["runtime", "hccl"]) as session:
-        job = sim.start_workload(
-            args.workload, steps=args.steps, ranks=args.ranks, threads=args.threads, seed=args.seed
-        )
-        result = job.join(print_progress(f"{args.workload}, {args.threads} thread(s), {args.ranks} ranks"))
-        snap = session.snapshot()
-    print(f"\n{result.calls:,} simulated calls in {result.wall_s:.1f} s\n")
-    import polars as pl
-
-    with pl.Config(tbl_rows=40, tbl_cols=20, tbl_width_chars=220, tbl_hide_dataframe_shape=True):
-        print(snap)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    figures = {
-        "distribution.png": plots.distribution(snap),
-        "cdf.png": plots.cdf(snap),
-        "hccl.png": plots.compare_hccl(snap),
-        "launch.png": plots.compare_launch(snap),
-    }
-    for name, fig in figures.items():
-        fig.savefig(out / name, dpi=110)
-    snap.save(out / "snapshot.parquet")
-    print(f"\nplots: {', '.join(str(out / n) for n in figures)}")
-    print(f"snapshot: {out / 'snapshot.parquet'} (mspti_lens.load() reads it back)")
-    print("(SIMULATED data)")
-    return 0
+    return demo_main(args)
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from .session import Session
-    from .sim import Simulator, Trace
+    from .sim.driver import replay_main
 
-    trace = Trace.read(args.trace)
-    sim = Simulator()
-    sim.reset()
-    if args.virtual:
-        sim.set_clock("virtual")
-    try:
-        with Session(library="sim", clock="mspti" if args.virtual else "auto") as session:
-            sim.replay(trace, progress=True)
-            snap = session.snapshot()
-    finally:
-        sim.set_clock("real")
-    print(snap)
-    if trace.skipped:
-        top = ", ".join(f"{k} x{v}" for k, v in trace.skipped.most_common(8))
-        print(f"skipped (no MSPTI counterpart): {top}")
-    if args.save:
-        snap.save(args.save)
-    return 0
+    return replay_main(args)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -109,7 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--library", default=None, help="path to libmspti.so (default: discovery order)")
     k.add_argument("--name", default="mspti-lens")
     k.add_argument("--display-name", default=None)
-    k.add_argument("--user", action="store_true", default=True)
+    k.add_argument(
+        "--user",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="install for this user (default) or, with --no-user, system-wide; ignored with --prefix",
+    )
     k.add_argument("--prefix", default=None, help="install under this prefix (e.g. sys.prefix)")
     k.set_defaults(func=_install_kernel)
     from .runs.record import add_arguments as record_arguments  # issue 12

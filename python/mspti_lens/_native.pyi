@@ -21,8 +21,9 @@ __all__ = [
     "NativeSession",
     "NativeSnapshot",
     "load_library",
+    "find_library",
+    "search_order",
     "mapped_libmspti",
-    "cann_candidates",
     "health",
     "callbacks",
     "results",
@@ -73,10 +74,17 @@ class Library:
     def result_string(self, code: int) -> str | None: ...
 
 def load_library(path: str | None = None, simulator: str | None = None) -> Library:
-    """path, else MSPTI_LIBRARY, a preloaded libmspti, the CANN locations, then simulator."""
+    """In the order of search_order(), simulator last (if given)."""
+
+def find_library(
+    path: str | None = None, simulator: str | None = None
+) -> tuple[str | None, str | None, list[str]]:
+    """Where load_library would look, opening nothing: (path or None, origin, tried)."""
+
+def search_order() -> list[tuple[str, str]]:
+    """The discovery order: (origin, where) per place searched."""
 
 def mapped_libmspti() -> str | None: ...
-def cann_candidates() -> list[str]: ...
 def health() -> dict[str, Any]:
     """poisoned, forked, late_threads, clock_errors (process-wide)."""
 

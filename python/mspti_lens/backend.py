@@ -1,9 +1,9 @@
 """Which MSPTI library is in use: a real ``libmspti.so`` or the bundled simulator.
 
-Discovery order (DESIGN.md): an explicit path, ``MSPTI_LIBRARY``, a libmspti already mapped in the
-process (preloaded), the CANN locations (``$ASCEND_HOME_PATH/lib64``, ``$ASCEND_TOOLKIT_HOME/lib64``,
-``/usr/local/Ascend/cann/lib64``, ``/usr/local/Ascend/ascend-toolkit/latest/lib64``), then the
-bundled simulator, announced with a :class:`SimulatedBackendWarning`.
+The discovery order is the native loader's, defined once (``rust/lens/src/ffi/discovery.rs``;
+``mspti_lens._native.search_order()`` lists it): an explicit path, ``MSPTI_LIBRARY``, a libmspti
+already mapped in the process (preloaded), the CANN locations, then the bundled simulator, announced
+with a :class:`SimulatedBackendWarning`.
 """
 
 from __future__ import annotations

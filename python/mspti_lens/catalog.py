@@ -66,15 +66,6 @@ def enableable() -> tuple[Callback, ...]:
     return tuple(c for c in callbacks() if c.cbid != 0)
 
 
-def function_names() -> list[str]:
-    """Every function name that fires a callback, 26.x first."""
-    seen: dict[str, None] = {}
-    for c in enableable():
-        for n in c.names_26x + c.names_8x:
-            seen.setdefault(n, None)
-    return list(seen)
-
-
 def _valid_choices() -> str:
     shorts = ", ".join(c.short for c in enableable())
     return (
@@ -131,10 +122,3 @@ def resolve(what: Target) -> tuple[int, int | None]:
         if up in (c.enum, c.short) or text in c.names_26x or text in c.names_8x:
             return c.domain, c.cbid
     raise ValueError(f"unknown callback or domain {what!r}; {_valid_choices()}")
-
-
-def describe(domain: int, cbid: int | None) -> str:
-    if cbid is None:
-        return DOMAIN_NAMES.get(domain, str(domain))
-    c = callback(domain, cbid)
-    return c.enum if c else f"({domain}, {cbid})"

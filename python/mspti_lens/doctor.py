@@ -2,8 +2,8 @@
 
 Four checks, each with the fix when it fails:
 
-1. a real ``libmspti.so`` is found (explicit path, ``MSPTI_LIBRARY``, a preloaded one, the CANN
-   locations), or only the bundled simulator;
+1. a real ``libmspti.so`` is found in the native discovery order (``_native.search_order()``:
+   explicit path, ``MSPTI_LIBRARY``, a preloaded one, the CANN locations), or only the simulator;
 2. the process was started with ``LD_PRELOAD`` of it (MSPTI intercepts the runtime by symbol
    interposition; MSPTI 26.x refuses to enable callbacks otherwise);
 3. CANN's ``mspti`` Python package: present or not, and which one ``import mspti`` would load
@@ -41,31 +41,31 @@ class Check:
         return out
 
 
+# How doctor names each origin of _native.search_order().
+HOW = {
+    "explicit": "given on the command line",
+    "MSPTI_LIBRARY": "MSPTI_LIBRARY",
+    "preloaded": "already mapped in this process (preloaded)",
+    "CANN": "CANN location",
+    "simulator": "the bundled simulator (asked for)",
+}
+
+
 def find_library(library: str | None = None) -> tuple[str | None, str, list[str]]:
-    """The library the discovery order would use, without falling back to the simulator:
-    ``(path or None, how it was found, what was tried)``. ``library='sim'`` names the simulator."""
-    tried: list[str] = []
+    """The library the native discovery order would use, without falling back to the simulator:
+    ``(path or None, how it was found, what was tried)``. ``library='sim'`` names the simulator.
+    A ``MSPTI_LIBRARY`` that names no file is returned as it is (a Session would fail on it)."""
     if library:
         if library.lower() in ("sim", "simulator"):
-            return str(simulator_path()), "the bundled simulator (asked for)", tried
+            sim = str(simulator_path())
+            path, origin, tried = _native.find_library(sim, sim)
+            return path, HOW[str(origin)], tried
         p = os.path.expanduser(library)
         if not os.path.isfile(p):
             raise ValueError(f"--library {library}: no such file")
-        return os.path.abspath(p), "given on the command line", tried
-    env = os.environ.get("MSPTI_LIBRARY")
-    if env:
-        if os.path.isfile(env):
-            return env, "MSPTI_LIBRARY", tried
-        tried.append(f"MSPTI_LIBRARY={env} (missing)")
-    mapped = _native.mapped_libmspti()
-    if mapped:
-        return mapped, "already mapped in this process (preloaded)", tried
-    tried.append("no libmspti.so mapped in this process")
-    for c in _native.cann_candidates():
-        if os.path.isfile(c):
-            return c, "CANN location", tried
-        tried.append(c)
-    return None, "not found", tried
+        library = os.path.abspath(p)
+    path, origin, tried = _native.find_library(library)
+    return path, HOW.get(str(origin), "not found"), tried
 
 
 def _preloaded(path: str) -> bool:
@@ -138,6 +138,17 @@ def checks(library: str | None = None) -> list[Check]:
             )
         )
         library_for_session = "sim"
+    elif not os.path.isfile(path):
+        out.append(
+            Check(
+                "libmspti.so",
+                FAIL,
+                f"{how} names {path}, which does not exist; a Session stops there (it does not fall back "
+                "to another library)",
+                "point MSPTI_LIBRARY at CANN's lib64/libmspti.so, or unset it to use the discovery order",
+            )
+        )
+        library_for_session = path
     else:
         is_sim = os.path.realpath(path) == os.path.realpath(sim)
         label = "the bundled SIMULATOR" if is_sim else "libmspti.so"
@@ -150,7 +161,7 @@ def checks(library: str | None = None) -> list[Check]:
             )
         )
         library_for_session = path
-    if path is None:
+    if path is None or not os.path.isfile(path):
         out.append(Check("LD_PRELOAD", INFO, "not applicable without a real libmspti.so"))
     elif _preloaded(path):
         out.append(Check("LD_PRELOAD", OK, f"this process was started with LD_PRELOAD of {path}"))

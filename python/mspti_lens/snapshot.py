@@ -209,6 +209,31 @@ class Snapshot:
         meta["window_end"] = max(self.meta.get("window_end", 0), other.meta.get("window_end", 0))
         return Snapshot(self._native.merge(other._native), meta)
 
+    @classmethod
+    def from_histogram(cls, frame: pl.DataFrame) -> Snapshot:
+        """The Snapshot of a ``histogram()`` frame (perhaps filtered): one key per function name,
+        with the frame's buckets, so its quantiles follow the summary's rule. Sums and extremes
+        are not in a frame: use it for counts and quantiles only."""
+        names = frame["name"].unique(maintain_order=True).to_list()
+        key = {n: i for i, n in enumerate(names)}
+        k = len(names)
+        native = _native.NativeSnapshot.from_state(
+            [0] * k,
+            [0] * k,
+            names,
+            [0] * k,
+            [0.0] * k,
+            [None] * k,
+            [None] * k,
+            [0] * k,
+            [key[n] for n in frame["name"].to_list()],
+            frame["bucket"].to_list(),
+            frame["count"].to_list(),
+            {},
+        )
+        sim = "source" in frame.columns and bool((frame["source"] == "simulated").any())
+        return cls(native, {"simulated": sim, "label": "histogram frame"})
+
     # -- files ---------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
         """Write a Parquet file: one row per key with its exact state and non-empty buckets, and the

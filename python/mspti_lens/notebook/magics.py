@@ -143,14 +143,7 @@ class MsptiMagics(Magics):
     def _show_plot(self, snap: Snapshot, kind: str, density: bool = False) -> None:
         from .. import plots
 
-        if kind == "distribution":
-            fig = plots.distribution(snap, density=density, top=min(self.top, 6))
-        elif kind == "cdf":
-            fig = plots.cdf(snap)
-        elif kind == "hccl":
-            fig = plots.compare_hccl(snap, density=density)
-        else:
-            fig = plots.compare_launch(snap, density=density)
+        fig = plots.plot(snap, kind, density=density, top=min(self.top, 6))
         display(figure_bundle(fig), raw=True)
 
     def _resolve_snapshot(self, ref: str) -> Snapshot:

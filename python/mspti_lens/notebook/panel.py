@@ -23,11 +23,12 @@ from typing import Callable, Sequence
 
 import polars as pl
 
-from ..catalog import DOMAIN_NAMES, DOMAINS, Callback, enableable
+from ..catalog import DOMAINS, Callback, enableable
+from ..plots.host import KINDS
 from ..session import Session
 from ..snapshot import Snapshot, check_unit, frame_html
 
-PLOT_KINDS = ("distribution", "cdf", "hccl", "launch")
+PLOT_KINDS = KINDS  # defined once, with the dispatch, in mspti_lens.plots
 
 
 @dataclass(frozen=True)
@@ -268,23 +269,8 @@ class Panel:
         from .. import plots
 
         snap = (view or self.last or self.refresh()).snapshot
-        kind = self.plot_kind
-        if kind == "distribution":
-            return plots.distribution(snap, top=4)
-        if kind == "cdf":
-            return plots.cdf(snap)
-        if kind == "hccl":
-            return plots.compare_hccl(snap)
-        return plots.compare_launch(snap)
+        return plots.plot(snap, self.plot_kind, top=4)
 
     def __repr__(self) -> str:
         v = self.last or self.refresh()
         return f"<mspti_lens.notebook.panel.Panel {v.status_text()}>"
-
-
-def domain_of(key: str) -> str:
-    """The domain name of a picker key."""
-    for o in options():
-        if o.key == key:
-            return DOMAIN_NAMES[o.callback.domain]
-    raise ValueError(f"unknown callback {key!r}")

@@ -4,24 +4,28 @@ heat maps). Plots read Snapshot frames only."""
 
 from .host import (
     BINS_PER_DECADE,
+    KINDS,
     PERCENTILES,
     before_after,
     cdf,
     compare_hccl,
     compare_launch,
     distribution,
+    plot,
     to_png,
 )
 from .runs import rank_heatmap
 
 __all__ = [
     "BINS_PER_DECADE",
+    "KINDS",
     "PERCENTILES",
     "before_after",
     "cdf",
     "compare_hccl",
     "compare_launch",
     "distribution",
+    "plot",
     "rank_heatmap",
     "to_png",
 ]

@@ -11,7 +11,6 @@ from typing import Iterable, Sequence
 import numpy as np
 import polars as pl
 
-from .. import _native
 from .._deps import require
 from ..snapshot import Snapshot, format_ns
 
@@ -51,15 +50,17 @@ def to_png(fig, dpi: int = 100) -> bytes:
     return buf.getvalue()
 
 
-def _frame(data: Snapshot | pl.DataFrame) -> tuple[pl.DataFrame, bool, Snapshot | None]:
+def _frame(data: Snapshot | pl.DataFrame) -> tuple[pl.DataFrame, bool, Snapshot]:
+    """The histogram frame to draw, whether it is simulated, and the Snapshot its quantiles come
+    from (a frame is turned into one by :meth:`Snapshot.from_histogram`)."""
     if isinstance(data, Snapshot):
         return data.histogram(), data.simulated, data
     if isinstance(data, pl.DataFrame):
         need = {"name", "bucket", "lower_ns", "upper_ns", "count"}
         if not need <= set(data.columns):
             raise ValueError(f"a histogram frame needs columns {sorted(need)}; got {data.columns}")
-        sim = "source" in data.columns and (data["source"] == "simulated").any()
-        return data, bool(sim), None
+        snap = Snapshot.from_histogram(data)
+        return data, snap.simulated, snap
     raise TypeError(f"expected a Snapshot or its histogram() DataFrame, not {type(data).__name__}")
 
 
@@ -92,26 +93,14 @@ def _rebin(sub: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return vals, edges
 
 
-def _quantiles(sub: pl.DataFrame, qs: Sequence[float]) -> dict[float, float]:
-    """One function's quantiles from its buckets, computed by the native histogram (the same
-    nearest-rank rule as ``summary()``), so plots hold no statistics of their own."""
-    n = len(sub)
-    native = _native.NativeSnapshot.from_state(
-        [0],
-        [0],
-        ["f"],
-        [0],
-        [0.0],
-        [None],
-        [None],
-        [0],
-        [0] * n,
-        sub["bucket"].to_list(),
-        sub["count"].to_list(),
-        {},
-    )
-    stats = native.stats([float(q) for q in qs])
-    return {q: float(stats[f"q{i}"][0]) for i, q in enumerate(qs)}
+def _quantiles(snap: Snapshot, name: str, qs: Sequence[float]) -> dict[float, float]:
+    """One function's quantiles, as the Snapshot computes them (the summary's nearest-rank
+    rule): plots hold no statistics of their own."""
+    out = {}
+    for q in qs:
+        v = snap.quantile(q, name)["value"]
+        out[q] = float(v[0]) if len(v) and v[0] is not None else math.nan
+    return out
 
 
 def _ns_axis(ax) -> None:
@@ -139,7 +128,7 @@ def distribution(
 
     ``names`` picks functions (default: the ``top`` by total time); ``density`` plots the share of
     calls per display bin instead of counts."""
-    frame, simulated, _ = _frame(data)
+    frame, simulated, snap = _frame(data)
     picked = _pick(frame, names, top) if len(frame) else []
     n = max(len(picked), 1)
     cols = 2 if n > 1 else 1
@@ -160,7 +149,7 @@ def distribution(
         ax.stairs(y, edges, color="C0")
         _ns_axis(ax)
         ax.set_ylabel("share of calls" if density else "calls")
-        marks = _quantiles(sub, percentiles)
+        marks = _quantiles(snap, name, percentiles)
         for q in percentiles:
             v = marks[q]
             label, style = _PCT_STYLE.get(q, (f"p{q * 100:g}", ":"))
@@ -203,7 +192,9 @@ def cdf(
     return fig
 
 
-def _compare(frame: pl.DataFrame, names: list[str], simulated: bool, title: str, density: bool = True):
+def _compare(
+    frame: pl.DataFrame, snap: Snapshot, names: list[str], simulated: bool, title: str, density: bool = True
+):
     """Two panels: the distributions overlaid (top) and, per function, the spread from min to
     max with p50-p99 as a bar and ticks at p90 and p99.9 (bottom), on one log time axis."""
     fig, axes = _new_figure((8.5, 4.0 + 0.42 * max(len(names), 1)), 2, 1)
@@ -216,7 +207,7 @@ def _compare(frame: pl.DataFrame, names: list[str], simulated: bool, title: str,
         vals, edges = _rebin(sub)
         y = vals / vals.sum() if density else vals
         colour = f"C{i % 10}"
-        q = _quantiles(sub, (0.5, 0.9, 0.99, 0.999))
+        q = _quantiles(snap, name, (0.5, 0.9, 0.99, 0.999))
         ax.stairs(
             y,
             edges,
@@ -256,14 +247,16 @@ def compare_hccl(
     title: str | None = None,
 ):
     """Every HCCL operation's host-time distribution in one figure (``names`` picks some)."""
-    frame, simulated, _ = _frame(data)
+    frame, simulated, snap = _frame(data)
     hccl = (
         frame.filter(pl.col("domain") == "hccl")
         if "domain" in frame.columns
         else frame.filter(pl.col("name").str.starts_with("Hccl"))
     )
     picked = _pick(hccl, names, 12) if len(hccl) or names else []
-    return _compare(hccl, picked, simulated, title or "HCCL operations: host time (enqueue + waits)", density)
+    return _compare(
+        hccl, snap, picked, simulated, title or "HCCL operations: host time (enqueue + waits)", density
+    )
 
 
 def compare_launch(
@@ -274,13 +267,13 @@ def compare_launch(
     title: str | None = None,
 ):
     """The kernel-launch functions (LAUNCH and the other launch ids) in one figure."""
-    frame, simulated, _ = _frame(data)
+    frame, simulated, snap = _frame(data)
     if "callback" in frame.columns:
         launch = frame.filter(pl.col("callback").str.contains("LAUNCH"))
     else:
         launch = frame.filter(pl.col("name").str.contains("(?i)launch"))
     picked = _pick(launch, names, 12) if len(launch) or names else []
-    return _compare(launch, picked, simulated, title or "Kernel launch functions: host time", density)
+    return _compare(launch, snap, picked, simulated, title or "Kernel launch functions: host time", density)
 
 
 def before_after(
@@ -293,20 +286,20 @@ def before_after(
 ):
     """Before/after: each API's distribution in both snapshots, overlaid, with medians.
     ``labels`` names the two sides (e.g. ``("training", "inference")``)."""
-    fb, sb, _ = _frame(before)
-    fa, sa, _ = _frame(after)
+    fb, sb, snap_b = _frame(before)
+    fa, sa, snap_a = _frame(after)
     cols = ["name", "lower_ns", "upper_ns", "count"]
     both = pl.concat([fb.select(cols), fa.select(cols)])
     picked = _pick(both, names, top) if len(both) else []
     n = max(len(picked), 1)
     fig, axes = _new_figure((8, 2.4 * n + 0.6), n, 1)
     for ax, name in zip(axes[:, 0], picked):
-        for frame, label, color in ((fb, labels[0], "C0"), (fa, labels[1], "C1")):
+        for frame, snap, label, color in ((fb, snap_b, labels[0], "C0"), (fa, snap_a, labels[1], "C1")):
             sub = frame.filter(pl.col("name") == name).sort("lower_ns")
             if not len(sub):
                 continue
             vals, edges = _rebin(sub)
-            med = _quantiles(sub, (0.5,))[0.5]
+            med = _quantiles(snap, name, (0.5,))[0.5]
             ax.stairs(
                 vals / vals.sum(),
                 edges,
@@ -331,3 +324,24 @@ def before_after(
     )
     fig.tight_layout()
     return fig
+
+
+# The plots the panel and the magics offer, by kind: the one dispatch both use.
+KINDS = ("distribution", "cdf", "hccl", "launch")
+
+
+def plot(
+    data: Snapshot | pl.DataFrame, kind: str = "distribution", *, density: bool | None = None, top: int = 6
+):
+    """The figure of ``kind`` (one of :data:`KINDS`). ``density`` None keeps each plot's default;
+    ``top`` is the number of functions a distribution shows."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown plot kind {kind!r}; valid kinds are {', '.join(KINDS)}")
+    dens = {} if density is None else {"density": density}
+    if kind == "distribution":
+        return distribution(data, top=top, **dens)
+    if kind == "cdf":
+        return cdf(data)
+    if kind == "hccl":
+        return compare_hccl(data, **dens)
+    return compare_launch(data, **dens)

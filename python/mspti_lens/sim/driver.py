@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Callable, Sequence
 
 from ..backend import FIDELITIES, simulator_path
@@ -333,3 +334,65 @@ class Simulator:
         tr = trace if isinstance(trace, Trace) else Trace.read(trace)
         job = self.start_replay(tr.events(self))
         return job.join(print_progress("replay") if progress else None)
+
+
+# -- command line (python -m mspti_lens demo / replay) ---------------------------------------------
+def demo_main(args) -> int:
+    """``python -m mspti_lens demo``: a simulated workload, its summary, plots and snapshot."""
+    from .. import plots
+    from ..session import Session
+
+    sim = Simulator()
+    sim.reset()
+    print("mspti-lens demo on the bundled SIMULATOR: a stand-in libmspti.so with a simulated ACL runtime")
+    print("and HCCL. Every number below is SIMULATED, not measured on an Ascend NPU.\n")
+    with Session(library="sim", enable=["runtime", "hccl"]) as session:
+        job = sim.start_workload(
+            args.workload, steps=args.steps, ranks=args.ranks, threads=args.threads, seed=args.seed
+        )
+        result = job.join(print_progress(f"{args.workload}, {args.threads} thread(s), {args.ranks} ranks"))
+        snap = session.snapshot()
+    print(f"\n{result.calls:,} simulated calls in {result.wall_s:.1f} s\n")
+    import polars as pl
+
+    with pl.Config(tbl_rows=40, tbl_cols=20, tbl_width_chars=220, tbl_hide_dataframe_shape=True):
+        print(snap)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {
+        "distribution.png": plots.distribution(snap),
+        "cdf.png": plots.cdf(snap),
+        "hccl.png": plots.compare_hccl(snap),
+        "launch.png": plots.compare_launch(snap),
+    }
+    for name, fig in figures.items():
+        fig.savefig(out / name, dpi=110)
+    snap.save(out / "snapshot.parquet")
+    print(f"\nplots: {', '.join(str(out / n) for n in figures)}")
+    print(f"snapshot: {out / 'snapshot.parquet'} (mspti_lens.load() reads it back)")
+    print("(SIMULATED data)")
+    return 0
+
+
+def replay_main(args) -> int:
+    """``python -m mspti_lens replay TRACE``: a Kineto trace replayed on the simulator."""
+    from ..session import Session
+
+    trace = Trace.read(args.trace)
+    sim = Simulator()
+    sim.reset()
+    if args.virtual:
+        sim.set_clock("virtual")
+    try:
+        with Session(library="sim", clock="mspti" if args.virtual else "auto") as session:
+            sim.replay(trace, progress=True)
+            snap = session.snapshot()
+    finally:
+        sim.set_clock("real")
+    print(snap)
+    if trace.skipped:
+        top = ", ".join(f"{k} x{v}" for k, v in trace.skipped.most_common(8))
+        print(f"skipped (no MSPTI counterpart): {top}")
+    if args.save:
+        snap.save(args.save)
+    return 0

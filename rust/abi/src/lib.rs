@@ -126,8 +126,6 @@ pub type FnGetResultString =
     unsafe extern "C" fn(result: MsptiResult, str_: *mut *const c_char) -> MsptiResult;
 pub type FnGetVersion = unsafe extern "C" fn(version: *mut u32) -> MsptiResult;
 pub type FnGetTimestamp = unsafe extern "C" fn(timestamp: *mut u64) -> MsptiResult;
-pub type FnGetCallbackName =
-    unsafe extern "C" fn(domain: MsptiCallbackDomain, cbid: u32, name: *mut *const c_char) -> MsptiResult;
 
 /// One row of `cbids.csv`: the id, its enum name, and the `functionName` strings seen at run time.
 #[derive(Clone, Copy, Debug)]

@@ -47,8 +47,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::PySession>()?;
     m.add_class::<snapshot::PySnapshot>()?;
     m.add_function(wrap_pyfunction!(library::load_library, m)?)?;
+    m.add_function(wrap_pyfunction!(library::find_library, m)?)?;
+    m.add_function(wrap_pyfunction!(library::search_order, m)?)?;
     m.add_function(wrap_pyfunction!(library::mapped_libmspti, m)?)?;
-    m.add_function(wrap_pyfunction!(library::cann_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(functions::health, m)?)?;
     m.add_function(wrap_pyfunction!(functions::callbacks, m)?)?;
     m.add_function(wrap_pyfunction!(functions::results, m)?)?;

@@ -96,14 +96,6 @@ pub fn select(kind: ClockKind, mspti: Option<FnGetTimestamp>) -> ClockKind {
     kind
 }
 
-pub fn current() -> ClockKind {
-    match KIND.load(Ordering::Relaxed) {
-        0 => ClockKind::Tsc,
-        2 => ClockKind::Mspti,
-        _ => ClockKind::Monotonic,
-    }
-}
-
 /// A raw reading: TSC ticks, or ns for the other clocks. Convert differences with `to_ns`.
 #[inline(always)]
 pub fn now() -> u64 {

@@ -20,11 +20,6 @@ use super::shard;
 /// an earlier run never pairs with a later EXIT.
 pub static RUN: AtomicU64 = AtomicU64::new(2);
 
-/// Whether the callbacks record now.
-pub fn recording() -> bool {
-    RUN.load(Ordering::Acquire) & 1 != 0
-}
-
 /// A new run that records (start).
 pub fn begin_run() {
     let _ = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(((r >> 1) + 1) << 1 | 1));

@@ -57,8 +57,7 @@ impl PyLibrary {
     }
 }
 
-/// Find and load an MSPTI library: `path`, else MSPTI_LIBRARY, a preloaded libmspti, the CANN
-/// locations, then `simulator`.
+/// Find and load an MSPTI library in the order of `search_order()` (`simulator` last, if given).
 #[pyfunction]
 #[pyo3(signature = (path=None, simulator=None))]
 pub fn load_library(
@@ -70,14 +69,29 @@ pub fn load_library(
     Ok(PyLibrary { lib })
 }
 
+/// Where `load_library` would look, without opening anything: (path or None, origin, tried).
+/// An explicit path or MSPTI_LIBRARY is returned even when no file is there.
+#[pyfunction]
+#[pyo3(signature = (path=None, simulator=None))]
+pub fn find_library(
+    path: Option<PathBuf>,
+    simulator: Option<PathBuf>,
+) -> (Option<String>, Option<&'static str>, Vec<String>) {
+    let s = discovery::search(path.as_deref(), simulator.as_deref());
+    match s.found {
+        Some((p, o)) => (Some(p.display().to_string()), Some(o.name()), s.tried),
+        None => (None, None, s.tried),
+    }
+}
+
+/// The discovery order: (origin, where), one row per place searched.
+#[pyfunction]
+pub fn search_order() -> Vec<(&'static str, &'static str)> {
+    discovery::SEARCH_ORDER.iter().map(|(o, w)| (o.name(), *w)).collect()
+}
+
 /// Path of a libmspti.so mapped into this process, if any.
 #[pyfunction]
 pub fn mapped_libmspti() -> Option<String> {
     discovery::mapped_libmspti().map(|p| p.display().to_string())
-}
-
-/// The CANN locations searched for libmspti.so, in order.
-#[pyfunction]
-pub fn cann_candidates() -> Vec<String> {
-    discovery::cann_candidates().into_iter().map(|p| p.display().to_string()).collect()
 }

@@ -1,0 +1,139 @@
+"""Issue 10: each fact defined once and the rooms that hold it. The counters come from one native
+table, the library search order is the native loader's (doctor prints it, it keeps no copy), the
+panel and the magics draw through one plot dispatch whose markers are the Snapshot's quantiles,
+and the modules the issue removed stay removed."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import matplotlib
+import mspti_lens
+import polars as pl
+import pytest
+from mspti_lens import Session, _native, catalog, doctor, plots
+from mspti_lens.__main__ import build_parser
+from mspti_lens.notebook import panel
+from mspti_lens.sim import ENTER, EXIT
+
+matplotlib.use("Agg")
+
+
+# -- counters -----------------------------------------------------------------------------------------
+def test_snapshot_counters_are_the_native_table_and_the_stack_counter_has_its_own_name(session):
+    names = [n for n, _ in _native.COUNTERS]
+    assert names == ["unmatched", "stack_full", "dropped", "abandoned", "orphaned", "bad_site"]
+    assert list(session.snapshot().counters) == [*names, "in_flight", "threads"]
+    assert "overflow" not in names  # the per-key histogram overflow keeps that word
+
+
+def test_a_full_stack_counts_as_stack_full_on_the_simulator(sim, session):
+    session.start()
+    for _ in range(65):  # 64 calls open at once is the stack's depth
+        sim.fire("aclrtMalloc", ENTER)
+    for _ in range(65):
+        sim.fire("aclrtMalloc", EXIT)
+    c = session.snapshot().counters
+    assert c["stack_full"] == 1 and c["orphaned"] == 1
+
+
+def test_snapshot_files_written_before_the_rename_still_load_their_stack_counter():
+    n = _native.NativeSnapshot.from_state(
+        [1], [1], ["f"], [5], [25.0], [5], [5], [0], [0], [3], [1], {"overflow": 7, "unmatched": 2}
+    )
+    assert n.counters()["stack_full"] == 7 and n.counters()["unmatched"] == 2
+
+
+# -- one library search order ----------------------------------------------------------------------
+def test_the_search_order_is_defined_natively_once():
+    assert [o for o, _ in _native.search_order()] == [
+        "explicit",
+        "MSPTI_LIBRARY",
+        "preloaded",
+        "CANN",
+        "simulator",
+    ]
+    assert not hasattr(_native, "cann_candidates")  # doctor used it to keep its own copy
+
+
+def test_doctor_follows_the_native_order_and_a_missing_mspti_library_is_not_skipped(monkeypatch, tmp_path):
+    root = tmp_path / "cann"
+    (root / "lib64").mkdir(parents=True)
+    real = root / "lib64" / "libmspti.so"
+    real.write_bytes(b"")
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(root))
+    monkeypatch.delenv("MSPTI_LIBRARY", raising=False)
+    path, how, _ = doctor.find_library()
+    assert (path, how) == (str(real), "CANN location")
+    assert _native.find_library()[:2] == (str(real), "CANN")
+    # A Session stops at a MSPTI_LIBRARY that names no file; doctor says so instead of moving on.
+    missing = tmp_path / "nowhere" / "libmspti.so"
+    monkeypatch.setenv("MSPTI_LIBRARY", str(missing))
+    assert doctor.find_library()[:2] == (str(missing), "MSPTI_LIBRARY")
+    first = doctor.checks()[0]
+    assert first.status == doctor.FAIL and "does not exist" in first.detail
+
+
+# -- one plot dispatch, quantiles from the Snapshot -------------------------------------------------
+@pytest.fixture
+def snap(sim):
+    sim.set_clock("virtual")
+    with Session(library="sim", clock="mspti") as s:
+        sim.run_workload("training", steps=2, ranks=8, threads=1, seed=3)
+        return s.snapshot()
+
+
+def test_panel_and_magics_offer_the_kinds_of_the_one_dispatch_on_the_simulator(sim):
+    assert panel.PLOT_KINDS is plots.KINDS
+    sim.set_clock("virtual")
+    with Session(library="sim", clock="mspti") as s:
+        s.start()
+        sim.run_workload("training", steps=1, ranks=8, threads=1, seed=3)
+        p = panel.Panel(s)
+        view = p.refresh()
+        with pytest.raises(ValueError, match="valid kinds are distribution, cdf, hccl, launch"):
+            plots.plot(view.snapshot, "pie")
+        for kind in plots.KINDS:
+            p.set_plot_kind(kind)
+            assert p.figure(view).axes
+
+
+def test_markers_of_a_filtered_frame_are_the_snapshots_quantiles_on_the_simulator(snap):
+    name = "aclrtLaunchKernel"
+    frame = snap.histogram().filter(pl.col("name") == name)
+    fig = plots.distribution(frame, [name])
+    lines = {ln.get_label().split()[0]: ln.get_xdata()[0] for ln in fig.axes[0].lines}
+    q = mspti_lens.Snapshot.from_histogram(frame)
+    for label, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        exact = snap.quantile(p, name)["value"][0]
+        assert lines[label] == exact == q.quantile(p, name)["value"][0]
+
+
+# -- the rooms ----------------------------------------------------------------------------------------
+def test_trace_replay_imports_nothing_of_the_simulator_driver():
+    replay = Path(mspti_lens.__file__).parent / "sim" / "replay.py"
+    mod = runpy.run_path(str(replay))  # no package: a relative import would fail here
+    assert "Simulator" not in mod and "Trace" in mod
+
+
+def test_public_paths_still_work():
+    from mspti_lens.sim import Simulator, Trace
+
+    assert mspti_lens.sim.Simulator is Simulator and mspti_lens.sim.Trace is Trace
+    assert mspti_lens.plots.distribution is plots.distribution
+    assert callable(mspti_lens.load_ipython_extension)
+    assert Path(mspti_lens.simulator_path()).parent.name == "sim"
+
+
+def test_the_dead_code_the_issue_listed_is_gone():
+    from mspti_lens import snapshot
+
+    assert not hasattr(catalog, "function_names") and not hasattr(catalog, "describe")
+    assert not hasattr(panel, "domain_of") and not hasattr(snapshot, "COUNTER_NAMES")
+
+
+def test_install_kernel_user_flag_can_be_turned_off():
+    parse = build_parser().parse_args
+    assert parse(["install-kernel"]).user is True
+    assert parse(["install-kernel", "--no-user"]).user is False
