@@ -80,8 +80,10 @@ def test_a_recorded_process_without_a_rank_variable_is_ranked_by_its_pid_on_the_
     assert r.select("rank", "calls", "complete").rows() == [(pid, 3, True)]
 
 
-def test_a_process_that_makes_no_call_and_has_no_rank_leaves_no_files_on_the_simulator(tmp_path):
-    p = python_with_hook({hook.RECORD_VARIABLE: str(tmp_path), hook.LIBRARY_VARIABLE: "sim"}, "print(1)")
+@pytest.mark.parametrize("rank", [{}, {"RANK": "1"}])
+def test_a_process_that_makes_no_call_leaves_no_files_on_the_simulator(tmp_path, rank):
+    env = {hook.RECORD_VARIABLE: str(tmp_path), hook.LIBRARY_VARIABLE: "sim", **rank}
+    p = python_with_hook(env, "print(1)")
     assert (p.returncode, p.stderr) == (0, "")
     assert not list(tmp_path.iterdir())
 
@@ -328,3 +330,25 @@ def test_rank_heatmap_draws_a_rank_by_window_grid(tmp_path):
         rank_heatmap(mspti_lens.open_run(tmp_path), "HcclBroadcast")
     with pytest.raises(ValueError, match="valid metrics"):
         rank_heatmap(mspti_lens.open_run(tmp_path), "HcclAllReduce", metric="p99")
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--ranks", "4", "--slow-rank", "9"], "slow rank 9 is not a rank of 0..3"),
+        (["--ranks", "4", "--slow-link", "0-2"], "slow link 0-2 is not a link of the job"),
+        (["--ranks", "3", "--slow-link", "0-1"], "exist when ranks is even"),
+        (["--ranks", "0"], "ranks must be an int in 1..1024"),
+        (["--ranks", "4", "--clock", "wall"], "invalid choice: 'wall'"),
+        (["--ranks", "4", "--slow-link", "zero-one"], "a link is written A-B"),
+    ],
+)
+def test_sim_job_refuses_bad_settings_naming_the_valid_ones(args, says):
+    p = subprocess.run(
+        [sys.executable, "-m", "mspti_lens.sim", "job", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=WATCHDOG_S,
+    )
+    assert p.returncode == 2 and says in p.stderr, p.stderr

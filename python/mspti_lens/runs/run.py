@@ -223,9 +223,11 @@ class Run:
 
         state, buckets = self._collect(q)
         parts = []
-        for (host, rank), s in state.group_by("host", "rank", maintain_order=True):
-            b = buckets.filter((pl.col("host") == host) & (pl.col("rank") == rank))
-            files = self._files.filter((pl.col("host") == host) & (pl.col("rank") == rank))
+        by_b = buckets.partition_by("host", "rank", as_dict=True)
+        by_f = self._files.partition_by("host", "rank", as_dict=True)
+        for (host, rank), s in state.partition_by("host", "rank", as_dict=True).items():
+            b = by_b.get((host, rank), buckets.clear())
+            files = by_f[(host, rank)]
             snap = snapshot_from_state(
                 s.drop("host", "rank"), b.drop("host", "rank"), self._meta(files), self._counters(files)
             )

@@ -163,9 +163,9 @@ class WindowWriter:
                 self.calls += int(df["num_calls"].sum())
                 for name, total in zip(df["name"], df["total_ns"]):
                     self.keys[name] = self.keys.get(name, 0) + int(total)
-            if self.rank_source == "pid" and not self.calls:
-                # A process with no rank variable that never made a call (a launcher such as
-                # torchrun's agent) is not a rank: it leaves no files.
+            if not self.calls:
+                # A process that has made no call yet leaves no files: launchers (torchrun's agent)
+                # and helpers (data-loader workers that inherit the rank's variables) are not ranks.
                 return None
             self.seq += 1
             snap.meta.update(
