@@ -184,11 +184,18 @@ def test_a_corrupt_window_is_skipped_with_a_warning_naming_it_on_the_simulator(s
     pl.DataFrame({"x": [1]}).write_parquet(other)
     half = out / "host=sim-host-0" / "rank=0" / ".window-000099-pid3.parquet.77.tmp"
     half.write_bytes(b"PAR1")
+    # A whole footer over damaged data: found when the data is read, then skipped the same way.
+    damaged = out / "host=sim-host-0" / "rank=11" / "window-000001-pid4.parquet"
+    damaged.parent.mkdir()
+    data = bytearray(next(slow_run.glob("host=*/rank=0/window-*.parquet")).read_bytes())
+    data[8:200] = b"\x55" * 192
+    damaged.write_bytes(bytes(data))
     with pytest.warns(RunWarning) as caught:
         run = mspti_lens.open_run(out)
+        summary = run.summary()
     named = " ".join(str(w.message) for w in caught)
-    assert str(bad) in named and str(other) in named and str(half) not in named
-    assert_frame_equal(run.summary(), mspti_lens.open_run(slow_run).summary())
+    assert str(bad) in named and str(other) in named and str(damaged) in named and str(half) not in named
+    assert_frame_equal(summary, mspti_lens.open_run(slow_run).summary())
 
 
 def test_sigterm_writes_the_last_window_on_the_simulator(tmp_path):
