@@ -14,6 +14,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,32 @@ FILE_SCHEMA = {
 }
 
 
+def _file_row(path: str) -> dict[str, Any] | Exception:
+    """One window file's row of :meth:`Run.files`, from its footer, or why it is unreadable."""
+    try:
+        head = _read_head(path)
+        m, counters = dict(head.get("meta") or {}), dict(head.get("counters") or {})
+        return {
+            "path": path,
+            "host": str(m["host"]),
+            "rank": int(m["rank"]),
+            "pid": int(m.get("pid") or 0),
+            "window": int(m.get("window") or 0),
+            "final": bool(m.get("final")),
+            "window_start": float(m.get("window_start") or 0.0),
+            "window_end": float(m.get("window_end") or 0.0),
+            "written": float(m.get("written") or m.get("window_end") or 0.0),
+            "interval_s": float(m.get("interval_s") or 0.0),
+            "world_size": m.get("world_size"),
+            "simulated": bool(m.get("simulated")),
+            "label": str(m.get("label", "unknown backend")),
+            "clock": str(m.get("clock", "")),
+            **{c: int(counters.get(c, 0)) for c in FILE_COUNTERS},
+        }
+    except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
+        return e
+
+
 class Run:
     """Every rank of a recorded job. Frames are computed on demand from the files on disk;
     :meth:`refresh` (or :meth:`follow`) picks up windows written since."""
@@ -108,40 +135,21 @@ class Run:
         self.root = os.fspath(root)
         self.stale_after = stale_after
         self.skipped: dict[str, str] = {}
+        self._rows: dict[str, dict[str, Any]] = {}
         self.refresh()
 
     # -- files ---------------------------------------------------------------------------------
     def refresh(self) -> Run:
-        """Re-list the run's files (new windows, new ranks)."""
-        rows = []
-        for path in list_windows(self.root):
-            if path in self.skipped:
-                continue
-            try:
-                head = _read_head(path)
-                m, counters = dict(head.get("meta") or {}), dict(head.get("counters") or {})
-                rows.append(
-                    {
-                        "path": path,
-                        "host": str(m["host"]),
-                        "rank": int(m["rank"]),
-                        "pid": int(m.get("pid") or 0),
-                        "window": int(m.get("window") or 0),
-                        "final": bool(m.get("final")),
-                        "window_start": float(m.get("window_start") or 0.0),
-                        "window_end": float(m.get("window_end") or 0.0),
-                        "written": float(m.get("written") or m.get("window_end") or 0.0),
-                        "interval_s": float(m.get("interval_s") or 0.0),
-                        "world_size": m.get("world_size"),
-                        "simulated": bool(m.get("simulated")),
-                        "label": str(m.get("label", "unknown backend")),
-                        "clock": str(m.get("clock", "")),
-                        **{c: int(counters.get(c, 0)) for c in FILE_COUNTERS},
-                    }
-                )
-            except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
-                self._skip(path, e)
-        self._files = pl.DataFrame(rows, schema=FILE_SCHEMA)
+        """Re-list the run's files (new windows, new ranks). A window file never changes once
+        written, so only new files are read."""
+        new = [p for p in list_windows(self.root) if p not in self._rows and p not in self.skipped]
+        with ThreadPoolExecutor(max_workers=8) as pool:  # footers: latency-bound on shared storage
+            for path, row in zip(new, pool.map(_file_row, new)):
+                if isinstance(row, Exception):
+                    self._skip(path, row)
+                else:
+                    self._rows[path] = row
+        self._files = pl.DataFrame(list(self._rows.values()), schema=FILE_SCHEMA).sort("path")
         self._snapshot: Snapshot | None = None
         return self
 
@@ -172,6 +180,8 @@ class Run:
                 except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
                     self._skip(path, e)
             self._files = self._files.filter(~pl.col("path").is_in(list(self.skipped)))
+            for path in self.skipped:
+                self._rows.pop(path, None)
             return query(self._scan())
 
     # -- merged --------------------------------------------------------------------------------
