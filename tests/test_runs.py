@@ -352,3 +352,19 @@ def test_sim_job_refuses_bad_settings_naming_the_valid_ones(args, says):
         timeout=WATCHDOG_S,
     )
     assert p.returncode == 2 and says in p.stderr, p.stderr
+
+
+def test_the_run_view_refreshes_while_shown_and_stops_when_closed(tmp_path):
+    import time
+
+    from mspti_lens.runs.view import open_view
+
+    _window(tmp_path, "a", 0, final=False, values=[5], world=2)
+    view = open_view(str(tmp_path), every=0.02)
+    assert "MISSING" in view.value  # rank 1 of 2 has not reported yet
+    _window(tmp_path, "a", 1, final=True, values=[6], world=2)
+    deadline = time.monotonic() + 60
+    while "MISSING" in view.value and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "MISSING" not in view.value and "INCOMPLETE" in view.value  # rank 0 never finished
+    view.close()
