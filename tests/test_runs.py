@@ -368,3 +368,11 @@ def test_the_run_view_refreshes_while_shown_and_stops_when_closed(tmp_path):
         time.sleep(0.02)
     assert "MISSING" not in view.value and "INCOMPLETE" in view.value  # rank 0 never finished
     view.close()
+
+
+def test_record_preloads_the_library_discovery_finds(tmp_path, monkeypatch):
+    found = tmp_path / "lib64" / "libmspti.so"
+    monkeypatch.setattr(record, "real_libmspti", lambda: str(found))
+    assert record.child_env(_args(out=str(tmp_path)), env={})["LD_PRELOAD"] == str(found)
+    monkeypatch.setattr(record, "real_libmspti", lambda: None)  # only the simulator: nothing to preload
+    assert "LD_PRELOAD" not in record.child_env(_args(out=str(tmp_path)), env={})
