@@ -12,6 +12,8 @@ from pathlib import Path
 import mspti_lens
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mspti_lens.runs import hook, record, stragglers, writer
 from mspti_lens.runs.run import EmptyRunError, Run
 
@@ -376,3 +378,36 @@ def test_record_preloads_the_library_discovery_finds(tmp_path, monkeypatch):
     assert record.child_env(_args(out=str(tmp_path)), env={})["LD_PRELOAD"] == str(found)
     monkeypatch.setattr(record, "real_libmspti", lambda: None)  # only the simulator: nothing to preload
     assert "LD_PRELOAD" not in record.child_env(_args(out=str(tmp_path)), env={})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["HcclAllReduce", "aclrtLaunchKernel", "aclrtMalloc"]),
+            st.lists(st.integers(0, 2**40), min_size=1, max_size=40),
+            min_size=1,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_merging_a_run_equals_merging_its_snapshots_for_any_values(tmp_path_factory, ranks):
+    from polars.testing import assert_frame_equal
+
+    out = tmp_path_factory.mktemp("prop")
+    snaps = []
+    for r, keys in enumerate(ranks):
+        snap = None
+        for name, values in keys.items():
+            one = mspti_lens._native.NativeSnapshot.from_values(values, name)
+            snap = one if snap is None else snap.merge(one)
+        s = mspti_lens.Snapshot(snap, {"host": "h", "rank": r, "pid": r, "window": 1, "final": True})
+        d = writer.rank_dir(out, "h", r)
+        d.mkdir(parents=True)
+        s.save(d / writer.window_name(1, r))
+        snaps.append(s)
+    want = snaps[0]
+    for s in snaps[1:]:
+        want = want.merge(s)
+    assert_frame_equal(mspti_lens.open_run(out).summary(), want.summary())
