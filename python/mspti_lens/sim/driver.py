@@ -11,12 +11,15 @@ from __future__ import annotations
 import ctypes
 import sys
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
 
+from .. import _native
 from ..backend import FIDELITIES, simulator_path
+from .activity import SimActivity
 from .replay import Trace
 
 FAULT_SLOTS = {
@@ -28,7 +31,7 @@ FAULT_SLOTS = {
     "msptiGetVersion": 5,
     "msptiGetResultString": 6,
 }
-WORKLOADS = {"training": 0, "inference": 1}
+WORKLOADS = {"training": 0, "inference": 1, "graph": 2}
 CLOCK_MODES = ("real", "virtual")
 ENTER, EXIT = 0, 1
 
@@ -61,6 +64,9 @@ class JobResult:
     total: int
     calls: int
     wall_s: float
+    #: Replay on the real clock: calls left out, by MSPTI function, because they last longer than
+    #: the histogram's range (they would have been waited out in real time).
+    not_replayed: dict[str, int] = field(default_factory=dict)
 
 
 class Job:
@@ -135,6 +141,7 @@ class Simulator:
         L.msimGetFidelity.restype = u32
         L.msimSetPreloadCheck.argtypes = [u32]
         L.msimSetClock.argtypes = [u32]
+        L.msimGetClock.restype = u32
         L.msimVirtualSet.argtypes = [u64]
         L.msimVirtualNow.restype = u64
         L.msimSetFault.argtypes, L.msimSetFault.restype = [u32, u32], u32
@@ -159,6 +166,7 @@ class Simulator:
         L.msimJobFinished.argtypes, L.msimJobFinished.restype = [u64], u32
         L.msimJobJoin.argtypes, L.msimJobJoin.restype = [u64], u32
         L.msimJobRelease.argtypes, L.msimJobRelease.restype = [u64], None
+        self.activity = SimActivity(self)
 
     # -- configuration -------------------------------------------------------------------------
     @property
@@ -188,6 +196,11 @@ class Simulator:
             raise ValueError(f"unknown clock mode {mode!r}; valid modes are {', '.join(CLOCK_MODES)}")
         self.lib.msimSetClock(CLOCK_MODES.index(mode))
 
+    @property
+    def clock(self) -> str:
+        """The clock mode now: ``real`` or ``virtual``."""
+        return CLOCK_MODES[self.lib.msimGetClock()]
+
     def set_fault(self, function: str, code: int) -> None:
         """Make an MSPTI function return ``code`` (0 clears it)."""
         if function not in FAULT_SLOTS:
@@ -199,12 +212,13 @@ class Simulator:
             self.lib.msimSetFault(slot, 0)
 
     def reset(self) -> None:
-        """Defaults: cann26, real clock, no preload check, no faults, counting off."""
+        """Defaults: cann26, real clock, no preload check, no faults, counting off, activity reset."""
         self.fidelity = "cann26"
         self.set_clock("real")
         self.preload_check(False)
         self.clear_faults()
         self.counting(False)
+        self.activity.reset()
 
     def counting(self, on: bool) -> None:
         """Count delivered callbacks per (domain, cbid, site); turning it on zeroes the counts."""
@@ -330,10 +344,16 @@ class Simulator:
         return Job(self, h, "replay")
 
     def replay(self, trace, *, progress: bool = False) -> JobResult:
-        """Replay a :class:`mspti_lens.sim.Trace` (or a path to a Kineto trace) to the end."""
+        """Replay a :class:`mspti_lens.sim.Trace` (or a path to a Kineto trace) to the end.
+
+        On the real clock a call longer than the histogram's range is not waited out: it is left
+        out (the calls inside it are replayed) and counted in ``JobResult.not_replayed``."""
         tr = trace if isinstance(trace, Trace) else Trace.read(trace)
-        job = self.start_replay(tr.events(self))
-        return job.join(print_progress("replay") if progress else None)
+        longest = None if self.clock == "virtual" else _native.RANGE_END_NS
+        too_long = Counter(c.api for c in tr.calls if longest is not None and c.dur_ns > longest)
+        job = self.start_replay(tr.events(self, longest_ns=longest))
+        result = job.join(print_progress("replay") if progress else None)
+        return replace(result, not_replayed=dict(too_long))
 
 
 # -- command line (python -m mspti_lens demo / replay) ---------------------------------------------
@@ -385,14 +405,41 @@ def replay_main(args) -> int:
         sim.set_clock("virtual")
     try:
         with Session(library="sim", clock="mspti" if args.virtual else "auto") as session:
-            sim.replay(trace, progress=True)
+            result = sim.replay(trace, progress=True)
             snap = session.snapshot()
     finally:
         sim.set_clock("real")
     print(snap)
-    if trace.skipped:
-        top = ", ".join(f"{k} x{v}" for k, v in trace.skipped.most_common(8))
-        print(f"skipped (no MSPTI counterpart): {top}")
+    for line in replay_report(trace, result):
+        print(line)
     if args.save:
         snap.save(args.save)
     return 0
+
+
+def _top(counts: Counter | dict, n: int = 8) -> str:
+    """The ``n`` largest entries, then how many more kinds and events there are."""
+    c = Counter(counts)
+    shown = c.most_common(n)
+    text = ", ".join(f"{k} x{v}" for k, v in shown)
+    rest = len(c) - len(shown)
+    if rest:
+        hidden = sum(c.values()) - sum(v for _, v in shown)
+        text += f", and {rest} more kind{'s' if rest > 1 else ''} ({hidden} events)"
+    return text
+
+
+def replay_report(trace: Trace, result: JobResult) -> list[str]:
+    """What replay left out, each reason on its own line (none when everything was replayed)."""
+    out = []
+    if trace.skipped:
+        out.append(f"skipped (not replayed; {sum(trace.skipped.values())} events): {_top(trace.skipped)}")
+    if trace.invalid:
+        n = sum(trace.invalid.values())
+        out.append(f"bad input (ts/dur not a time in µs; {n} events): {_top(trace.invalid)}")
+    if result.not_replayed:
+        out.append(
+            "not replayed in real time (longer than the histogram's range; --virtual replays them): "
+            + _top(result.not_replayed)
+        )
+    return out

@@ -4,18 +4,23 @@ Runtime calls are the ``cuda_runtime`` events (ENTER = ``ts``, EXIT = ``ts + dur
 ``(pid, tid)``); collectives are ``record_param_comms`` events with a "Collective name" or, in
 older traces without it, the ``c10d::*`` operators. Each maps to the MSPTI function of the same
 job (``cudaLaunchKernel`` -> ``aclrtLaunchKernel``, ``allreduce`` -> ``HcclAllReduce``; see
-``RUNTIME_MAP`` and ``COLLECTIVE_MAP``). Calls with no MSPTI counterpart (``cudaEventQuery``,
-``cudaStreamIsCapturing``, ...) are **skipped** and counted in :attr:`Trace.skipped`.
+``RUNTIME_MAP`` and ``COLLECTIVE_MAP``). Nothing is dropped silently: every candidate event not
+replayed is counted by kind in :attr:`Trace.skipped` (no MSPTI counterpart, like ``cudaEventQuery``;
+a ``record_param_comms`` with neither a collective name nor an enclosing ``c10d`` op; the duplicate
+of a collective replayed through its other event), and events whose ``ts``/``dur`` are not usable
+times in :attr:`Trace.invalid` (bad input). Times are read exactly: JSON numbers are parsed as
+decimals, so a µs timestamp with a ns fraction keeps every digit.
 """
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
-import math
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any, Protocol
 
 
@@ -93,9 +98,24 @@ COLLECTIVE_MAP: dict[str, str] = {
 }
 
 
-def _finite_time(v: Any) -> bool:
-    """A usable ts or dur (µs): a finite, non-negative number below 2^64 ns."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 1.8e16
+# Times in ns are u64 in the simulator: a call must end below 2^64 ns.
+_END_NS = 1 << 64
+
+
+def _ns(v: Any) -> int | None:
+    """A ts or dur in µs as exact integer ns (half-even), or None when it is not a usable time:
+    not a number, not finite, negative, or past 2^64 ns. Floats (from a document parsed without
+    decimals) are taken at their shortest repr, the digits the JSON text most likely had."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, Decimal)):
+        return None
+    try:
+        d = v if isinstance(v, Decimal) else Decimal(v) if isinstance(v, int) else Decimal(repr(v))
+        if not d.is_finite() or d < 0:
+            return None
+        ns = int((d * 1000).to_integral_value(rounding=ROUND_HALF_EVEN))
+    except (InvalidOperation, ValueError, OverflowError):
+        return None
+    return ns if ns < _END_NS else None
 
 
 @dataclass(frozen=True)
@@ -113,7 +133,10 @@ class Trace:
 
     path: str
     calls: list[TraceCall]
+    #: Candidate events not replayed, by kind (each kind names why).
     skipped: Counter = field(default_factory=Counter)
+    #: Bad input, by event name: ts/dur not a time in µs (finite, >= 0, ending below 2^64 ns).
+    invalid: Counter = field(default_factory=Counter)
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> Trace:
@@ -124,7 +147,7 @@ class Trace:
                 raw = f.read()
             if raw[:2] == b"\x1f\x8b":
                 raw = gzip.decompress(raw)
-            doc = json.loads(raw)
+            doc = json.loads(raw, parse_float=Decimal)
         except FileNotFoundError:
             raise
         except (OSError, EOFError, ValueError, UnicodeDecodeError) as e:
@@ -138,6 +161,7 @@ class Trace:
             raise ValueError(f"{path} has no traceEvents list; expected a Chrome/Kineto trace")
         calls: list[TraceCall] = []
         skipped: Counter = Counter()
+        invalid: Counter = Counter()
         xs = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
         has_named = any(
             e.get("name") == "record_param_comms"
@@ -145,42 +169,72 @@ class Trace:
             and e["args"].get("Collective name")
             for e in xs
         )
+        # Older traces: a record_param_comms inside a c10d op is that op's bookkeeping (the op is
+        # replayed); one outside any c10d op has no collective to replay, and is counted.
+        c10d_spans: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+        if not has_named:
+            for e in xs:
+                name = e.get("name")
+                if e.get("cat") == "cpu_op" and isinstance(name, str) and name.startswith("c10d::"):
+                    ts, dur = _ns(e.get("ts")), _ns(e.get("dur"))
+                    if ts is not None and dur is not None:
+                        c10d_spans[(str(e.get("pid")), str(e.get("tid")))].append((ts, ts + dur))
+            for spans in c10d_spans.values():
+                spans.sort()
+
+        def in_c10d(thread: tuple[str, str], ts: int, end: int) -> bool:
+            spans = c10d_spans.get(thread, [])
+            i = bisect.bisect_right(spans, (ts, _END_NS))
+            return any(s <= ts and end <= e for s, e in spans[:i])
+
         for e in xs:
             name, cat = e.get("name"), e.get("cat")
             api: str | None = None
-            if cat == "cuda_runtime":
+            kind: str | None = None  # why it is not replayed
+            if cat in ("cuda_runtime", "cuda_driver"):
                 if not isinstance(name, str):
+                    invalid[f"{cat} event without a name"] += 1
                     continue
                 api = RUNTIME_MAP.get(name)
                 if api is None:
-                    skipped[name] += 1
-                    continue
-            elif cat == "cpu_op" and isinstance(name, str):
-                if has_named and name == "record_param_comms":
-                    args = e.get("args")
-                    coll = args.get("Collective name") if isinstance(args, dict) else None
+                    kind = name  # no MSPTI counterpart
+            elif cat == "cpu_op" and name == "record_param_comms":
+                args = e.get("args")
+                coll = args.get("Collective name") if isinstance(args, dict) else None
+                if has_named:
                     api = COLLECTIVE_MAP.get(str(coll).lower()) if coll else None
                     if api is None:
-                        skipped[f"record_param_comms:{coll}"] += 1
-                        continue
-                elif not has_named and name.startswith("c10d::"):
+                        kind = f"record_param_comms:{coll}"
+                else:
+                    kind = "record_param_comms without a collective name"  # refined below
+            elif cat == "cpu_op" and isinstance(name, str) and name.startswith("c10d::"):
+                if has_named:
+                    kind = f"{name} (replayed as its record_param_comms)"
+                else:
                     op = name.removeprefix("c10d::").rstrip("_")
                     api = COLLECTIVE_MAP.get(op) or COLLECTIVE_MAP.get(op + "_")
                     if api is None:
-                        skipped[name] += 1
-                        continue
-                else:
-                    continue
+                        kind = name
             else:
-                continue
-            ts, dur = e.get("ts"), e.get("dur")
-            if not (_finite_time(ts) and _finite_time(dur)):
-                skipped[f"{name} (bad ts/dur)"] += 1
+                continue  # not an API call: operators, kernels, annotations
+            ts, dur = _ns(e.get("ts")), _ns(e.get("dur"))
+            if ts is None or dur is None or ts + dur >= _END_NS:
+                invalid[str(name)] += 1
                 continue
             # Thread ids are kept as text: any JSON value names a thread, and text sorts and hashes.
             thread = (str(e.get("pid")), str(e.get("tid")))
-            calls.append(TraceCall(thread, api, round(ts * 1000), round(dur * 1000), name))
-        return cls(path, calls, skipped)
+            if kind == "record_param_comms without a collective name":
+                kind += (
+                    " (inside its c10d op, which is replayed)"
+                    if in_c10d(thread, ts, ts + dur)
+                    else (" or enclosing c10d op")
+                )
+            if kind is not None:
+                skipped[kind] += 1
+                continue
+            assert api is not None
+            calls.append(TraceCall(thread, api, ts, dur, str(name)))
+        return cls(path, calls, skipped, invalid)
 
     def counts(self) -> Counter:
         """Calls per MSPTI function name."""
@@ -190,13 +244,15 @@ class Trace:
         """Every duration (ns) of one MSPTI function, as recorded."""
         return [c.dur_ns for c in self.calls if c.api == api]
 
-    def lanes(self) -> list[list[TraceCall]]:
+    def lanes(self, longest_ns: int | None = None) -> list[list[TraceCall]]:
         """Calls per replay thread: a trace thread's calls, well nested. A call that overlaps
         another without nesting in it (rare in traces) goes to an extra lane of its own thread, so
-        every call keeps its exact time and duration."""
+        every call keeps its exact time and duration. Calls longer than ``longest_ns`` are left
+        out."""
         by_thread: dict[Any, list[TraceCall]] = defaultdict(list)
         for c in self.calls:
-            by_thread[c.thread].append(c)
+            if longest_ns is None or c.dur_ns <= longest_ns:
+                by_thread[c.thread].append(c)
         lanes: list[list[TraceCall]] = []
         for thread in sorted(by_thread):
             calls = sorted(by_thread[thread], key=lambda c: (c.ts_ns, -c.dur_ns))
@@ -215,11 +271,12 @@ class Trace:
             lanes.extend(lane for lane, _ in mine)
         return lanes
 
-    def events(self, sim: ApiIndex) -> list[list[tuple[int, int, int]]]:
-        """Per replay thread, the (api index, site, t_ns) events in firing order."""
+    def events(self, sim: ApiIndex, *, longest_ns: int | None = None) -> list[list[tuple[int, int, int]]]:
+        """Per replay thread, the (api index, site, t_ns) events in firing order. Calls longer
+        than ``longest_ns`` (if given) are left out; the calls inside them stay."""
         index = {name: sim.api(name) for name in set(c.api for c in self.calls)}
         out = []
-        for lane in self.lanes():
+        for lane in self.lanes(longest_ns):
             ev: list[tuple[int, int, int]] = []
             stack: list[tuple[int, int]] = []  # (end, api)
             for c in lane:

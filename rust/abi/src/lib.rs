@@ -1,4 +1,5 @@
-//! The MSPTI callback API as C sees it (`mspti_callback.h`, `mspti_cbid.h`, `mspti_result.h`).
+//! The MSPTI callback API as C sees it (`mspti_callback.h`, `mspti_cbid.h`, `mspti_result.h`);
+//! the Activity API's kinds, records and functions in `activity`, MSTX's in `mstx`.
 //!
 //! Values and layouts are those of `shared/reference/mspti_abi.md` §2-§4; they have not changed
 //! from 2024 to the newest sources, versions only add. Shared by the core (which binds a real
@@ -7,6 +8,12 @@
 #![no_std]
 
 use core::ffi::{c_char, c_void};
+
+pub mod activity;
+pub mod mstx;
+
+pub use activity::*;
+pub use mstx::*;
 
 /// `msptiResult` (4-byte C enum).
 pub type MsptiResult = u32;

@@ -12,6 +12,7 @@ use mspti_abi::*;
 
 use crate::clock;
 use crate::state::{self, Fidelity, SUBSCRIBER};
+use crate::{activity, device};
 
 pub struct SimApi {
     pub domain: u32,
@@ -171,22 +172,29 @@ pub fn garbage(site: u32, name: *const c_char, salt: u64) -> MsptiCallbackData {
 pub fn call(api: u32, work_ns: u64) -> i32 {
     let Some(a) = table().get(api as usize) else { return -1 };
     let fidelity = state::fidelity();
+    let spec = device::take_next();
     let Some(name) = a.name(fidelity) else {
         // Not hooked in this library version: the call happens, no callback fires.
         clock::spend(work_ns);
         return 0;
     };
+    if a.domain == MSPTI_CB_DOMAIN_RUNTIME && activity::any_enabled() && activity::hooked() {
+        // Every hooked runtime wrapper bumps the thread's correlation id right before ENTER. Ids
+        // are seen only in records, so with no kind enabled the shared counter is left alone.
+        activity::bump_correlation();
+    }
     let corr =
         if fidelity == Fidelity::Documented { CORRELATION.fetch_add(1, Ordering::Relaxed) + 1 } else { 0 };
     let mut frame = CallFrame::new(corr, work_ns);
-    let name = name.as_ptr();
-    fire(a.domain, a.cbid, MSPTI_API_ENTER, name, fidelity, &mut frame);
+    fire(a.domain, a.cbid, MSPTI_API_ENTER, name.as_ptr(), fidelity, &mut frame);
+    let t0 = if activity::any_enabled() { activity::host_now() } else { 0 };
     if a.domain == MSPTI_CB_DOMAIN_HCCL {
         // A collective completes when every rank of its group has entered it (multi-process jobs).
         frame.ret = crate::multirank::wait_for_peers();
     }
     clock::spend(work_ns);
-    fire(a.domain, a.cbid, MSPTI_API_EXIT, name, fidelity, &mut frame);
+    activity::host_call_records(a.domain, a.cbid, name, t0, spec);
+    fire(a.domain, a.cbid, MSPTI_API_EXIT, name.as_ptr(), fidelity, &mut frame);
     frame.ret
 }
 

@@ -12,10 +12,13 @@ use std::sync::atomic::Ordering;
 
 use mspti_abi::*;
 
+pub mod activity;
 pub mod apis;
 pub mod clock;
+pub mod device;
 pub mod jobs;
 pub mod models;
+pub mod mstx;
 pub mod multirank;
 pub mod replay;
 pub mod state;
@@ -193,8 +196,9 @@ pub unsafe extern "C" fn msptiGetTimestamp(timestamp: *mut u64) -> MsptiResult {
     if timestamp.is_null() {
         return MSPTI_ERROR_INVALID_PARAMETER;
     }
+    // MSPTI's host clock: the registered timestamp callback if any (newest dev), else the sim's.
     // SAFETY: checked non-NULL above.
-    unsafe { *timestamp = clock::timestamp_ns() };
+    unsafe { *timestamp = activity::host_now() };
     MSPTI_SUCCESS
 }
 
@@ -236,6 +240,12 @@ pub extern "C" fn msimSetPreloadCheck(on: u32) {
 #[no_mangle]
 pub extern "C" fn msimSetClock(mode: u32) {
     CLOCK_VIRTUAL.store(u8::from(mode != 0), Ordering::Relaxed);
+}
+
+/// The clock mode `msimSetClock` set: 0 real, 1 virtual (replay waits only on the real clock).
+#[no_mangle]
+pub extern "C" fn msimGetClock() -> u32 {
+    u32::from(clock::is_virtual())
 }
 
 #[no_mangle]

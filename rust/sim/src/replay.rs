@@ -3,7 +3,9 @@
 //!
 //! With the virtual clock, each event sets the thread's clock to the event's time, so every
 //! call's measured duration is exactly the trace's. With the real clock, idle gaps between
-//! top-level calls are skipped and everything inside a call keeps its recorded spacing.
+//! top-level calls are skipped, everything inside a call keeps its recorded spacing, and every
+//! call lasts at least its own duration (an EXIT waits for its own ENTER plus the duration when
+//! the schedule has fallen behind).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,31 +36,43 @@ pub fn start(threads: Vec<Vec<Event>>) -> Arc<Job> {
 
 fn run_thread(events: &[Event], job: &Job) {
     let virtual_clock = clock::is_virtual();
-    let mut depth: u64 = 0;
     // Real clock: trace time t happens at `origin + (t - t0)`, re-anchored at each top-level call.
     let mut origin = Instant::now();
     let mut t0: u64 = 0;
+    // The open calls: when each ENTER callback returned, and its trace time. An EXIT waits until
+    // its call has lasted its own duration, even when the schedule fell behind (callbacks slower
+    // than the trace's spacing), so a nested call is never cut short.
+    let mut open: Vec<(Instant, u64)> = Vec::with_capacity(64);
     for e in events {
         if job.cancelled() {
             break;
         }
-        let top_level_enter = e.site == MSPTI_API_ENTER && depth == 0;
+        let enter = e.site == MSPTI_API_ENTER;
+        let top_level_enter = enter && open.is_empty();
         if virtual_clock {
             clock::virtual_set(e.t_ns);
         } else if !top_level_enter {
-            clock::wait_until(origin + Duration::from_nanos(e.t_ns.saturating_sub(t0)));
+            let scheduled = origin + Duration::from_nanos(e.t_ns.saturating_sub(t0));
+            let target = match (enter, open.last()) {
+                (false, Some(&(began, t_enter))) => {
+                    scheduled.max(began + Duration::from_nanos(e.t_ns.saturating_sub(t_enter)))
+                }
+                _ => scheduled,
+            };
+            clock::wait_until(target);
         }
         apis::fire_site(e.api, e.site);
-        if top_level_enter && !virtual_clock {
-            // The call's work starts once its ENTER callback has returned, as in a real library.
-            origin = Instant::now();
-            t0 = e.t_ns;
-        }
-        if e.site == MSPTI_API_ENTER {
-            depth += 1;
+        if enter {
+            let now = Instant::now();
+            if top_level_enter && !virtual_clock {
+                // The call's work starts once its ENTER callback has returned, as in a real library.
+                origin = now;
+                t0 = e.t_ns;
+            }
+            open.push((now, e.t_ns));
             job.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         } else {
-            depth = depth.saturating_sub(1);
+            open.pop();
         }
         job.tick();
     }

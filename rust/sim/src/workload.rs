@@ -6,6 +6,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use crate::apis;
+use crate::device::{self, CallSpec};
 use crate::jobs::Job;
 use crate::models::{self, Model, Rng};
 
@@ -13,7 +14,7 @@ use crate::models::{self, Model, Rng};
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct WorkloadConfig {
-    /// 0: training, 1: inference.
+    /// 0: training, 1: inference, 2: graph replay.
     pub kind: u32,
     /// Training steps, or inference requests, per compute thread.
     pub steps: u32,
@@ -26,8 +27,30 @@ pub struct WorkloadConfig {
     pub time_scale: f64,
 }
 
+/// Stream ids of the communication threads' collectives: this base + the thread's index.
+pub const COMM_STREAM_BASE: u32 = 1000;
+
 pub const TRAINING: u32 = 0;
 pub const INFERENCE: u32 = 1;
+/// A captured graph replayed each step: one launch call, many kernels with its correlation id.
+pub const GRAPH: u32 = 2;
+
+/// 1: every compute thread launches on stream 0 (shared); 0: a stream per thread (default).
+static SHARED_STREAM: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Whether the workloads started from now on put every compute thread on stream 0.
+#[no_mangle]
+pub extern "C" fn msimSetWorkloadStreams(shared: u32) {
+    SHARED_STREAM.store(shared, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn compute_stream(t: u32) -> u32 {
+    if SHARED_STREAM.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+        0
+    } else {
+        t
+    }
+}
 
 /// The APIs a workload calls, resolved once by their 26.x names (the same entries fire the
 /// `rt*` names in cann8 mode).
@@ -97,6 +120,8 @@ impl Apis {
 /// One thread's view: its random stream, the time scale, and the job it reports to.
 struct Actor {
     rng: Rng,
+    /// Device-time draws, apart from `rng` so the host-time sequences stay as they were.
+    dev: Rng,
     scale: f64,
     job: Arc<Job>,
 }
@@ -113,8 +138,17 @@ impl Actor {
         self.job.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// A call that moves `bytes` (a copy, memset, allocation): its activity records carry them.
+    fn run_bytes(&mut self, api: u32, model: &Model, bytes: u64) {
+        device::set_next(CallSpec { bytes, ..CallSpec::default() });
+        self.run(api, model);
+    }
+
     /// A kernel launch, mostly through aclrtLaunchKernel, sometimes its newer variants.
     fn launch(&mut self, a: &Apis) {
+        let (kernel, median_us) = KERNELS[self.dev.below(KERNELS.len() as u32) as usize];
+        let device_ns = self.dev.lognormal(median_us * 1e3, 0.2) * self.scale;
+        device::set_next(CallSpec { kernel, device_ns: device_ns as u64, ..CallSpec::default() });
         let r = self.rng.uniform();
         let which = if r < 0.80 {
             0
@@ -128,6 +162,18 @@ impl Actor {
         self.run(a.launch[which], &models::LAUNCH);
     }
 }
+
+/// Kernels a transformer step launches, with their median device time (µs) at realistic scale.
+const KERNELS: [(&std::ffi::CStr, f64); 8] = [
+    (c"MatMulV2", 120.0),
+    (c"FlashAttentionScore", 250.0),
+    (c"LayerNormV3", 15.0),
+    (c"Add", 6.0),
+    (c"FastGelu", 10.0),
+    (c"Cast", 4.0),
+    (c"Transpose", 8.0),
+    (c"SoftmaxV2", 20.0),
+];
 
 /// Messages from a training thread to its communication thread.
 enum Comm {
@@ -144,6 +190,7 @@ fn comm_thread(rx: mpsc::Receiver<Comm>, mut actor: Actor, a: Arc<Apis>, ranks: 
     let mut hccl = |actor: &mut Actor, op: u32, bytes: u64| {
         let first = seen.insert((op, bytes));
         let ns = models::hccl_host_ns(&mut actor.rng, bytes, ranks, first);
+        device::set_next(CallSpec { bytes, ranks, ..CallSpec::default() });
         actor.run_ns(op, ns);
     };
     for msg in rx {
@@ -170,7 +217,7 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>, tx: mpsc::S
     me.run(a.create_stream, &models::CREATE_STREAM);
     me.run(a.create_stream, &models::CREATE_STREAM);
     for _ in 0..8 {
-        me.run(a.malloc, &models::MALLOC);
+        me.run_bytes(a.malloc, &models::MALLOC, 256 * MIB);
     }
     me.run(a.malloc_host, &models::MALLOC_HOST);
     let _ = tx.send(Comm::Broadcast(64 * MIB));
@@ -179,12 +226,12 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>, tx: mpsc::S
             break;
         }
         // Forward: inputs to the device, then the layers' kernels.
-        me.run(a.memcpy_async, &models::MEMCPY_ASYNC);
-        me.run(a.memcpy_async, &models::MEMCPY_ASYNC);
+        me.run_bytes(a.memcpy_async, &models::MEMCPY_ASYNC, 8 * MIB);
+        me.run_bytes(a.memcpy_async, &models::MEMCPY_ASYNC, 8 * MIB);
         for i in 0..150 {
             me.launch(&a);
             if i % 50 == 0 {
-                me.run(a.memset_async, &models::MEMSET_ASYNC);
+                me.run_bytes(a.memset_async, &models::MEMSET_ASYNC, MIB);
             }
         }
         if me.rng.chance(0.05) {
@@ -210,7 +257,7 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>, tx: mpsc::S
             me.launch(&a);
         }
         me.run(a.sync, &models::STREAM_SYNC);
-        me.run(a.memcpy, &models::MEMCPY);
+        me.run_bytes(a.memcpy, &models::MEMCPY, 4);
         if step % 10 == 0 {
             me.run(a.mem_info, &models::MEM_GET_INFO);
         }
@@ -230,18 +277,64 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>, tx: mpsc::S
     me.run(a.reset_device, &models::RESET_DEVICE);
 }
 
+/// The kernel names of the simulated graph, in task order.
+static GRAPH_TASKS: [&std::ffi::CStr; 12] = [
+    c"MatMulV2",
+    c"Add",
+    c"LayerNormV3",
+    c"FlashAttentionScore",
+    c"MatMulV2",
+    c"FastGelu",
+    c"MatMulV2",
+    c"Add",
+    c"LayerNormV3",
+    c"SoftmaxV2",
+    c"Cast",
+    c"Transpose",
+];
+/// Tasks per graph replay.
+pub const GRAPH_KERNELS: u32 = 48;
+
+fn graph_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>) {
+    me.run(a.set_device, &models::SET_DEVICE);
+    me.run(a.create_stream, &models::CREATE_STREAM);
+    me.run_bytes(a.malloc, &models::MALLOC, 256 * MIB);
+    for _ in 0..cfg.steps {
+        if me.job.cancelled() {
+            break;
+        }
+        me.run_bytes(a.memcpy_async, &models::MEMCPY_ASYNC, 8 * MIB);
+        let device_ns = me.dev.lognormal(40e3, 0.2) * me.scale;
+        device::set_next(CallSpec {
+            names: &GRAPH_TASKS,
+            node: Some(c"aclmdlRIExecuteAsync"),
+            kernels: GRAPH_KERNELS,
+            device_ns: device_ns as u64,
+            graph: true,
+            ..CallSpec::default()
+        });
+        me.run(a.launch[1], &models::LAUNCH);
+        me.run(a.sync, &models::STREAM_SYNC);
+        me.run_bytes(a.memcpy, &models::MEMCPY, 4);
+        me.job.tick();
+    }
+    me.run(a.free, &models::FREE);
+    me.run(a.destroy_stream, &models::DESTROY_STREAM);
+    me.run(a.reset_device, &models::RESET_DEVICE);
+}
+
 fn inference_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>) {
     let mut seen: HashSet<u32> = HashSet::new();
     me.run(a.set_device, &models::SET_DEVICE);
     me.run(a.create_stream, &models::CREATE_STREAM);
     for _ in 0..4 {
-        me.run(a.malloc, &models::MALLOC);
+        me.run_bytes(a.malloc, &models::MALLOC, 256 * MIB);
     }
     for _ in 0..cfg.steps {
         if me.job.cancelled() {
             break;
         }
-        me.run(a.memcpy_async, &models::MEMCPY_ASYNC);
+        me.run_bytes(a.memcpy_async, &models::MEMCPY_ASYNC, 8 * MIB);
         // Prefill.
         for _ in 0..200 {
             me.launch(&a);
@@ -256,14 +349,16 @@ fn inference_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>) {
                 if cfg.ranks > 1 {
                     let first = seen.insert(layer_group);
                     let ns = models::hccl_host_ns(&mut me.rng, 64 * 1024, cfg.ranks, first);
+                    device::set_next(CallSpec { bytes: 64 * 1024, ranks: cfg.ranks, ..CallSpec::default() });
                     me.run_ns(a.allreduce, ns);
                 }
             }
             me.run(a.sync, &models::STREAM_SYNC);
-            me.run(a.memcpy, &models::MEMCPY);
+            me.run_bytes(a.memcpy, &models::MEMCPY, 4);
         }
         if cfg.ranks > 1 && me.rng.chance(0.1) {
             let ns = models::hccl_host_ns(&mut me.rng, MIB, cfg.ranks, false);
+            device::set_next(CallSpec { bytes: MIB, ranks: cfg.ranks, ..CallSpec::default() });
             me.run_ns(a.reduce_scatter, ns);
         }
         me.job.tick();
@@ -277,8 +372,8 @@ fn inference_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>) {
 
 /// Start a workload on its own threads; the returned job counts finished steps.
 pub fn start(cfg: WorkloadConfig) -> Result<Arc<Job>, &'static str> {
-    if cfg.kind != TRAINING && cfg.kind != INFERENCE {
-        return Err("kind must be 0 (training) or 1 (inference)");
+    if cfg.kind != TRAINING && cfg.kind != INFERENCE && cfg.kind != GRAPH {
+        return Err("kind must be 0 (training), 1 (inference) or 2 (graph)");
     }
     if cfg.threads == 0 || cfg.threads > 256 || cfg.ranks == 0 {
         return Err("threads must be 1-256 and ranks at least 1");
@@ -290,17 +385,34 @@ pub fn start(cfg: WorkloadConfig) -> Result<Arc<Job>, &'static str> {
     let job = Job::new(u64::from(cfg.steps) * u64::from(cfg.threads));
     for t in 0..cfg.threads {
         let seed = cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(u64::from(t) * 2 + 1);
-        let me = Actor { rng: Rng::new(seed), scale: cfg.time_scale, job: job.clone() };
+        let dev = Rng::new(seed ^ 0xde71ce);
+        let me = Actor { rng: Rng::new(seed), dev, scale: cfg.time_scale, job: job.clone() };
         let a2 = a.clone();
         if cfg.kind == TRAINING {
             let (tx, rx) = mpsc::channel();
-            let comm = Actor { rng: Rng::new(seed ^ 0xc0ffee), scale: cfg.time_scale, job: job.clone() };
+            let dev = Rng::new(seed ^ 0xc0de);
+            let comm = Actor { rng: Rng::new(seed ^ 0xc0ffee), dev, scale: cfg.time_scale, job: job.clone() };
             let a3 = a.clone();
             let ranks = cfg.ranks;
-            job.spawn(format!("sim-comm-{t}"), move || comm_thread(rx, comm, a3, ranks));
-            job.spawn(format!("sim-train-{t}"), move || training_thread(cfg, me, a2, tx));
+            // Each compute thread launches on a stream of its own; its collectives go to another.
+            job.spawn(format!("sim-comm-{t}"), move || {
+                device::set_thread_stream(COMM_STREAM_BASE + t);
+                comm_thread(rx, comm, a3, ranks)
+            });
+            job.spawn(format!("sim-train-{t}"), move || {
+                device::set_thread_stream(compute_stream(t));
+                training_thread(cfg, me, a2, tx)
+            });
+        } else if cfg.kind == GRAPH {
+            job.spawn(format!("sim-graph-{t}"), move || {
+                device::set_thread_stream(compute_stream(t));
+                graph_thread(cfg, me, a2)
+            });
         } else {
-            job.spawn(format!("sim-infer-{t}"), move || inference_thread(cfg, me, a2));
+            job.spawn(format!("sim-infer-{t}"), move || {
+                device::set_thread_stream(compute_stream(t));
+                inference_thread(cfg, me, a2)
+            });
         }
     }
     Ok(job)

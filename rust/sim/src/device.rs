@@ -1,0 +1,576 @@
+//! The simulated device: one timeline per (device, stream), and the channel that turns finished
+//! device work into activity records later, on a thread of its own.
+//!
+//! A launch returns before its kernel runs: the kernel is submitted at the end of the launch's
+//! host work and starts `launch_latency` later, or when the stream's previous task ends, whichever
+//! is later; kernels on one stream never overlap. Its KERNEL record becomes available on the
+//! channel `record_delay` after the kernel ends (in virtual-clock mode at once), and is written
+//! then by the channel thread (`ParserManager`'s role), which may call the user's request callback.
+//! FlushAll does not wait for the channel; `msimDeviceDrain` does (tests), and from 26.x on
+//! `msptiActivityDisable` of a device kind writes what is already available.
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use mspti_abi::*;
+
+use crate::activity::{self, lock, stat_add, STAT_KERNELS};
+use crate::clock;
+
+/// Latency model, ns (`msimSetDeviceModel`).
+static LAUNCH_LATENCY_NS: AtomicU64 = AtomicU64::new(DEFAULT_LAUNCH_LATENCY_NS);
+static RECORD_DELAY_NS: AtomicU64 = AtomicU64::new(DEFAULT_RECORD_DELAY_NS);
+static DEFAULT_KERNEL_NS: AtomicU64 = AtomicU64::new(DEFAULT_DEFAULT_KERNEL_NS);
+pub const DEFAULT_LAUNCH_LATENCY_NS: u64 = 3_000;
+pub const DEFAULT_RECORD_DELAY_NS: u64 = 1_000_000;
+pub const DEFAULT_DEFAULT_KERNEL_NS: u64 = 20_000;
+/// Link bandwidth of the collective model, bytes per ns (= GB/s), and its fixed latency.
+const LINK_BYTES_PER_NS: f64 = 25.0;
+const COLLECTIVE_LATENCY_NS: u64 = 15_000;
+
+/// Free-at time (ns, MSPTI's clock) of each (device, stream).
+static TIMELINES: Mutex<Option<HashMap<(u32, u32), u64>>> = Mutex::new(None);
+
+thread_local! {
+    static STREAM: Cell<u32> = const { Cell::new(0) };
+    static DEVICE: Cell<u32> = const { Cell::new(0) };
+    static NEXT: Cell<Option<CallSpec>> = const { Cell::new(None) };
+}
+
+/// What the next simulated call on this thread does on the device and in its records; set by
+/// the msim* call functions and the workloads just before `apis::call`, taken by its hook.
+#[derive(Clone, Copy, Debug)]
+pub struct CallSpec {
+    /// Kernel name of a launch.
+    pub kernel: &'static CStr,
+    /// When not empty, kernel i of the call is named `names[i % len]` instead (a graph's tasks).
+    pub names: &'static [&'static CStr],
+    /// Operator (node) name: node-level API/NODE_API records are written when set.
+    pub node: Option<&'static CStr>,
+    pub device_ns: u64,
+    pub kernels: u32,
+    /// Graph replay: every kernel carries the launching call's correlation id (no per-kernel bump).
+    pub graph: bool,
+    /// Bytes of a copy, memset, allocation or collective.
+    pub bytes: u64,
+    pub copy_kind: u32,
+    /// Ranks of a collective's communicator.
+    pub ranks: u32,
+}
+
+impl Default for CallSpec {
+    fn default() -> Self {
+        CallSpec {
+            kernel: c"SimKernel",
+            names: &[],
+            node: None,
+            device_ns: DEFAULT_KERNEL_NS.load(Ordering::Relaxed),
+            kernels: 1,
+            graph: false,
+            bytes: 0,
+            copy_kind: MSPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN,
+            ranks: 8,
+        }
+    }
+}
+
+pub fn set_next(spec: CallSpec) {
+    NEXT.with(|n| n.set(Some(spec)));
+}
+
+pub fn take_next() -> Option<CallSpec> {
+    NEXT.with(|n| n.take())
+}
+
+pub fn thread_stream() -> u32 {
+    STREAM.with(|s| s.get())
+}
+
+pub fn set_thread_stream(stream: u32) {
+    STREAM.with(|s| s.set(stream));
+}
+
+pub fn thread_device() -> u32 {
+    DEVICE.with(|d| d.get())
+}
+
+/// A record waiting on the channel until `avail`.
+struct Pending {
+    avail: u64,
+    /// When the device finished the task: a channel flush can write the record from then on.
+    done: u64,
+    seq: u64,
+    kind: u32,
+    len: usize,
+    bytes: [u8; 72],
+}
+
+/// The pending records, one FIFO per (device, stream): a stream's tasks end in order, so each
+/// lane's records become available in order and the reader only compares the lanes' heads.
+struct Lanes {
+    lanes: Vec<((u32, u32), VecDeque<Pending>)>,
+    len: usize,
+}
+
+impl Lanes {
+    const fn new() -> Lanes {
+        Lanes { lanes: Vec::new(), len: 0 }
+    }
+    fn push(&mut self, key: (u32, u32), p: Pending) {
+        match self.lanes.iter_mut().find(|l| l.0 == key) {
+            Some(l) => l.1.push_back(p),
+            None => self.lanes.push((key, VecDeque::from([p]))),
+        }
+        self.len += 1;
+    }
+    fn min_lane(&self) -> Option<usize> {
+        (0..self.lanes.len()).filter(|&i| !self.lanes[i].1.is_empty()).min_by_key(|&i| {
+            let h = &self.lanes[i].1[0];
+            (h.avail, h.seq)
+        })
+    }
+    fn peek(&self) -> Option<&Pending> {
+        self.min_lane().map(|i| &self.lanes[i].1[0])
+    }
+    fn pop(&mut self) -> Option<Pending> {
+        let p = self.min_lane().and_then(|i| self.lanes[i].1.pop_front());
+        self.len -= usize::from(p.is_some());
+        p
+    }
+    /// Every record whose task is done by `ready`, in availability order.
+    fn take_done(&mut self, ready: impl Fn(u64) -> bool) -> Vec<Pending> {
+        let mut out = Vec::new();
+        for l in &mut self.lanes {
+            while l.1.front().is_some_and(|p| ready(p.done)) {
+                out.extend(l.1.pop_front());
+            }
+        }
+        self.len -= out.len();
+        out.sort_by_key(|p| (p.avail, p.seq));
+        out
+    }
+    fn clear(&mut self) {
+        self.lanes.clear();
+        self.len = 0;
+    }
+}
+
+struct Channel {
+    heap: Lanes,
+    seq: u64,
+    /// Records taken off the heap and not yet written.
+    in_flight: u64,
+    /// The reader waits on CHANNEL_CV: only then does a push need to wake it (no syscall per record).
+    reader_sleeping: bool,
+    /// Threads waiting in `drain` on DRAINED_CV.
+    drain_waiters: u32,
+}
+
+static CHANNEL: Mutex<Channel> = Mutex::new(Channel {
+    heap: Lanes::new(),
+    seq: 0,
+    in_flight: 0,
+    reader_sleeping: false,
+    drain_waiters: 0,
+});
+static CHANNEL_CV: Condvar = Condvar::new();
+static DRAINED_CV: Condvar = Condvar::new();
+/// Whether this process has started the channel thread (a `fork()` child starts its own).
+static CHANNEL_STARTED: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn forget_channel_thread() {
+    CHANNEL_STARTED.store(false, Ordering::Relaxed);
+}
+
+/// The channel's lock, for the fork handlers.
+pub(crate) fn lock_channel() -> std::sync::MutexGuard<'static, impl Sized> {
+    lock(&CHANNEL)
+}
+
+fn ensure_channel_thread() {
+    if !CHANNEL_STARTED.swap(true, Ordering::AcqRel) {
+        activity::install_fork_handlers();
+        let _ = std::thread::Builder::new().name("msim-channel".into()).spawn(channel_loop);
+    }
+}
+
+fn push_pending<T: Copy>(key: (u32, u32), done: u64, kind: u32, rec: &T) {
+    let avail = done.saturating_add(record_delay());
+    let len = std::mem::size_of::<T>();
+    let mut bytes = [0u8; 72];
+    // SAFETY: `T` is a packed record struct of at most 72 bytes (plain data, explicit pads).
+    let src = unsafe { std::slice::from_raw_parts((rec as *const T).cast::<u8>(), len) };
+    bytes[..len].copy_from_slice(src);
+    ensure_channel_thread();
+    let mut c = lock(&CHANNEL);
+    c.seq += 1;
+    let seq = c.seq;
+    // Wake the reader only when it may be sleeping past this record (empty, or this is earliest).
+    let wake = c.reader_sleeping
+        && match c.heap.peek() {
+            None => true,
+            Some(top) => avail < top.avail,
+        };
+    c.heap.push(key, Pending { avail, done, seq, kind, len, bytes });
+    if wake {
+        CHANNEL_CV.notify_one();
+    }
+}
+
+fn ready(avail: u64) -> bool {
+    clock::is_virtual() || activity::host_now() >= avail
+}
+
+fn channel_loop() {
+    loop {
+        let p = {
+            let mut c = lock(&CHANNEL);
+            loop {
+                let wait = match c.heap.peek() {
+                    None => None,
+                    Some(top) if ready(top.avail) => break,
+                    Some(top) => Some(Duration::from_nanos(
+                        top.avail.saturating_sub(activity::host_now()).clamp(1_000, 50_000_000),
+                    )),
+                };
+                c.reader_sleeping = true;
+                c = match wait {
+                    None => CHANNEL_CV.wait(c).unwrap_or_else(|e| e.into_inner()),
+                    Some(d) => CHANNEL_CV.wait_timeout(c, d).unwrap_or_else(|e| e.into_inner()).0,
+                };
+                c.reader_sleeping = false;
+            }
+            // Everything ready, in one batch (as a channel read returns many reports at once).
+            let mut batch = Vec::new();
+            while batch.len() < 4096 && c.heap.peek().is_some_and(|t| ready(t.avail)) {
+                batch.extend(c.heap.pop());
+            }
+            c.in_flight += batch.len() as u64;
+            batch
+        };
+        for p in &p {
+            activity::record_bytes(p.kind, &p.bytes[..p.len]);
+        }
+        let mut c = lock(&CHANNEL);
+        c.in_flight -= p.len() as u64;
+        if c.drain_waiters > 0 {
+            DRAINED_CV.notify_all();
+        }
+    }
+}
+
+/// Write, on this thread, every record whose task the device has finished, whether or not it
+/// has reached the channel's reader yet (26.x's flush of the device channels on disable).
+pub fn flush_ready() {
+    let ready_now: Vec<Pending> = {
+        let mut c = lock(&CHANNEL);
+        let now = c.heap.take_done(ready);
+        c.in_flight += now.len() as u64;
+        now
+    };
+    for p in &ready_now {
+        activity::record_bytes(p.kind, &p.bytes[..p.len]);
+    }
+    let mut c = lock(&CHANNEL);
+    c.in_flight -= ready_now.len() as u64;
+    if c.drain_waiters > 0 {
+        DRAINED_CV.notify_all();
+    }
+}
+
+/// Wait until the channel is empty (every pending device record written), at most `timeout_ms`.
+pub fn drain(timeout_ms: u64) -> bool {
+    ensure_channel_thread();
+    let deadline = std::time::Instant::now() + Duration::from_millis(timeout_ms);
+    let mut c = lock(&CHANNEL);
+    while c.heap.len > 0 || c.in_flight > 0 {
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        CHANNEL_CV.notify_one();
+        c.drain_waiters += 1;
+        c = DRAINED_CV
+            .wait_timeout(c, (deadline - now).min(Duration::from_millis(20)))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+        c.drain_waiters -= 1;
+    }
+    true
+}
+
+pub fn reset() {
+    let mut c = lock(&CHANNEL);
+    c.heap.clear();
+    drop(c);
+    *lock(&TIMELINES) = None;
+    LAUNCH_LATENCY_NS.store(DEFAULT_LAUNCH_LATENCY_NS, Ordering::Relaxed);
+    RECORD_DELAY_NS.store(DEFAULT_RECORD_DELAY_NS, Ordering::Relaxed);
+    DEFAULT_KERNEL_NS.store(DEFAULT_DEFAULT_KERNEL_NS, Ordering::Relaxed);
+}
+
+fn record_delay() -> u64 {
+    RECORD_DELAY_NS.load(Ordering::Relaxed)
+}
+
+/// Place a task of `dur` ns submitted at `t_submit` on (device, stream): its start and end.
+fn place(device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
+    let lat = LAUNCH_LATENCY_NS.load(Ordering::Relaxed);
+    let mut g = lock(&TIMELINES);
+    let free = g.get_or_insert_with(HashMap::new).entry((device, stream)).or_insert(0);
+    let start = (t_submit.saturating_add(lat)).max(*free);
+    let end = start.saturating_add(dur);
+    *free = end;
+    (start, end)
+}
+
+/// When (device, stream) becomes idle.
+pub fn free_at(device: u32, stream: u32) -> u64 {
+    lock(&TIMELINES).as_ref().and_then(|m| m.get(&(device, stream)).copied()).unwrap_or(0)
+}
+
+static KERNEL_TYPE: &CStr = c"KERNEL_AICORE";
+
+/// Kernels of one launch call, submitted at `t_submit` on this thread's stream.
+pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
+    let (device, stream) = (thread_device(), thread_stream());
+    let kernel_on = activity::kind_enabled(MSPTI_ACTIVITY_KIND_KERNEL) && activity::subscribed();
+    for i in 0..spec.kernels.max(1) as usize {
+        let name = if spec.names.is_empty() { spec.kernel } else { spec.names[i % spec.names.len()] };
+        // The task-track report bumps the thread's id per kernel while KERNEL is enabled; a
+        // graph replay re-records its captured tasks with the launching call's id.
+        let corr = if kernel_on && !spec.graph {
+            activity::bump_correlation()
+        } else {
+            activity::current_correlation()
+        };
+        let (start, end) = place(device, stream, t_submit, spec.device_ns);
+        stat_add(STAT_KERNELS, 1);
+        if kernel_on {
+            let r = MsptiActivityKernel {
+                kind: MSPTI_ACTIVITY_KIND_KERNEL,
+                start,
+                end,
+                ds: MsptiIdPair::ds(device, stream),
+                correlation_id: corr,
+                type_: KERNEL_TYPE.as_ptr(),
+                name: name.as_ptr(),
+                _pad: [0; 4],
+            };
+            push_pending((device, stream), end, MSPTI_ACTIVITY_KIND_KERNEL, &r);
+        }
+    }
+}
+
+/// A device marker (the `aclrtProfTrace` task of an MSTX call with a stream): a zero-length task
+/// on `stream`; its record has an empty name and domain.
+pub fn submit_marker(stream: u32, flag: u32, id: u64, t_submit: u64) {
+    let device = thread_device();
+    let (ts, _) = place(device, stream, t_submit, 0);
+    let r = MsptiActivityMarker {
+        kind: MSPTI_ACTIVITY_KIND_MARKER,
+        flag,
+        source_kind: MSPTI_ACTIVITY_SOURCE_KIND_DEVICE,
+        timestamp: ts,
+        id,
+        object_id: MsptiIdPair::ds(device, stream),
+        name: c"".as_ptr(),
+        domain: c"".as_ptr(),
+        _pad: [0; 4],
+    };
+    push_pending((device, stream), ts, MSPTI_ACTIVITY_KIND_MARKER, &r);
+}
+
+/// The name of the communicator the records carry (`msimSetCommName`).
+static COMM_NAME: Mutex<Option<&'static CStr>> = Mutex::new(None);
+
+pub fn comm_name() -> &'static CStr {
+    lock(&COMM_NAME).unwrap_or(c"hccl_world_group")
+}
+
+/// A collective of `bytes` over `ranks` submitted at `t_submit` on this thread's stream: its
+/// device time (latency + ring transfer), HCCL and COMMUNICATION records.
+pub fn submit_collective(op: &'static CStr, bytes: u64, ranks: u32, t_submit: u64) {
+    let (device, stream) = (thread_device(), thread_stream());
+    let n = f64::from(ranks.max(1));
+    let moved = bytes as f64 * 2.0 * (n - 1.0) / n;
+    let dur = COLLECTIVE_LATENCY_NS + (moved / LINK_BYTES_PER_NS) as u64;
+    let subscribed = activity::subscribed();
+    let hccl_on = activity::kind_enabled(MSPTI_ACTIVITY_KIND_HCCL) && activity::hooked() && subscribed;
+    let comm_on = activity::kind_enabled(MSPTI_ACTIVITY_KIND_COMMUNICATION) && subscribed;
+    if hccl_on {
+        // MSPTI's HCCL hook puts inner START/END marks around the op: they use mark ids.
+        crate::mstx::take_mark_ids(2);
+    }
+    let corr = if comm_on { activity::bump_correlation() } else { activity::current_correlation() };
+    let (start, end) = place(device, stream, t_submit, dur);
+    let comm = comm_name();
+    if hccl_on {
+        let r = MsptiActivityHccl {
+            kind: MSPTI_ACTIVITY_KIND_HCCL,
+            start,
+            end,
+            ds: MsptiIdPair::ds(device, stream),
+            band_width: bytes as f64 / (end - start).max(1) as f64,
+            name: op.as_ptr(),
+            comm_name: comm.as_ptr(),
+            _pad: [0; 4],
+        };
+        push_pending((device, stream), end, MSPTI_ACTIVITY_KIND_HCCL, &r);
+    }
+    if comm_on {
+        let r = MsptiActivityCommunication {
+            kind: MSPTI_ACTIVITY_KIND_COMMUNICATION,
+            data_type: MSPTI_ACTIVITY_COMMUNICATION_FP16,
+            count: bytes / 2,
+            ds: MsptiIdPair::ds(device, stream),
+            start,
+            end,
+            alg_type: c"RING".as_ptr(),
+            name: op.as_ptr(),
+            comm_name: comm.as_ptr(),
+            correlation_id: corr,
+        };
+        push_pending((device, stream), end, MSPTI_ACTIVITY_KIND_COMMUNICATION, &r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Simulator control of the device. None of these exist in a real libmspti.
+
+/// Latency model: launch-to-start latency, how long after a task ends its record reaches the
+/// channel (real clock only; the virtual clock delivers at once), and the kernel time of a launch
+/// made without a kernel spec (`msimCall` of a launch API, the workloads' default).
+#[no_mangle]
+pub extern "C" fn msimSetDeviceModel(launch_latency_ns: u64, record_delay_ns: u64, default_kernel_ns: u64) {
+    LAUNCH_LATENCY_NS.store(launch_latency_ns, Ordering::Relaxed);
+    RECORD_DELAY_NS.store(record_delay_ns, Ordering::Relaxed);
+    DEFAULT_KERNEL_NS.store(default_kernel_ns, Ordering::Relaxed);
+}
+
+/// The stream (and device) this thread's launches, copies, collectives go to (default 0, 0).
+#[no_mangle]
+pub extern "C" fn msimSetThreadStream(device: u32, stream: u32) {
+    DEVICE.with(|d| d.set(device));
+    set_thread_stream(stream);
+}
+
+/// The `aclrtStream` handle the simulator maps to stream id `stream` (for MSTX calls):
+/// `stream + 1` as a pointer, so that stream 0 is not NULL.
+#[no_mangle]
+pub extern "C" fn msimStreamHandle(stream: u32) -> *mut c_void {
+    (stream as usize + 1) as *mut c_void
+}
+
+/// The stream id of a simulator stream handle (inverse of `msimStreamHandle`).
+pub fn stream_of(handle: *mut c_void) -> u32 {
+    (handle as usize).wrapping_sub(1) as u32
+}
+
+/// When (device, stream)'s last task ends, in MSPTI's clock (0 if nothing ran there).
+#[no_mangle]
+pub extern "C" fn msimStreamFreeAt(device: u32, stream: u32) -> u64 {
+    free_at(device, stream)
+}
+
+/// Wait until every pending device record has been written (at most `timeout_ms`): 0 drained,
+/// 1 timed out.
+#[no_mangle]
+pub extern "C" fn msimDeviceDrain(timeout_ms: u64) -> u32 {
+    u32::from(!drain(timeout_ms))
+}
+
+/// Device records still on the channel.
+#[no_mangle]
+pub extern "C" fn msimDevicePending() -> u64 {
+    let c = lock(&CHANNEL);
+    c.heap.len as u64 + c.in_flight
+}
+
+/// The communicator name of HCCL/COMMUNICATION records (NULL: "hccl_world_group").
+///
+/// # Safety
+/// `name` must be NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn msimSetCommName(name: *const c_char) {
+    let n = if name.is_null() {
+        None
+    } else {
+        // SAFETY: a non-NULL C string from the caller.
+        Some(activity::intern(&unsafe { CStr::from_ptr(name) }.to_string_lossy()))
+    };
+    *lock(&COMM_NAME) = n;
+}
+
+fn cstr_arg(s: *const c_char) -> Option<&'static CStr> {
+    if s.is_null() {
+        return None;
+    }
+    // SAFETY: a non-NULL C string from the caller.
+    Some(activity::intern(&unsafe { CStr::from_ptr(s) }.to_string_lossy()))
+}
+
+/// One launch call of simulated API `api` (a LAUNCH-family entry) taking `host_ns` on the host,
+/// on (this thread's device, `stream`): `kernels` kernels of `device_ns` each named `kernel`
+/// (NULL: "SimKernel"); `node` (may be NULL) names the operator, which adds node-level API and
+/// NODE_API records; `graph` 1 makes it a graph replay (all kernels carry the call's correlation
+/// id). Returns 0, or -1 if `api` is unknown or no launch.
+///
+/// # Safety
+/// `kernel` and `node` must be NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn msimLaunch(
+    api: u32,
+    host_ns: u64,
+    stream: u32,
+    device_ns: u64,
+    kernels: u32,
+    kernel: *const c_char,
+    node: *const c_char,
+    graph: u32,
+) -> i32 {
+    let Some(a) = crate::apis::table().get(api as usize) else { return -1 };
+    if a.domain != MSPTI_CB_DOMAIN_RUNTIME || !(10..=14).contains(&a.cbid) {
+        return -1;
+    }
+    let spec = CallSpec {
+        kernel: cstr_arg(kernel).unwrap_or(c"SimKernel"),
+        node: cstr_arg(node),
+        device_ns,
+        kernels: kernels.max(1),
+        graph: graph != 0,
+        ..CallSpec::default()
+    };
+    let before = thread_stream();
+    set_thread_stream(stream);
+    set_next(spec);
+    let rc = crate::apis::call(api, host_ns);
+    set_thread_stream(before);
+    rc
+}
+
+/// One call of simulated API `api` taking `host_ns` that moves `bytes`: a copy (`copy_kind` a
+/// `msptiActivityMemcpyKind`, 0 for the API's usual direction), a memset, an allocation or free,
+/// or a collective over `ranks` ranks, on this thread's stream. Returns 0, or -1 if unknown.
+#[no_mangle]
+pub extern "C" fn msimCallBytes(api: u32, host_ns: u64, bytes: u64, copy_kind: u32, ranks: u32) -> i32 {
+    if crate::apis::table().get(api as usize).is_none() {
+        return -1;
+    }
+    set_next(CallSpec { bytes, copy_kind, ranks: ranks.max(1), ..CallSpec::default() });
+    crate::apis::call(api, host_ns)
+}
+
+/// `aclrtSynchronizeStream` of this thread's stream: the call's host time is `host_ns` or, if
+/// longer, until the stream's last task ends (the virtual clock jumps there; the real one waits).
+#[no_mangle]
+pub extern "C" fn msimSynchronizeStream(host_ns: u64) -> i32 {
+    let Some(api) = crate::apis::find("aclrtSynchronizeStream") else { return -1 };
+    let idle = free_at(thread_device(), thread_stream());
+    let now = activity::host_now();
+    crate::apis::call(api, host_ns.max(idle.saturating_sub(now)))
+}
