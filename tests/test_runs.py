@@ -411,3 +411,25 @@ def test_merging_a_run_equals_merging_its_snapshots_for_any_values(tmp_path_fact
     for s in snaps[1:]:
         want = want.merge(s)
     assert_frame_equal(mspti_lens.open_run(out).summary(), want.summary())
+
+
+def test_the_mspti_run_magic_shows_a_run_and_names_the_valid_commands(tmp_path):
+    pytest.importorskip("IPython")
+    from IPython.core.error import UsageError
+    from IPython.terminal.interactiveshell import TerminalInteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+    from IPython.utils.capture import capture_output
+
+    _window(tmp_path, "a", 0, final=True, values=[5, 6], world=2)
+    shell = start_ipython() or TerminalInteractiveShell.instance()
+    with capture_output():
+        shell.run_line_magic("load_ext", "mspti_lens")
+    try:
+        view = shell.run_line_magic("mspti", f"run {tmp_path}")
+        assert "MISSING" in view.value and "complete" in view.value  # rank 1 of 2 never reported
+        with pytest.raises(UsageError, match="one PATH"):
+            shell.run_line_magic("mspti", "run")
+        with pytest.raises(UsageError, match="record one with"):
+            shell.run_line_magic("mspti", f"run {tmp_path / 'nothing'}")
+    finally:
+        shell.run_line_magic("unload_ext", "mspti_lens")

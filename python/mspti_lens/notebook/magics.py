@@ -43,7 +43,7 @@ from ..snapshot import Snapshot
 from .display import ConfiguredSnapshot, Message, Status, figure_bundle
 from .panel import PLOT_KINDS
 
-COMMANDS = ("start", "stop", "reset", "status", "summary", "plot", "panel", "save", "diff", "close")
+COMMANDS = ("start", "stop", "reset", "status", "summary", "plot", "panel", "save", "diff", "close", "run")
 DISPLAYS = ("both", "summary", "plot", "none")
 UNITS = ("auto", "ns", "us", "ms", "s")
 
@@ -168,7 +168,11 @@ class MsptiMagics(Magics):
         default=None,
         help="line form: one of " + ", ".join(COMMANDS) + ". The cell form takes no command.",
     )
-    @argument("paths", nargs="*", help="save: PATH of the Parquet file; diff: A B (variable names or files)")
+    @argument(
+        "paths",
+        nargs="*",
+        help="save: PATH of the Parquet file; diff: A B (variable names or files); run: DIR",
+    )
     @argument(
         "-d",
         "--domain",
@@ -220,7 +224,7 @@ class MsptiMagics(Magics):
                 raise UsageError(
                     f"unknown command {args.command!r}; valid commands are {', '.join(COMMANDS)}"
                 )
-            want = {"save": 1, "diff": 2}.get(args.command, 0)
+            want = {"save": 1, "diff": 2, "run": 1}.get(args.command, 0)
             if len(args.paths) != want:
                 need = {0: "no arguments", 1: "one PATH", 2: "two snapshots A B"}[want]
                 raise UsageError(f"%mspti {args.command} takes {need}, got {args.paths or 'none'}")
@@ -336,6 +340,13 @@ class MsptiMagics(Magics):
         panel = ControlPanel(session, interval=self.refresh, unit=self._unit(args), top=self._top(args))
         self.panels.append(panel)
         return panel
+
+    def _cmd_run(self, args):  # issue 12: a recorded run's ranks, live (mspti_lens.runs.view)
+        from ..runs.view import open_view
+
+        view = open_view(args.paths[0], every=self.refresh)
+        self.panels.append(view)
+        return view
 
     def _cmd_save(self, args):
         path = os.path.expanduser(args.paths[0])
