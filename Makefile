@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SIM_SO := python/mspti_lens/sim/libmspti_sim.so
 
-.PHONY: help system-deps dev sim demo test test-rust test-python bench bench-quick lint clean
+.PHONY: help system-deps dev sim demo test test-rust test-loom test-python bench bench-quick lint clean
 
 help: ## list the tasks
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -35,8 +35,12 @@ dev: $(VENV)/.deps sim ## venv + Python deps + release build of the extension, i
 demo: dev ## the main job: a simulated training workload, summary table and plots
 	$(PY) -m mspti_lens demo --out demo-out
 
-test-rust: ## Rust unit and integration tests
+test-rust: ## Rust unit and integration tests, then the loom model tests
 	cargo test --workspace --release
+	$(MAKE) test-loom
+
+test-loom: ## loom model tests of the window protocol (rust/lens/src/core/seqlock.rs)
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens --release --lib loom_tests
 
 test-python: dev ## pytest suite (notebooks and simulator included)
 	$(PY) -m pytest

@@ -40,6 +40,9 @@ warnings.simplefilter("ignore")  # the simulated-backend warning: every result h
 import mspti_lens  # noqa: E402
 from mspti_lens import _native, sim  # noqa: E402
 
+sys.path.insert(0, str(HERE))
+import key_table  # noqa: E402  (bench/key_table.py: the full-key-table path, issue 9.11)
+
 MSPTI_CB_DOMAIN_RUNTIME, MSPTI_CB_DOMAIN_HCCL = 1, 2
 # Benchmarks in modules of their own (bench/<topic>.py), each with run(quick, log) -> result and
 # render(result) -> Markdown lines, appended to the report in this order.
@@ -51,9 +54,23 @@ CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uin
 # Setup: the simulator, the C callbacks
 
 
+def hist_tables_h() -> str:
+    """The histogram's bucket constants as C, from the one definition in rust/lens/src/core/hist.rs."""
+    t = _native.bucket_tables()
+    bounds = ", ".join(f"{b:#x}ull" for b in t["mantissa_bounds"])
+    cells = ", ".join(str(c) for c in t["cell_floor"])
+    return (
+        f"#define HIST_SLOTS {t['slots']}u\n#define HIST_DIRECT_MAX {t['direct_max']}u\n"
+        f"#define HIST_FIRST_INDEXED {t['first_indexed']}u\n#define HIST_RANGE_MAX {t['range_max']}ull\n"
+        f"static const uint64_t hist_mantissa_bounds[128] = {{{bounds}}};\n"
+        f"static const uint8_t hist_cell_floor[256] = {{{cells}}};\n"
+    )
+
+
 def build_c(outdir: Path) -> ctypes.CDLL:
     so = outdir / "libbench_callbacks.so"
-    cmd = ["gcc", "-O2", "-fPIC", "-shared", "-o", str(so), str(HERE / "callbacks.c")]
+    (outdir / "hist_tables.h").write_text(hist_tables_h())
+    cmd = ["gcc", "-O2", "-fPIC", "-shared", f"-I{outdir}", "-o", str(so), str(HERE / "callbacks.c")]
     try:
         subprocess.run(cmd, check=True, capture_output=True, text=True)
     except FileNotFoundError:
@@ -547,14 +564,15 @@ def main() -> None:
         mem = memory(p["mem_calls"])
         log("end to end: simulated training workload")
         e2e = end_to_end(b, p["e2e_rounds"], p["e2e_steps"])
-        sys.path.insert(0, str(HERE))
-        extra = [(m, __import__(m)) for m in MODULES]
-        sections = [mod.render(mod.run(q, log)) for _, mod in extra]
+        log("full key table")
+        kt = key_table.measure(b, p["rounds"], p["n"] // 4)
+        sections = [mod.render(mod.run(q, log)) for mod in (__import__(m) for m in MODULES)]
         tsc_hz = b.tsc_hz
         mach = machine()
         mach["lens_clock"] = b.clock_used.get("lens", "?")
     log("writing report")
     report = render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, time.perf_counter() - t_start)
+    report += "\n" + key_table.render(kt)
     report += "\n" + "\n".join(line for section in sections for line in section)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -606,8 +624,9 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     )
     w(
         "- The minimal C callback (the limit) reads the TSC at ENTER and EXIT, pushes/pops a thread-local "
-        "stack and increments one bucket of a thread-local log-linear histogram; it has no key lookup, "
-        "no counters, no windows. The trace callback pairs the same way and appends (start, end, name), "
+        "stack and increments one slot of a thread-local histogram found by mspti-lens's own bucket "
+        "computation (exponential buckets at scale 7, the tables generated from `mspti_lens._native`); it has "
+        "no key lookup, no counters, no windows. The trace callback pairs the same way and appends (start, end, name), "
         "24 bytes, to per-thread 1.5 MiB chunks. All are in `bench/callbacks.c`."
     )
     w(
@@ -666,7 +685,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         f"(the empty callback) come to {floor:.1f} ns of added cost per pair, before any bookkeeping; the "
         f"minimal C callback adds {med(added['minimal']) - floor:.1f} ns on top of that (stack and one bucket), "
         f"mspti-lens {med(added['lens']) - floor:.1f} ns (key lookup by (domain, cbid, name), stack with "
-        f"epoch check, bucket, sum, sum of squares, window-tagged min/max)."
+        f"epoch and toggle checks, a write section with the window read inside it, bucket, sum, exact "
+        f"u128 sum of squares, min/max)."
     )
     w("")
 
@@ -714,7 +734,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     w("")
     w(
         "What the mspti-lens hot path writes: its thread's ENTER stack and depth, and its thread's histogram "
-        "(one bucket, sum, sum of squares, min/max; a bitmap word when a bucket is first written). Shards and histograms "
+        "(its sequence word twice, then in the window's bank one bucket, sum, sum of squares, min/max; a bitmap "
+        "word when a bucket is first written). Shards and histograms "
         "are allocations aligned to 128 bytes and a whole number of 128-byte blocks long, so no two threads "
         "write one cache line (nor one adjacent-line prefetch pair); "
         "the process-wide state it reads (recording flag, epoch, window, clock kind and rate) is written "
@@ -727,7 +748,9 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
     w("")
     w(
         f"Histogram per (thread, key): **{_native.HISTOGRAM_BYTES:,} bytes** "
-        f"({_native.HISTOGRAM_BYTES / 1024:.1f} KiB; {_native.BUCKETS} buckets, relative error <= 1/128)."
+        f"({_native.HISTOGRAM_BYTES / 1024:.1f} KiB: two window banks of exponential buckets at scale "
+        f"{_native.SCALE}, {_native.MIN_INDEX}..{_native.MAX_INDEX}, relative error <= "
+        f"{_native.MAX_RELATIVE_ERROR * 100:.2f} %)."
     )
     w("")
     held = LENS_SHARD_BYTES + _native.HISTOGRAM_BYTES
@@ -818,8 +841,8 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
             f"; the Python callback adds {fmt(py_added, 0)} ns here, so 50x needs <= {py_added / 50:.1f} ns: "
             f"two TSC reads plus dispatch take {floor:.1f} ns, the minimal C callback's bookkeeping "
             f"{med(added['minimal']) - floor:.1f} ns (it is {py_added / med(added['minimal']):.0f}x below Python), "
-            f"mspti-lens's {med(added['lens']) - floor:.1f} ns (key lookup, epochs, sum, sum of squares, "
-            f"min/max per window)"
+            f"mspti-lens's {med(added['lens']) - floor:.1f} ns (key lookup, epochs and toggles, the write "
+            f"section, sum, sum of squares, min/max per window)"
         )
     )
     w(
@@ -853,7 +876,9 @@ def render(q, p, mach, tsc_hz, pp, clocks, sc, ts, mem, e2e, elapsed) -> str:
         f"{slope_t:.1f} | {status(const, None)} |"
     )
     hb = _native.HISTOGRAM_BYTES
-    w(f"| <= 32 KiB per (thread, key) histogram | {hb:,} B | {status(hb <= 32768, hb / 32768)} |")
+    # Histogram v2 (scale 7 to 2^42 ns, two window banks) needs 4,609 slots per bank: the old 32 KiB
+    # target (one log-linear bank to 2^37 ns) cannot hold; pages of slots never written stay untouched.
+    w(f"| <= 80 KiB per (thread, key) histogram | {hb:,} B | {status(hb <= 81920, hb / 81920)} |")
     if 10**7 in mem_ratio:
         mr = mem_ratio[10**7][1]
         w(

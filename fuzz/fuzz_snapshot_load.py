@@ -28,7 +28,21 @@ with atheris.instrument_imports(include=["mspti_lens"]):
 quiet()
 TMP = tempfile.mkdtemp(prefix="fuzz-snapshot-")
 PATH = os.path.join(TMP, "input.parquet")
-COLS = ["domain", "cbid", "name", "count", "sum", "sum_sq", "min", "max", "overflow", "buckets", "counts"]
+COLS = [
+    "domain",
+    "cbid",
+    "name",
+    "count",
+    "sum",
+    "sum_sq_hi",
+    "sum_sq_lo",
+    "min",
+    "max",
+    "zero",
+    "overflow",
+    "index",
+    "counts",
+]
 
 
 def structured(fdp: atheris.FuzzedDataProvider) -> None:
@@ -40,10 +54,9 @@ def structured(fdp: atheris.FuzzedDataProvider) -> None:
         "name": pa.array([fdp.ConsumeUnicodeNoSurrogates(12) for _ in range(n)], pa.string()),
         "count": pa.array([u() for _ in range(n)], pa.uint64()),
         "sum": pa.array([u() for _ in range(n)], pa.uint64()),
-        "sum_sq": pa.array(
-            [fdp.ConsumeRegularFloat() if fdp.ConsumeBool() else fdp.ConsumeFloat() for _ in range(n)],
-            pa.float64(),
-        ),
+        "sum_sq_hi": pa.array([u() for _ in range(n)], pa.uint64()),
+        "sum_sq_lo": pa.array([u() for _ in range(n)], pa.uint64()),
+        "zero": pa.array([u() for _ in range(n)], pa.uint64()),
         "min": pa.array([u() if fdp.ConsumeBool() else None for _ in range(n)], pa.uint64()),
         "max": pa.array([u() if fdp.ConsumeBool() else None for _ in range(n)], pa.uint64()),
         "overflow": pa.array([u() for _ in range(n)], pa.uint64()),
@@ -51,15 +64,16 @@ def structured(fdp: atheris.FuzzedDataProvider) -> None:
     bl, cl = [], []
     for _ in range(n):
         k = fdp.ConsumeIntInRange(0, 4)
-        bl.append([fdp.ConsumeIntInRange(0, 5000) for _ in range(k)])
+        bl.append([fdp.ConsumeIntInRange(-3, 5400) for _ in range(k)])
         cl.append([u() for _ in range(k if fdp.ConsumeProbability() < 0.9 else fdp.ConsumeIntInRange(0, 4))])
-    cols["buckets"] = pa.array(bl, pa.list_(pa.uint32()))
+    cols["index"] = pa.array(bl, pa.list_(pa.int32()))
     cols["counts"] = pa.array(cl, pa.list_(pa.uint64()))
     for c in COLS:
         if fdp.ConsumeProbability() < 0.03:
             del cols[c]
     head = {
-        "format": "mspti-lens-snapshot/1",
+        "format": "mspti-lens-snapshot",
+        "version": 2 if fdp.ConsumeProbability() < 0.95 else fdp.ConsumeIntInRange(0, 3),
         "meta": {"label": fdp.ConsumeUnicodeNoSurrogates(8)},
         "counters": {"unmatched": u(), "in_flight": u()},
     }

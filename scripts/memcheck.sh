@@ -38,6 +38,20 @@ cat >"$SUPP" <<'EOF'
    ...
    fun:_ZN7_native4core5shard5tests*
 }
+{
+   a-bound-library-handle-lives-for-the-process-by-design-never-unloaded
+   Memcheck:Leak
+   match-leak-kinds: definite
+   ...
+   fun:_ZN7_native3ffi7symbols4bind*
+}
+{
+   the-simulators-subscriber-objects-are-never-freed-so-a-racing-callback-can-still-read-one
+   Memcheck:Leak
+   match-leak-kinds: definite
+   ...
+   fun:msptiSubscribe
+}
 EOF
 
 status=0
@@ -57,9 +71,11 @@ rust_errors=0
 for b in "${BINS[@]}"; do
   name=$(basename "$b")
   log=$OUT/memcheck-$name.log
-  # Timing assertions do not hold at valgrind's speed: skip them (they run in `cargo test`).
+  # Timing assertions do not hold at valgrind's speed: skip them (they run in `cargo test`). A
+  # forked child that _exits reports every parent allocation as its own leak: skip the fork test.
   if "${VG[@]}" --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite \
-      "$b" --test-threads=2 --skip tsc_and_monotonic_agree_on_a_sleep >"$log" 2>&1; then
+      "$b" --test-threads=2 --skip tsc_and_monotonic_agree_on_a_sleep \
+      --skip a_child_forked_during_snapshots >"$log" 2>&1; then
     echo "   ok   $name"
   else
     echo "   FAIL $name (see $log)"
@@ -131,7 +147,7 @@ for rnd in range(3):
         snap.counters()
         counters = {k2: int(v) for k2, v in snap.counters().items()}
         N.NativeSnapshot.from_state(ks["domain"], ks["cbid"], ks["name"], ks["sum"], ks["sum_sq"], ks["min"],
-                                    ks["max"], ks["overflow"], b["key"], b["bucket"], b["count"], counters)
+                                    ks["max"], ks["overflow"], b["key"], b["index"], b["count"], counters)
         if k % 4 == 0:
             windows.append(s.reset())
         for nm in names:  # NULL name, garbage fields, a bad site
@@ -152,7 +168,9 @@ for rnd in range(3):
         for w in windows:
             c = w.counters()
             fig["recorded"] += sum(w.stats([])["count"])
-            fig["unmatched_dropped"] = fig.get("unmatched_dropped", 0) + c["unmatched"] + c["dropped"]
+            fig["unmatched_dropped"] = (
+                fig.get("unmatched_dropped", 0) + c["unmatched"] + c["dropped"] + c["toggled"]
+            )
             fig["abandoned"] = fig.get("abandoned", 0) + c["abandoned"]
         fig["delivered"] += exits()
     s.close()  # in the last round: while the workers are still inside callbacks
@@ -183,7 +201,7 @@ EOF
 read -r py_ours py_all <<<"$pyerr"
 exact=$(grep '^RESULT ' "$plog" | tail -1 | cut -c8- |
   "$PY" -c 'import json, sys; r = json.load(sys.stdin); low = r["recorded"] + r["unmatched_dropped"]
-# every delivered EXIT is recorded, unmatched, dropped or abandoned; "abandoned" also counts ENTERs
+# every delivered EXIT is recorded, unmatched, dropped, toggled or abandoned; "abandoned" also counts ENTERs
 # left open by a mid-call disable and dropped when the shard is next used, so it bounds from above
 print(int(0 < low <= r["delivered"] <= low + r["abandoned"]))' 2>/dev/null || echo 0)
 if [ "$exact" = 1 ] && [ "$py_ours" = 0 ]; then
@@ -207,11 +225,15 @@ ours = re.compile(r"\((?:shard|hist|windows|counters|callback|session|clock)\.rs
 # Why a report is not a data race. DRD sees neither atomics (Rust atomics are plain x86 loads and
 # stores, race-free by the Rust memory model) nor Rust's std Mutex (futex-based, not pthread).
 RULES = [
-    ("atomic", r"sync/atomic\.rs|from_bits|Iter<core::sync::atomic|(read_into|record) \(hist\.rs"),
+    ("atomic", r"sync/atomic\.rs|from_bits|Iter<core::sync::atomic"),
+    # the histogram's banks and sequence word are atomics (hist.rs, seqlock.rs)
+    ("atomic", r"(take_window|record|write|settle) \((hist|seqlock)\.rs"),
     # a relaxed atomic load of the shard's depth the optimiser scheduled next to RDTSC
     ("atomic", r"rdtsc \(clock\.rs"),
     # the counters are atomics too (owner-only load + store, read by snapshots)
     ("atomic", r"(add|bump|load) \(counters\.rs"),
+    # the key table's slots are atomics too (the owner's lookup; passed on with the shard)
+    ("atomic", r"(histogram|insert) \(shard\.rs"),
     # a shard's ENTER stack passes to the next thread only through in_use: Release store when
     # its thread ends, Acquire compare-exchange in claim()
     ("enter_stack_handover", r"\b(enter|exit|eq) \(shard\.rs|RawKey, _native::core::shard::RawKey"),
@@ -219,7 +241,7 @@ RULES = [
     ("std_mutex", r"(claim|all_shards) \(shard\.rs|&_native::core::shard::Shard"),
     # a key's domain/cbid/name are written once before its histogram pointer is published with
     # Release; collect() reads them after an Acquire load of that pointer
-    ("published_once", r"collect \(windows\.rs"),
+    ("published_once", r"(collect|close_epoch) \(windows\.rs"),
     # the same for the KeyHistogram's Box pointer, read by its owner thread when recording
     ("published_once", r"^\S+\s+at 0x[0-9A-F]+: handle \(callback\.rs"),
     # Rust std's own structures (the thread registry for stack-overflow reports, channels)

@@ -1,12 +1,16 @@
 """A real browser: JupyterLab started here on localhost, driven by headless Chromium (Debian's
-/usr/bin/chromium through Playwright; Playwright downloads nothing). It opens the quickstart
-notebook, runs it, toggles the HCCL domain in the control panel and sees the table change.
-The screenshots are kept under test-artifacts/."""
+/usr/bin/chromium through Playwright; Playwright downloads nothing). Each test writes a small
+notebook (or copies the quickstart), runs it as a user would and asserts on what is on the
+screen. Screenshots are kept under test-artifacts/ (gitignored), one per finding of issue 14.
+
+Every wait is for a condition on the page (a cell's prompt numbered, a text shown), with generous
+timeouts: the machine running the tests may be loaded."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -24,6 +28,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CHROMIUM = os.environ.get("MSPTI_LENS_CHROMIUM", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+WAIT_MS = int(os.environ.get("MSPTI_LENS_BROWSER_WAIT_MS", 240_000))
+# The notebook on screen (JupyterLab may keep other, hidden panels around).
+NB = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
+IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+SETUP = [
+    ("load", "%load_ext mspti_lens"),
+    (
+        "setup",
+        "%config MsptiMagics.library = 'sim'\nfrom mspti_lens import sim\ns = sim.Simulator()\ns.reset()",
+    ),
+]
 
 
 def _free_port() -> int:
@@ -32,27 +47,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """JupyterLab serving a copy of the quickstart without its clean-up cell (so the session and
-    the simulated job are still running when the test clicks in the panel)."""
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """One JupyterLab for the module, serving a temporary folder."""
     pytest.importorskip("jupyterlab")
+    pytest.importorskip("playwright.sync_api")
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"no Chromium at {CHROMIUM} (make system-deps installs Debian's chromium)")
-    nb = json.loads((ROOT / "notebooks" / "quickstart.ipynb").read_text())
-    nb["cells"] = [c for c in nb["cells"] if "cleanup" not in c.get("metadata", {}).get("tags", [])]
-    (tmp_path / "quickstart.ipynb").write_text(json.dumps(nb))
+    folder = tmp_path_factory.mktemp("lab")
     port, token = _free_port(), secrets.token_hex(16)
     env = {
         **os.environ,
-        "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter-config"),
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / ".jupyter-runtime"),
+        "JUPYTER_CONFIG_DIR": str(folder / ".jupyter-config"),
+        "JUPYTER_RUNTIME_DIR": str(folder / ".jupyter-runtime"),
     }
-    with open(tmp_path / "lab.log", "w") as log:
-        yield from _serve(tmp_path, port, token, env, log)
+    # no "would you like to get notified about news?" toast over the cells
+    settings = folder / ".jupyter-config" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    with open(folder / "lab.log", "w") as log:
+        yield from _serve(folder, port, token, env, log)
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(folder / "lab.log", ARTIFACTS / "browser-jupyterlab.log")
 
 
-def _serve(tmp_path, port, token, env, log):
+def _serve(folder, port, token, env, log):
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -63,13 +82,13 @@ def _serve(tmp_path, port, token, env, log):
             "--ip=127.0.0.1",
             f"--port={port}",
             f"--IdentityProvider.token={token}",
-            f"--ServerApp.root_dir={tmp_path}",
+            f"--ServerApp.root_dir={folder}",
             "--ServerApp.open_browser=False",
             "--LabApp.news_url=None",
             "--LabApp.extension_manager=readonly",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ],
-        cwd=tmp_path,
+        cwd=folder,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -77,7 +96,7 @@ def _serve(tmp_path, port, token, env, log):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
@@ -85,16 +104,85 @@ def _serve(tmp_path, port, token, env, log):
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log.flush()
-                    pytest.fail("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
+                    pytest.fail("JupyterLab did not start:\n" + (folder / "lab.log").read_text()[-3000:])
                 time.sleep(0.5)
-        yield url, token, tmp_path
+        yield url, token, folder
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def chromium(lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium, lab, request):
+    """A fresh page at device pixel ratio 2 (so the figures' sharpness is checked). Afterwards
+    every cell is saved as a screenshot named after the test (what the user saw, pass or fail)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = chromium.new_context(viewport={"width": 1400, "height": 1600}, device_scale_factor=2)
+    pg = context.new_page()
+    pg.set_default_timeout(WAIT_MS)
+    yield pg
+    name = request.node.name.removeprefix("test_")
+    try:
+        cells = pg.locator(f"{NB} .jp-Cell")
+        for i in range(cells.count()):
+            cells.nth(i).scroll_into_view_if_needed(timeout=5_000)
+            cells.nth(i).screenshot(path=str(ARTIFACTS / f"browser-{name}-cell{i}.png"), timeout=10_000)
+    except Exception:
+        pass
+    context.close()
+    shutdown_kernels(lab)
+
+
+def shutdown_kernels(lab) -> None:
+    """Shut every kernel down (through the server's REST API), so the next test starts clean."""
+    url, token, _ = lab
+    with urllib.request.urlopen(f"{url}/api/kernels?token={token}", timeout=30) as r:
+        kernels = json.load(r)
+    for k in kernels:
+        req = urllib.request.Request(f"{url}/api/kernels/{k['id']}?token={token}", method="DELETE")
+        try:
+            urllib.request.urlopen(req, timeout=60).close()
+        except OSError:
+            pass
+
+
+def write_notebook(folder: Path, name: str, cells: list[tuple[str, str]]) -> str:
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                # a cell meant to fail does not stop "Run All" (JupyterLab honours this tag)
+                "metadata": {"tags": [tag, "raises-exception"] if tag.startswith("bad-") else [tag]},
+                "source": src,
+                "outputs": [],
+                "execution_count": None,
+            }
+            for tag, src in cells
+        ],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (folder / f"{name}.ipynb").write_text(json.dumps(nb))
+    return f"{name}.ipynb"
 
 
 def accept_dialogs(page, wait_ms: int = 8_000) -> None:
@@ -107,65 +195,324 @@ def accept_dialogs(page, wait_ms: int = 8_000) -> None:
     button.click()
 
 
-def table_text(page) -> str:
-    return page.locator(".mspti-lens-panel .mspti-lens-table").first.inner_text()
+def open_notebook(page, lab, file: str) -> None:
+    url, token, _ = lab
+    page.goto(f"{url}/lab/tree/{file}?reset&token={token}")  # reset: no tabs restored from before
+    page.locator(NB).first.wait_for()
+    accept_dialogs(page)  # JupyterLab may ask which kernel to start: the default one
+    wait_idle(page)
 
 
-def test_quickstart_panel_in_jupyterlab(lab):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    url, token, folder = lab
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
-        )
-        page = browser.new_page(viewport={"width": 1400, "height": 1700})
-        try:
-            page.goto(f"{url}/lab/tree/quickstart.ipynb?token={token}")
-            page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
-            accept_dialogs(page)  # JupyterLab may ask which kernel to start: the default one
-            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(
-                timeout=120_000
-            )
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=False).first.click()
-            accept_dialogs(page)
+def wait_idle(page) -> None:
+    page.wait_for_function(
+        "(s) => [...document.querySelectorAll(s)].some(e => e.offsetParent !== null)", arg=IDLE
+    )
 
-            panel = page.locator(".mspti-lens-panel").first
-            panel.wait_for(timeout=int(os.environ.get("MSPTI_LENS_BROWSER_WAIT_MS", 180_000)))
-            # the background job runs with only the runtime domain traced
-            page.wait_for_function(
-                "() => { const t = document.querySelector('.mspti-lens-panel .mspti-lens-table');"
-                " return t && t.innerText.includes('aclrtLaunchKernel'); }",
-                timeout=120_000,
-            )
-            before = table_text(page)
-            assert "SIMULATED" in panel.inner_text()
-            assert "HcclAllReduce" not in before and "runtime" in before
-            panel.scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "browser-quickstart-before.png"), full_page=True)
 
-            toggle = panel.locator("button", has_text="hccl").first
-            toggle.click()
-            # the toggle reached the kernel's session: HCCL rows appear at the next refreshes
-            page.wait_for_function(
-                "() => document.querySelector('.mspti-lens-panel .mspti-lens-table').innerText"
-                ".includes('HcclAllReduce')",
-                timeout=120_000,
-            )
-            after = table_text(page)
-            assert "HcclAllReduce" in after and "hccl" in after and "aclrtLaunchKernel" in after
-            assert "mod-active" in (toggle.get_attribute("class") or "")
-            panel.scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "browser-quickstart.png"), full_page=True)
-            panel.screenshot(path=str(ARTIFACTS / "browser-panel.png"))
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
-            shutil.copy(folder / "lab.log", ARTIFACTS / "browser-jupyterlab.log")
-            raise
-        finally:
-            browser.close()
+def run_menu(page, item: str) -> None:
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name=item, exact=False).first.click()
+    accept_dialogs(page, 2_000)
+
+
+def cell(page, index: int):
+    return page.locator(f"{NB} .jp-Cell").nth(index)
+
+
+def wait_executed(page, upto: int) -> None:
+    """Wait until code cells 0..upto show a numbered prompt (`[3]:`, not `[*]:` or `[ ]:`)."""
+    page.wait_for_function(
+        """([nb, n]) => { const p = [...document.querySelectorAll(nb + ' .jp-Cell .jp-InputPrompt')];
+             return p.length > n && p.slice(0, n + 1).every(e => /\\[\\d+\\]/.test(e.innerText)); }""",
+        arg=[NB, upto],
+    )
+
+
+def select(page, index: int) -> None:
+    """Make a cell the active one (a click on its prompt, outside the editor)."""
+    cell(page, index).locator(".jp-InputPrompt").first.click()
+    page.wait_for_function(
+        "([nb, i]) => document.querySelectorAll(nb + ' .jp-Cell')[i].classList.contains('jp-mod-active')",
+        arg=[NB, index],
+    )
+
+
+def outputs(page, index: int):
+    return cell(page, index).locator(".jp-OutputArea-child")
+
+
+def output_text(page, index: int) -> str:
+    return cell(page, index).locator(".jp-Cell-outputArea").inner_text()
+
+
+def shot(page, index: int, name: str) -> None:
+    c = cell(page, index)
+    c.scroll_into_view_if_needed()
+    c.screenshot(path=str(ARTIFACTS / f"browser-{name}.png"))
+
+
+def stderr_boxes(page, index: int) -> int:
+    return cell(page, index).locator("[data-mime-type='application/vnd.jupyter.stderr']").count()
+
+
+# -- the magics as a user meets them ---------------------------------------------------------------
+MAGICS = SETUP + [
+    ("profile", '%%mspti\ns.run_workload("training", steps=40, ranks=8, threads=2, progress=True)'),
+    ("summary", "%mspti summary"),
+    ("save", "%mspti save cell.parquet"),
+    ("diff", "%%mspti -d runtime --display none -o small\ns.run_workload('training', steps=10, ranks=8)"),
+    ("diff-show", "%mspti diff small cell.parquet"),
+    ("bad-domain", "%mspti start -d foo"),
+    ("bad-callback", "%mspti start -c aclrtLaunchKernl"),
+    ("bad-save-dir", "import os; os.makedirs('adir', exist_ok=True)\n%mspti save adir"),
+    ("status", "%mspti status"),
+    ("help", "%mspti?"),
+]
+
+
+def idx(cells, tag: str) -> int:
+    return [t for t, _ in cells].index(tag)
+
+
+def test_magics_do_what_the_last_output_promised(page, lab):
+    """Items 1, 4, 5, 7, 8, 9 of issue 14, on the screen."""
+    _, _, folder = lab
+    open_notebook(page, lab, write_notebook(folder, "magics", MAGICS))
+    run_menu(page, "Run All Cells")
+    wait_executed(page, len(MAGICS) - 1)
+    i = lambda tag: idx(MAGICS, tag)  # noqa: E731
+
+    # 8: the progress bar is a widget, never an error-pink stderr box; it counts steps (40, not 80)
+    p = i("profile")
+    shot(page, p, "14.7-8-profile-cell")
+    assert stderr_boxes(page, p) == 0, output_text(page, p)
+    prof = output_text(page, p)
+    assert re.search(r"40\s*/\s*40 steps", prof), prof
+    # 7: one output for the cell's snapshot: the progress line and the snapshot (table + figure)
+    assert outputs(page, p).count() == 2, prof
+    assert cell(page, p).locator(".jp-OutputArea-child img").count() == 1
+    calls = int(re.search(r"([\d,]+) calls", prof).group(1).replace(",", ""))
+    assert calls > 1000
+
+    # 1: line commands act on what the cell just showed, and say so
+    summ = output_text(page, i("summary"))
+    assert f"{calls:,} calls" in summ and "%%mspti cell" in summ, summ
+    saved = output_text(page, i("save"))
+    assert f"saved {calls:,} calls" in saved, saved
+    shot(page, i("save"), "14.1-save-after-cell")
+
+    # 5: the diff is a table with units and signed percentages, without scientific notation
+    diff = output_text(page, i("diff-show"))
+    shot(page, i("diff-show"), "14.5-diff")
+    table = cell(page, i("diff-show")).locator("table")
+    assert table.count() == 1, diff
+    assert re.search(r"[+-]\d+(\.\d)? ?%", diff), diff
+    assert not re.search(r"\de[+-]\d", diff), diff
+    assert re.search(r"\d (ns|µs|ms)", diff), diff
+    assert "str" not in table.first.locator("thead").inner_text().split()
+    assert '"' not in table.first.inner_text()
+
+    # 4: short errors with a suggestion
+    for tag, want in (
+        ("bad-domain", "valid domains: runtime, hccl"),
+        ("bad-callback", "did you mean aclrtLaunchKernel?"),
+        ("bad-save-dir", "is a folder"),
+    ):
+        text = output_text(page, i(tag))
+        assert want in text, text
+        assert len(text) < 300 and "Traceback" not in text, text
+    shot(page, i("bad-callback"), "14.4-error")
+
+    # 9: status is short: enabled callbacks per domain
+    st = output_text(page, i("status"))
+    shot(page, i("status"), "14.9-status")
+    assert "runtime: 36 of 36" in st and "hccl: 12 of 12" in st, st
+    assert len(st.strip().splitlines()) <= 10, st
+
+
+def test_help_lists_every_subcommand_and_setting(page, lab):
+    """Item 9: `%mspti?` in JupyterLab (the pager shows inline below the cell)."""
+    from mspti_lens.notebook.magics import SUBCOMMANDS
+
+    _, _, folder = lab
+    cells = SETUP + [("help", "%mspti?")]
+    open_notebook(page, lab, write_notebook(folder, "help", cells))
+    run_menu(page, "Run All Cells")
+    wait_executed(page, len(cells) - 1)
+    text = output_text(page, 2)
+    shot(page, 2, "14.9-help")
+    for name in SUBCOMMANDS:
+        assert re.search(rf"^\s*%mspti {name}\b.*\S", text, re.M), (name, text)
+    for setting in ("unit", "top", "refresh", "display", "library"):
+        assert f"MsptiMagics.{setting}" in text, text
+
+
+# -- the panel ---------------------------------------------------------------------------------------
+PANEL = SETUP + [
+    ("profile", "%%mspti --display none\ns.run_workload('training', steps=5, ranks=8)"),
+    (
+        "panel",
+        "panel = %mspti panel\njob = s.start_workload('training', steps=100_000, ranks=8, seed=3)\npanel",
+    ),
+]
+
+
+def picker(page):
+    return page.locator(".mspti-lens-panel .mspti-lens-picker input[type='checkbox']")
+
+
+def checked(page) -> int:
+    return page.evaluate(
+        "() => [...document.querySelectorAll('.mspti-lens-picker input[type=checkbox]')]"
+        ".filter(e => e.checked).length"
+    )
+
+
+def test_panel_opens_recording_and_its_picker_toggles_one_callback(page, lab):
+    """Items 2, 3, 6 of issue 14: the panel records at once, a click toggles one callback, a
+    partly enabled domain shows a mixed state, labels are whole, the figure is sharp; `%%mspti`
+    without -d then traces runtime and HCCL; closing leaves a static final view."""
+    _, _, folder = lab
+    cells = PANEL + [
+        ("cell-after", "%%mspti --display summary\ns.run_workload('training', steps=3, ranks=8)"),
+        ("close", "job.cancel(); job.join()\n%mspti close"),
+    ]
+    open_notebook(page, lab, write_notebook(folder, "panel", cells))
+    select(page, idx(cells, "cell-after"))
+    run_menu(page, "Run All Above Selected Cell")  # the rest runs after the clicks below
+    wait_executed(page, idx(cells, "panel"))
+    panel = page.locator(".mspti-lens-panel").first
+    panel.wait_for()
+    # 2: recording, and the counts grow while the job runs
+    page.wait_for_function(
+        "() => { const s = document.querySelector('.mspti-lens-panel .mspti-lens-status');"
+        " return s && s.innerText.includes('running') && /[1-9][\\d,]* calls/.test(s.innerText); }"
+    )
+    panel.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser-14.2-panel-opens-recording.png"), full_page=False)
+
+    # 3: a plain click toggles exactly one callback
+    boxes = picker(page)
+    assert boxes.count() == 48
+    before = checked(page)
+    assert before == 48
+    launch = page.locator(".mspti-lens-picker label", has_text="aclrtLaunchKernel").first
+    launch.click()
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll('.mspti-lens-picker input[type=checkbox]')]"
+        f".filter(e => e.checked).length === {before - 1}"
+    )
+    runtime = panel.locator(".mspti-lens-domain", has_text="runtime").first
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.mspti-lens-domain')]"
+        ".some(b => /runtime.*35 of 36/.test(b.innerText))"
+    )
+    assert "mod-active" not in (runtime.get_attribute("class") or "")
+    # labels are whole: no option's text is cut
+    cut = page.evaluate(
+        "() => [...document.querySelectorAll('.mspti-lens-picker label')]"
+        ".filter(l => l.scrollWidth > l.clientWidth + 1).map(l => l.innerText)"
+    )
+    assert cut == [], cut
+    panel.screenshot(path=str(ARTIFACTS / "browser-14.3-picker-one-click-mixed-domain.png"))
+
+    # 6: the panel's figure is rendered for the device pixel ratio, not stretched
+    page.wait_for_function(
+        "() => { const i = document.querySelector('.mspti-lens-panel img');"
+        " return i && i.naturalWidth > 0 && i.clientWidth > 0; }"
+    )
+    ratio = page.evaluate(
+        "() => { const i = document.querySelector('.mspti-lens-panel img');"
+        " return i.naturalWidth / i.clientWidth / window.devicePixelRatio; }"
+    )
+    assert ratio >= 0.99, ratio
+
+    # 3: %%mspti without -d traces runtime and HCCL whatever the panel picked
+    select(page, idx(cells, "cell-after"))
+    run_menu(page, "Run Selected Cell and All Below")
+    wait_executed(page, len(cells) - 1)
+    after = output_text(page, idx(cells, "cell-after"))
+    shot(page, idx(cells, "cell-after"), "14.3-cell-after-panel")
+    assert "HcclAllReduce" in after and "aclrtLaunchKernel" in after, after
+
+    # 2: after close the panel's output is a static final view, not blank
+    c = cell(page, idx(cells, "panel"))
+    page.wait_for_function(
+        "() => { const c = document.querySelectorAll('%s .jp-Cell')[%d];"
+        " return c.querySelector('.mspti-lens-final img') && !c.querySelector('.mspti-lens-panel'); }"
+        % (NB, idx(cells, "panel"))
+    )
+    final = c.locator(".mspti-lens-final").inner_text()
+    assert "session closed" in final and "APIs by total time" in final, final
+    shot(page, idx(cells, "panel"), "14.2-panel-final-view")
+
+
+# -- interrupts (issue 9, item 14) -------------------------------------------------------------------
+def test_interrupting_a_profiled_cell_stops_its_job(page, lab):
+    """The kernel's stop button during a long `%%mspti` cell: the workload stops, and the next
+    cell's window holds its own five calls only."""
+    _, _, folder = lab
+    cells = SETUP + [
+        ("long", "%%mspti -d runtime\ns.run_workload('training', steps=10**6, ranks=8, progress=True)"),
+        ("next", "%%mspti -d runtime --display summary\ns.call('aclrtMalloc', 1000, 5)"),
+        ("again", "%%mspti -d runtime --display summary\ns.call('aclrtFree', 1000, 3)"),
+    ]
+    open_notebook(page, lab, write_notebook(folder, "interrupt", cells))
+    run_menu(page, "Run All Cells")
+    wait_executed(page, 1)
+    # the long cell is running and its bar moves
+    page.wait_for_function(
+        f"() => {{ const c = document.querySelectorAll('{NB} .jp-Cell')[2];"
+        " return /[1-9]\\d* ?\\/ ?1,?000,?000 steps/.test(c.innerText); }"
+    )
+    page.get_by_role("menuitem", name="Kernel", exact=True).click()
+    page.get_by_role("menuitem", name="Interrupt Kernel", exact=False).first.click()
+    page.wait_for_function(
+        f"() => /KeyboardInterrupt|interrupted/.test(document.querySelectorAll('{NB} .jp-Cell')[2].innerText)"
+    )
+    wait_idle(page)
+    shot(page, 2, "9.14-interrupted-cell")
+    select(page, 3)
+    run_menu(page, "Run Selected Cell and All Below")
+    wait_executed(page, 4)
+    nxt, again = output_text(page, 3), output_text(page, 4)
+    shot(page, 3, "9.14-next-cell")
+    assert "5 calls" in nxt and "aclrtMalloc" in nxt and "aclrtLaunchKernel" not in nxt, nxt
+    assert "3 calls" in again and "aclrtLaunchKernel" not in again, again
+
+
+# -- the quickstart, as shipped ----------------------------------------------------------------------
+def test_quickstart_panel_in_jupyterlab(page, lab):
+    """The quickstart without its clean-up cell (so the session and the simulated job still run
+    when the test clicks in the panel): toggling HCCL in the panel adds HCCL rows."""
+    _, _, folder = lab
+    nb = json.loads((ROOT / "notebooks" / "quickstart.ipynb").read_text())
+    nb["cells"] = [c for c in nb["cells"] if "cleanup" not in c.get("metadata", {}).get("tags", [])]
+    (folder / "quickstart.ipynb").write_text(json.dumps(nb))
+    open_notebook(page, lab, "quickstart.ipynb")
+    run_menu(page, "Run All Cells")
+    panel = page.locator(".mspti-lens-panel").first
+    panel.wait_for()
+    table = ".mspti-lens-panel .mspti-lens-table"
+    # the background job runs with only the runtime domain traced
+    page.wait_for_function(
+        f"() => {{ const t = document.querySelector('{table}');"
+        " return t && t.innerText.includes('aclrtLaunchKernel'); }"
+    )
+    before = page.locator(table).first.inner_text()
+    assert "SIMULATED" in panel.inner_text()
+    assert "HcclAllReduce" not in before and "runtime" in before
+    panel.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser-quickstart-before.png"), full_page=True)
+
+    toggle = panel.locator(".mspti-lens-domain", has_text="hccl").first
+    toggle.click()
+    # the toggle reached the kernel's session: HCCL rows appear at the next refreshes
+    page.wait_for_function(f"() => document.querySelector('{table}').innerText.includes('HcclAllReduce')")
+    after = page.locator(table).first.inner_text()
+    assert "HcclAllReduce" in after and "hccl" in after and "aclrtLaunchKernel" in after
+    assert "mod-active" in (toggle.get_attribute("class") or "")
+    panel.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser-quickstart.png"), full_page=True)
+    panel.screenshot(path=str(ARTIFACTS / "browser-panel.png"))
     assert (ARTIFACTS / "browser-quickstart.png").stat().st_size > 10_000
-    shutil.copy(folder / "lab.log", ARTIFACTS / "browser-jupyterlab.log")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("IPython")
@@ -15,6 +17,7 @@ from mspti_lens.sim import Simulator
 
 LAUNCH = 1 << 10
 ALL_RUNTIME = sum(1 << c for c in range(1, 37))
+HCCL_ALL = sum(1 << c for c in range(1, 13))
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +77,7 @@ def run_usage_error(shell, code: str) -> str:
     assert isinstance(r.error_in_exec, UsageError), r.error_in_exec
     # The kernel keeps working.
     assert shell.run_cell("40 + 2", store_history=False).result == 42
-    return str(r.error_in_exec) + cap.stdout + cap.stderr
+    return str(r.error_in_exec) + "\n" + cap.stdout + cap.stderr
 
 
 def test_load_states_the_backend_and_registers_config(ip):
@@ -96,12 +99,29 @@ def test_load_states_the_backend_and_registers_config(ip):
     assert sum(isinstance(m, MsptiMagics) for m in ip.configurables) == 1
 
 
-def test_help_documents_the_options(ip):
+def test_help_lists_every_subcommand_in_one_line_and_the_settings(ip):
+    from mspti_lens.notebook.magics import SETTINGS, SUBCOMMANDS
+
     doc = ip.find_line_magic("mspti").__doc__
     for opt in ("--domain", "--callback", "--display", "--kind", "--density", "--unit", "--top", "--out"):
         assert opt in doc
-    for cmd in ("start", "stop", "reset", "status", "summary", "plot", "panel", "save", "diff"):
-        assert cmd in doc
+    assert set(SUBCOMMANDS) >= {
+        "start",
+        "stop",
+        "reset",
+        "status",
+        "summary",
+        "plot",
+        "panel",
+        "save",
+        "diff",
+    }
+    for name, sub in SUBCOMMANDS.items():
+        lines = [ln for ln in doc.splitlines() if ln.startswith(f"%mspti {name} ") or ln == f"%mspti {name}"]
+        assert len(lines) == 1 and sub.help in lines[0], (name, lines)
+    assert re.search(r"^%%mspti \[options\] +profile one cell", doc, re.MULTILINE)
+    for name in SETTINGS:
+        assert f"MsptiMagics.{name}" in doc
 
 
 def test_cell_magic_profiles_only_named_callbacks_and_returns_the_snapshot(ip, sim):
@@ -115,10 +135,11 @@ def test_cell_magic_profiles_only_named_callbacks_and_returns_the_snapshot(ip, s
     names = set(snap.summary()["name"])
     assert "aclrtLaunchKernel" in names
     assert all("LaunchKernel" in n for n in names), names
-    # The plot was displayed under the cell as a PNG with a text fallback.
-    bundles = [o.data for o in cap.outputs]
-    assert any(b.get("image/png", b"")[:4] == b"\x89PNG" for b in bundles)
-    assert any("SIMULATED" in b.get("text/plain", "") for b in bundles)
+    # One output: the snapshot, its table with the figure under it (nothing displayed besides).
+    assert not cap.outputs
+    assert snap._repr_png_()[:4] == b"\x89PNG"
+    page = snap._repr_html_()
+    assert "SIMULATED" in page and page.index("<table") < page.index("<img")
     # Afterwards the session is stopped again and traces its defaults (runtime + hccl).
     session = magics(ip).session
     assert not session.running
@@ -130,7 +151,7 @@ def test_cell_magic_display_choices(ip):
     with capture_output() as cap:
         r = ip.run_cell_magic("mspti", "-d runtime --display summary", "s.call('aclrtMalloc', 1000, 5)")
     assert isinstance(r, Snapshot) and r.summary()["num_calls"].sum() == 5
-    assert not any("image/png" in o.data for o in cap.outputs)
+    assert not cap.outputs and r._repr_png_() is None and "<img" not in r._repr_html_()
     with capture_output() as cap:
         r = ip.run_cell_magic("mspti", "-d runtime --display plot -o p", "s.call('aclrtFree', 1000, 3)")
     assert r is None and ip.user_ns["p"].summary()["num_calls"].sum() == 3
@@ -161,7 +182,7 @@ def test_cell_error_still_returns_what_was_recorded(ip):
 def test_line_lifecycle(ip, sim, tmp_path):
     m = magics(ip)
     msg = ip.run_line_magic("mspti", "start -d hccl")
-    assert "SIMULATED" in repr(msg) and "HCCL" in repr(msg)
+    assert "SIMULATED" in repr(msg) and "runtime: 0 of 36 · hccl: 12 of 12" in repr(msg)
     assert sim.enabled_mask(2) != 0 and sim.enabled_mask(1) == 0
     sim.call("HcclAllReduce", 1000, 3)
     sim.call("aclrtMalloc", 1000, 3)  # not traced
@@ -200,12 +221,12 @@ def test_line_lifecycle(ip, sim, tmp_path):
 
     ip.user_ns["before"] = first
     d = ip.run_line_magic("mspti", f"diff before {path}")
-    assert isinstance(d, pl.DataFrame)
-    row = d.filter(pl.col("name") == "HcclAllReduce")
+    assert isinstance(d.frame, pl.DataFrame)
+    row = d.frame.filter(pl.col("name") == "HcclAllReduce")
     assert row["num_calls_before"][0] == 3 and row["num_calls_after"][0] == 4
     with capture_output() as cap:
         ip.run_line_magic("mspti", f"diff before {path} --display both")
-    assert any("Before / after" in o.data.get("text/plain", "") for o in cap.outputs)
+    assert any("Before / w.parquet" in o.data.get("text/plain", "") for o in cap.outputs)
 
     msg = ip.run_line_magic("mspti", "close")
     assert "closed" in repr(msg) and not sim.subscribed
@@ -220,10 +241,19 @@ def test_unit_and_top_settings(ip):
         ip.user_ns["s"].call(api, 5000, 2)
     snap = ip.run_line_magic("mspti", "summary")
     assert len(snap.table()) == 2
-    assert " us" in repr(snap) and "µs" not in repr(snap)
+    # a fixed unit keeps the µs sign; a cut table says so and how to see every row
+    assert "µs" in repr(snap) and " us" not in repr(snap)
+    cut = "2 of 3 APIs; `%config MsptiMagics.top = 0` for all"
+    assert cut in repr(snap) and cut in snap._repr_html_()
     assert "<table" in snap._repr_html_()
     snap = ip.run_line_magic("mspti", "summary -t 3 -u ns")
-    assert len(snap.table()) == 3 and " ns" in repr(snap)
+    assert len(snap.table()) == 3 and " ns" in repr(snap) and "of 3 APIs" not in repr(snap)
+    ip.run_line_magic("config", "MsptiMagics.top = 0")
+    snap = ip.run_line_magic("mspti", "summary")
+    assert len(snap.table()) == 3 and "3 APIs" in repr(snap)
+    # plain text has no dtype row and no quotes
+    text = repr(snap)
+    assert "str" not in text.split() and '"' not in text and "u64" not in text
 
 
 def test_panel_command_returns_a_live_panel(ip, sim):
@@ -234,8 +264,11 @@ def test_panel_command_returns_a_live_panel(ip, sim):
     assert isinstance(panel, ControlPanel)
     assert panel.interval == 0.05 and panel.auto_refreshing
     assert "application/vnd.jupyter.widget-view+json" in panel._repr_mimebundle_()
+    # the panel opened recording, so the toggle's effect is visible in the library
+    assert magics(ip).session.running and panel.panel.running
+    assert sim.enabled_mask(2) == HCCL_ALL
     panel.toggles["hccl"].value = False
-    assert sim.enabled_mask(2) == 0 or not magics(ip).session.running
+    assert sim.enabled_mask(2) == 0 and sim.enabled_mask(1) == ALL_RUNTIME
     ip.run_line_magic("unload_ext", "mspti_lens")
     assert not panel.auto_refreshing  # unload stops the refresh thread
     ip.run_line_magic("load_ext", "mspti_lens")
@@ -246,29 +279,37 @@ def test_panel_command_returns_a_live_panel(ip, sim):
     "line, expected",
     [
         ("%mspti bogus", "valid commands are start, stop"),
+        ("%mspti sumary", "did you mean summary?"),
         ("%mspti", "needs a command"),
         ("%mspti start --bogus", "unrecognized arguments"),
-        ("%mspti start -d gpu", "valid choices"),
+        ("%mspti start -d gpu", "unknown domain 'gpu'; valid domains: runtime, hccl"),
         ("%mspti start -c aclrtNoSuchThing", "aclrtLaunchKernel"),
+        (
+            "%mspti start -c aclrtLaunchKernl",
+            "unknown callback 'aclrtLaunchKernl'; did you mean aclrtLaunchKernel?",
+        ),
+        ("%%mspti -c HcclAlReduce\n1", "did you mean HcclAllReduce?"),
         ("%mspti plot -k pie", "invalid choice"),
         ("%mspti summary -u parsec", "invalid choice"),
         ("%mspti save", "takes one PATH"),
         ("%mspti diff onlyone", "two snapshots"),
         ("%mspti stop", "no mspti-lens session is open"),
-        ("%mspti start --top 0", "positive"),
+        ("%mspti start --top -1", "0 (every row)"),
         ("%mspti save /no/such/dir/x.parquet", "does not exist"),
         ("%mspti start --library /no/such/libmspti.so", "libmspti"),
         ("%%mspti summary\n1", "takes options only"),
     ],
 )
 def test_bad_input_gives_a_clear_message(ip, line, expected):
-    if "top 0" in line:
-        line = "%mspti summary --top 0"
+    if "top -1" in line:
+        line = "%mspti summary --top -1"
         ip.run_line_magic("mspti", "start")
     if "save /no" in line:
         ip.run_line_magic("mspti", "start")
     msg = run_usage_error(ip, line)
     assert expected in msg, msg
+    if "--library" not in line:  # (that one explains the discovery order it tried)
+        assert len(msg.splitlines()[0]) < 200, msg  # short: one line, no list of 48 names
     # After the error the magic still works.
     assert ip.run_line_magic("mspti", "status")["backend"].startswith("SIMULATED")
 
@@ -302,7 +343,10 @@ def test_a_users_own_session_is_explained(ip):
 
     with Session(library="sim"):
         msg = run_usage_error(ip, "%mspti start")
-    assert "one" in msg.lower() and "session" in msg.lower()
+    first = msg.splitlines()[0]
+    assert "already active" in first and "close it" in first
+    # one sentence per fact: the "only one session" fact is not said twice
+    assert first.lower().count("session") <= 2 and "Only one" not in first, msg
 
 
 def test_load_on_a_real_library_without_preload_gives_the_fix(fake_lib_path, monkeypatch):
@@ -337,3 +381,139 @@ def test_cell_magic_keeps_the_running_window(ip, sim):
         "aclrtFree": 2,
         "aclrtMemset": 1,
     }
+
+
+# -- issue 14: every step does what the last output promised ----------------------------------------
+def test_line_commands_after_a_cell_act_on_the_cell_snapshot(ip, tmp_path):
+    with capture_output():
+        cell = ip.run_cell_magic("mspti", "-d runtime --display summary", "s.call('aclrtMalloc', 1000, 7)")
+    assert cell.total_calls == 7
+    summary = ip.run_line_magic("mspti", "summary")
+    assert summary.total_calls == 7 and "the last %%mspti cell" in repr(summary)
+    msg = ip.run_line_magic("mspti", f"save {tmp_path / 'cell.parquet'}")
+    assert "saved 7 calls" in repr(msg) and "the last %%mspti cell" in repr(msg)
+    assert Snapshot.load(tmp_path / "cell.parquet").total_calls == 7
+    with capture_output() as cap:
+        assert ip.run_line_magic("mspti", "plot") is None
+    assert (
+        "7 calls" in cap.outputs[0].data["text/plain"] or cap.outputs[0].data["image/png"][:4] == b"\x89PNG"
+    )
+    # once recording starts again, line commands act on the new window, and say so
+    ip.run_line_magic("mspti", "start -d runtime")
+    ip.user_ns["s"].call("aclrtFree", 1000, 2)
+    now = ip.run_line_magic("mspti", "summary")
+    assert now.total_calls == 2 and "the current window (recording)" in repr(now)
+
+
+def test_diff_renders_a_table_and_names_an_empty_side(ip, tmp_path):
+    with capture_output():
+        ip.run_cell_magic("mspti", "-d runtime --display none -o a", "s.call('aclrtMalloc', 1000, 4)")
+        ip.run_cell_magic("mspti", "-d runtime --display none -o b", "s.call('aclrtMalloc', 3000, 4)")
+        ip.run_cell_magic("mspti", "-d hccl --display none -o empty", "s.call('aclrtMalloc', 1000, 1)")
+    d = ip.run_line_magic("mspti", "diff a b")
+    text, page = repr(d), d._repr_html_()
+    assert "<table" in page and "<thead>" in page
+    assert re.search(r"\+\d[\d,]*\.\d %", text), text  # signed percentages
+    assert not re.search(r"\de[+-]\d", text + page)  # no scientific notation
+    assert "µs" in text and "str" not in text.split() and '"' not in text
+    with capture_output() as cap:
+        d = ip.run_line_magic("mspti", "diff empty b")
+    warnings = [o.data["text/plain"] for o in cap.outputs]
+    assert warnings == ["empty has no calls, so its side of the diff is empty"]
+    assert d.frame["num_calls_before"].null_count() == len(d.frame)
+
+
+def test_save_writes_the_format_its_extension_names(ip, tmp_path):
+    import polars as pl
+
+    with capture_output():
+        ip.run_cell_magic("mspti", "-d runtime --display none", "s.call('aclrtMalloc', 1000, 3)")
+    msg = ip.run_line_magic("mspti", f"save {tmp_path / 'w.csv'}")
+    assert "saved 3 calls" in repr(msg)
+    csv = pl.read_csv(tmp_path / "w.csv")
+    assert csv["name"].to_list() == ["aclrtMalloc"] and csv["num_calls"].to_list() == [3]
+    (tmp_path / "adir").mkdir()
+    assert "is a folder" in run_usage_error(ip, f"%mspti save {tmp_path / 'adir'}")
+    msg = run_usage_error(ip, f"%mspti save {tmp_path / 'w.xlsx'}")
+    assert msg.splitlines()[0].startswith("%mspti save writes .parquet (the snapshot")
+    assert "or .csv (the summary table, in ns), not '.xlsx'" in msg.splitlines()[0]
+    assert not (tmp_path / "w.xlsx").exists()
+
+
+def test_cell_without_d_traces_runtime_and_hccl_whatever_the_panel_picked(ip, sim):
+    ip.run_line_magic("mspti", "start -c LAUNCH")
+    assert sim.enabled_mask(1) == LAUNCH
+    code = "masks = s.enabled_mask(1), s.enabled_mask(2)\ns.call('aclrtMalloc', 1000, 2)"
+    with capture_output():
+        snap = ip.run_cell_magic("mspti", "--display summary", code)
+    assert ip.user_ns["masks"] == (ALL_RUNTIME, HCCL_ALL)
+    assert snap.total_calls == 2
+    # afterwards the session traces what was picked before the cell
+    assert magics(ip).session.enabled == ["MSPTI_CBID_RUNTIME_LAUNCH"]
+
+
+def test_a_cell_has_one_output(ip):
+    with capture_output() as cap:
+        r = ip.run_cell("%%mspti -d runtime\ns.call('aclrtMalloc', 1000, 2)\n'the cell value 4242'")
+    assert r.success
+    # the cell's own last value is not shown: the snapshot (table + figure) is the one output
+    assert "4242" not in cap.stdout
+    shown = ip.user_ns["_"]
+    assert isinstance(shown, Snapshot) and shown._repr_png_()[:4] == b"\x89PNG"
+    assert not cap.outputs  # nothing displayed besides the result
+
+
+def test_status_is_short(ip):
+    ip.run_line_magic("mspti", "start -d runtime")
+    ip.user_ns["s"].fire("aclrtMalloc", 1)  # one EXIT without its ENTER
+    st = ip.run_line_magic("mspti", "status")
+    text = repr(st)
+    assert "runtime: 36 of 36 · hccl: 0 of 12" in text
+    assert "unmatched 1" in text and len(text.splitlines()) <= 7, text
+    assert len(st["enabled"]) == 36 and st["unmatched"] == 1  # the dict keeps every field
+    assert "MSPTI_CBID" not in text and "MSPTI_CBID" not in st._repr_html_()
+
+
+def test_progress_in_jupyter_is_a_widget_counting_steps(ip, sim, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    import mspti_lens.notebook.display as nd
+
+    monkeypatch.setattr(nd, "in_jupyter", lambda: True)
+    with capture_output() as cap:
+        sim.run_workload("training", steps=12, ranks=8, threads=2, progress=True)
+    assert cap.stderr == ""  # never an error-pink stderr box
+    first, last = cap.outputs[0].data, cap.outputs[-1].data
+    assert "application/vnd.jupyter.widget-view+json" in first
+    # when it ends the bar becomes one line of static text counting steps (12, not 24 ticks)
+    assert re.match(r"training workload: 12/12 steps · [\d.]+ s$", last["text/plain"]), last
+
+
+def test_progress_in_a_terminal_is_a_bar_counting_steps(sim, capsys):
+    sim.run_workload("training", steps=12, ranks=8, threads=2, progress=True)
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and "12/12 steps 100%" in err.splitlines()[-1]
+    assert "24" not in err.replace("\r", "\n").splitlines()[-1].split("steps")[0]
+
+
+def test_panel_after_a_cell_opens_recording_and_close_leaves_a_static_view(ip, sim):
+    with capture_output():
+        ip.run_cell_magic("mspti", "--display none", "s.call('aclrtMalloc', 1000, 3)")
+    assert not magics(ip).session.running  # the cell stopped what it started
+    ip.run_line_magic("config", "MsptiMagics.refresh = 0.05")
+    with capture_output() as cap:
+        ip.run_cell("%mspti panel", store_history=False)
+    live = [o for o in cap.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
+    assert len(live) == 1  # shown once, through its display id
+    panel = magics(ip).panels[-1]
+    assert panel.panel.running and "running" in panel.status.value
+    sim.call("aclrtFree", 1000, 4)
+    panel.refresh()
+    assert "aclrtFree" in panel.table.value
+    with capture_output() as cap:
+        msg = ip.run_line_magic("mspti", "close")
+    assert "closed" in repr(msg) and not panel.auto_refreshing
+    final = [o.data["text/html"] for o in cap.outputs if "mspti-lens-final" in o.data.get("text/html", "")]
+    assert len(final) == 1, [o.data for o in cap.outputs]
+    assert "aclrtFree" in final[0] and "<img" in final[0] and "session closed" in final[0]
+    # the live widget shows the same final view (not a blank output)
+    assert "mspti-lens-final" in panel.widget.children[0].value

@@ -84,17 +84,29 @@ def test_quickstart(tmp_path_factory):
     assert_clean(nb)
     assert "SIMULATED" in texts(cell(nb, "load"))
     prof = cell(nb, "profile-cell")
+    # one output for the snapshot (its table with the figure under it) after the progress line
+    assert [o.output_type for o in prof.outputs] == ["display_data", "execute_result"], prof.outputs
+    progress = prof.outputs[0]["data"]["text/plain"]
+    assert re.fullmatch(r"training workload: 20/20 steps · [\d.]+ s", progress), progress
     assert images(prof) and images(prof)[0][:4] == b"\x89PNG"
-    summary = [o for o in prof.outputs if o.output_type == "execute_result" and "text/html" in o["data"]]
-    assert summary and "SIMULATED DATA" in summary[-1]["data"]["text/html"]
-    assert "aclrtLaunchKernel" in summary[-1]["data"]["text/plain"]
-    assert "aclrtLaunchKernel" in texts(cell(nb, "underscore"))  # `_` was the snapshot
+    page = prof.outputs[1]["data"]["text/html"]
+    assert "SIMULATED DATA" in page and "<img" in page and "; `%config MsptiMagics.top = 0` for all" in page
+    assert "aclrtLaunchKernel" in prof.outputs[1]["data"]["text/plain"]
+    calls = int(re.search(r"([\d,]+) calls in", texts(prof)).group(1).replace(",", ""))
+    under = texts(cell(nb, "underscore"))  # `_` was the snapshot, and line commands act on it
+    assert "aclrtLaunchKernel" in under and "the last %%mspti cell" in under and "5 of " in under
+    assert f"saved {calls:,} calls" in texts(cell(nb, "save"))
     panel = cell(nb, "panel")
-    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in panel.outputs)
+    # closing the session replaced the live panel by its static final view (saved with the notebook)
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in panel.outputs)
+    final = [o["data"]["text/html"] for o in panel.outputs if "text/html" in o.get("data", {})]
+    assert len(final) == 1 and "mspti-lens-final" in final[0] and "aclrtLaunchKernel" in final[0]
+    assert "session closed" in final[0] and "<img" in final[0]
     m = re.search(r"running · ([\d,]+) calls · (\d+) unmatched", stdout(cell(nb, "status")))
     assert m and int(m.group(1).replace(",", "")) > 0, stdout(cell(nb, "status"))
     st = texts(cell(nb, "magic-status"))
-    assert "running" in st and "36 callbacks" in st  # runtime only: what `%mspti start -d runtime` asked
+    assert "running" in st and "runtime: 36 of 36 · hccl: 0 of 12" in st  # what `-d runtime` asked
+    assert len(st.splitlines()) <= 7, st
     assert "session closed" in texts(cell(nb, "cleanup"))
 
 
@@ -110,6 +122,10 @@ def test_scenario1_domain_tracing(tmp_path_factory):
     m = re.search(r"(\d+) of (\d+) hooked runtime functions recorded", stdout(cell(nb, "all-apis")))
     assert m and m.group(1) == m.group(2) and int(m.group(1)) >= 30
     assert "missing: []" in stdout(cell(nb, "all-apis"))
+    table = cell(nb, "table-us").outputs[0]["data"]
+    assert (
+        "µs" in table["text/plain"] and "<thead>" in table["text/html"] and "&quot;" not in table["text/html"]
+    )
     for tag in ("plot-distribution", "plot-cdf"):
         assert images(cell(nb, tag)), tag
     assert "still subscribed: False" in stdout(cell(nb, "closed"))
@@ -147,6 +163,8 @@ def test_scenario3_pairing_and_correlation_data(tmp_path_factory):
     assert "share correlationData: True" in fields and "correlationData = 0xdeadbeef" in fields
     same = stdout(cell(nb, "same-durations"))
     assert "identical summaries under both fidelities: True" in same and "unmatched: 0" in same
+    table = cell(nb, "summary-table").outputs[0]["data"]
+    assert "aclrtLaunchKernel" in table["text/plain"] and "&quot;" not in table["text/html"]
     pairing = stdout(cell(nb, "pairing"))
     assert "{'aclrtMalloc': 1, 'aclrtFree': 1}" in pairing
     assert "unmatched: 1 | in flight: 1" in pairing

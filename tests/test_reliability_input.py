@@ -359,9 +359,7 @@ def _corrupt_files(tmp: Path) -> dict[str, Path]:
     files["foreign_parquet"] = foreign
     files["meta_not_json"] = _rewrite(good, tmp / "m1.parquet", meta=b"{not json")
     files["meta_list"] = _rewrite(good, tmp / "m2.parquet", meta=[1, 2])
-    files["meta_other_format"] = _rewrite(
-        good, tmp / "m3.parquet", meta={**head, "format": "mspti-lens-snapshot/9"}
-    )
+    files["meta_other_format"] = _rewrite(good, tmp / "m3.parquet", meta={**head, "version": 9})
     files["meta_counters_junk"] = _rewrite(
         good, tmp / "m4.parquet", meta={**head, "counters": {"unmatched": "many"}}
     )
@@ -374,11 +372,15 @@ def _corrupt_files(tmp: Path) -> dict[str, Path]:
         good,
         tmp / "c4.parquet",
         table_fn=lambda t: _set_col(
-            "buckets", [[10**9] * len(b) for b in t.column("buckets").to_pylist()], pa.list_(pa.uint32())
+            "index", [[10**9] * len(b) for b in t.column("index").to_pylist()], pa.list_(pa.int32())
         )(t),
     )
-    files["sum_sq_negative"] = _rewrite(good, tmp / "c5.parquet", table_fn=_set_col("sum_sq", [-1.0] * n))
-    files["sum_sq_nan"] = _rewrite(good, tmp / "c6.parquet", table_fn=_set_col("sum_sq", [float("nan")] * n))
+    files["sum_sq_negative"] = _rewrite(
+        good, tmp / "c5.parquet", table_fn=_set_col("sum_sq_lo", [-1] * n, pa.int64())
+    )
+    files["sum_sq_as_float"] = _rewrite(
+        good, tmp / "c6.parquet", table_fn=_set_col("sum_sq_hi", [float("nan")] * n, pa.float64())
+    )
     files["min_above_max"] = _rewrite(
         good,
         tmp / "c7.parquet",
@@ -390,7 +392,7 @@ def _corrupt_files(tmp: Path) -> dict[str, Path]:
         table_fn=lambda t: _set_col("count", [c + 1 for c in t.column("count").to_pylist()], pa.uint64())(t),
     )
     files["null_buckets"] = _rewrite(
-        good, tmp / "c9.parquet", table_fn=_set_col("buckets", [None] * n, pa.list_(pa.uint32()))
+        good, tmp / "c9.parquet", table_fn=_set_col("index", [None] * n, pa.list_(pa.int32()))
     )
     files["negative_domain"] = _rewrite(
         good, tmp / "c10.parquet", table_fn=_set_col("domain", [-1] * n, pa.int64())
@@ -418,7 +420,7 @@ CORRUPT = [
     "bucket_len_mismatch",
     "bucket_out_of_range",
     "sum_sq_negative",
-    "sum_sq_nan",
+    "sum_sq_as_float",
     "min_above_max",
     "count_disagrees",
     "null_buckets",
@@ -491,9 +493,9 @@ def shell(live):
 MAGIC_LINES = [
     ("", ["start", "stop"]),
     ("bogus", ["start", "summary"]),
-    ("start -d gpu", ["'runtime'"]),
+    ("start -d gpu", ["valid domains: runtime, hccl"]),  # issue 14: short, names the choices
     ("start -c NOPE", ["LAUNCH"]),
-    ("start -c runtime,99", ["'runtime'"]),
+    ("start -c runtime,99", ["runtime, hccl"]),
     ("start", ["already active", "close"]),  # the test's own Session holds the slot
     ("start --library /nonexistent/libmspti.so", ["MSPTI_LIBRARY"]),
     ("save", ["PATH"]),

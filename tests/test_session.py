@@ -191,9 +191,9 @@ def test_merge_of_windows_equals_the_whole(sim):
     m = a.merge(b)
     assert (
         m.histogram()
-        .drop("bucket")
+        .drop("index")
         .sort("name", "lower_ns")
-        .equals(whole.histogram().drop("bucket").sort("name", "lower_ns"))
+        .equals(whole.histogram().drop("index").sort("name", "lower_ns"))
     )
 
 

@@ -317,7 +317,7 @@ def test_seeded_workloads_repeat_exactly_on_the_virtual_clock(sim):
     for _ in range(2):
         with Session(library="sim", clock="mspti") as s:
             sim.run_workload("inference", steps=3, ranks=4, threads=2, seed=42)
-            frames.append(s.snapshot().histogram().sort("name", "bucket"))
+            frames.append(s.snapshot().histogram().sort("name", "lower_ns"))
     assert frames[0].equals(frames[1])
 
 

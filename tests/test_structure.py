@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 # -- counters -----------------------------------------------------------------------------------------
 def test_snapshot_counters_are_the_native_table_and_the_stack_counter_has_its_own_name(session):
     names = [n for n, _ in _native.COUNTERS]
-    assert names == ["unmatched", "stack_full", "dropped", "abandoned", "orphaned", "bad_site"]
+    assert names == ["unmatched", "stack_full", "dropped", "abandoned", "orphaned", "bad_site", "toggled"]
     assert list(session.snapshot().counters) == [*names, "in_flight", "threads"]
     assert "overflow" not in names  # the per-key histogram overflow keeps that word
 
@@ -40,7 +40,18 @@ def test_a_full_stack_counts_as_stack_full_on_the_simulator(sim, session):
 
 def test_snapshot_files_written_before_the_rename_still_load_their_stack_counter():
     n = _native.NativeSnapshot.from_state(
-        [1], [1], ["f"], [5], [25.0], [5], [5], [0], [0], [3], [1], {"overflow": 7, "unmatched": 2}
+        [1],
+        [1],
+        ["f"],
+        [5],
+        [25],
+        [5],
+        [5],
+        [0],
+        [0],
+        [_native.bucket_index(5)],
+        [1],
+        {"overflow": 7, "unmatched": 2},
     )
     assert n.counters()["stack_full"] == 7 and n.counters()["unmatched"] == 2
 

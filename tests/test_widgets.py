@@ -1,5 +1,5 @@
-"""The control panel: its logic (notebook/panel.py) and the ipywidgets binding (notebook/widget.py), against the
-simulator, which records what the library actually has enabled."""
+"""The control panel: its logic (notebook/panel.py) and the ipywidgets binding (notebook/widget.py),
+against the simulator, which records what the library actually has enabled."""
 
 from __future__ import annotations
 
@@ -124,31 +124,71 @@ def test_stop_start_and_bad_settings(session, sim):
 
 
 # -- the widgets -----------------------------------------------------------------------------------
+def checked(cp) -> set[str]:
+    return {k for k, cb in cp.checkboxes.items() if cb.value}
+
+
 def test_toggle_widget_enables_in_the_library(cp, sim):
     assert cp.toggles["runtime"].value and not cp.toggles["hccl"].value
     cp.toggles["hccl"].value = True
     assert sim.enabled_mask(2) == HCCL_ALL
     cp.toggles["runtime"].value = False
     assert sim.enabled_mask(1) == 0
-    # the picker follows: no runtime callback selected any more, every HCCL one is
-    assert all(k.startswith("MSPTI_CBID_HCCL") for k in cp.callbacks.value)
-    assert len(cp.callbacks.value) == 12
+    # the picker follows: no runtime callback checked any more, every HCCL one is
+    assert all(k.startswith("MSPTI_CBID_HCCL") for k in checked(cp))
+    assert len(checked(cp)) == 12
 
 
-def test_picker_widget(cp, sim):
+def test_a_click_in_the_picker_toggles_one_callback(cp, sim):
+    assert len(cp.checkboxes) == 48 and len(checked(cp)) == 36
+    cp.checkboxes["MSPTI_CBID_RUNTIME_LAUNCH"].value = False  # one click
+    assert sim.enabled_mask(1) == RUNTIME_ALL & ~LAUNCH
+    assert checked(cp) == {k for k in cp.checkboxes if k.startswith("MSPTI_CBID_RUNTIME")} - {
+        "MSPTI_CBID_RUNTIME_LAUNCH"
+    }
+    cp.checkboxes["MSPTI_CBID_HCCL_ALLREDUCE"].value = True
+    assert sim.enabled_mask(2) == 1 << 1 and sim.enabled_mask(1) == RUNTIME_ALL & ~LAUNCH
+    cp.checkboxes["MSPTI_CBID_RUNTIME_LAUNCH"].value = True
+    assert sim.enabled_mask(1) == RUNTIME_ALL
+
+
+def test_a_partly_enabled_domain_shows_a_mixed_state(cp):
+    rt, hc = cp.toggles["runtime"], cp.toggles["hccl"]
+    assert rt.description == "runtime · 36 of 36" and rt.icon == "check-square" and rt.value
+    assert hc.description == "hccl · 0 of 12" and hc.icon == "square-o" and not hc.value
+    cp.checkboxes["MSPTI_CBID_RUNTIME_LAUNCH"].value = False
+    assert rt.description == "runtime · 35 of 36" and rt.icon == "minus-square" and not rt.value
+    assert "mspti-lens-some" in rt._dom_classes and "mspti-lens-all" not in rt._dom_classes
+    # a click on a mixed domain turns all of it on
+    rt.value = True
+    assert rt.description == "runtime · 36 of 36" and "mspti-lens-all" in rt._dom_classes
+
+
+def test_search_filters_the_picker_and_keeps_hidden_states(cp, sim):
     cp.search.value = "launch"
-    keys = [k for _, k in cp.callbacks.options]
-    assert "MSPTI_CBID_RUNTIME_LAUNCH" in keys and len(keys) == 5
-    cp.callbacks.value = ("MSPTI_CBID_RUNTIME_LAUNCH",)
-    hidden = RUNTIME_ALL & ~sum(1 << c for c in (10, 11, 12, 13, 14))
-    assert sim.enabled_mask(1) == hidden | LAUNCH
-    assert not cp.toggles["runtime"].value  # the domain is no longer fully on
-    cp.search.value = "HcclAllReduce"
-    cp.callbacks.value = ("MSPTI_CBID_HCCL_ALLREDUCE",)
-    assert sim.enabled_mask(2) == 1 << 1
+    assert len(cp.visible()) == 5 and "MSPTI_CBID_RUNTIME_LAUNCH" in cp.visible()
+    cp.checkboxes["MSPTI_CBID_RUNTIME_LAUNCH"].value = False
+    assert sim.enabled_mask(1) == RUNTIME_ALL & ~LAUNCH  # hidden callbacks untouched
     cp.search.value = ""
-    assert len(cp.callbacks.options) == 48
-    assert set(cp.callbacks.value) == set(cp.panel.selected())
+    assert len(cp.visible()) == 48 and checked(cp) == set(cp.panel.selected())
+    # every label is whole: the function name, its aliases and the id
+    labels = {k: cb.description for k, cb in cp.checkboxes.items()}
+    assert labels["MSPTI_CBID_RUNTIME_STREAM_SYNCHRONIZED"].startswith("aclrtSynchronizeStream")
+    assert labels["MSPTI_CBID_RUNTIME_STREAM_SYNCHRONIZED"].endswith("STREAM_SYNCHRONIZED")
+    assert all(cb.style.description_width == "initial" for cb in cp.checkboxes.values())
+
+
+def test_the_panel_plot_is_rendered_for_hidpi(cp, sim):
+    from PIL import Image
+
+    assert cp.plot.layout.display == "none"  # no calls yet: no empty axes
+    sim.call("aclrtMalloc", 1000, 20)
+    cp.refresh()
+    assert cp.plot.layout.display == ""
+    import io
+
+    width = Image.open(io.BytesIO(cp.plot.value)).size[0]
+    assert width >= 2 * int(cp.plot.width)  # 2 device pixels per CSS pixel at least
 
 
 def test_buttons_and_errors_show_in_the_panel(cp, sim, tmp_path):
@@ -179,7 +219,7 @@ def test_auto_refresh_runs_on_a_thread_while_collection_runs(session, sim):
         job.join()
         assert wait_for(lambda: "aclrtLaunchKernel" in cp.table.value)
         assert wait_for(lambda: f"<b>{session.snapshot().total_calls:,}</b> calls" in cp.status.value)
-        assert cp.plot.value[:4] == b"\x89PNG"
+        assert wait_for(lambda: cp.plot.value[:4] == b"\x89PNG")  # the figure follows (throttled)
         # toggling HCCL on while it runs: HCCL rows appear after the next refreshes
         cp.toggles["hccl"].value = True
         sim.run_workload("training", steps=5, ranks=8)
@@ -224,3 +264,16 @@ def test_a_click_during_a_background_redraw_is_not_lost(cp, sim):
     t.join(10)
     cp.panel.on_change.remove(slow_view)
     assert cp.toggles["hccl"].value and sim.enabled_mask(2) == HCCL_ALL
+
+
+def test_closing_the_session_leaves_a_static_final_view(sim):
+    s = Session(library="sim", enable=["runtime"])
+    s.start()
+    cp = ControlPanel(s, interval=0.02)
+    sim.call("aclrtMalloc", 1000, 6)
+    s.close()  # closed by the user, not through the panel: its refresh thread notices
+    assert wait_for(lambda: cp.finished)
+    assert not cp.auto_refreshing
+    final = cp.widget.children[0].value
+    assert "mspti-lens-final" in final and "aclrtMalloc" in final and "<img" in final
+    assert "session closed" in final and "mspti-lens-panel" not in cp.widget._dom_classes

@@ -4,9 +4,11 @@ from typing import Any, final
 
 __all__ = [
     "__version__",
-    "BUCKETS",
+    "SCALE",
+    "MIN_INDEX",
+    "MAX_INDEX",
+    "RANGE_MAX_NS",
     "MAX_RELATIVE_ERROR",
-    "RANGE_END_NS",
     "HISTOGRAM_BYTES",
     "TSC_RELIABLE",
     "COUNTERS",
@@ -28,13 +30,18 @@ __all__ = [
     "callbacks",
     "results",
     "bucket_bounds",
+    "bucket_index",
+    "nearest_rank",
+    "bucket_tables",
     "callback_data_layout",
 ]
 
 __version__: str
-BUCKETS: int
+SCALE: int
+MIN_INDEX: int
+MAX_INDEX: int
+RANGE_MAX_NS: int
 MAX_RELATIVE_ERROR: float
-RANGE_END_NS: int
 HISTOGRAM_BYTES: int
 TSC_RELIABLE: bool
 COUNTERS: list[tuple[str, str]]
@@ -94,7 +101,16 @@ def callbacks() -> list[tuple[int, int, str, str, list[str], list[str]]]:
 def results() -> list[tuple[int, str, str]]:
     """(code, enum name, library string) for every msptiResult."""
 
-def bucket_bounds(i: int) -> tuple[int, int]: ...
+def bucket_bounds(index: int) -> tuple[float, float]:
+    """(lower, upper) in ns of bucket `index`: base^index exclusive, base^(index+1) inclusive."""
+
+def bucket_index(value_ns: int) -> int | None:
+    """The bucket index of a value; None for 0 ns (zero bucket) and beyond RANGE_MAX_NS."""
+
+def nearest_rank(q: float, n: int) -> int:
+    """ceil(q*n) in integers (q to 9 decimals), at least 1."""
+
+def bucket_tables() -> dict[str, Any]: ...
 def callback_data_layout() -> dict[str, int]: ...
 
 @final
@@ -122,7 +138,7 @@ class NativeSession:
 class NativeSnapshot:
     """Merged histograms, one per (domain, cbid, function name)."""
     def stats(self, quantiles: list[float]) -> dict[str, list[Any]]: ...
-    def buckets(self) -> dict[str, list[int]]: ...
+    def buckets(self) -> dict[str, list[Any]]: ...
     def key_state(self) -> dict[str, list[Any]]: ...
     def counters(self) -> dict[str, int]: ...
     def merge(self, other: NativeSnapshot) -> NativeSnapshot: ...
@@ -133,12 +149,12 @@ class NativeSnapshot:
         cbid: list[int],
         name: list[str],
         sum: list[int],
-        sum_sq: list[float],
+        sum_sq: list[int],
         min: list[int | None],
         max: list[int | None],
         overflow: list[int],
         bucket_key: list[int],
-        bucket: list[int],
+        bucket_index: list[int | None],
         bucket_count: list[int],
         counters: dict[str, int],
     ) -> NativeSnapshot: ...

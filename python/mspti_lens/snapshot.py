@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from typing import Any
@@ -12,7 +13,24 @@ import polars as pl
 from . import _native
 from .catalog import DOMAIN_NAMES, callback
 
-FORMAT = "mspti-lens-snapshot/1"
+# The histogram's constants (defined once, in rust/lens/src/core/hist.rs): exponential buckets
+# at SCALE 7 (base 2^(2^-7)); bucket `index` i holds integer-ns values v with base^i < v <=
+# base^(i+1) (OpenTelemetry's convention; Prometheus native index = i + 1), for
+# MIN_INDEX..=MAX_INDEX, i.e. 1 ns .. RANGE_MAX_NS = 2^42 ns; 0 ns in a zero bucket; larger values
+# counted as overflow in no bucket. bucket_bounds(i) -> (lower, upper) in ns.
+SCALE: int = _native.SCALE
+MIN_INDEX: int = _native.MIN_INDEX
+MAX_INDEX: int = _native.MAX_INDEX
+RANGE_MAX_NS: int = _native.RANGE_MAX_NS
+MAX_RELATIVE_ERROR: float = _native.MAX_RELATIVE_ERROR
+bucket_bounds = _native.bucket_bounds
+bucket_index = _native.bucket_index
+
+FORMAT = "mspti-lens-snapshot"
+# Version 2: the exponential buckets above and an exact integer sum of squares. Version 1 (the
+# log-linear buckets before it) cannot be re-bucketed exactly and is refused with a sentence.
+FORMAT_VERSION = 2
+LOADABLE_VERSIONS = (2,)
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
 SUMMARY_COLUMNS = (
     "domain",
@@ -29,6 +47,7 @@ SUMMARY_COLUMNS = (
     "p999_ns",
     "max_ns",
     "stddev_ns",
+    "beyond_range",
     "source",
 )
 # name -> meaning of every native counter (defined once, in rust/lens/src/core/counters.rs).
@@ -42,11 +61,16 @@ def _short(domain: int, cbid: int) -> str:
 
 
 def format_ns(v: float, unit: str | None = None) -> str:
-    """A duration for people: 812 ns, 5.41 µs, 2.03 ms, 1.20 s (or in a fixed unit)."""
+    """A duration for people: 812 ns, 5.41 µs, 2.03 ms, 1.20 s, or in a fixed unit (``us`` is
+    written µs): three significant digits, thousands separators, never scientific notation."""
     if unit is None:
         unit = "ns" if v < 1e3 else "µs" if v < 1e6 else "ms" if v < 1e9 else "s"
     x = v / UNITS[unit]
-    return f"{x:.0f} {unit}" if unit == "ns" or x >= 100 else f"{x:.3g} {unit}"
+    sign = "µs" if unit == "us" else unit
+    if unit == "ns" or abs(x) >= 100 or x == 0:
+        return f"{x:,.0f} {sign}"
+    decimals = min(9, 2 - math.floor(math.log10(abs(x))))
+    return f"{x:,.{decimals}f} {sign}"
 
 
 def check_unit(unit: str) -> str:
@@ -82,8 +106,9 @@ class Snapshot:
     @property
     def counters(self) -> dict[str, int]:
         """What was not a clean pair, per window: one entry per name of :data:`COUNTERS`
-        (``unmatched``, ``stack_full``, ``dropped``, ``abandoned``, ``orphaned``, ``bad_site``;
-        their meanings are its values); and now: ``in_flight`` (open calls), ``threads``
+        (``unmatched``, ``stack_full``, ``dropped``, ``abandoned``, ``orphaned``, ``bad_site``,
+        ``toggled``: pairs discarded because their id or domain was enabled or disabled while the
+        call was open; their meanings are its values); and now: ``in_flight`` (open calls), ``threads``
         (per-thread shards)."""
         return dict(self._native.counters())
 
@@ -108,7 +133,14 @@ class Snapshot:
 
     # -- frames --------------------------------------------------------------------------------
     def summary(self) -> pl.DataFrame:
-        """One row per (domain, callback, function), sorted by total time, all times in ns."""
+        """One row per (domain, callback, function), sorted by total time, all times in ns.
+
+        Quantiles are nearest-rank (numpy ``quantile(..., method="inverted_cdf")``): the
+        ceil(q·n)-th smallest call, the rank computed in integers (q to 9 decimals, so q = 0.55 of
+        100 calls is the 55th), estimated by its bucket (within MAX_RELATIVE_ERROR, exact below 129
+        ns, exact max). ``beyond_range`` counts calls longer than RANGE_MAX_NS (2^42 ns): they are in
+        num_calls, total, min, max and stddev exactly, but in no bucket, so a quantile that falls
+        among them is null, never invented; a non-zero ``beyond_range`` flags the row."""
         if self._summary is None:
             s = self._native.stats(list(QUANTILES))
             n = len(s["name"])
@@ -127,6 +159,7 @@ class Snapshot:
                     "p999_ns": pl.Series(s["q3"], dtype=pl.UInt64),
                     "max_ns": pl.Series(s["max"], dtype=pl.UInt64),
                     "stddev_ns": pl.Series(s["std"], dtype=pl.Float64),
+                    "beyond_range": pl.Series(s["overflow"], dtype=pl.UInt64),
                     "source": ["simulated" if self.simulated else "libmspti"] * n,
                 },
                 schema_overrides={"domain": pl.String, "callback": pl.String, "name": pl.String},
@@ -141,8 +174,11 @@ class Snapshot:
         return self._summary
 
     def histogram(self) -> pl.DataFrame:
-        """One row per non-empty bucket: domain, callback, name, bucket, lower_ns, upper_ns, count,
-        source (each bucket holds durations in [lower_ns, upper_ns))."""
+        """One row per non-empty bucket: domain, callback, name, index (Int32: the OpenTelemetry
+        index at scale SCALE; null for the zero bucket and the overflow row), lower_ns (Float64,
+        exclusive), upper_ns (Float64, inclusive), count (UInt64), source. The zero bucket holds
+        0 ns exactly (lower_ns = upper_ns = 0); the overflow row counts values beyond RANGE_MAX_NS
+        (lower_ns = 2^42, upper_ns = inf)."""
         b = self._native.buckets()
         s = self._native.stats([])
         keys = b["key"]
@@ -151,9 +187,9 @@ class Snapshot:
                 "domain": [DOMAIN_NAMES.get(s["domain"][k], str(s["domain"][k])) for k in keys],
                 "callback": [_short(s["domain"][k], s["cbid"][k]) for k in keys],
                 "name": [s["name"][k] for k in keys],
-                "bucket": pl.Series(b["bucket"], dtype=pl.UInt32),
-                "lower_ns": pl.Series(b["lower"], dtype=pl.UInt64),
-                "upper_ns": pl.Series(b["upper"], dtype=pl.UInt64),
+                "index": pl.Series(b["index"], dtype=pl.Int32),
+                "lower_ns": pl.Series(b["lower"], dtype=pl.Float64),
+                "upper_ns": pl.Series(b["upper"], dtype=pl.Float64),
                 "count": pl.Series(b["count"], dtype=pl.UInt64),
                 "source": ["simulated" if self.simulated else "libmspti"] * len(keys),
             },
@@ -166,7 +202,8 @@ class Snapshot:
         )
 
     def quantile(self, q: float, name: str | None = None) -> pl.DataFrame:
-        """Any quantile per function (ns): columns domain, name, value."""
+        """Any quantile per function (ns, nearest rank as in :meth:`summary`): columns domain,
+        name, value (null when it falls among calls beyond the histogram's range)."""
         s = self._native.stats([float(q)])
         df = pl.DataFrame(
             {
@@ -212,23 +249,29 @@ class Snapshot:
     @classmethod
     def from_histogram(cls, frame: pl.DataFrame) -> Snapshot:
         """The Snapshot of a ``histogram()`` frame (perhaps filtered): one key per function name,
-        with the frame's buckets, so its quantiles follow the summary's rule. Sums and extremes
-        are not in a frame: use it for counts and quantiles only."""
+        with the frame's buckets (the overflow row, upper_ns = inf, counts as overflow), so its
+        quantiles follow the summary's rule. Sums and extremes are not in a frame: use it for
+        counts and quantiles only."""
         names = frame["name"].unique(maintain_order=True).to_list()
         key = {n: i for i, n in enumerate(names)}
         k = len(names)
+        over = frame.filter(pl.col("upper_ns").is_infinite()).group_by("name").agg(pl.col("count").sum())
+        overflow = [0] * k
+        for n, c in over.iter_rows():
+            overflow[key[n]] = int(c)
+        rows = frame.filter(pl.col("upper_ns").is_finite())
         native = _native.NativeSnapshot.from_state(
             [0] * k,
             [0] * k,
             names,
             [0] * k,
-            [0.0] * k,
-            [None] * k,
-            [None] * k,
             [0] * k,
-            [key[n] for n in frame["name"].to_list()],
-            frame["bucket"].to_list(),
-            frame["count"].to_list(),
+            [None] * k,
+            [None] * k,
+            overflow,
+            [key[n] for n in rows["name"].to_list()],
+            rows["index"].to_list(),
+            rows["count"].to_list(),
             {},
         )
         sim = "source" in frame.columns and bool((frame["source"] == "simulated").any())
@@ -244,11 +287,13 @@ class Snapshot:
         k = self._native.key_state()
         b = self._native.buckets()
         n = len(k["name"])
-        buckets: list[list[int]] = [[] for _ in range(n)]
+        indices: list[list[int]] = [[] for _ in range(n)]
         counts: list[list[int]] = [[] for _ in range(n)]
-        for key, bucket, count in zip(b["key"], b["bucket"], b["count"]):
-            buckets[key].append(bucket)
-            counts[key].append(count)
+        for key, index, count in zip(b["key"], b["index"], b["count"]):
+            if index is not None:  # the zero bucket and overflow have their own columns
+                indices[key].append(index)
+                counts[key].append(count)
+        mask = (1 << 64) - 1
         table = pa.table(
             {
                 "domain": pa.array(k["domain"], pa.uint32()),
@@ -256,15 +301,24 @@ class Snapshot:
                 "name": pa.array(k["name"], pa.string()),
                 "count": pa.array(k["count"], pa.uint64()),
                 "sum": pa.array(k["sum"], pa.uint64()),
-                "sum_sq": pa.array(k["sum_sq"], pa.float64()),
+                # The exact u128 sum of squares as two u64 halves (Parquet has no 128-bit integer).
+                "sum_sq_hi": pa.array([v >> 64 for v in k["sum_sq"]], pa.uint64()),
+                "sum_sq_lo": pa.array([v & mask for v in k["sum_sq"]], pa.uint64()),
                 "min": pa.array(k["min"], pa.uint64()),
                 "max": pa.array(k["max"], pa.uint64()),
+                "zero": pa.array(k["zero"], pa.uint64()),
                 "overflow": pa.array(k["overflow"], pa.uint64()),
-                "buckets": pa.array(buckets, pa.list_(pa.uint32())),
+                "index": pa.array(indices, pa.list_(pa.int32())),
                 "counts": pa.array(counts, pa.list_(pa.uint64())),
             }
         )
-        meta = {"format": FORMAT, "meta": self.meta, "counters": self.counters}
+        meta = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "scale": SCALE,
+            "meta": self.meta,
+            "counters": self.counters,
+        }
         table = table.replace_schema_metadata({"mspti_lens": json.dumps(meta)})
         pq.write_table(table, os.fspath(path))
 
@@ -289,10 +343,21 @@ class Snapshot:
             head = json.loads(raw) if raw else None
         except ValueError:
             head = None
+        if isinstance(head, dict) and str(head.get("format", "")).startswith(FORMAT + "/"):
+            # Version 1 wrote its version into the format string.
+            head = {**head, "format": FORMAT, "version": head["format"].rsplit("/", 1)[1]}
         if not isinstance(head, dict) or head.get("format") != FORMAT:
             raise ValueError(
                 f"{p} is a Parquet file but not a mspti-lens snapshot (no '{FORMAT}' metadata); "
                 "snapshots are written by Snapshot.save()"
+            )
+        version = head.get("version")
+        if version not in LOADABLE_VERSIONS:
+            loadable = ", ".join(str(v) for v in LOADABLE_VERSIONS)
+            raise ValueError(
+                f"{p} is a mspti-lens snapshot of format version {version}; this mspti-lens loads "
+                f"version {loadable} (version 1 files, with the log-linear buckets of mspti-lens 0.1, "
+                "cannot be re-bucketed exactly: load them with the version that wrote them)"
             )
         want = [
             "domain",
@@ -300,11 +365,13 @@ class Snapshot:
             "name",
             "count",
             "sum",
-            "sum_sq",
+            "sum_sq_hi",
+            "sum_sq_lo",
             "min",
             "max",
+            "zero",
             "overflow",
-            "buckets",
+            "index",
             "counts",
         ]
         missing = [c for c in want if c not in table.column_names]
@@ -313,11 +380,15 @@ class Snapshot:
         try:
             c = {name: table.column(name).to_pylist() for name in want}
             bkey: list[int] = []
-            bidx: list[int] = []
+            bidx: list[int | None] = []
             bcnt: list[int] = []
-            for i, (bs, cs) in enumerate(zip(c["buckets"], c["counts"])):
+            for i, (bs, cs, zero) in enumerate(zip(c["index"], c["counts"], c["zero"])):
                 if bs is None or cs is None or len(bs) != len(cs):
                     raise ValueError(f"key {i} has {len(bs or [])} buckets but {len(cs or [])} counts")
+                if zero:
+                    bkey.append(i)
+                    bidx.append(None)
+                    bcnt.append(int(zero))
                 bkey.extend([i] * len(bs))
                 bidx.extend(bs)
                 bcnt.extend(cs)
@@ -327,7 +398,7 @@ class Snapshot:
                 c["cbid"],
                 c["name"],
                 c["sum"],
-                c["sum_sq"],
+                [(hi << 64) | lo for hi, lo in zip(c["sum_sq_hi"], c["sum_sq_lo"])],
                 c["min"],
                 c["max"],
                 c["overflow"],
@@ -411,7 +482,8 @@ def frame_html(df: pl.DataFrame, caption: str = "") -> str:
 
     def cell(tag: str, c: str, text: str) -> str:
         align = "left" if c in text_cols else "right"
-        return f"<{tag} style='text-align:{align};padding:1px 6px'>{html.escape(text)}</{tag}>"
+        style = f"text-align:{align};padding:1px 6px;white-space:nowrap"
+        return f"<{tag} style='{style}'>{html.escape(text)}</{tag}>"
 
     def show(v: object) -> str:
         return f"{v:,}" if isinstance(v, int) else f"{v:.1f}" if isinstance(v, float) else str(v)
@@ -441,26 +513,34 @@ def make_meta(backend_label: str, simulated: bool, clock: str, window_start: flo
 # -- many snapshots at once (issue 12: runs) ---------------------------------------------------
 # The rows Snapshot.save writes, merged over many files without building a Snapshot per file.
 STATE_KEY = ("domain", "cbid", "name")
+_HALF = 1 << 32
 
 
 def merge_saved(rows: pl.LazyFrame, by: tuple[str, ...] = ()) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """Merge the rows of many saved snapshots exactly, per ``by`` columns and key: the per-key state
-    (counts, sums, sums of squares and overflow added; min of mins, max of maxes) and the buckets
-    (counts added per bucket). Lazy: memory grows with keys x buckets, not with the files."""
+    (counts, sums, zero and overflow counts added; min of mins, max of maxes; the u128 sum of
+    squares added in u64 limbs) and the buckets (counts added per index). Lazy: memory grows with
+    keys x buckets, not with the files. :func:`snapshot_from_state` makes a Snapshot of it."""
     keys = [*by, *STATE_KEY]
+    lo = pl.col("sum_sq_lo")
     state = rows.group_by(keys).agg(
         pl.col("count").sum(),
         pl.col("sum").sum(),
-        pl.col("sum_sq").sum(),
+        # Exact: the high halves add in u64; the low halves are split in 32-bit parts whose sums
+        # fit in u64 for up to 2^32 rows. snapshot_from_state joins the three.
+        pl.col("sum_sq_hi").sum(),
+        (lo // _HALF).sum().alias("sum_sq_lo_hi"),
+        (lo % _HALF).sum().alias("sum_sq_lo_lo"),
         pl.col("min").min(),
         pl.col("max").max(),
+        pl.col("zero").sum(),
         pl.col("overflow").sum(),
     )
     buckets = (
-        rows.select([*keys, "buckets", "counts"])
-        .explode(["buckets", "counts"])
-        .drop_nulls("buckets")
-        .group_by([*keys, "buckets"])
+        rows.select([*keys, "index", "counts"])
+        .explode(["index", "counts"])
+        .drop_nulls("index")
+        .group_by([*keys, "index"])
         .agg(pl.col("counts").sum())
     )
     return state, buckets
@@ -471,20 +551,30 @@ def snapshot_from_state(
 ) -> Snapshot:
     """A Snapshot of per-key state and buckets in the shape :func:`merge_saved` returns."""
     state = state.sort(list(STATE_KEY))
-    index = state.select(STATE_KEY).with_row_index("key")
-    b = buckets.join(index, on=list(STATE_KEY), how="inner").sort("key", "buckets")
+    keyed = state.with_row_index("key")
+    index = keyed.select("key", *STATE_KEY)
+    zeros = keyed.filter(pl.col("zero") > 0).select(
+        "key", pl.lit(None, dtype=pl.Int32).alias("index"), pl.col("zero").alias("counts")
+    )  # the zero bucket: index None
+    b = buckets.join(index, on=list(STATE_KEY), how="inner").select("key", "index", "counts")
+    b = pl.concat([zeros, b], how="vertical_relaxed").sort("key", "index", nulls_last=False)
+    bkey, bidx, bcnt = b["key"].to_list(), b["index"].to_list(), b["counts"].to_list()
+    sum_sq = [
+        (hi << 64) + (lh << 32) + ll
+        for hi, lh, ll in zip(state["sum_sq_hi"], state["sum_sq_lo_hi"], state["sum_sq_lo_lo"])
+    ]
     native = _native.NativeSnapshot.from_state(
         state["domain"].to_list(),
         state["cbid"].to_list(),
         state["name"].to_list(),
         state["sum"].to_list(),
-        state["sum_sq"].to_list(),
+        sum_sq,
         state["min"].to_list(),
         state["max"].to_list(),
         state["overflow"].to_list(),
-        b["key"].to_list(),
-        b["buckets"].to_list(),
-        b["counts"].to_list(),
+        bkey,
+        bidx,
+        bcnt,
         {k: int(v) for k, v in counters.items()},
     )
     return Snapshot(native, meta)

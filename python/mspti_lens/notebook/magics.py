@@ -1,33 +1,20 @@
 """IPython extension: ``%load_ext mspti_lens``, then ``%mspti`` (line) and ``%%mspti`` (cell).
 
-``%%mspti [options]`` profiles one cell: the Runtime/HCCL calls the cell makes (on any thread)
-are recorded, and the summary table and latency distribution appear under the cell; the
-snapshot is returned, so ``_`` (or ``-o NAME``) holds it.
-
-Line forms, with the same options::
-
-    %mspti start [-d DOMAIN] [-c CALLBACK] [--library PATH|sim]   begin (or resume) recording
-    %mspti stop                       stop recording (data kept)
-    %mspti reset                      start a new window; returns the closed one
-    %mspti status                     backend, state, enabled callbacks, counters
-    %mspti summary [--all]            the current window (--all: with the windows reset closed)
-    %mspti plot [-k KIND] [--density] distribution | cdf | hccl | launch
-    %mspti panel                      the live control panel (ipywidgets)
-    %mspti save PATH                  write the current window as Parquet
-    %mspti diff A B                   compare two snapshots (variables or saved files)
-    %mspti close                      stop and unsubscribe (also done by %unload_ext)
-
-Settings (``%config MsptiMagics``): ``unit`` (auto, ns, us, ms, s), ``top`` (rows of the
-table), ``refresh`` (seconds between panel refreshes), ``display`` (what ``%%mspti`` shows),
-``library`` ('' for the discovery order, 'sim', or a path to libmspti.so).
+``%%mspti [options]`` profiles one cell: the Runtime and HCCL calls the cell makes (on any thread;
+``-d``/``-c`` name others) are recorded, and one output under the cell shows the summary table and
+the latency distribution; the snapshot is returned, so ``_`` (or ``-o NAME``) holds it. Line
+commands are listed in :data:`SUBCOMMANDS` (one table: the help, the argument check and the
+dispatch to ``_cmd_<name>`` all come from it); settings in :data:`SETTINGS`.
 
 Output goes through rich reprs (HTML with a plain-text fallback), never the pager.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -36,16 +23,79 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 from traitlets import Enum, Float, Int, Unicode
 
-from ..catalog import DOMAINS, resolve
+from .. import plots
+from ..catalog import DOMAINS, enableable, resolve
 from ..errors import MsptiError, SessionError, SimulatedBackendWarning
 from ..session import Session
 from ..snapshot import Snapshot
-from .display import ConfiguredSnapshot, Message, Status, figure_bundle
+from .display import ConfiguredSnapshot, DiffTable, Message, Status, figure_bundle
 from .panel import PLOT_KINDS
 
-COMMANDS = ("start", "stop", "reset", "status", "summary", "plot", "panel", "save", "diff", "close", "run")
 DISPLAYS = ("both", "summary", "plot", "none")
 UNITS = ("auto", "ns", "us", "ms", "s")
+DEFAULT_TARGETS = ("runtime", "hccl")  # what %%mspti traces without -d/-c
+SAVE_FORMATS = {".parquet": "the snapshot; mspti_lens.load reads it", ".csv": "the summary table, in ns"}
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One ``%mspti NAME``: its arguments as shown in the help, how many positional PATHS it
+    takes, and one line of help. Its code is ``MsptiMagics._cmd_<name>``."""
+
+    usage: str
+    paths: int
+    help: str
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "start": Subcommand(
+        "[-d|-c ...]", 0, "begin (or resume) recording; --library PATH|sim picks the library"
+    ),
+    "stop": Subcommand("", 0, "stop recording; the data is kept"),
+    "reset": Subcommand("", 0, "start a new window and show the one just closed"),
+    "status": Subcommand("", 0, "state, enabled callbacks per domain, calls, counters"),
+    "summary": Subcommand("[--all]", 0, "the table of the last %%mspti cell or of the current window"),
+    "plot": Subcommand("[-k KIND] [--density]", 0, "a figure of it: " + " | ".join(PLOT_KINDS)),
+    "panel": Subcommand("", 0, "the live control panel (starts recording)"),
+    "save": Subcommand(
+        "PATH", 1, "write it as .parquet (a snapshot mspti_lens.load reads) or .csv (the table)"
+    ),
+    "diff": Subcommand("A B", 2, "compare two snapshots (variable names or saved files)"),
+    "close": Subcommand("", 0, "stop and unsubscribe (also done by %unload_ext)"),
+    # issue 12: a recorded job (mspti_lens.runs.view)
+    "run": Subcommand("DIR", 1, "a recorded job's ranks, live (python -m mspti_lens record --out DIR)"),
+}
+COMMANDS = tuple(SUBCOMMANDS)
+
+SETTINGS = {
+    "unit": "time unit of the tables: auto (per value), ns, us, ms, s",
+    "top": "rows of the summary tables, APIs by total time (0: every row)",
+    "refresh": "seconds between refreshes of the control panel",
+    "display": "what %%mspti shows: both (table and plot), summary, plot, none",
+    "library": "'' for the discovery order, 'sim' for the bundled simulator, or a path to libmspti.so",
+}
+
+
+def _help() -> str:
+    width = max(len(f"%mspti {n} {c.usage}".rstrip()) for n, c in SUBCOMMANDS.items())
+    lines = [
+        "Record how long every Ascend Runtime / HCCL API call takes (MSPTI Callback API).",
+        "",
+        f"{'%%mspti [options]':<{width}}  profile one cell: runtime and HCCL, or what -d/-c name",
+        *(f"{f'%mspti {n} {c.usage}'.rstrip():<{width}}  {c.help}" for n, c in SUBCOMMANDS.items()),
+        "",
+        "Settings (%config MsptiMagics.NAME = VALUE):",
+        *(f"  MsptiMagics.{k:<8} {v}" for k, v in SETTINGS.items()),
+    ]
+    return "\n".join(lines)
+
+
+def _with_doc(text: str):
+    def set_doc(fn):
+        fn.__doc__ = text
+        return fn
+
+    return set_doc
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -55,27 +105,48 @@ def _split(values: list[str] | None) -> list[str]:
     return out
 
 
+def _suggest(word: str, choices: list[str]) -> str:
+    """ "; did you mean X?" for the closest choice (case-insensitive), or ""."""
+    by_lower = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"; did you mean {by_lower[close[0]]}?" if close else ""
+
+
+def _check_domain(d: str) -> str:
+    if d.strip().lower() in DOMAINS:
+        return d
+    raise UsageError(f"unknown domain {d!r}; valid domains: {', '.join(DOMAINS)}")
+
+
+def _check_callback(c: str) -> str:
+    try:
+        resolve(c)
+        return c
+    except ValueError:
+        pass
+    names = [n for x in enableable() for n in (*x.names_26x, *x.names_8x, x.short)]
+    hint = _suggest(c, names) or (
+        "; name a function (aclrtLaunchKernel), a short name (LAUNCH) or a domain (runtime, hccl)"
+    )
+    raise UsageError(f"unknown callback {c!r}{hint}")
+
+
 @magics_class
 class MsptiMagics(Magics):
     """The ``%mspti`` / ``%%mspti`` magics; settings through ``%config MsptiMagics.<name>``."""
 
-    unit = Enum(
-        UNITS, default_value="auto", config=True, help="time unit of the tables (auto picks per value)"
-    )
-    top = Int(20, config=True, help="rows of the summary tables (APIs by total time)")
-    refresh = Float(1.0, config=True, help="seconds between refreshes of the control panel")
-    display = Enum(DISPLAYS, default_value="both", config=True, help="what %%mspti shows under the cell")
-    library = Unicode(
-        "",
-        config=True,
-        help="'' for the discovery order, 'sim' for the bundled simulator, or a path to libmspti.so",
-    )
+    unit = Enum(UNITS, default_value="auto", config=True, help=SETTINGS["unit"])
+    top = Int(20, min=0, config=True, help=SETTINGS["top"])
+    refresh = Float(1.0, config=True, help=SETTINGS["refresh"])
+    display = Enum(DISPLAYS, default_value="both", config=True, help=SETTINGS["display"])
+    library = Unicode("", config=True, help=SETTINGS["library"])
 
     def __init__(self, shell=None, **kw):
         super().__init__(shell=shell, **kw)
         self.session: Session | None = None
         self.windows: list[Snapshot] = []  # closed by reset (and by %%mspti), oldest first
-        self.last: Snapshot | None = None
+        self.last: Snapshot | None = None  # what was shown last
+        self.cell: Snapshot | None = None  # the last %%mspti cell's snapshot
         self.panels: list[Any] = []
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -91,40 +162,35 @@ class MsptiMagics(Magics):
 
     def _top(self, args) -> int:
         t = getattr(args, "top", None)
-        if t is not None and t < 1:
-            raise UsageError(f"--top must be a positive number of rows, not {t}")
-        return t or self.top
+        if t is not None and t < 0:
+            raise UsageError(f"--top takes 0 (every row) or a positive number of rows, not {t}")
+        return self.top if t is None else t
 
-    def _wrap(self, snap: Snapshot, args) -> ConfiguredSnapshot:
-        return ConfiguredSnapshot(snap, self._unit(args), self._top(args))
+    def _wrap(self, snap: Snapshot, args, where: str = "") -> ConfiguredSnapshot:
+        return ConfiguredSnapshot(snap, self._unit(args), self._top(args), where)
 
     def _library(self, args) -> str | None:
         lib = args.library if getattr(args, "library", None) else self.library
         return lib or None
 
     def _targets(self, args) -> list:
-        targets = [*_split(args.domain), *_split(args.callback)]
-        for t in targets:
-            resolve(t)  # ValueError naming the valid choices
-        return targets
+        """The -d/-c targets, checked: a short error with a suggestion for anything unknown."""
+        return [*map(_check_domain, _split(args.domain)), *map(_check_callback, _split(args.callback))]
 
     def _ensure_session(self, args, targets: list) -> Session:
         if self.session is not None and not self.session.closed:
             if getattr(args, "library", None):
                 raise UsageError(
-                    f"a session is already open on {self.session.backend.label} ({self.session.backend.path}); "
-                    "run `%mspti close` first to switch libraries"
+                    f"a session is already open on {self.session.backend.label} "
+                    f"({self.session.backend.path}); run `%mspti close` first to switch libraries"
                 )
             return self.session
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SimulatedBackendWarning)
-                self.session = Session(self._library(args), enable=targets or ("runtime", "hccl"))
+                self.session = Session(self._library(args), enable=targets or DEFAULT_TARGETS)
         except SessionError as e:
-            raise UsageError(
-                f"{e}. Only one mspti_lens.Session may exist per process: close yours (session.close()) "
-                "and retry, or keep using it directly"
-            ) from None
+            raise UsageError(f"{e} (the magics need their own)") from None
         self.windows = []
         return self.session
 
@@ -140,11 +206,33 @@ class MsptiMagics(Magics):
             )
         return self.session
 
-    def _show_plot(self, snap: Snapshot, kind: str, density: bool = False) -> None:
-        from .. import plots
+    def _window(self, args) -> tuple[Snapshot, str]:
+        """What summary, plot and save act on, and its name: every window (--all), the current
+        window while recording, else the last %%mspti cell's snapshot if nothing was recorded
+        since, else the current (stopped) window."""
+        s = self.session
+        have = s is not None and (not s.closed or self.cell is None)
+        if not have and self.cell is None:
+            self._need_session()
+        current = s.snapshot() if have and s is not None else None
+        if args.all:
+            merged = current
+            for w in reversed(self.windows):
+                merged = w if merged is None else w.merge(merged)
+            assert merged is not None
+            return merged, "every window of the session"
+        if current is not None and s is not None and not s.closed and s.running:
+            return current, "the current window (recording)"
+        if self.cell is not None and (current is None or current.total_calls == 0):
+            return self.cell, "the last %%mspti cell"
+        assert current is not None
+        return current, "the current window (stopped)"
 
-        fig = plots.plot(snap, kind, density=density, top=min(self.top, 6))
-        display(figure_bundle(fig), raw=True)
+    def _show_plot(self, snap: Snapshot, args) -> None:
+        top = self._top(args) or 6
+        fig = plots.plot(snap, args.kind, density=args.density, top=min(top, 6))
+        data, metadata = figure_bundle(fig)
+        display(data, raw=True, metadata=metadata)
 
     def _resolve_snapshot(self, ref: str) -> Snapshot:
         ns = self._shell.user_ns
@@ -163,16 +251,9 @@ class MsptiMagics(Magics):
     # -- the magic -------------------------------------------------------------------------------
     @magic_arguments()
     @argument(
-        "command",
-        nargs="?",
-        default=None,
-        help="line form: one of " + ", ".join(COMMANDS) + ". The cell form takes no command.",
+        "command", nargs="?", default=None, help="line form: one of " + ", ".join(COMMANDS) + " (see above)"
     )
-    @argument(
-        "paths",
-        nargs="*",
-        help="save: PATH of the Parquet file; diff: A B (variable names or files); run: DIR",
-    )
+    @argument("paths", nargs="*", help="save: PATH; diff: A B (variable names or files)")
     @argument(
         "-d",
         "--domain",
@@ -197,18 +278,17 @@ class MsptiMagics(Magics):
     @argument(
         "-u", "--unit", choices=UNITS, default=None, help="time unit of the table (default: %%config unit)"
     )
-    @argument("-t", "--top", type=int, default=None, help="rows of the table (default: %%config top)")
+    @argument(
+        "-t", "--top", type=int, default=None, help="rows of the table, 0 for all (default: %%config top)"
+    )
     @argument("-o", "--out", metavar="NAME", default=None, help="also store the snapshot in this variable")
-    @argument("--all", action="store_true", help="summary/save: include the windows closed by reset")
+    @argument("--all", action="store_true", help="summary/plot/save: every window of the session")
     @argument(
         "--library", default=None, help="start: 'sim' or a path to libmspti.so (default: %%config library)"
     )
     @line_cell_magic
+    @_with_doc(_help())
     def mspti(self, line: str = "", cell: str | None = None):
-        """Record how long every Ascend Runtime / HCCL API call takes (MSPTI Callback API).
-
-        %%mspti [options] profiles a cell; %mspti COMMAND [options] controls a session.
-        """
         args = parse_argstring(self.mspti, line)
         try:
             if cell is not None:
@@ -220,13 +300,14 @@ class MsptiMagics(Magics):
                 return self._cell(args, cell)
             if args.command is None:
                 raise UsageError("%mspti needs a command: " + ", ".join(COMMANDS) + " (see %mspti?)")
-            if args.command not in COMMANDS:
+            sub = SUBCOMMANDS.get(args.command)
+            if sub is None:
                 raise UsageError(
-                    f"unknown command {args.command!r}; valid commands are {', '.join(COMMANDS)}"
+                    f"unknown command {args.command!r}{_suggest(args.command, list(COMMANDS))} "
+                    f"(valid commands are {', '.join(COMMANDS)})"
                 )
-            want = {"save": 1, "diff": 2, "run": 1}.get(args.command, 0)
-            if len(args.paths) != want:
-                need = {0: "no arguments", 1: "one PATH", 2: "two snapshots A B"}[want]
+            if len(args.paths) != sub.paths:
+                need = {0: "no arguments", 1: "one PATH", 2: "two snapshots A B"}[sub.paths]
                 raise UsageError(f"%mspti {args.command} takes {need}, got {args.paths or 'none'}")
             return getattr(self, f"_cmd_{args.command}")(args)
         except (ValueError, TypeError, FileNotFoundError, MsptiError) as e:
@@ -234,40 +315,64 @@ class MsptiMagics(Magics):
 
     # -- cell form -------------------------------------------------------------------------------
     def _cell(self, args, cell: str):
-        targets = self._targets(args)
-        session = self._ensure_session(args, [])  # a new session keeps its defaults after the cell
+        targets = self._targets(args) or list(DEFAULT_TARGETS)  # whatever a panel picked before
+        session = self._ensure_session(args, [])
         was_running = session.running
         before = session.enabled
-        if targets:
-            self._only(session, targets)
+        self._only(session, targets)
         try:
             closed = session.reset()  # the cell gets a window of its own; the one before is kept
             if len(closed) or closed.counters.get("unmatched"):
                 self.windows.append(closed)
             if not was_running:
                 session.start()
-            self._shell.run_cell(cell, store_history=False)
-            snap = self._wrap(session.reset(), args)
+            result = self._run_body(cell)
+            snap = session.reset()
         finally:
             if not was_running and not session.closed:
                 session.stop()
-            if targets and not session.closed:
+            if not session.closed:
                 session.disable(*DOMAINS)
                 if before:
                     session.enable(*before)
         self.windows.append(snap)
-        return self._present(snap, args, default=self.display)
+        self.cell = snap
+        interrupted = isinstance(result.error_in_exec, KeyboardInterrupt)
+        shown = self._present(snap, args, self.display, "interrupted" if interrupted else "")
+        if not interrupted:
+            return shown
+        if shown is not None:
+            display(shown)
+        raise UsageError(
+            f"the cell was interrupted; its workload stopped, and the {snap.total_calls:,} calls made "
+            "until then are " + ("shown above" if shown is not None else "kept (`%mspti summary`)")
+        )
 
-    def _present(self, snap: Snapshot, args, default: str):
-        self.last = snap
+    def _run_body(self, cell: str):
+        """Run the cell's code as IPython would, but without displaying its last value: the cell's
+        one output is the snapshot."""
+        shell = self._shell
+        old = shell.ast_node_interactivity
+        shell.ast_node_interactivity = "none"
+        try:
+            return shell.run_cell(cell, store_history=False)
+        finally:
+            shell.ast_node_interactivity = old
+
+    def _present(self, snap: Snapshot, args, default: str, where: str = ""):
+        """One output: the snapshot's table with its figure under it (or only one of them)."""
+        wrapped = self._wrap(snap, args, where)
+        self.last = wrapped
         if args.out:
-            self._shell.user_ns[args.out] = snap
+            self._shell.user_ns[args.out] = wrapped
         show = args.display or default
-        if show in ("both", "plot"):
-            self._show_plot(snap, args.kind, args.density)
-        if show in ("both", "summary"):
-            return snap
-        return None
+        if show == "plot":
+            self._show_plot(snap, args)
+            return None
+        if show == "both":
+            top = self._top(args) or 6
+            wrapped.attach_figure(plots.plot(snap, args.kind, density=args.density, top=min(top, 6)))
+        return wrapped if show in ("both", "summary") else None
 
     # -- line commands ---------------------------------------------------------------------------
     def _cmd_start(self, args):
@@ -277,11 +382,11 @@ class MsptiMagics(Magics):
         if targets and not fresh:
             self._only(session, targets)
         session.start()
+        self.cell = None  # from now on line commands act on this recording
         b = session.backend
-        what = (
-            ", ".join(x.removeprefix("MSPTI_CBID_") for x in session.enabled) or "nothing (enable something)"
-        )
-        text = f"mspti-lens recording on {b.label} ({b.path}): {what}"
+        from .display import enabled_per_domain
+
+        text = f"mspti-lens recording on {b.label} ({b.path}): {enabled_per_domain(session.enabled)}"
         if b.simulated:
             text += "\nSIMULATED: the calls are those of the mspti-lens simulator, not of an NPU."
         return Message(text)
@@ -296,9 +401,10 @@ class MsptiMagics(Magics):
 
     def _cmd_reset(self, args):
         s = self._need_session()
-        snap = self._wrap(s.reset(), args)
+        snap = s.reset()
         self.windows.append(snap)
-        return self._present(snap, args, default="summary")
+        self.cell = None
+        return self._present(snap, args, "summary", "the window just closed by reset")
 
     def _cmd_status(self, args):
         if self.session is None or self.session.closed:
@@ -318,26 +424,25 @@ class MsptiMagics(Magics):
         out.update(st)
         return out
 
-    def _current(self, args) -> Snapshot:
-        snap = self._need_session().snapshot()
-        if args.all:
-            for w in self.windows:
-                snap = w.merge(snap)
-        return snap
-
     def _cmd_summary(self, args):
-        return self._present(self._wrap(self._current(args), args), args, default="summary")
+        snap, where = self._window(args)
+        return self._present(snap, args, "summary", where)
 
     def _cmd_plot(self, args):
-        snap = self._current(args)
+        snap, _ = self._window(args)
         self.last = snap
-        self._show_plot(snap, args.kind, args.density)
+        self._show_plot(snap, args)
 
     def _cmd_panel(self, args):
         from .widget import ControlPanel
 
         session = self._ensure_session(args, self._targets(args))
-        panel = ControlPanel(session, interval=self.refresh, unit=self._unit(args), top=self._top(args))
+        if not session.running:
+            session.start()  # a panel is for watching calls arrive
+        self.cell = None
+        panel = ControlPanel(
+            session, interval=self.refresh, unit=self._unit(args), top=self._top(args) or 10**6
+        )
         self.panels.append(panel)
         return panel
 
@@ -350,41 +455,59 @@ class MsptiMagics(Magics):
 
     def _cmd_save(self, args):
         path = os.path.expanduser(args.paths[0])
+        if os.path.isdir(path):
+            raise UsageError(
+                f"{path} is a folder; give a file name, e.g. {os.path.join(path, 'window.parquet')}"
+            )
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise UsageError(f"cannot save to {path}: the folder {parent} does not exist")
-        snap = self._current(args)
-        snap.save(path)
-        return Message(
-            f"saved {snap.total_calls:,} calls ({len(snap)} APIs, {snap.label}) to {path}; "
-            "mspti_lens.load(path) reads it back"
-        )
+        ext = os.path.splitext(path)[1].lower()
+        if ext and ext not in SAVE_FORMATS:
+            formats = " or ".join(f"{k} ({v})" for k, v in SAVE_FORMATS.items())
+            raise UsageError(f"%mspti save writes {formats}, not {ext!r}")
+        snap, where = self._window(args)
+        if ext == ".csv":
+            snap.summary().write_csv(path)
+            back = "polars.read_csv(path) reads it back"
+        else:
+            snap.save(path)
+            back = "mspti_lens.load(path) reads it back"
+        return Message(f"saved {snap.total_calls:,} calls ({len(snap)} APIs) of {where} to {path}; {back}")
 
     def _cmd_diff(self, args):
-        a, b = (self._resolve_snapshot(r) for r in args.paths)
+        refs = tuple(args.paths)
+        a, b = (self._resolve_snapshot(r) for r in refs)
+        for ref, side in zip(refs, (a, b)):
+            if not len(side):
+                display(Message(f"{ref} has no calls, so its side of the diff is empty", "warning"))
         show = args.display or "summary"
         if show in ("both", "plot"):
             from ..plots import before_after
 
-            display(figure_bundle(before_after(a, b)), raw=True)
-        return a.diff(b) if show in ("both", "summary") else None
+            names = (os.path.basename(refs[0]) or refs[0], os.path.basename(refs[1]) or refs[1])
+            data, metadata = figure_bundle(before_after(a, b, labels=names))
+            display(data, raw=True, metadata=metadata)
+        return DiffTable(a.diff(b), labels=refs) if show in ("both", "summary") else None
 
     def _cmd_close(self, args):
         n = self.close()
         return Message("mspti-lens session closed (unsubscribed)" if n else "no session was open")
 
     def close(self) -> int:
-        """Stop the panels' refresh threads and close the session. Returns 1 if one was open."""
+        """Leave the panels' final views, stop their threads and close the session. Returns 1 if
+        one was open."""
+        open_ = self.session is not None and not self.session.closed
+        if open_:
+            assert self.session is not None
+            self.session.close()
         for p in self.panels:
             try:
-                p.close()
+                p.finish("session closed")
             except Exception:
                 pass
         self.panels = []
-        if self.session is not None and not self.session.closed:
-            self.session.close()
-            return 1
-        return 0
+        return 1 if open_ else 0
 
 
 # -- extension entry points --------------------------------------------------------------------------

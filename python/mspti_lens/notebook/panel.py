@@ -146,9 +146,14 @@ class Panel:
 
     def domain_enabled(self, domain: str) -> bool:
         """True when every callback of the domain is enabled."""
+        on, total = self.domain_state(domain)
+        return on == total
+
+    def domain_state(self, domain: str) -> tuple[int, int]:
+        """(enabled, total) callbacks of a domain: all, none, or a mixed state in between."""
         d = self._domain(domain)
         want = {o.key for o in self._options if o.callback.domain == d}
-        return want <= set(self.session.enabled)
+        return len(want & set(self.session.enabled)), len(want)
 
     def set_domain(self, domain: str, on: bool) -> View:
         """Enable or disable a whole domain at once (``msptiEnableDomain``)."""
@@ -195,6 +200,15 @@ class Panel:
             self.session.enable(*turn_on)
         if turn_off:
             self.session.disable(*turn_off)
+        return self.refresh()
+
+    def toggle(self, key: str, on: bool) -> View:
+        """Enable or disable one callback id of the picker (nothing else changes)."""
+        k = self.option(key).key
+        if on:
+            self.session.enable(k)
+        else:
+            self.session.disable(k)
         return self.refresh()
 
     def enable(self, *what) -> View:

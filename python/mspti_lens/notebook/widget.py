@@ -3,34 +3,41 @@
 >>> from mspti_lens.notebook.widget import ControlPanel      # doctest: +SKIP
 >>> ControlPanel(session)                             # shows the panel in a notebook
 
-A toggle per domain, a searchable multi-select of callbacks (by the function names users know),
-start / stop / reset / export, and a summary table and latency plot that refresh every
-``interval`` seconds on a background thread while collection runs, so the kernel stays free for
-the user's own cells. Widgets hold no logic of their own: each one calls a :class:`Panel` method.
+A toggle per domain (showing "12 of 36" when a domain is partly enabled), a searchable list of
+checkboxes, one per callback id (a click toggles that one), start / stop / reset / export, and a
+summary table and latency plot that refresh every ``interval`` seconds on a background thread
+while collection runs, so the kernel stays free for the user's own cells. Widgets hold no logic
+of their own: each one calls a :class:`Panel` method. When the session closes (or ``close()``),
+the panel leaves a static final view in the notebook: the last table and plot.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from typing import Any
 
 from .._deps import require
 from ..session import Session
+from .display import PIXEL_RATIO, final_view_html, render_figure
 from .panel import PLOT_KINDS, Panel, View
 
 UNIT_CHOICES = ("auto", "ns", "us", "ms", "s")
+MAX_PLOT_WIDTH = 960  # CSS pixels; wider figures are scaled down (still sharp: rendered at 2x)
+PLOT_EVERY_S = 3.0  # a HiDPI figure costs far more than the table: redraw it at most this often
+_ICONS = {"all": "check-square", "some": "minus-square", "none": "square-o"}
 
 
-def _close_tree(widget) -> None:
-    for child in getattr(widget, "children", ()):
-        _close_tree(child)
-    widget.close()
+def domain_look(name: str, on: int, total: int) -> tuple[str, str, str]:
+    """(description, icon, state) of a domain toggle: all, some (a mixed state) or none."""
+    state = "all" if on == total else "none" if on == 0 else "some"
+    return f"{name} · {on} of {total}", _ICONS[state], state
 
 
 class ControlPanel:
     """ipywidgets front end of a :class:`Panel`. Display it (it is the last expression of a cell,
-    or ``display(panel)``); ``close()`` stops the refresh thread and closes the widgets."""
+    or ``display(panel)``); ``close()`` stops the refresh thread and leaves the final view."""
 
     def __init__(
         self,
@@ -43,6 +50,7 @@ class ControlPanel:
         auto_refresh: bool = True,
     ):
         w = require("ipywidgets")
+        self._w = w
         if not interval > 0:
             raise ValueError(f"interval must be > 0 seconds, not {interval!r}")
         self.panel = session if isinstance(session, Panel) else Panel(session, unit=unit, top=top)
@@ -56,31 +64,46 @@ class ControlPanel:
         self._thread: threading.Thread | None = None
         self._plotted_calls: int | None = None
         self._plotted_kind: str | None = None
+        self._plotted_at = float("-inf")
+        self._handles: list[Any] = []  # display handles, updated with the final view
+        self.finished = False  # True once the final view is in place
+        self._finishing = False
         self.refreshes = 0
         self.errors: list[str] = []
 
         p = self.panel
         self.status = w.HTML(layout=w.Layout(margin="0 0 4px 0"))
-        self.toggles = {
-            d: w.ToggleButton(
-                value=p.domain_enabled(d),
-                description=d,
-                tooltip=f"trace every {d} API (msptiEnableDomain)",
-                icon="check" if p.domain_enabled(d) else "",
-                layout=w.Layout(width="110px"),
+        self.toggles = {}
+        for d in p.domains:
+            t = w.ToggleButton(
+                tooltip=f"trace every {d} API (msptiEnableDomain); a partly enabled domain shows how many",
+                layout=w.Layout(width="160px"),
             )
-            for d in p.domains
-        }
-        for d, t in self.toggles.items():
+            t.add_class("mspti-lens-domain")
             t.observe(lambda ch, d=d: self._on_toggle(d, ch), names="value")
+            self.toggles[d] = t
         self.search = w.Text(
             placeholder="search callbacks: launch, HcclAll, memcpy...",
             continuous_update=True,
-            layout=w.Layout(width="340px"),
+            layout=w.Layout(width="520px"),
         )
-        self.callbacks = w.SelectMultiple(rows=9, layout=w.Layout(width="340px"))
-        self.search.observe(lambda ch: self._fill_picker(), names="value")
-        self.callbacks.observe(self._on_pick, names="value")
+        self.checkboxes = {}
+        for o in p.search(""):
+            cb = w.Checkbox(
+                description=o.label,
+                indent=False,
+                tooltip=o.key,
+                layout=w.Layout(width="max-content", margin="0"),  # never cut the label
+                style={"description_width": "initial"},
+            )
+            cb.observe(lambda ch, key=o.key: self._on_check(key, ch), names="value")
+            self.checkboxes[o.key] = cb
+        self.callbacks = w.VBox(
+            list(self.checkboxes.values()),
+            layout=w.Layout(height="210px", overflow="auto", width="520px", border="1px solid #ddd"),
+        )
+        self.callbacks.add_class("mspti-lens-picker")
+        self.search.observe(lambda ch: self._filter_picker(), names="value")
         self.buttons = {
             name: w.Button(description=name, icon=icon, tooltip=tip, layout=w.Layout(width="90px"))
             for name, icon, tip in (
@@ -107,7 +130,7 @@ class ControlPanel:
         )
         self.kind.observe(self._on_kind, names="value")
         self.table = w.HTML()
-        self.plot = w.Image(format="png", layout=w.Layout(max_width="900px"))
+        self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
 
         controls = w.VBox(
             [
@@ -128,19 +151,11 @@ class ControlPanel:
                 self.message,
             ]
         )
-        self.widget = w.VBox(
-            [
-                w.HTML("<b>mspti-lens</b> · host latency of Runtime and HCCL API calls"),
-                self.status,
-                w.HBox([controls, actions]),
-                self.table,
-                self.plot,
-            ]
-        )
+        self.title = w.HTML("<b>mspti-lens</b> · host latency of Runtime and HCCL API calls")
+        self.widget = w.VBox([self.title, self.status, w.HBox([controls, actions]), self.table, self.plot])
         self.widget.add_class("mspti-lens-panel")
         self.table.add_class("mspti-lens-table")
         self.status.add_class("mspti-lens-status")
-        self._fill_picker()
         p.on_change.append(self._on_view)
         self.refresh(plot=True)
         if auto_refresh:
@@ -160,11 +175,10 @@ class ControlPanel:
             return
         self._act(lambda: self.panel.set_domain(domain, bool(change["new"])))
 
-    def _on_pick(self, change: dict) -> None:
+    def _on_check(self, key: str, change: dict) -> None:
         if self._syncing:
             return
-        visible = [key for _, key in self.callbacks.options]
-        self._act(lambda: self.panel.select(visible, list(change["new"])))
+        self._act(lambda: self.panel.toggle(key, bool(change["new"])))
 
     def _on_kind(self, change: dict) -> None:
         self.panel.set_plot_kind(change["new"])
@@ -177,12 +191,15 @@ class ControlPanel:
         except Exception as e:
             self.message.value = f'<span style="color:#b02a37">{type(e).__name__}: {e}</span>'
 
-    def _fill_picker(self) -> None:
-        opts = [(o.label, o.key) for o in self.panel.search(self.search.value)]
-        on = set(self.panel.selected())
-        with self._syncing_state():
-            self.callbacks.options = opts
-            self.callbacks.value = tuple(k for _, k in opts if k in on)
+    def _filter_picker(self) -> None:
+        """Show only the callbacks matching the search (hidden ones keep their state)."""
+        visible = {o.key for o in self.panel.search(self.search.value)}
+        for key, cb in self.checkboxes.items():
+            cb.layout.display = "" if key in visible else "none"
+
+    def visible(self) -> list[str]:
+        """Keys of the callbacks the search shows."""
+        return [k for k, cb in self.checkboxes.items() if cb.layout.display != "none"]
 
     @property
     def _syncing(self) -> bool:
@@ -210,46 +227,57 @@ class ControlPanel:
             self.table.value = view.table_html()
             on = set(view.enabled)
             for d, t in self.toggles.items():
-                full = self.panel.domain_enabled(d)
-                t.value = full
-                t.icon = "check" if full else ""
-            visible = [k for _, k in self.callbacks.options]
-            self.callbacks.value = tuple(k for k in visible if k in on)
+                n, total = self.panel.domain_state(d)
+                description, icon, state = domain_look(d, n, total)
+                t.value, t.description, t.icon = state == "all", description, icon
+                for s in ("all", "some", "none"):
+                    (t.add_class if s == state else t.remove_class)(f"mspti-lens-{s}")
+            for key, cb in self.checkboxes.items():
+                if cb.value != (key in on):
+                    cb.value = key in on
             self.buttons["start"].disabled = view.running
             self.buttons["stop"].disabled = not view.running
         self.refreshes += 1
 
     # -- refreshing ------------------------------------------------------------------------------
-    def refresh(self, plot: bool = True) -> View:
-        """Snapshot now and redraw the table (and the plot if the data changed)."""
+    def refresh(self, plot: bool = True, throttle: bool = False) -> View:
+        """Snapshot now and redraw the table (and the plot if the data changed; with ``throttle``,
+        as the background refresh does, at most every :data:`PLOT_EVERY_S`)."""
         with self._lock:
             view = self.panel.refresh()
             if plot:
-                self._render_plot()
+                self._render_plot(throttle=throttle)
             return view
 
-    def _render_plot(self, force: bool = False) -> None:
+    def _render_plot(self, force: bool = False, throttle: bool = False) -> None:
         if not self.show_plot:
             return
         with self._lock:
             view = self.panel.last
             if view is None:
                 return
-            if not force and view.calls == self._plotted_calls and self.panel.plot_kind == self._plotted_kind:
+            same = view.calls == self._plotted_calls and self.panel.plot_kind == self._plotted_kind
+            recent = time.monotonic() - self._plotted_at < max(self.interval, PLOT_EVERY_S)
+            if not force and (same or (throttle and recent)):
                 return
-            from .. import plots
-
-            fig = self.panel.figure(view)
-            self.plot.value = plots.to_png(fig, dpi=80)
+            if view.calls == 0:  # nothing to draw: no empty axes, the table says why
+                self.plot.layout.display = "none"
+            else:
+                png, width, _ = render_figure(self.panel.figure(view))
+                self.plot.value = png
+                self.plot.width = str(min(width, MAX_PLOT_WIDTH))
+                self.plot.layout.display = ""
+                self._plotted_at = time.monotonic()
             self._plotted_calls, self._plotted_kind = view.calls, self.panel.plot_kind
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
                 if self.panel.session.closed:
+                    self.finish("session closed")
                     break
                 if self.panel.running:
-                    self.refresh()
+                    self.refresh(throttle=True)
             except Exception:  # never let the thread die silently: keep the reason
                 self.errors.append(traceback.format_exc())
                 self.message.value = '<span style="color:#b02a37">refresh failed; see panel.errors</span>'
@@ -273,19 +301,60 @@ class ControlPanel:
     def auto_refreshing(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def close(self) -> None:
-        """Stop refreshing and close the widgets (the session stays open)."""
+    # -- the end ---------------------------------------------------------------------------------
+    def final_html(self, why: str) -> str:
+        """The static final view: the last window's table and plot, and why the panel stopped."""
+        view = self.panel.last or self.panel.refresh()
+        png, width = None, 0
+        if self.show_plot and view.calls:
+            png, width, _ = render_figure(self.panel.figure(view))
+        title = f"{why} · {view.status_text()}"
+        return final_view_html(title, view.table_html(), png, min(width, MAX_PLOT_WIDTH))
+
+    def finish(self, why: str = "closed") -> None:
+        """Stop refreshing and replace the live panel by its static final view, in the running
+        front end (the panel's own widgets) and in the notebook's saved output (display update)."""
+        with self._lock:
+            if self._finishing:
+                return
+            self._finishing = True
         self.stop_auto_refresh()
         try:
             self.panel.on_change.remove(self._on_view)
         except ValueError:
             pass
-        _close_tree(self.widget)
+        try:
+            self.panel.refresh()
+        except Exception:  # a forked child or a broken session: show the last view we had
+            pass
+        page = self.final_html(why)
+        final = self._w.HTML(page)
+        self.widget.children = [final]
+        self.widget.remove_class("mspti-lens-panel")
+        for h in self._handles:
+            h.update({"text/html": page, "text/plain": f"mspti-lens panel ({why})"}, raw=True)
+        self.finished = True
+
+    def close(self) -> None:
+        """Stop refreshing and leave the final view (the session stays open)."""
+        self.finish("panel closed")
 
     # -- display ---------------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kw: Any):
         return self.widget._repr_mimebundle_(**kw)
 
+    def _ipython_display_(self) -> None:
+        """Displayed with a display id, so that closing the panel can replace its output (also in
+        the saved notebook, where no live widget survives) by the final view."""
+        from IPython.display import display
+
+        bundle = dict(self.widget._repr_mimebundle_())
+        bundle["text/plain"] = f"mspti-lens control panel (live in Jupyter): {self!r}"
+        self._handles.append(display(bundle, raw=True, display_id=True))
+
     def __repr__(self) -> str:
         v = self.panel.last
         return f"<mspti_lens ControlPanel {v.status_text() if v else ''}>"
+
+
+__all__ = ["PIXEL_RATIO", "ControlPanel", "domain_look"]

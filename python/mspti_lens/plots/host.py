@@ -56,7 +56,7 @@ def _frame(data: Snapshot | pl.DataFrame) -> tuple[pl.DataFrame, bool, Snapshot]
     if isinstance(data, Snapshot):
         return data.histogram(), data.simulated, data
     if isinstance(data, pl.DataFrame):
-        need = {"name", "bucket", "lower_ns", "upper_ns", "count"}
+        need = {"name", "index", "lower_ns", "upper_ns", "count"}
         if not need <= set(data.columns):
             raise ValueError(f"a histogram frame needs columns {sorted(need)}; got {data.columns}")
         snap = Snapshot.from_histogram(data)
@@ -83,6 +83,7 @@ def _pick(frame: pl.DataFrame, names: Iterable[str] | None, top: int) -> list[st
 
 def _rebin(sub: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Sum the fine buckets into log-spaced display bins (BINS_PER_DECADE per decade)."""
+    sub = sub.filter(pl.col("upper_ns").is_finite())  # the overflow row has no finite bin
     lo = np.maximum(sub["lower_ns"].to_numpy().astype(float), 1.0)
     cnt = sub["count"].to_numpy().astype(float)
     a = math.floor(math.log10(lo.min()) * BINS_PER_DECADE) / BINS_PER_DECADE
@@ -103,12 +104,53 @@ def _quantiles(snap: Snapshot, name: str, qs: Sequence[float]) -> dict[float, fl
     return out
 
 
-def _ns_axis(ax) -> None:
-    from matplotlib.ticker import FuncFormatter, LogLocator
+def _axis_unit(lo: float, hi: float) -> tuple[str, float]:
+    """One unit for a whole time axis: the one that reads best at the axis' geometric centre."""
+    centre = math.sqrt(max(lo, 1.0) * max(hi, 1.0))
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if centre >= scale:
+            return unit, scale
+    return "ns", 1.0
+
+
+def _tick(x: float) -> str:
+    """A tick value without scientific notation or trailing zeros: 0.5, 2, 50, 1,000."""
+    if x >= 100 or x == int(x):
+        return f"{x:,.0f}"
+    return f"{x:.{min(9, 2 - math.floor(math.log10(x)))}f}".rstrip("0").rstrip(".")
+
+
+def _ns_axis(ax, label: str = "time per call") -> None:
+    """A log time axis in one unit (chosen from its limits) with the unit in the axis label.
+    Call it after the data is drawn: the unit depends on the limits."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_ns(v) if v > 0 else ""))
+    lo, hi = ax.get_xlim()
+    unit, scale = _axis_unit(lo, hi)
+    decades = math.log10(max(hi, 1.0) / max(lo, 1.0))
+    # Short ranges get 1-2-5 ticks, so an axis always carries at least two labelled values.
+    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0) if decades > 0.7 else tuple(range(1, 10))
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v / scale) if v > 0 else ""))
+    ax.xaxis.set_minor_locator(LogLocator(base=10, subs="auto"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel(f"{label} ({unit})", fontsize=9)
+
+
+def _count_axis(ax, density: bool) -> None:
+    """Counts are whole numbers: integer ticks only; shares are plain fractions."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_ylabel("share of calls" if density else "calls", fontsize=9)
+    if not density:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _legend_outside(ax, **kw) -> None:
+    """A legend at the right of the axes (clear of the data), 8 pt."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False, **kw)
 
 
 def _title(base: str, simulated: bool) -> str:
@@ -133,7 +175,7 @@ def distribution(
     n = max(len(picked), 1)
     cols = 2 if n > 1 else 1
     rows = math.ceil(n / cols)
-    fig, axes = _new_figure((6.5 * cols, 2.6 * rows + 0.6), rows, cols)
+    fig, axes = _new_figure((7.2 * cols, 2.8 * rows + 0.6), rows, cols)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     if not picked:
@@ -147,15 +189,15 @@ def distribution(
         y = vals / total if density else vals
         ax.stairs(y, edges, fill=True, alpha=0.55, color="C0")
         ax.stairs(y, edges, color="C0")
-        _ns_axis(ax)
-        ax.set_ylabel("share of calls" if density else "calls")
+        _count_axis(ax, density)
         marks = _quantiles(snap, name, percentiles)
         for q in percentiles:
             v = marks[q]
             label, style = _PCT_STYLE.get(q, (f"p{q * 100:g}", ":"))
             ax.axvline(v, color="C3", linestyle=style, linewidth=1.1, label=f"{label} {format_ns(v)}")
-        ax.set_title(f"{name} · {int(total):,} calls", fontsize=10)
-        ax.legend(fontsize=7, loc="upper right", frameon=False)
+        ax.set_title(f"{name} · {int(total):,} call{'' if total == 1 else 's'}", fontsize=10)
+        _ns_axis(ax)
+        _legend_outside(ax)
         ax.grid(True, which="major", axis="x", alpha=0.3)
     fig.suptitle(_title(title or "Host API latency distribution", simulated), fontsize=12)
     fig.tight_layout()
@@ -172,21 +214,24 @@ def cdf(
     """Cumulative distribution of several APIs on one log duration axis."""
     frame, simulated, _ = _frame(data)
     picked = _pick(frame, names, top) if len(frame) else []
-    fig, axes = _new_figure((8, 4.5))
+    fig, axes = _new_figure((9.5, 4.5))
     ax = axes[0][0]
+    if not picked:
+        ax.text(0.5, 0.5, "no calls recorded", ha="center", va="center", transform=ax.transAxes)
     for i, name in enumerate(picked):
         sub = frame.filter(pl.col("name") == name).sort("lower_ns")
         upper = sub["upper_ns"].to_numpy().astype(float)
         cum = np.cumsum(sub["count"].to_numpy()) / sub["count"].sum()
         ax.step(np.r_[sub["lower_ns"][0], upper], np.r_[0, cum], where="post", label=name, color=f"C{i % 10}")
-    _ns_axis(ax)
+    if picked:
+        _ns_axis(ax)
     for q in (0.5, 0.9, 0.99):
         ax.axhline(q, color="grey", linewidth=0.6, linestyle=":")
     ax.set_ylim(0, 1.005)
-    ax.set_ylabel("fraction of calls ≤ duration")
+    ax.set_ylabel("fraction of calls ≤ duration", fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     if picked:
-        ax.legend(fontsize=8, loc="lower right")
+        _legend_outside(ax)
     ax.set_title(_title(title or "Host API latency CDF", simulated))
     fig.tight_layout()
     return fig
@@ -197,7 +242,7 @@ def _compare(
 ):
     """Two panels: the distributions overlaid (top) and, per function, the spread from min to
     max with p50-p99 as a bar and ticks at p90 and p99.9 (bottom), on one log time axis."""
-    fig, axes = _new_figure((8.5, 4.0 + 0.42 * max(len(names), 1)), 2, 1)
+    fig, axes = _new_figure((10.5, 4.0 + 0.42 * max(len(names), 1)), 2, 1)
     ax, strip = axes[0][0], axes[1][0]
     if not names:
         ax.text(0.5, 0.5, "no calls recorded", ha="center", va="center", transform=ax.transAxes)
@@ -221,19 +266,16 @@ def _compare(
         strip.hlines(row, q[0.5], q[0.99], color=colour, linewidth=7, alpha=0.55)
         strip.plot([q[0.5]], [row], marker="|", markersize=14, color="black")
         strip.plot([q[0.9], q[0.999]], [row, row], linestyle="none", marker="|", markersize=9, color=colour)
-    _ns_axis(ax)
-    ax.set_ylabel("share of calls" if density else "calls")
+    _count_axis(ax, density)
     ax.grid(True, which="major", axis="x", alpha=0.3)
     if names:
-        ax.legend(fontsize=8)
+        _ns_axis(ax, "host time per call")
+        _legend_outside(ax)
         strip.set_yticks(range(len(names)), list(reversed(names)), fontsize=8)
         strip.set_ylim(-0.6, len(names) - 0.4)
-        _ns_axis(strip)
         strip.set_xlim(ax.get_xlim())
+        _ns_axis(strip, "host time per call · bar p50-p99, black tick p50, ticks p90 and p99.9, line min-max")
         strip.grid(True, which="major", axis="x", alpha=0.3)
-        strip.set_xlabel(
-            "host time per call · bar p50-p99, black tick p50, ticks p90 and p99.9, line min-max", fontsize=8
-        )
     ax.set_title(_title(title, simulated))
     fig.tight_layout()
     return fig
@@ -292,7 +334,7 @@ def before_after(
     both = pl.concat([fb.select(cols), fa.select(cols)])
     picked = _pick(both, names, top) if len(both) else []
     n = max(len(picked), 1)
-    fig, axes = _new_figure((8, 2.4 * n + 0.6), n, 1)
+    fig, axes = _new_figure((10, 2.6 * n + 0.6), n, 1)
     for ax, name in zip(axes[:, 0], picked):
         for frame, snap, label, color in ((fb, snap_b, labels[0], "C0"), (fa, snap_a, labels[1], "C1")):
             sub = frame.filter(pl.col("name") == name).sort("lower_ns")
@@ -310,8 +352,8 @@ def before_after(
             ax.axvline(med, color=color, linestyle="--", linewidth=0.9)
         _ns_axis(ax)
         ax.set_title(name, fontsize=10)
-        ax.set_ylabel("share")
-        ax.legend(fontsize=8)
+        ax.set_ylabel("share of calls", fontsize=9)
+        _legend_outside(ax)
     if not picked:
         axes[0][0].text(
             0.5, 0.5, "no calls recorded", ha="center", va="center", transform=axes[0][0].transAxes

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from ..catalog import DOMAIN_NAMES
-from ..snapshot import COUNTERS, FORMAT, Snapshot, merge_saved, snapshot_from_state
+from ..snapshot import COUNTERS, FORMAT, LOADABLE_VERSIONS, Snapshot, merge_saved, snapshot_from_state
 from .stragglers import latest_starters, slow_ranks  # noqa: F401 - latest_starters is re-exported
 from .writer import WINDOW_GLOB
 
@@ -78,7 +78,10 @@ def _read_head(path: str) -> dict[str, Any]:
     raw = pl.read_parquet_metadata(path).get("mspti_lens")
     head = json.loads(raw) if raw else None
     if not isinstance(head, dict) or head.get("format") != FORMAT:
-        raise ValueError(f"not a mspti-lens window (no '{FORMAT}' metadata)")
+        raise ValueError(f"not a mspti-lens window (no '{FORMAT}' metadata of a loadable version)")
+    if head.get("version") not in LOADABLE_VERSIONS:
+        loadable = ", ".join(str(v) for v in LOADABLE_VERSIONS)
+        raise ValueError(f"a window of snapshot format version {head.get('version')}; this reads {loadable}")
     return head
 
 

@@ -60,25 +60,40 @@ class SimApi:
 
 @dataclass(frozen=True)
 class JobResult:
+    """How a job ended: ``done`` of ``total`` (a workload counts each thread's steps, so 300 steps
+    on 2 threads is 600; a replay counts events), the simulated calls made, the wall time, and
+    whether it was cancelled or interrupted before the end."""
+
     done: int
     total: int
     calls: int
     wall_s: float
+    stopped_early: bool = False
     #: Replay on the real clock: calls left out, by MSPTI function, because they last longer than
     #: the histogram's range (they would have been waited out in real time).
     not_replayed: dict[str, int] = field(default_factory=dict)
 
 
-class Job:
-    """Work running on simulator threads (a workload or a replay)."""
+# How often a waiting join wakes up: it waits in Python (never blocked in C), so a
+# KeyboardInterrupt (Jupyter's stop button) surfaces at once and the job can be cancelled.
+POLL_S = 0.02
 
-    def __init__(self, sim: Simulator, handle: int, what: str):
+
+class Job:
+    """Work running on simulator threads (a workload or a replay).
+
+    Progress bars and ``join(progress=...)`` callbacks count ``unit`` (``steps``, ``events``);
+    ``per_unit`` is how many of the simulator's ticks make one (each thread of a workload ticks
+    once per step, so a bar says 300/300 steps, not 600/600)."""
+
+    def __init__(self, sim: Simulator, handle: int, what: str, unit: str = "events", per_unit: int = 1):
         self._sim, self.handle, self.what = sim, handle, what
+        self.unit, self.per_unit = unit, max(1, per_unit)
         self._t0 = time.perf_counter()
         self._result: JobResult | None = None
 
     def progress(self) -> tuple[int, int, int]:
-        """(steps or events done, total, simulated calls made)."""
+        """(ticks done, total ticks, simulated calls made); see :class:`JobResult`."""
         if self._result is not None:
             return self._result.done, self._result.total, self._result.calls
         d, t, c = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
@@ -86,42 +101,128 @@ class Job:
             raise RuntimeError(f"simulator job {self.handle} is unknown")
         return d.value, t.value, c.value
 
+    def units(self) -> tuple[int, int]:
+        """(done, total) in :attr:`unit`: what progress bars show."""
+        done, total, _ = self.progress()
+        return done // self.per_unit, total // self.per_unit
+
+    @property
+    def finished(self) -> bool:
+        return self._result is not None or bool(self._sim.lib.msimJobFinished(self.handle))
+
     def cancel(self) -> None:
+        """Ask the job's threads to stop at their next step (or event); :meth:`join` waits."""
         if self._result is None:
             self._sim.lib.msimJobCancel(self.handle)
 
-    def join(self, progress: Callable[[int, int], None] | None = None, interval: float = 0.2) -> JobResult:
-        """Wait for the job, calling ``progress(done, total)`` every ``interval`` seconds."""
+    def join(
+        self, progress: Callable[[int, int], None] | bool | None = None, interval: float = 0.2
+    ) -> JobResult:
+        """Wait for the job, calling ``progress(done, total)`` every ``interval`` seconds
+        (``progress=True``: a progress bar, see :func:`progress_bar`).
+
+        Interruptible: on KeyboardInterrupt (or any exception while waiting) the job is cancelled
+        and its threads are joined before the exception propagates, so nothing of it keeps
+        running into later windows."""
         if self._result is not None:
             return self._result
-        if progress is not None:
-            while True:
-                finished = bool(self._sim.lib.msimJobFinished(self.handle))
-                done, total, _ = self.progress()
-                progress(done, total)
-                if finished:
-                    break
-                time.sleep(interval)
+        bar = None
+        try:
+            if progress is True:
+                bar = progress_bar(self.what, self.units()[1], self.unit)
+            show = bar.update if bar is not None else progress or None
+            next_show = 0.0
+            while not self._sim.lib.msimJobFinished(self.handle):
+                if show is not None and time.perf_counter() >= next_show:
+                    show(*self.units())
+                    next_show = time.perf_counter() + interval
+                time.sleep(min(POLL_S, interval))
+        except BaseException:
+            self.stop()
+            if bar is not None:
+                bar.close(self.units()[0], interrupted=True)
+            raise
+        result = self._reap()
+        if bar is not None:
+            bar.close(self.units()[0], interrupted=result.stopped_early)
+        elif show is not None:
+            show(*self.units())
+        return result
+
+    def stop(self) -> JobResult:
+        """Cancel the job and wait for its threads (each stops at its next step or event)."""
+        if self._result is None:
+            self.cancel()
+            self._reap(stopped_early=True)
+        assert self._result is not None
+        return self._result
+
+    def _reap(self, stopped_early: bool = False) -> JobResult:
+        """Join the (finished or cancelled) threads and release the job."""
         rc = self._sim.lib.msimJobJoin(self.handle)
         done, total, calls = self.progress()
         self._sim.lib.msimJobRelease(self.handle)
+        self._result = JobResult(
+            done, total, calls, time.perf_counter() - self._t0, stopped_early or done < total
+        )
         if rc == 2:
             raise RuntimeError(f"a simulator thread of {self.what} failed")
-        self._result = JobResult(done, total, calls, time.perf_counter() - self._t0)
         return self._result
 
 
-def print_progress(what: str) -> Callable[[int, int], None]:
-    last = [-1]
+class TerminalBar:
+    """A one-line progress bar for a terminal (stderr), redrawn in place."""
+
+    WIDTH = 30
+
+    def __init__(self, what: str, total: int, unit: str, stream=None):
+        self.what, self.total, self.unit = what, total, unit
+        self.stream = stream if stream is not None else sys.stderr
+        self._t0 = time.perf_counter()
+        self._last = -1
+
+    def _line(self, done: int) -> str:
+        frac = min(done / self.total, 1.0) if self.total else 1.0
+        fill = round(frac * self.WIDTH)
+        bar = "#" * fill + "." * (self.WIDTH - fill)
+        t = time.perf_counter() - self._t0
+        return f"\r{self.what} [{bar}] {done:,}/{self.total:,} {self.unit} {frac:4.0%} {t:.1f} s"
+
+    def update(self, done: int, total: int | None = None) -> None:
+        if done == self._last:
+            return
+        self._last = done
+        self.stream.write(self._line(done))
+        self.stream.flush()
+
+    def close(self, done: int, interrupted: bool = False) -> None:
+        self.stream.write(self._line(done) + (" interrupted\n" if interrupted else "\n"))
+        self.stream.flush()
+
+
+def progress_bar(what: str, total: int, unit: str):
+    """A progress bar with ``update(done)`` and ``close(done, interrupted)``: an ipywidgets bar
+    in Jupyter, a terminal bar on stderr elsewhere."""
+    try:
+        from ..notebook.display import WidgetBar, in_jupyter
+
+        if in_jupyter():
+            return WidgetBar(what, total, unit)
+    except ImportError:  # no IPython / ipywidgets: a terminal it is
+        pass
+    return TerminalBar(what, total, unit)
+
+
+def print_progress(what: str, unit: str = "steps") -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` callable drawing a terminal bar (kept for scripts)."""
+    bar: list[TerminalBar] = []
 
     def show(done: int, total: int) -> None:
-        pct = 100.0 * done / total if total else 100.0
-        end = "\n" if done >= total else ""
-        if done == last[0]:
-            return
-        last[0] = done
-        sys.stderr.write(f"\r[simulator] {what}: {done}/{total} ({pct:.0f}%)" + end)
-        sys.stderr.flush()
+        if not bar:
+            bar.append(TerminalBar(what, total, unit))
+        bar[0].update(done)
+        if done >= total:
+            bar[0].close(done)
 
     return show
 
@@ -320,12 +421,17 @@ class Simulator:
         h = self.lib.msimWorkloadStart(ctypes.byref(cfg))
         if h == 0:
             raise ValueError(f"the simulator rejected the workload settings {cfg!r}")
-        return Job(self, h, f"{kind} workload")
+        return Job(self, h, f"{kind} workload", unit="steps", per_unit=threads)
 
     def run_workload(self, kind: str = "training", *, progress: bool = False, **kw) -> JobResult:
-        """Run a workload to the end (see :meth:`start_workload`), printing progress if asked."""
+        """Run a workload to the end (see :meth:`start_workload`); ``progress=True`` shows a bar
+        counting steps (a widget in Jupyter, a terminal bar elsewhere). Interruptible: a
+        KeyboardInterrupt stops the workload's threads before it propagates."""
         job = self.start_workload(kind, **kw)
-        return job.join(print_progress(f"{kind} workload") if progress else None)
+        try:
+            return job.join(progress=bool(progress))
+        finally:
+            job.stop()  # a no-op after a clean join; after an interrupt the threads are gone
 
     def start_replay(self, threads: Sequence[Sequence[tuple[int, int, int]]]) -> Job:
         """Replay per-thread event lists of (api index, site, t_ns), each sorted in time."""
@@ -349,10 +455,13 @@ class Simulator:
         On the real clock a call longer than the histogram's range is not waited out: it is left
         out (the calls inside it are replayed) and counted in ``JobResult.not_replayed``."""
         tr = trace if isinstance(trace, Trace) else Trace.read(trace)
-        longest = None if self.clock == "virtual" else _native.RANGE_END_NS
+        longest = None if self.clock == "virtual" else _native.RANGE_MAX_NS
         too_long = Counter(c.api for c in tr.calls if longest is not None and c.dur_ns > longest)
         job = self.start_replay(tr.events(self, longest_ns=longest))
-        result = job.join(print_progress("replay") if progress else None)
+        try:
+            result = job.join(progress=bool(progress))
+        finally:
+            job.stop()
         return replace(result, not_replayed=dict(too_long))
 
 

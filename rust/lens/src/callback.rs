@@ -3,8 +3,9 @@
 //! It reads only `callbackSite` and `functionName`: a real MSPTI fills nothing else, and
 //! `correlationData` in particular is a garbage pointer (DESIGN.md fact 1). ENTER pushes a
 //! timestamp on this thread's stack; EXIT pops the matching one and records the duration in this
-//! thread's shard. Once a (thread, key) has been seen it allocates nothing, takes no lock, never
-//! calls Python, and no panic crosses back into the library.
+//! thread's shard. Once a (thread, key) has been seen it allocates nothing; it takes no lock on
+//! any path (a thread's first call claims a shard lock-free); it never calls Python, and no panic
+//! crosses back into the library.
 
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
@@ -48,7 +49,9 @@ pub unsafe extern "C" fn on_callback(
 
 #[inline(always)]
 fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
-    let run = RUN.load(Ordering::Relaxed);
+    // Acquire pairs with start/stop's AcqRel update: the clock (kind, rate, function) chosen
+    // before the run began is seen by every callback of that run (clock.rs reads it Relaxed).
+    let run = RUN.load(Ordering::Acquire);
     let recording = run & 1 != 0;
     let epoch = (run >> 1) as u32;
     let key = RawKey { domain, cbid, name };
@@ -58,28 +61,36 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
                 return;
             }
             let Some(s) = shard::current() else { return };
+            let toggles = windows::toggle_generation(domain, cbid);
             // Clock last on ENTER, so bookkeeping is not inside the measured interval.
-            s.enter(key, clock::now(), epoch);
+            s.enter(key, clock::now(), epoch, toggles);
         }
         MSPTI_API_EXIT => {
             // Clock first on EXIT, for the same reason.
             let end = clock::now();
-            // Not recording: still pop a matching open call (begun before stop), count nothing.
-            let Some(s) = shard::current() else { return };
-            let Some(start) = s.exit(key, epoch, recording) else { return };
+            // Not recording (stopped, or a forked child): only a thread that has a shard pops a
+            // matching open call, counting nothing; claiming one is for recording threads.
+            let shard = if recording { shard::current() } else { shard::existing() };
+            let Some(s) = shard else { return };
+            let toggles = windows::toggle_generation(domain, cbid);
+            let Some(start) = s.exit(key, epoch, toggles, recording) else { return };
             if !recording {
                 return;
             }
-            if start == clock::FAILED || end == clock::FAILED {
+            // A failed reading, or a clock stepped backwards (end < start): dropped, never 0 ns.
+            let ns =
+                if start == clock::FAILED || end == clock::FAILED { None } else { clock::to_ns(start, end) };
+            let Some(ns) = ns else {
                 s.count_dropped();
                 return;
-            }
+            };
             if let Some(h) = s.histogram(key) {
-                h.hist.record(clock::to_ns(start, end), WINDOW.load(Ordering::Relaxed));
+                // Acquire: the window's closer cleared this bank before advancing to it.
+                h.hist.record(ns, || WINDOW.load(Ordering::Acquire));
             }
         }
         _ => {
-            if let Some(s) = shard::current() {
+            if let Some(s) = shard::existing() {
                 s.count_bad_site();
             }
         }

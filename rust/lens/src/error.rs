@@ -24,6 +24,14 @@ pub enum Error {
     Mspti { function: &'static str, code: MsptiResult, name: String, library_says: String, fix: String },
 
     #[error(
+        "{requested} is not the libmspti.so already mapped in this process ({mapped}, by LD_PRELOAD or \
+             a linked library): loading it would make a second MSPTI, which the runtime never calls, so no \
+             callback would arrive. Use Session(library=\"{mapped}\"), or leave `library` unset (the mapped \
+             one is found first), or preload {requested} instead"
+    )]
+    SecondInstance { mapped: String, requested: String },
+
+    #[error(
         "another mspti_lens Session is already active in this process; close it (session.close(), \
              or leave its `with` block) before starting a new one"
     )]

@@ -30,9 +30,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("BUCKETS", hist::BUCKETS)?;
+    // The histogram's constants (issue 9's histogram v2 contract), defined in core/hist.rs.
+    m.add("SCALE", hist::SCALE)?;
+    m.add("MIN_INDEX", hist::MIN_INDEX)?;
+    m.add("MAX_INDEX", hist::MAX_INDEX)?;
+    m.add("RANGE_MAX_NS", hist::RANGE_MAX_NS)?;
     m.add("MAX_RELATIVE_ERROR", hist::MAX_RELATIVE_ERROR)?;
-    m.add("RANGE_END_NS", hist::RANGE_END_NS)?;
     m.add("HISTOGRAM_BYTES", hist::AtomicHistogram::footprint())?;
     m.add("TSC_RELIABLE", clock::tsc_reliable())?;
     m.add("COUNTERS", Counter::ALL.map(|c| (c.name(), c.meaning())).to_vec())?;
@@ -54,6 +57,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::callbacks, m)?)?;
     m.add_function(wrap_pyfunction!(functions::results, m)?)?;
     m.add_function(wrap_pyfunction!(functions::bucket_bounds, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::bucket_index, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::nearest_rank, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::bucket_tables, m)?)?;
     m.add_function(wrap_pyfunction!(functions::callback_data_layout, m)?)?;
     Ok(())
 }

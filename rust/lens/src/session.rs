@@ -64,6 +64,8 @@ impl Session {
             return Err(Error::AlreadyActive);
         }
         windows::install_fork_handler();
+        crate::core::shard::prepare();
+        crate::core::seqlock::prepare_fences();
         let mut handle: MsptiSubscriberHandle = std::ptr::null_mut();
         // SAFETY: msptiSubscribe with a valid out pointer and our callback, which is safe to call
         // from any thread at any time, also after unsubscribe (it only touches static state).
@@ -133,6 +135,8 @@ impl Session {
         self.live()?;
         check_domain(domain)?;
         if self.running {
+            // Before MSPTI sees the toggle: a call open across it is discarded (issue 9.2).
+            windows::toggled_domain(domain);
             self.call_enable_domain(on, domain)?;
         }
         let bits = domain_bits(domain);
@@ -155,6 +159,8 @@ impl Session {
             )));
         }
         if self.running {
+            // Before MSPTI sees the toggle: a call open across it is discarded (issue 9.2).
+            windows::toggled(domain, cbid);
             self.call_enable_callback(on, domain, cbid)?;
         }
         let w = &mut self.wanted[domain as usize];

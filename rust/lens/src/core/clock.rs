@@ -5,7 +5,9 @@
 //! simulator's virtual clock drive exact tests).
 
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+#[cfg(not(target_arch = "aarch64"))]
+use std::time::Duration;
+use std::time::Instant;
 
 use mspti_abi::FnGetTimestamp;
 
@@ -36,12 +38,25 @@ static MSPTI_FN: AtomicUsize = AtomicUsize::new(0);
 /// Calls to `msptiGetTimestamp` that failed (their reading counts as 0).
 pub static MSPTI_CLOCK_ERRORS: AtomicU64 = AtomicU64::new(0);
 
-/// Whether the TSC is usable here: x86-64 and the kernel's clocksource is `tsc`.
+/// The kernel's clocksource, as it names it.
+fn kernel_clocksource() -> Option<String> {
+    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// Whether the CPU's counter is usable here: where the kernel itself trusts it as its clocksource
+/// (invariant and synchronised across cores): the TSC on x86-64 (`tsc`), the generic timer's
+/// virtual counter CNTVCT_EL0 on aarch64 (`arch_sys_counter`, the Kunpeng default).
 pub fn tsc_reliable() -> bool {
-    cfg!(target_arch = "x86_64")
-        && std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-            .map(|s| s.trim() == "tsc")
-            .unwrap_or(false)
+    let want = if cfg!(target_arch = "x86_64") {
+        "tsc"
+    } else if cfg!(target_arch = "aarch64") {
+        "arch_sys_counter"
+    } else {
+        return false;
+    };
+    kernel_clocksource().as_deref() == Some(want)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -51,7 +66,17 @@ fn rdtsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+fn rdtsc() -> u64 {
+    let v: u64;
+    // SAFETY: CNTVCT_EL0 is readable at EL0 on Linux (the vDSO reads it too); the ISB keeps the
+    // read from being speculated ahead of the code before it, as the kernel's own reader does.
+    unsafe { core::arch::asm!("isb", "mrs {v}, cntvct_el0", v = out(reg) v, options(nomem, nostack)) };
+    v
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 #[inline(always)]
 fn rdtsc() -> u64 {
     0
@@ -62,15 +87,55 @@ fn monotonic_ns() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-/// Measure the TSC rate against CLOCK_MONOTONIC over ~20 ms (once per process).
-fn calibrate_tsc() -> u64 {
-    static MULT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *MULT.get_or_init(|| {
-        let (t0, c0) = (Instant::now(), rdtsc());
-        std::thread::sleep(Duration::from_millis(20));
-        let (ns, ticks) = (t0.elapsed().as_nanos(), u128::from(rdtsc() - c0));
-        ((ns << 32) / ticks.max(1)) as u64
-    })
+/// The counter's rate as ns = ticks * mult >> 32, and a bound on its relative error.
+#[derive(Clone, Copy, Debug)]
+pub struct Calibration {
+    pub mult: u64,
+    pub relative_error: f64,
+}
+
+/// aarch64: the counter's frequency is architectural (CNTFRQ_EL0), nothing to measure.
+#[cfg(target_arch = "aarch64")]
+fn calibrate_counter() -> Calibration {
+    let f: u64;
+    // SAFETY: CNTFRQ_EL0 is readable at EL0; reading it has no side effects.
+    unsafe { core::arch::asm!("mrs {f}, cntfrq_el0", f = out(reg) f, options(nomem, nostack)) };
+    Calibration { mult: ((1_000_000_000u128 << 32) / u128::from(f.max(1))) as u64, relative_error: 0.0 }
+}
+
+/// One counter reading bracketed between two CLOCK_MONOTONIC readings: (counter, the brackets'
+/// midpoint, half their distance), the narrowest of a few tries (a try is wide when the thread was
+/// interrupted between the reads).
+#[cfg(not(target_arch = "aarch64"))]
+fn bracketed_reading() -> (u64, f64, f64) {
+    let mut best = (0, 0.0, f64::INFINITY);
+    for _ in 0..16 {
+        let a = monotonic_ns();
+        let c = rdtsc();
+        let b = monotonic_ns();
+        let half = (b - a) as f64 / 2.0;
+        if half < best.2 {
+            best = (c, (a as f64 + b as f64) / 2.0, half);
+        }
+    }
+    best
+}
+
+/// x86-64: measure the TSC rate against CLOCK_MONOTONIC over ~20 ms. Each counter read lies
+/// between two clock reads, so the error is bounded by the brackets' widths, whatever the load.
+#[cfg(not(target_arch = "aarch64"))]
+fn calibrate_counter() -> Calibration {
+    let (c0, t0, e0) = bracketed_reading();
+    std::thread::sleep(Duration::from_millis(20));
+    let (c1, t1, e1) = bracketed_reading();
+    let (ns, ticks) = (t1 - t0, c1.wrapping_sub(c0).max(1));
+    Calibration { mult: ((ns * 4_294_967_296.0) / ticks as f64) as u64, relative_error: (e0 + e1 + 1.0) / ns }
+}
+
+/// The counter's calibration (measured once per process).
+pub fn calibration() -> Calibration {
+    static CAL: std::sync::OnceLock<Calibration> = std::sync::OnceLock::new();
+    *CAL.get_or_init(calibrate_counter)
 }
 
 /// Choose the clock for the next recording. `Tsc` falls back to `Monotonic` where the TSC is
@@ -82,7 +147,7 @@ pub fn select(kind: ClockKind, mspti: Option<FnGetTimestamp>) -> ClockKind {
         k => k,
     };
     match kind {
-        ClockKind::Tsc => TSC_MULT.store(calibrate_tsc(), Ordering::Relaxed),
+        ClockKind::Tsc => TSC_MULT.store(calibration().mult, Ordering::Relaxed),
         ClockKind::Mspti => {
             MSPTI_FN.store(mspti.map_or(0, |f| f as usize), Ordering::Relaxed);
             TSC_MULT.store(IDENTITY, Ordering::Relaxed);
@@ -92,6 +157,8 @@ pub fn select(kind: ClockKind, mspti: Option<FnGetTimestamp>) -> ClockKind {
             TSC_MULT.store(IDENTITY, Ordering::Relaxed);
         }
     }
+    // Release, and the callback reads KIND and TSC_MULT Relaxed: they are set before the run
+    // begins, and the callback's Acquire load of the RUN word (windows.rs) orders them.
     KIND.store(kind as u8, Ordering::Release);
     kind
 }
@@ -128,12 +195,13 @@ fn mspti_now() -> u64 {
 /// such a reading is dropped, never recorded.
 pub const FAILED: u64 = u64::MAX;
 
-/// The duration in ns between two raw readings (0 if the clock went backwards).
+/// The duration in ns between two raw readings; None when the clock went backwards (MSPTI's
+/// timestamps follow CLOCK_REALTIME, which can be stepped back): such a pair is dropped.
 #[inline(always)]
-pub fn to_ns(start: u64, end: u64) -> u64 {
-    let d = end.saturating_sub(start);
+pub fn to_ns(start: u64, end: u64) -> Option<u64> {
+    let d = end.checked_sub(start)?;
     // Exact for the ns clocks (d * 2^32 >> 32 = d; no overflow in u128).
-    ((u128::from(d) * u128::from(TSC_MULT.load(Ordering::Relaxed))) >> 32) as u64
+    Some(((u128::from(d) * u128::from(TSC_MULT.load(Ordering::Relaxed))) >> 32) as u64)
 }
 
 #[cfg(test)]
@@ -144,25 +212,41 @@ mod tests {
     static CLOCK_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     #[test]
-    fn ns_clocks_convert_exactly() {
+    fn ns_clocks_convert_exactly_and_a_backwards_clock_gives_none() {
         let _g = CLOCK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         select(ClockKind::Monotonic, None);
-        for (a, b) in [(0u64, 0u64), (5, 1_000_005), (0, u64::MAX), (10, 3)] {
-            assert_eq!(to_ns(a, b), b.saturating_sub(a));
+        for (a, b) in [(0u64, 0u64), (5, 1_000_005), (0, u64::MAX)] {
+            assert_eq!(to_ns(a, b), Some(b - a));
         }
+        assert_eq!(to_ns(10, 3), None);
     }
 
     #[test]
-    fn tsc_and_monotonic_agree_on_a_sleep() {
+    fn the_cpu_counter_is_chosen_exactly_where_the_kernel_trusts_it_and_agrees_with_monotonic() {
         let _g = CLOCK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let chosen = select(ClockKind::Tsc, None);
         if !tsc_reliable() {
+            // This machine's kernel does not trust the counter: the fallback must be taken.
+            assert_eq!(chosen, ClockKind::Monotonic, "clocksource {:?}", kernel_clocksource());
             return;
         }
-        select(ClockKind::Tsc, None);
-        let (a, t) = (now(), Instant::now());
-        std::thread::sleep(Duration::from_millis(30));
-        let (d, real) = (to_ns(a, now()), t.elapsed().as_nanos() as f64);
-        assert!(((d as f64) - real).abs() / real < 0.02, "tsc {d} vs {real}");
+        assert_eq!(chosen, ClockKind::Tsc);
+        // The counter read lies between two monotonic reads at each end, so the true interval is
+        // within [inner, outer]; the conversion may add the calibration's own bounded error.
+        let t0 = monotonic_ns();
+        let a = now();
+        let t1 = monotonic_ns();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let t2 = monotonic_ns();
+        let b = now();
+        let t3 = monotonic_ns();
+        let d = to_ns(a, b).unwrap() as f64;
+        let err = calibration().relative_error;
+        let (inner, outer) = ((t2 - t1) as f64, (t3 - t0) as f64);
+        assert!(
+            d >= inner * (1.0 - err) - 1.0 && d <= outer * (1.0 + err) + 1.0,
+            "{d} not in [{inner}, {outer}] ± {err}"
+        );
         select(ClockKind::Monotonic, None);
     }
 }

@@ -22,10 +22,13 @@ pub enum Counter {
     Orphaned,
     /// Callbacks whose site was neither ENTER nor EXIT.
     BadSite,
+    /// Pairs discarded because their id or domain was enabled or disabled while the call was
+    /// open: the ENTER may be an earlier call's, whose EXIT was never delivered.
+    Toggled,
 }
 
 impl Counter {
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 7;
     /// Every counter, in the order of its discriminant.
     pub const ALL: [Counter; Counter::COUNT] = [
         Counter::Unmatched,
@@ -34,6 +37,7 @@ impl Counter {
         Counter::Abandoned,
         Counter::Orphaned,
         Counter::BadSite,
+        Counter::Toggled,
     ];
 
     /// The name Python and snapshot files use.
@@ -45,6 +49,7 @@ impl Counter {
             Counter::Abandoned => "abandoned",
             Counter::Orphaned => "orphaned",
             Counter::BadSite => "bad_site",
+            Counter::Toggled => "toggled",
         }
     }
 
@@ -57,6 +62,7 @@ impl Counter {
             Counter::Abandoned => "calls begun in an earlier run or on a thread that ended mid-call",
             Counter::Orphaned => "ENTERs whose EXIT never came, closed over by an outer EXIT or evicted",
             Counter::BadSite => "callbacks whose site was neither ENTER nor EXIT",
+            Counter::Toggled => "pairs discarded: their id or domain was toggled while the call was open",
         }
     }
 
@@ -75,6 +81,8 @@ impl Counter {
 pub struct Counters([u64; Counter::COUNT]);
 
 impl Counters {
+    pub const ZERO: Counters = Counters([0; Counter::COUNT]);
+
     /// (counter, value) of every counter, in `Counter::ALL` order.
     pub fn iter(&self) -> impl Iterator<Item = (Counter, u64)> + '_ {
         Counter::ALL.into_iter().map(|c| (c, self[c]))
@@ -171,7 +179,7 @@ mod tests {
         }
         let mut x = a.load();
         x.add(&a.load());
-        assert_eq!(x.iter().map(|(_, v)| v).collect::<Vec<_>>(), vec![2, 4, 6, 8, 10, 12]);
+        assert_eq!(x.iter().map(|(_, v)| v).collect::<Vec<_>>(), vec![2, 4, 6, 8, 10, 12, 14]);
         x.subtract(&a.load());
         assert_eq!(x, a.load());
         x.subtract(&Counters([100; Counter::COUNT]));

@@ -1,101 +1,332 @@
-//! Log-linear latency histograms in the HdrHistogram layout.
+//! Latency histograms: the exponential buckets of OpenTelemetry exponential histograms and
+//! Prometheus native histograms at scale 7, so exports need no re-bucketing and an exact downscale
+//! merges neighbours.
 //!
-//! Values below 256 ns get a bucket each; above, every power of two is split into 128 equal
-//! sub-buckets, so a bucket is at most 1/128 (0.78 %) of its lower bound wide. 3,968 buckets
-//! reach 2^37 ns (137 s) in 31 KiB of u64 counters; larger values land in the last bucket and
-//! are counted as overflow (their exact max is still kept). Histograms merge by adding counts,
-//! so threads, windows, runs and ranks all merge exactly.
+//! - base = 2^(2^-7): 128 buckets per power of two, relative error <= (base-1)/(base+1) = 0.27 %.
+//! - Bucket `index` i holds the integer-ns values v with base^i < v <= base^(i+1) (OpenTelemetry's
+//!   convention; a Prometheus native bucket index is i + 1). 1 ns is index -1.
+//! - Range: 1 ns to 2^42 ns (73 min; HCCL's default timeout is 30 min). 0 ns has a zero bucket
+//!   (threshold 0). Larger values are counted as `overflow` (and in count, sum, min, max, exactly)
+//!   in no bucket; a quantile that falls among them is None, never a made-up number.
+//! - Sum of squares in u128: exact, so the standard deviation is exact.
+//! - Quantiles by nearest rank (numpy's `inverted_cdf`) with integer ranks: see `nearest_rank`.
+//!
+//! Storage: slots 0..=128 hold the values 0..=128 one each (finer than their buckets, and each in
+//! a bucket of its own: consecutive integers there are more than a base apart); slots above hold
+//! the buckets from index 896 (values 129..) up. Histograms merge by adding slots, so threads,
+//! windows, runs and ranks all merge exactly.
 
+use super::seqlock::SeqLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Sub-buckets per power of two (2^7).
-pub const SUB_BUCKETS: u64 = 128;
-const SUB_BITS: u32 = 7;
-/// Number of buckets: covers [0, 2^37) ns.
-pub const BUCKETS: usize = 3968;
-/// The first value that does not fit: 2^37 ns.
-pub const RANGE_END_NS: u64 = 1 << 37;
-/// The worst relative width of a bucket: 1/128.
-pub const MAX_RELATIVE_ERROR: f64 = 1.0 / SUB_BUCKETS as f64;
+/// log2 of the log2 of the bucket base's inverse: base = 2^(2^-SCALE).
+pub const SCALE: i32 = 7;
+/// Buckets per power of two.
+pub const PER_OCTAVE: u32 = 1 << SCALE;
+/// The largest value in a bucket, 2^42 ns (the upper bound of `MAX_INDEX`); larger ones overflow.
+pub const RANGE_MAX_NS: u64 = 1 << 42;
+/// The bucket of 1 ns.
+pub const MIN_INDEX: i32 = -1;
+/// The bucket whose upper bound is 2^42 ns.
+pub const MAX_INDEX: i32 = 42 * PER_OCTAVE as i32 - 1;
+/// (base - 1) / (base + 1): the worst relative error of a bucket's representative value.
+pub const MAX_RELATIVE_ERROR: f64 = 0.002_707_599_557_476_281;
 
-/// The bucket of a value (values >= 2^37 land in the last bucket).
+/// Values up to this have a slot each.
+pub const DIRECT_MAX: u64 = 128;
+/// The bucket of 129 ns, the first one stored by index.
+pub const FIRST_INDEXED: i32 = 7 * PER_OCTAVE as i32;
+/// Slots: 0..=128 by value, then `FIRST_INDEXED..=MAX_INDEX` by index.
+pub const SLOTS: usize = DIRECT_MAX as usize + 1 + (MAX_INDEX - FIRST_INDEXED + 1) as usize;
+/// The slot of 0 ns: the zero bucket.
+pub const ZERO_SLOT: usize = 0;
+/// What `slot_of` returns for a value beyond the range.
+pub const OVERFLOW_SLOT: usize = SLOTS;
+
+/// floor(2^(62 + k/128)) for k = 1..=127, then a sentinel: the bucket boundaries within one power
+/// of two as 63-bit fixed point (exact integers, computed with integer roots and checked by
+/// `tests::boundary_table_is_exact`).
+pub const MANTISSA_BOUNDS: [u64; 128] = [
+    0x4058f6a7ecccd5b6,
+    0x40b268f9de0183b9,
+    0x410c57a1b9fe12f5,
+    0x4166c34c5615d0eb,
+    0x41c1aca777db771b,
+    0x421d1461d66f2023,
+    0x4278fb2b1bce0d14,
+    0x42d561b3e6243d8a,
+    0x433248adc91fdd01,
+    0x438fb0cb4f468808,
+    0x43ed9abffb4c6bc8,
+    0x444c0740496d4293,
+    0x44aaf701b0c72fee,
+    0x450a6abaa4b77ecd,
+    0x456a632296394492,
+    0x45cae0f1f545eb73,
+    0x462be4e23237a6ee,
+    0x468d6fadbf2dd4f2,
+    0x46ef821011734e6a,
+    0x47521cc5a2e6a9e0,
+    0x47b5408bf36472e2,
+    0x4818ee218a3358ee,
+    0x487d2645f7725895,
+    0x48e1e9b9d588e19b,
+    0x4947393eca98fcd6,
+    0x49ad159789f37495,
+    0x4a137f87d58e025b,
+    0x4a7a77d47f7b84b0,
+    0x4ae1ff436b663ff7,
+    0x4b4a169b900c2d00,
+    0x4bb2bea4f8bd5847,
+    0x4c1bf828c6dc54b7,
+    0x4c85c3f13360c4d4,
+    0x4cf022c9905bfd32,
+    0x4d5b157e4a7fc325,
+    0x4dc69cdceaa72a9c,
+    0x4e32b9b417619616,
+    0x4e9f6cd3967fdba8,
+    0x4f0cb70c4ea39210,
+    0x4f7a993048d088d6,
+    0x4fe91412b2006e82,
+    0x50582887dcb8a7e1,
+    0x50c7d76542a25b71,
+    0x513821818624b40c,
+    0x51a907b474015dc9,
+    0x521a8ad704f3404f,
+    0x528cabc35f4f799c,
+    0x52ff6b54d8a89c75,
+    0x5372ca67f774358e,
+    0x53e6c9da74b29ab4,
+    0x545b6a8b3d990704,
+    0x54d0ad5a753e077c,
+    0x5546932976483b14,
+    0x55bd1cdad49f699b,
+    0x56344b525f1ff494,
+    0x56ac1f752150a563,
+    0x57249a29651adc07,
+    0x579dbc56b48521ba,
+    0x581786e5db7022c1,
+    0x5891fac0e95612c7,
+    0x590d18d3330c7f1d,
+    0x5988e20954889244,
+    0x5a05575132a5cc20,
+    0x5a827999fcef3242,
+    0x5b0049d42f6afbb5,
+    0x5b7ec8f19468bbc8,
+    0x5bfdf7e546520f3e,
+    0x5c7dd7a3b17dcf74,
+    0x5cfe69229605cef5,
+    0x5d7fad59099f22fd,
+    0x5e01a53f7974fd86,
+    0x5e8451cfac061b5f,
+    0x5f07b404c304c9f1,
+    0x5f8bccdb3d398841,
+    0x60109d50f86846d8,
+    0x6096266533384a2b,
+    0x611c69188f1eb339,
+    0x61a3666d124bb203,
+    0x622b1f66299a6599,
+    0x62b39508aa836d6e,
+    0x633cc85ad5122fbc,
+    0x63c6ba6455dcd8ae,
+    0x64516c2e47ff1622,
+    0x64dcdec3371793d1,
+    0x6569132f21483ba6,
+    0x65f60a7f79393e2e,
+    0x6683c5c3281ee6e8,
+    0x6712460a8fc24071,
+    0x67a18c678c8c8c60,
+    0x683199ed779592ca,
+    0x68c26fb128b4cd63,
+    0x69540ec8f895722d,
+    0x69e6784cc2cd61bc,
+    0x6a79ad55e7f6fd0f,
+    0x6b0daeff4fcde703,
+    0x6ba27e656b4eb57a,
+    0x6c381ca636d99642,
+    0x6cce8ae13c57ebda,
+    0x6d65ca379564e638,
+    0x6dfddbcbed791baa,
+    0x6e96c0c284192610,
+    0x6f307a412f074891,
+    0x6fcb096f5c782210,
+    0x70666f76154a7088,
+    0x7102ad7fff41e9b4,
+    0x719fc4b95f452d28,
+    0x723db6501b9ed446,
+    0x72dc8373be41a454,
+    0x737c2d55770fe711,
+    0x741cb5281e25ee34,
+    0x74be1c203627c62b,
+    0x75606373ee921c97,
+    0x76038c5b260e5eee,
+    0x76a7980f6cca15c2,
+    0x774c87cc06d1812d,
+    0x77f25ccdee6d7ae5,
+    0x78991853d684a284,
+    0x7940bb9e2cffd89c,
+    0x79e947ef1d320d2d,
+    0x7a92be8a92436616,
+    0x7b3d20b6399fc236,
+    0x7be86fb985689ddc,
+    0x7c94acddaeea5d3a,
+    0x7d41d96db915019d,
+    0x7deff6b672f84e24,
+    0x7e9f06067a4360ba,
+    0x7f4f08ae3dc7c425,
+    u64::MAX,
+];
+
+/// For each 1/256th of a power of two, how many boundaries lie at or below its start; each such
+/// cell holds at most one boundary (cells are 1/256 wide, buckets at least 2^(1/128) - 1 > 1/186),
+/// so a value's bucket is this count plus one comparison.
+pub const CELL_FLOOR: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let start = (1u64 << 62) + ((c as u64) << 54);
+        let mut k = 0;
+        while k < 127 && MANTISSA_BOUNDS[k] <= start {
+            k += 1;
+        }
+        t[c] = k as u8;
+        c += 1;
+    }
+    t
+};
+
+/// The bucket index of a value in 1..=RANGE_MAX_NS (values outside give nonsense; see `slot_of`).
 #[inline(always)]
-pub fn bucket_index(v: u64) -> usize {
-    if v >= RANGE_END_NS {
-        return BUCKETS - 1;
+pub fn index_of(v: u64) -> i32 {
+    if v <= 1 {
+        return MIN_INDEX;
     }
-    let msb = 63 - (v | 1).leading_zeros();
-    let e = msb.saturating_sub(SUB_BITS);
-    ((e as u64) << SUB_BITS) as usize + (v >> e) as usize
+    // 2^e < v <= 2^(e+1); y = v * 2^(62-e) - 1 lies in [2^62, 2^63): v > a boundary b (irrational)
+    // exactly when v * 2^(62-e) > floor(b), i.e. y >= floor(b).
+    let e = 63 - (v - 1).leading_zeros();
+    let y = (v << (62 - e)) - 1;
+    let mut j = CELL_FLOOR[((y >> 54) & 0xff) as usize] as usize;
+    j += usize::from(y >= MANTISSA_BOUNDS[j]);
+    (e * PER_OCTAVE) as i32 + j as i32
 }
 
-/// The half-open value range [lower, upper) of a bucket.
-pub fn bucket_bounds(i: usize) -> (u64, u64) {
-    if i < 2 * SUB_BUCKETS as usize {
-        return (i as u64, i as u64 + 1);
+/// The storage slot of a value: `OVERFLOW_SLOT` beyond the range.
+#[inline(always)]
+pub fn slot_of(v: u64) -> usize {
+    if v <= DIRECT_MAX {
+        v as usize
+    } else if v > RANGE_MAX_NS {
+        OVERFLOW_SLOT
+    } else {
+        (index_of(v) - FIRST_INDEXED) as usize + DIRECT_MAX as usize + 1
     }
-    let e = (i >> SUB_BITS) as u32 - 1;
-    let m = (i as u64) - (u64::from(e) << SUB_BITS);
-    (m << e, (m + 1) << e)
 }
 
-/// The value a bucket stands for in quantiles: its midpoint (exact for unit-width buckets).
-pub fn bucket_value(i: usize) -> u64 {
-    let (lo, hi) = bucket_bounds(i);
-    lo + (hi - lo - 1) / 2
+/// The bucket index of a slot; None for the zero bucket.
+pub fn slot_index(slot: usize) -> Option<i32> {
+    match slot {
+        ZERO_SLOT => None,
+        s if s as u64 <= DIRECT_MAX => Some(index_of(s as u64)),
+        s => Some((s - DIRECT_MAX as usize - 1) as i32 + FIRST_INDEXED),
+    }
+}
+
+/// The slot that holds bucket `index`, or None when the bucket holds no integer value (below
+/// 129 ns most buckets are narrower than 1 ns) or is outside MIN_INDEX..=MAX_INDEX.
+pub fn index_slot(index: i32) -> Option<usize> {
+    if !(MIN_INDEX..=MAX_INDEX).contains(&index) {
+        return None;
+    }
+    if index >= FIRST_INDEXED {
+        return Some((index - FIRST_INDEXED) as usize + DIRECT_MAX as usize + 1);
+    }
+    // The one integer a low bucket may hold is floor of its upper bound.
+    let v = bucket_upper(index).floor() as u64;
+    (v >= 1 && index_of(v) == index).then_some(v as usize)
+}
+
+/// base^index in ns: a bucket's exclusive lower bound.
+pub fn bucket_lower(index: i32) -> f64 {
+    (f64::from(index) / f64::from(PER_OCTAVE)).exp2()
+}
+
+/// base^(index+1) in ns: a bucket's inclusive upper bound.
+pub fn bucket_upper(index: i32) -> f64 {
+    bucket_lower(index + 1)
+}
+
+/// The value that stands for a slot in quantiles: exact below 129 ns; above, the integer nearest
+/// the bucket's harmonic midpoint 2·lo·hi/(lo+hi) (within MAX_RELATIVE_ERROR of every value in it).
+pub fn slot_value(slot: usize) -> u64 {
+    if slot as u64 <= DIRECT_MAX {
+        return slot as u64;
+    }
+    let i = slot_index(slot).unwrap_or(MAX_INDEX);
+    let (lo, hi) = (bucket_lower(i), bucket_upper(i));
+    let mut v = (2.0 * lo * hi / (lo + hi)).round().clamp(1.0, RANGE_MAX_NS as f64) as u64;
+    while v > 1 && index_of(v) > i {
+        v -= 1;
+    }
+    while v < RANGE_MAX_NS && index_of(v) < i {
+        v += 1;
+    }
+    v
+}
+
+/// The nearest rank (1-based) of quantile q among n samples: ceil(q·n), at least 1, with q taken
+/// to 9 decimals and the product in integers, so q = 0.55 of 100 samples is rank 55 (the f64
+/// product 55.000000000000007 would give 56). numpy's `quantile(..., method="inverted_cdf")`.
+pub fn nearest_rank(q: f64, n: u64) -> u64 {
+    const PARTS: u128 = 1_000_000_000;
+    let parts = (q.clamp(0.0, 1.0) * PARTS as f64).round() as u128;
+    let rank = (parts * u128::from(n)).div_ceil(PARTS);
+    (rank as u64).clamp(1, n.max(1))
 }
 
 /// A plain (non-atomic) histogram: the result of merging, the unit of statistics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Histogram {
+    /// Per slot (see the module's Storage note).
     pub counts: Vec<u64>,
+    /// Every value, zero and overflow included.
     pub count: u64,
-    /// Sum of durations in ns (u64: overflows only after 584 years of total time).
+    /// Sum of values in ns (exact below 2^64 ns, 584 years).
     pub sum: u64,
-    /// Sum of squared durations, for the standard deviation.
-    pub sum_sq: f64,
-    /// Exact extremes; None when unknown (empty, or a race with reset, see `Window`).
+    /// Exact sum of squared values (exact below 2^128: any 2^44 values of the range).
+    pub sum_sq: u128,
     pub min: Option<u64>,
     pub max: Option<u64>,
-    /// Values >= 2^37 ns, kept in the last bucket.
+    /// Values > RANGE_MAX_NS: in count, sum, sum_sq, min and max, in no bucket.
     pub overflow: u64,
 }
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram {
-            counts: vec![0; BUCKETS],
-            count: 0,
-            sum: 0,
-            sum_sq: 0.0,
-            min: None,
-            max: None,
-            overflow: 0,
-        }
+        Histogram { counts: vec![0; SLOTS], count: 0, sum: 0, sum_sq: 0, min: None, max: None, overflow: 0 }
     }
 }
 
 impl Histogram {
     pub fn record(&mut self, v: u64) {
-        self.counts[bucket_index(v)] += 1;
+        match slot_of(v) {
+            OVERFLOW_SLOT => self.overflow += 1,
+            s => self.counts[s] += 1,
+        }
         self.count += 1;
         self.sum = self.sum.wrapping_add(v);
-        self.sum_sq += (v as f64) * (v as f64);
+        self.sum_sq = self.sum_sq.wrapping_add(u128::from(v) * u128::from(v));
         self.min = Some(self.min.map_or(v, |m| m.min(v)));
         self.max = Some(self.max.map_or(v, |m| m.max(v)));
-        if v >= RANGE_END_NS {
-            self.overflow += 1;
-        }
     }
 
-    /// Add another histogram's counts: exact.
+    /// Add another histogram: exact.
     pub fn merge(&mut self, o: &Histogram) {
         for (a, b) in self.counts.iter_mut().zip(&o.counts) {
             *a += b;
         }
         self.count += o.count;
         self.sum = self.sum.wrapping_add(o.sum);
-        self.sum_sq += o.sum_sq;
+        self.sum_sq = self.sum_sq.wrapping_add(o.sum_sq);
         self.overflow += o.overflow;
         self.min = match (self.min, o.min) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -107,6 +338,10 @@ impl Histogram {
         };
     }
 
+    pub fn zero_count(&self) -> u64 {
+        self.counts[ZERO_SLOT]
+    }
+
     pub fn mean(&self) -> f64 {
         if self.count == 0 {
             0.0
@@ -115,50 +350,50 @@ impl Histogram {
         }
     }
 
-    /// Sample standard deviation (n - 1), as nsys's `StdDev` and msprof-analyze's `stdev`.
+    /// Sample standard deviation (n - 1), as nsys's `StdDev` and msprof-analyze's `stdev`, from
+    /// the exact sums: with S = q·n + r, n·M2 = n·Q - S² splits into the integer A = Q - q·(S + r)
+    /// and r²/n < n, so only the last division rounds.
     pub fn std_sample(&self) -> f64 {
         if self.count < 2 {
             return 0.0;
         }
-        let n = self.count as f64;
-        let mean = self.sum as f64 / n;
-        ((self.sum_sq - n * mean * mean) / (n - 1.0)).max(0.0).sqrt()
-    }
-
-    /// The lowest and highest non-empty buckets' bounds, standing in for unknown extremes.
-    fn bucket_extremes(&self) -> Option<(u64, u64)> {
-        let lo = self.counts.iter().position(|&c| c > 0)?;
-        let hi = self.counts.iter().rposition(|&c| c > 0)?;
-        Some((bucket_bounds(lo).0, bucket_bounds(hi).1 - 1))
+        let n = u128::from(self.count);
+        let s = u128::from(self.sum);
+        let (q, r) = (s / n, s % n);
+        let a = self.sum_sq.saturating_sub(q * (s + r));
+        let m2 = a as f64 - (r as f64) * (r as f64) / n as f64;
+        (m2.max(0.0) / (n - 1) as f64).sqrt()
     }
 
     pub fn min_value(&self) -> u64 {
-        self.min.or_else(|| self.bucket_extremes().map(|e| e.0)).unwrap_or(0)
+        self.min.unwrap_or(0)
     }
 
     pub fn max_value(&self) -> u64 {
-        self.max.or_else(|| self.bucket_extremes().map(|e| e.1)).unwrap_or(0)
+        self.max.unwrap_or(0)
     }
 
-    /// The q-quantile (0 <= q <= 1) by nearest rank: the value of the ceil(q*n)-th smallest
-    /// sample, estimated by its bucket's midpoint and clamped to the exact [min, max], so it is
-    /// within one bucket width (<= 0.78 %) of the exact sample. q = 1 gives the exact max.
-    pub fn quantile(&self, q: f64) -> u64 {
+    /// The q-quantile (0 <= q <= 1) by nearest rank: the `nearest_rank(q, n)`-th smallest sample,
+    /// estimated by its slot's `slot_value` clamped to the exact [min, max] (so within
+    /// MAX_RELATIVE_ERROR of the exact sample; exact below 129 ns). The exact max for the largest
+    /// rank. None when the rank falls among values beyond the range (their buckets are unknown),
+    /// or the histogram is empty.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
         if self.count == 0 {
-            return 0;
+            return None;
         }
-        let (lo, hi) = (self.min_value(), self.max_value());
-        if q >= 1.0 {
-            return hi;
+        // Extremes are unknown only in a histogram rebuilt from bucket counts alone (a plot's
+        // frame): then the buckets stand for them.
+        let (lo, hi) = (self.min.unwrap_or(0), self.max.unwrap_or(u64::MAX));
+        let rank = nearest_rank(q, self.count);
+        if rank == self.count && self.max.is_some() {
+            return self.max;
         }
-        let rank = ((q.max(0.0) * self.count as f64).ceil() as u64).clamp(1, self.count);
-        if self.overflow > 0 && rank > self.count.saturating_sub(self.overflow) {
-            // The rank is one of the values beyond the range (the largest ones): the exact max
-            // stands for them (exact when there is one), not the last bucket's midpoint.
-            return hi;
+        if rank > self.count - self.overflow {
+            return None;
         }
-        // Skip whole blocks of buckets by their (vectorised) sum, then walk the block that
-        // holds the rank.
+        // Skip whole blocks of slots by their (vectorised) sum, then walk the block that holds
+        // the rank.
         const BLOCK: usize = 64;
         let mut seen = 0u64;
         for (b, block) in self.counts.chunks(BLOCK).enumerate() {
@@ -170,46 +405,74 @@ impl Histogram {
             for (j, &c) in block.iter().enumerate() {
                 seen += c;
                 if seen >= rank {
-                    return bucket_value(b * BLOCK + j).clamp(lo, hi);
+                    return Some(slot_value(b * BLOCK + j).clamp(lo, hi));
                 }
             }
         }
-        hi
+        None
     }
 
-    /// Non-empty buckets as (index, count).
+    /// Whether `quantile(q)` falls among values beyond the range (and so is None).
+    pub fn quantile_beyond_range(&self, q: f64) -> bool {
+        self.count > 0 && self.quantile(q).is_none()
+    }
+
+    /// Non-empty slots as (slot, count), the zero bucket first.
     pub fn nonzero(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
         self.counts.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i, c))
     }
+
+    /// Add `count` values of bucket `index` (None: the zero bucket), as read from a file.
+    ///
+    /// # Errors
+    /// A sentence when the bucket holds no integer value or lies outside the range.
+    pub fn add_bucket(&mut self, index: Option<i32>, count: u64) -> Result<(), String> {
+        let slot = match index {
+            None => ZERO_SLOT,
+            Some(i) => index_slot(i).ok_or_else(|| {
+                format!(
+                    "bucket index {i} holds no integer-ns value at scale {SCALE} (valid: the indices \
+                     of 1..={RANGE_MAX_NS} ns, {MIN_INDEX}..={MAX_INDEX})"
+                )
+            })?,
+        };
+        self.counts[slot] = self.counts[slot].checked_add(count).ok_or("bucket count overflows")?;
+        self.count = self.count.checked_add(count).ok_or("count overflows")?;
+        Ok(())
+    }
 }
 
-/// Words of the non-empty-bucket bitmap (one bit per bucket).
-const NONZERO_WORDS: usize = BUCKETS / 64;
-#[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; the MSRV is 1.80
-const _: () = assert!(BUCKETS % 64 == 0);
+/// Words of a non-empty-slot bitmap (one bit per slot).
+const NONZERO_WORDS: usize = SLOTS.div_ceil(64);
 
-/// The recording side: one per (thread, key), written by its owning thread only and read by
-/// snapshots at any time. Single writer, so updates are a relaxed load and store (no locked
-/// instruction); readers see each counter either before or after an update, never torn.
-///
-/// One allocation, aligned to 128 bytes and a multiple of 128 bytes long, so no cache line is
-/// shared with anything another thread writes (x86 prefetches lines in pairs). The fields every
-/// record writes (sum, sum of squares, extremes) sit together in the first line; a bitmap of the
-/// buckets ever written lets readers visit only those (a bit is set once, when its bucket goes
-/// from 0 to 1, so it costs the hot path nothing after the first record of a bucket).
-#[repr(C, align(128))]
-pub struct AtomicHistogram {
+/// One window's sums of a histogram (its counts are beside it in `AtomicHistogram`).
+#[repr(C)]
+struct Scalars {
+    count: AtomicU64,
     sum: AtomicU64,
-    /// f64 bits.
-    sum_sq: AtomicU64,
+    sum_sq_lo: AtomicU64,
+    sum_sq_hi: AtomicU64,
+    /// Valid when count > 0 (the first record of a bank sets both).
     min: AtomicU64,
     max: AtomicU64,
-    /// The window (see `Window`) in which min and max were last set.
-    extremes_window: AtomicU64,
     overflow: AtomicU64,
-    /// Bit i set: bucket i is (and stays) non-zero. Published after the count (Release).
-    nonzero: [AtomicU64; NONZERO_WORDS],
-    counts: [AtomicU64; BUCKETS],
+}
+
+/// The recording side: one per (thread, key), written by its owning thread only, and read by the
+/// thread that closes a window. Two banks: records of window w go to bank w & 1, chosen inside a
+/// write section of `lock` (see seqlock.rs), so a window's closer reads a bank no writer touches
+/// any more, whole, and clears it for window w + 2. Every field of a call lands in one window.
+///
+/// One allocation, aligned to 128 bytes and a multiple of 128 bytes long, so no cache line is
+/// shared with anything another thread writes (x86 prefetches lines in pairs). The lock and both
+/// banks' sums share the first 128 bytes; a bitmap of the slots written lets the closer visit only
+/// those; pages of slots never written are never touched.
+#[repr(C, align(128))]
+pub struct AtomicHistogram {
+    lock: SeqLock,
+    scalars: [Scalars; 2],
+    nonzero: [[AtomicU64; NONZERO_WORDS]; 2],
+    counts: [[AtomicU64; SLOTS]; 2],
 }
 
 #[inline(always)]
@@ -223,18 +486,17 @@ impl AtomicHistogram {
     pub fn new() -> Box<AtomicHistogram> {
         let layout = std::alloc::Layout::new::<AtomicHistogram>();
         // SAFETY: the layout has a non-zero size. All-zero bytes are a valid AtomicHistogram
-        // (every field is an AtomicU64 or an array of them), so after the null check the pointer
-        // may become the Box that owns it (allocated with the global allocator and this layout).
-        let h = unsafe {
+        // apart from `lock` (every other field is an AtomicU64 or an array of them), and `lock`
+        // is written in place before use; after the null check the pointer may become the Box
+        // that owns it (allocated with the global allocator and this layout).
+        unsafe {
             let p = std::alloc::alloc_zeroed(layout).cast::<AtomicHistogram>();
             if p.is_null() {
                 std::alloc::handle_alloc_error(layout);
             }
+            std::ptr::addr_of_mut!((*p).lock).write(SeqLock::new());
             Box::from_raw(p)
-        };
-        h.min.store(u64::MAX, Ordering::Relaxed);
-        h.extremes_window.store(u64::MAX, Ordering::Relaxed);
-        h
+        }
     }
 
     /// Bytes this histogram occupies.
@@ -242,68 +504,77 @@ impl AtomicHistogram {
         std::mem::size_of::<AtomicHistogram>()
     }
 
-    /// Record one duration. Only the owning thread may call this.
+    /// Record one duration in the window `window()` reads (inside the write section; it must load
+    /// with Acquire). Only the owning thread may call this.
     #[inline(always)]
-    pub fn record(&self, v: u64, window: u64) {
-        let i = bucket_index(v);
-        let c = self.counts[i].load(Ordering::Relaxed);
-        self.counts[i].store(c.wrapping_add(1), Ordering::Relaxed);
-        if c == 0 {
-            // First record of this bucket: publish it after the count it covers (Release pairs
-            // with the reader's Acquire).
-            let w = &self.nonzero[i / 64];
-            w.store(w.load(Ordering::Relaxed) | (1u64 << (i % 64)), Ordering::Release);
-        }
-        bump(&self.sum, v);
-        // Through i64: one instruction on x86-64 (durations never reach 2^63 ns).
-        let x = v.min(i64::MAX as u64) as i64 as f64;
-        if self.extremes_window.load(Ordering::Relaxed) != window {
-            // First record of a window: the sum of squares, min and max are per window (a
-            // cumulative f64 sum of squares minus a baseline would lose a small window's digits).
-            self.sum_sq.store((x * x).to_bits(), Ordering::Relaxed);
-            self.min.store(v, Ordering::Relaxed);
-            self.max.store(v, Ordering::Relaxed);
-            self.extremes_window.store(window, Ordering::Release);
-        } else {
-            let sq = f64::from_bits(self.sum_sq.load(Ordering::Relaxed)) + x * x;
-            self.sum_sq.store(sq.to_bits(), Ordering::Relaxed);
-            if v < self.min.load(Ordering::Relaxed) {
-                self.min.store(v, Ordering::Relaxed);
+    pub fn record(&self, v: u64, window: impl FnOnce() -> u64) {
+        let slot = slot_of(v);
+        let sq = u128::from(v) * u128::from(v);
+        self.lock.write(window, |w| {
+            let b = (w & 1) as usize;
+            let s = &self.scalars[b];
+            let n = s.count.load(Ordering::Relaxed);
+            s.count.store(n + 1, Ordering::Relaxed);
+            bump(&s.sum, v);
+            let lo = s.sum_sq_lo.load(Ordering::Relaxed);
+            let (lo2, carry) = lo.overflowing_add(sq as u64);
+            s.sum_sq_lo.store(lo2, Ordering::Relaxed);
+            bump(&s.sum_sq_hi, (sq >> 64) as u64 + u64::from(carry));
+            if n == 0 || v < s.min.load(Ordering::Relaxed) {
+                s.min.store(v, Ordering::Relaxed);
             }
-            if v > self.max.load(Ordering::Relaxed) {
-                self.max.store(v, Ordering::Relaxed);
+            if n == 0 || v > s.max.load(Ordering::Relaxed) {
+                s.max.store(v, Ordering::Relaxed);
             }
-        }
-        if v >= RANGE_END_NS {
-            bump(&self.overflow, 1);
-        }
+            if slot < SLOTS {
+                // SAFETY: slot < SLOTS was just checked.
+                let c = unsafe { self.counts[b].get_unchecked(slot) };
+                let before = c.load(Ordering::Relaxed);
+                c.store(before + 1, Ordering::Relaxed);
+                if before == 0 {
+                    let word = &self.nonzero[b][slot / 64];
+                    word.store(word.load(Ordering::Relaxed) | (1u64 << (slot % 64)), Ordering::Relaxed);
+                }
+            } else {
+                bump(&s.overflow, 1);
+            }
+        });
     }
 
-    /// Add this histogram's current counts into `into`. The sum of squares, min and max are
-    /// taken only when set in `window` (the current one); counts, sum and overflow are cumulative.
-    pub fn read_into(&self, into: &mut Histogram, window: u64) {
-        let mut n = 0;
-        for (w, word) in self.nonzero.iter().enumerate() {
-            let mut bits = word.load(Ordering::Acquire);
-            while bits != 0 {
-                let i = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let c = self.counts[i].load(Ordering::Relaxed);
-                into.counts[i] += c;
-                n += c;
-            }
-        }
+    /// Take window `window`'s bank into `into` and clear it. Call only from the one thread that
+    /// closes windows, after the window counter has moved past `window` and
+    /// `seqlock::window_advanced()` has run; waits for an open write section to end.
+    pub fn take_window(&self, window: u64, into: &mut Histogram) {
+        self.lock.settle();
+        let b = (window & 1) as usize;
+        let s = &self.scalars[b];
+        let n = s.count.load(Ordering::Relaxed);
         if n == 0 {
             return;
         }
+        for (w, word) in self.nonzero[b].iter().enumerate() {
+            let mut bits = word.load(Ordering::Relaxed);
+            if bits == 0 {
+                continue;
+            }
+            word.store(0, Ordering::Relaxed);
+            while bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                into.counts[i] += self.counts[b][i].swap(0, Ordering::Relaxed);
+            }
+        }
         into.count += n;
-        into.sum = into.sum.wrapping_add(self.sum.load(Ordering::Relaxed));
-        into.overflow += self.overflow.load(Ordering::Relaxed);
-        if self.extremes_window.load(Ordering::Acquire) == window {
-            into.sum_sq += f64::from_bits(self.sum_sq.load(Ordering::Relaxed));
-            let (mn, mx) = (self.min.load(Ordering::Relaxed), self.max.load(Ordering::Relaxed));
-            into.min = Some(into.min.map_or(mn, |m| m.min(mn)));
-            into.max = Some(into.max.map_or(mx, |m| m.max(mx)));
+        into.sum = into.sum.wrapping_add(s.sum.load(Ordering::Relaxed));
+        let sq = u128::from(s.sum_sq_lo.load(Ordering::Relaxed))
+            | u128::from(s.sum_sq_hi.load(Ordering::Relaxed)) << 64;
+        into.sum_sq = into.sum_sq.wrapping_add(sq);
+        into.overflow += s.overflow.load(Ordering::Relaxed);
+        let (mn, mx) = (s.min.load(Ordering::Relaxed), s.max.load(Ordering::Relaxed));
+        into.min = Some(into.min.map_or(mn, |m| m.min(mn)));
+        into.max = Some(into.max.map_or(mx, |m| m.max(mx)));
+        for a in [&s.count, &s.sum, &s.sum_sq_lo, &s.sum_sq_hi, &s.min, &s.max, &s.overflow] {
+            a.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -312,94 +583,195 @@ impl AtomicHistogram {
 mod tests {
     use super::*;
 
-    #[test]
-    fn buckets_tile_the_range_without_gaps() {
-        let mut prev_upper = 0;
-        for i in 0..BUCKETS {
-            let (lo, hi) = bucket_bounds(i);
-            assert_eq!(lo, prev_upper, "bucket {i}");
-            assert!(hi > lo);
-            assert!((hi - lo) as f64 / lo.max(1) as f64 <= MAX_RELATIVE_ERROR + 1e-12 || lo < 256);
-            assert_eq!(bucket_index(lo), i);
-            assert_eq!(bucket_index(hi - 1), i);
-            prev_upper = hi;
+    /// Bits needed for b^128 (b^128 is never a power of two unless b is): exact big-integer powers.
+    fn bits_of_pow128(b: u64) -> usize {
+        let mut x: Vec<u32> = vec![b as u32, (b >> 32) as u32];
+        for _ in 0..7 {
+            let mut sq = vec![0u64; 2 * x.len() + 1];
+            for (i, &a) in x.iter().enumerate() {
+                let mut carry = 0u64;
+                for (j, &c) in x.iter().enumerate() {
+                    let t = sq[i + j] + u64::from(a) * u64::from(c) + carry;
+                    sq[i + j] = t & 0xffff_ffff;
+                    carry = t >> 32;
+                }
+                sq[i + x.len()] += carry;
+            }
+            x = sq.iter().map(|&w| w as u32).collect();
+            while x.last() == Some(&0) {
+                x.pop();
+            }
         }
-        assert_eq!(prev_upper, RANGE_END_NS);
-        assert_eq!(bucket_index(u64::MAX), BUCKETS - 1);
+        (x.len() - 1) * 32 + (32 - x.last().unwrap().leading_zeros() as usize)
+    }
+
+    /// v > 2^(i/128) exactly, for v in 1..2^63: v^128 > 2^i.
+    fn above(v: u64, i: i64) -> bool {
+        if i < 0 {
+            return v >= 1;
+        }
+        // v^128 > 2^i  <=>  bits(v^128) > i (v^128 = 2^i only for v a power of two, i = 128 log2 v)
+        let bits = bits_of_pow128(v) as i64;
+        if v.is_power_of_two() {
+            128 * i64::from(v.trailing_zeros()) > i
+        } else {
+            bits > i
+        }
     }
 
     #[test]
-    fn footprint_is_under_32_kib() {
-        assert!(AtomicHistogram::footprint() <= 32 * 1024, "{}", AtomicHistogram::footprint());
+    fn boundary_table_is_exact() {
+        for k in 1..128i64 {
+            let b = MANTISSA_BOUNDS[k as usize - 1];
+            // floor(2^(62 + k/128)): b <= 2^(62+k/128) < b + 1
+            assert!(!above(b, 62 * 128 + k) && above(b + 1, 62 * 128 + k), "k={k}");
+        }
+        assert_eq!(MANTISSA_BOUNDS[127], u64::MAX);
     }
 
     #[test]
-    fn quantiles_are_within_one_bucket_of_the_exact_sample() {
+    fn each_cell_holds_at_most_one_boundary() {
+        for c in 0..256u64 {
+            let (start, end) = ((1u64 << 62) + (c << 54), (1u64 << 62) + ((c + 1) << 54));
+            let n = MANTISSA_BOUNDS[..127].iter().filter(|&&b| b > start && b < end).count();
+            assert!(n <= 1, "cell {c}");
+            let floor = MANTISSA_BOUNDS[..127].iter().filter(|&&b| b <= start).count();
+            assert_eq!(CELL_FLOOR[c as usize] as usize, floor);
+        }
+    }
+
+    #[test]
+    fn indices_follow_the_otel_convention_exactly_at_every_boundary() {
+        // Bucket i holds base^i < v <= base^(i+1): check the integers on both sides of every
+        // boundary of a spread of powers of two, and the powers of two themselves.
+        for e in [0u32, 1, 2, 7, 8, 13, 20, 29, 33, 40, 41] {
+            for j in 0..128i64 {
+                let i = i64::from(e) * 128 + j;
+                let approx = (i as f64 / 128.0).exp2();
+                for v in [approx.floor() as u64, approx.floor() as u64 + 1, approx.ceil() as u64 + 1] {
+                    if !(1..=RANGE_MAX_NS).contains(&v) {
+                        continue;
+                    }
+                    let got = i64::from(index_of(v));
+                    assert!(above(v, got) && !above(v, got + 1), "v={v} index {got}");
+                }
+            }
+        }
+        for e in 0..=42 {
+            assert_eq!(index_of(1u64 << e), 128 * e as i32 - 1);
+        }
+        assert_eq!(index_of(1), -1);
+        assert_eq!(index_of(2), 127);
+        assert_eq!(index_of(3), 202); // ceil(128·log2 3) - 1 = ceil(202.88) - 1
+    }
+
+    #[test]
+    fn the_range_is_1_ns_to_2_pow_42_ns_with_a_zero_bucket_and_overflow() {
+        assert_eq!(slot_of(0), ZERO_SLOT);
+        assert_eq!(slot_index(ZERO_SLOT), None);
+        assert_eq!(slot_of(RANGE_MAX_NS), SLOTS - 1);
+        assert_eq!(slot_index(SLOTS - 1), Some(MAX_INDEX));
+        assert_eq!(slot_of(RANGE_MAX_NS + 1), OVERFLOW_SLOT);
+        assert_eq!(slot_of(u64::MAX), OVERFLOW_SLOT);
+        assert!(RANGE_MAX_NS >= 3_600_000_000_000, "at least an hour");
+        assert_eq!(bucket_upper(MAX_INDEX), RANGE_MAX_NS as f64);
+        let base = 2f64.powf(2f64.powi(-SCALE));
+        assert!(((base - 1.0) / (base + 1.0) - MAX_RELATIVE_ERROR).abs() < 1e-15);
+    }
+
+    #[test]
+    fn slots_and_indices_map_both_ways() {
+        let mut prev = None;
+        for s in 1..SLOTS {
+            let i = slot_index(s).unwrap();
+            assert!(prev.is_none_or(|p| i > p), "slot {s}");
+            assert_eq!(index_slot(i), Some(s), "index {i}");
+            prev = Some(i);
+        }
+        // Low buckets narrower than 1 ns hold no integer: no slot.
+        assert_eq!(index_slot(0), None);
+        assert_eq!(index_slot(MIN_INDEX - 1), None);
+        assert_eq!(index_slot(MAX_INDEX + 1), None);
+        for v in (1..200_000u64).chain((0..2000).map(|k| (k * 2_199_023_255) + 7)) {
+            let s = slot_of(v);
+            let i = slot_index(s).unwrap();
+            assert_eq!(i, index_of(v), "v={v}");
+            let (lo, hi) = (bucket_lower(i), bucket_upper(i));
+            assert!(lo < v as f64 * (1.0 + 1e-15) && v as f64 <= hi * (1.0 + 1e-15), "v={v}");
+            let rep = slot_value(s);
+            assert_eq!(slot_of(rep), s);
+            assert!((rep as f64 - v as f64).abs() <= v as f64 * 2.0 * MAX_RELATIVE_ERROR + 1e-9, "v={v}");
+        }
+    }
+
+    #[test]
+    fn nearest_ranks_are_integers() {
+        assert_eq!(nearest_rank(0.55, 100), 55);
+        assert_eq!(nearest_rank(0.07, 100), 7);
+        assert_eq!(nearest_rank(0.0, 100), 1);
+        assert_eq!(nearest_rank(1.0, 100), 100);
+        assert_eq!(nearest_rank(0.5, 101), 51);
+        assert_eq!(nearest_rank(0.999, 1000), 999);
+        assert_eq!(nearest_rank(0.5, 1), 1);
+    }
+
+    fn xorshift(r: &mut u64) -> u64 {
+        *r ^= *r << 13;
+        *r ^= *r >> 7;
+        *r ^= *r << 17;
+        *r
+    }
+
+    #[test]
+    fn quantiles_are_within_the_relative_error_of_the_exact_sample() {
         let mut rng = 0x1234_5678_9abc_def0u64;
         let mut vals = Vec::new();
         let mut h = Histogram::default();
         for _ in 0..100_000 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            // log-uniform over 1 ns .. 100 s
-            let v = (10f64.powf((rng % 1_000_000) as f64 / 1_000_000.0 * 11.0)) as u64;
+            // log-uniform over 1 ns .. 1000 s
+            let v = 10f64.powf((xorshift(&mut rng) % 1_000_000) as f64 / 1_000_000.0 * 12.0) as u64;
             vals.push(v);
             h.record(v);
         }
         vals.sort_unstable();
         for q in [0.0, 0.01, 0.5, 0.9, 0.99, 0.999, 1.0] {
-            let rank = ((q * vals.len() as f64).ceil() as usize).clamp(1, vals.len());
-            let exact = vals[rank - 1] as f64;
-            let est = h.quantile(q) as f64;
+            let exact = vals[nearest_rank(q, vals.len() as u64) as usize - 1] as f64;
+            let est = h.quantile(q).unwrap() as f64;
             assert!((est - exact).abs() <= exact * MAX_RELATIVE_ERROR + 0.5, "q={q} exact={exact} est={est}");
         }
-        assert_eq!(h.quantile(1.0), *vals.last().unwrap());
+        assert_eq!(h.quantile(1.0), vals.last().copied());
         assert_eq!(h.min, Some(vals[0]));
     }
 
     #[test]
-    fn block_scan_quantiles_equal_a_bucket_by_bucket_walk() {
+    fn a_quantile_among_values_beyond_the_range_is_none_not_invented() {
         let mut h = Histogram::default();
-        for (i, v) in [0u64, 63, 64, 65, 127, 128, 1_000, 50_000, 1 << 30, (1 << 37) - 1].iter().enumerate() {
-            for _ in 0..=i {
-                h.record(*v);
-            }
+        h.record(400_000_000_000); // 400 s: in range
+        for _ in 0..4 {
+            h.record(5_000_000_000_000); // 83 min: beyond 2^42 ns
         }
-        let naive = |q: f64| {
-            let rank = ((q * h.count as f64).ceil() as u64).clamp(1, h.count);
-            let mut seen = 0;
-            for (i, &c) in h.counts.iter().enumerate() {
-                seen += c;
-                if seen >= rank {
-                    return bucket_value(i).clamp(h.min.unwrap(), h.max.unwrap());
-                }
-            }
-            unreachable!()
-        };
-        for k in 0..=1000 {
-            let q = f64::from(k) / 1000.0;
-            if q < 1.0 {
-                assert_eq!(h.quantile(q), naive(q), "q={q}");
-            }
-        }
+        assert_eq!(h.overflow, 4);
+        assert_eq!(h.count, 5);
+        assert_eq!(h.sum, 400_000_000_000 + 4 * 5_000_000_000_000);
+        assert!(h.quantile(0.2).unwrap().abs_diff(400_000_000_000) <= 400_000_000_000 / 300);
+        assert_eq!(h.quantile(0.5), None);
+        assert_eq!(h.quantile(0.7), None);
+        assert!(h.quantile_beyond_range(0.7));
+        // The largest rank is the exact max, known whatever the range.
+        assert_eq!(h.quantile(0.9), Some(5_000_000_000_000));
+        assert_eq!(h.quantile(1.0), Some(5_000_000_000_000));
     }
 
     #[test]
-    fn a_quantile_that_falls_beyond_the_range_is_the_exact_max() {
+    fn stddev_is_exact_for_a_million_calls_of_one_second_plus_minus_one_ns() {
         let mut h = Histogram::default();
-        h.record(0);
-        h.record(138_250_600_835);
-        assert_eq!(h.quantile(0.75), 138_250_600_835);
-        assert_eq!(h.quantile(0.5), 0);
-    }
-
-    #[test]
-    fn atomic_histograms_are_cache_line_isolated() {
-        assert_eq!(std::mem::align_of::<AtomicHistogram>(), 128);
-        assert_eq!(AtomicHistogram::footprint() % 128, 0);
-        let h = AtomicHistogram::new();
-        assert_eq!((&*h as *const AtomicHistogram as usize) % 128, 0);
+        for i in 0..1_000_000u64 {
+            h.record(if i % 2 == 0 { 999_999_999 } else { 1_000_000_001 });
+        }
+        // Exact: sample variance = n / (n - 1) for values mean ± 1.
+        let truth = (1_000_000f64 / 999_999f64).sqrt();
+        assert!((h.std_sample() - truth).abs() / truth < 1e-9, "{}", h.std_sample());
+        assert_eq!(h.mean(), 1e9);
     }
 
     #[test]
@@ -415,28 +787,34 @@ mod tests {
         for p in &parts {
             merged.merge(p);
         }
-        assert_eq!(merged.counts, all.counts);
-        assert_eq!(
-            (merged.count, merged.sum, merged.min, merged.max),
-            (all.count, all.sum, all.min, all.max)
-        );
-        assert!((merged.sum_sq - all.sum_sq).abs() / all.sum_sq < 1e-12);
+        assert_eq!(merged, all);
     }
 
     #[test]
-    fn atomic_read_matches_plain_record() {
+    fn atomic_histograms_are_cache_line_isolated() {
+        assert_eq!(std::mem::align_of::<AtomicHistogram>(), 128);
+        assert_eq!(AtomicHistogram::footprint() % 128, 0);
+        let h = AtomicHistogram::new();
+        assert_eq!((&*h as *const AtomicHistogram as usize) % 128, 0);
+    }
+
+    #[test]
+    fn a_window_taken_holds_exactly_its_records_and_its_bank_is_cleared() {
         let a = AtomicHistogram::new();
         let mut plain = Histogram::default();
-        for v in [5u64, 300, 7_000, 1 << 40, 42] {
-            a.record(v, 0);
+        for v in [0u64, 5, 300, 7_000, 1 << 43, 42] {
+            a.record(v, || 4);
             plain.record(v);
         }
+        a.record(9, || 5); // the next window's bank
         let mut read = Histogram::default();
-        a.read_into(&mut read, 0);
+        a.take_window(4, &mut read);
         assert_eq!(read, plain);
-        let mut other_window = Histogram::default();
-        a.read_into(&mut other_window, 1);
-        assert_eq!(other_window.min, None);
-        assert_eq!(other_window.count, 5);
+        let mut again = Histogram::default();
+        a.take_window(6, &mut again); // bank 0 again: cleared
+        assert_eq!(again, Histogram::default());
+        let mut next = Histogram::default();
+        a.take_window(5, &mut next);
+        assert_eq!((next.count, next.sum, next.min, next.max), (1, 9, Some(9), Some(9)));
     }
 }

@@ -5,5 +5,6 @@
 pub mod clock;
 pub mod counters;
 pub mod hist;
+pub mod seqlock;
 pub mod shard;
 pub mod windows;

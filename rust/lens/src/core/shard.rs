@@ -3,11 +3,14 @@
 //! every shard at any time. Shards live for the whole process (a callback may still run after
 //! unsubscribe), and a thread that ends hands its shard, counts included, to the next new thread,
 //! so thousands of short-lived threads cost no more memory than the most alive at once.
+//!
+//! No lock anywhere: the registry is a lock-free list (a forked child whose parent was mid-
+//! snapshot cannot block on it), and a shard is given back by a pthread-key destructor, which
+//! also runs for a thread whose first callback came from another key's destructor.
 
 use std::cell::{Cell, UnsafeCell};
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use super::counters::{AtomicCounters, Counter, Counters};
 use super::hist::AtomicHistogram;
@@ -15,7 +18,11 @@ use super::hist::AtomicHistogram;
 /// Open calls a thread may nest; deeper ENTERs are counted as stack_full.
 pub const STACK_DEPTH: usize = 64;
 /// Distinct (domain, cbid, function) keys per thread; more are dropped and counted.
-pub const KEY_SLOTS: usize = 256;
+pub const KEY_LIMIT: usize = 256;
+/// Slots of the key table: twice the limit, so the table is never more than half full and every
+/// lookup, of a key present or not, ends within a few probes (an absent key of a thread that has
+/// reached the limit costs no walk over the table).
+pub const KEY_SLOTS: usize = 2 * KEY_LIMIT;
 
 /// Identity of an API as the callback sees it: the name pointer is a static string in the
 /// library, so its address is a cheap key (DESIGN.md fact 5).
@@ -37,7 +44,7 @@ impl RawKey {
     fn hash(&self) -> usize {
         let h = (self.name as u64 ^ (u64::from(self.cbid) << 48) ^ (u64::from(self.domain) << 56))
             .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (h >> 56) as usize % KEY_SLOTS
+        (h >> (64 - KEY_SLOTS.trailing_zeros())) as usize % KEY_SLOTS
     }
 }
 
@@ -61,7 +68,11 @@ struct Open {
     key: RawKey,
     start: u64,
     epoch: u32,
+    /// The toggle generation of the key's id at ENTER (windows::toggle_generation).
+    toggles: u32,
 }
+
+const NO_CALL: Open = Open { key: RawKey { domain: 0, cbid: 0, name: 0 }, start: 0, epoch: 0, toggles: 0 };
 
 /// Aligned to 128 bytes (and so a multiple of 128 long): no cache line of a shard, which its
 /// owner writes on every call, is shared with another thread's data.
@@ -73,11 +84,16 @@ pub struct Shard {
     stack: UnsafeCell<[Open; STACK_DEPTH]>,
     /// Open-addressed by `RawKey::hash`; inline, so a lookup is one load from the shard.
     keys: [KeySlot; KEY_SLOTS],
+    /// Keys in `keys` (owner only).
+    keys_used: AtomicU32,
     counters: AtomicCounters,
+    /// The registry's list (written once, before the shard is published).
+    next: AtomicPtr<Shard>,
 }
 
 // SAFETY: `stack` is only touched by the shard's current owner thread (ownership passes through
-// the registry mutex); everything else is atomics or immutable after publication.
+// the `in_use` flag: Acquire on claim, Release on give-back); everything else is atomics or
+// immutable after publication.
 unsafe impl Sync for Shard {}
 
 impl Shard {
@@ -85,9 +101,7 @@ impl Shard {
         Shard {
             in_use: AtomicBool::new(true),
             depth: AtomicU32::new(0),
-            stack: UnsafeCell::new(
-                [Open { key: RawKey { domain: 0, cbid: 0, name: 0 }, start: 0, epoch: 0 }; STACK_DEPTH],
-            ),
+            stack: UnsafeCell::new([NO_CALL; STACK_DEPTH]),
             keys: [const {
                 KeySlot {
                     tag: AtomicU64::new(0),
@@ -95,13 +109,15 @@ impl Shard {
                     hist: AtomicPtr::new(std::ptr::null_mut()),
                 }
             }; KEY_SLOTS],
+            keys_used: AtomicU32::new(0),
             counters: AtomicCounters::new(),
+            next: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
     /// ENTER: remember when this call began.
     #[inline(always)]
-    pub fn enter(&self, key: RawKey, start: u64, epoch: u32) {
+    pub fn enter(&self, key: RawKey, start: u64, epoch: u32, toggles: u32) {
         let mut d = self.depth.load(Ordering::Relaxed) as usize;
         // SAFETY: only the owner thread reaches here; d - 1 < STACK_DEPTH when d > 0.
         if d > 0 && unsafe { (*self.stack.get())[d - 1].epoch } != epoch {
@@ -120,7 +136,7 @@ impl Shard {
             d = STACK_DEPTH - 1;
         }
         // SAFETY: only the owner thread reaches here, and d < STACK_DEPTH.
-        unsafe { (*self.stack.get())[d] = Open { key, start, epoch } };
+        unsafe { (*self.stack.get())[d] = Open { key, start, epoch, toggles } };
         self.depth.store(d as u32 + 1, Ordering::Relaxed);
     }
 
@@ -143,9 +159,11 @@ impl Shard {
     }
 
     /// EXIT: pop the matching ENTER and return its start, or None (counted) when there is none.
-    /// An ENTER of an earlier run (`epoch` differs) is popped and counted as abandoned.
+    /// An ENTER of an earlier run (`epoch` differs) is popped and counted as abandoned; one from
+    /// before a toggle of its id or domain (`toggles` differs: it may be an earlier call's ENTER,
+    /// whose EXIT was never delivered) is popped and counted as toggled.
     #[inline(always)]
-    pub fn exit(&self, key: RawKey, epoch: u32, count_unmatched: bool) -> Option<u64> {
+    pub fn exit(&self, key: RawKey, epoch: u32, toggles: u32, count_unmatched: bool) -> Option<u64> {
         let d = self.depth.load(Ordering::Relaxed) as usize;
         if d == 0 {
             if count_unmatched {
@@ -179,6 +197,12 @@ impl Shard {
             self.counters.bump(Counter::Abandoned);
             return None;
         }
+        if top.toggles != toggles {
+            if count_unmatched {
+                self.counters.bump(Counter::Toggled);
+            }
+            return None;
+        }
         Some(top.start)
     }
 
@@ -187,11 +211,13 @@ impl Shard {
     pub fn histogram(&self, key: RawKey) -> Option<&KeyHistogram> {
         let tag = key.tag();
         let mut i = key.hash();
-        for _ in 0..KEY_SLOTS {
+        // At most KEY_LIMIT of the KEY_SLOTS slots are ever used, so an empty slot ends the walk.
+        loop {
             // SAFETY: i < KEY_SLOTS always: hash() is reduced modulo KEY_SLOTS, and so is every
             // step below.
             let slot = unsafe { self.keys.get_unchecked(i) };
-            let h = slot.hist.load(Ordering::Acquire);
+            // Relaxed: only this thread (the owner) publishes slots of its table.
+            let h = slot.hist.load(Ordering::Relaxed);
             if h.is_null() {
                 return self.insert(slot, key);
             }
@@ -202,12 +228,16 @@ impl Shard {
             }
             i = (i + 1) % KEY_SLOTS;
         }
-        self.counters.bump(Counter::Dropped);
-        None
     }
 
     #[cold]
     fn insert(&self, slot: &KeySlot, key: RawKey) -> Option<&KeyHistogram> {
+        let used = self.keys_used.load(Ordering::Relaxed);
+        if used as usize >= KEY_LIMIT {
+            self.counters.bump(Counter::Dropped);
+            return None;
+        }
+        self.keys_used.store(used + 1, Ordering::Relaxed);
         let kh = Box::new(KeyHistogram {
             domain: key.domain,
             cbid: key.cbid,
@@ -273,17 +303,28 @@ fn name_of(p: *const c_char) -> String {
     String::from_utf8_lossy(&bytes[..bytes.len().min(255)]).into_owned()
 }
 
-static REGISTRY: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
+/// The newest shard; each links to the one made before it. Shards are pushed, never removed.
+static REGISTRY: AtomicPtr<Shard> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Every shard ever created (for snapshots).
 pub fn all_shards() -> Vec<&'static Shard> {
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    let mut v = Vec::new();
+    // Acquire pairs with the Release of the push: a shard is seen whole.
+    let mut p = REGISTRY.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: registry entries are leaked, process-lifetime shards.
+        let s: &'static Shard = unsafe { &*p };
+        v.push(s);
+        p = s.next.load(Ordering::Relaxed);
+    }
+    v
 }
 
-/// Take a free shard or make one. Stale open calls of a previous owner are abandoned.
+/// Take a free shard or make one (no lock: a CAS on a free shard's flag, or a CAS push). Stale
+/// open calls of a previous owner are abandoned.
 fn claim() -> &'static Shard {
-    let mut reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    for s in reg.iter() {
+    for s in all_shards() {
+        // Acquire pairs with the Release of `give_back`: the last owner's writes are seen.
         if s.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             let d = u64::from(s.depth.swap(0, Ordering::Relaxed));
             s.counters.add(Counter::Abandoned, d);
@@ -291,53 +332,100 @@ fn claim() -> &'static Shard {
         }
     }
     let s: &'static Shard = Box::leak(Box::new(Shard::new()));
-    reg.push(s);
-    s
-}
-
-struct ShardOwner(Cell<Option<&'static Shard>>);
-
-impl Drop for ShardOwner {
-    fn drop(&mut self) {
-        CURRENT.with(|c| c.set(std::ptr::null()));
-        if let Some(s) = self.0.get() {
-            s.in_use.store(false, Ordering::Release);
+    let mut head = REGISTRY.load(Ordering::Relaxed);
+    loop {
+        s.next.store(head, Ordering::Relaxed);
+        // Release: the shard's initialisation happens before any reader that finds it.
+        match REGISTRY.compare_exchange_weak(
+            head,
+            s as *const Shard as *mut Shard,
+            Ordering::Release,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return s,
+            Err(h) => head = h,
         }
     }
 }
 
 thread_local! {
-    /// The hot path's view: a plain pointer with no destructor, readable at any time.
+    /// The hot path's view: a plain pointer with no destructor, so it is readable at any time,
+    /// even while the thread's destructors run.
     static CURRENT: Cell<*const Shard> = const { Cell::new(std::ptr::null()) };
-    /// Owns the claim and gives the shard back when the thread ends.
-    static OWNER: ShardOwner = const { ShardOwner(Cell::new(None)) };
 }
 
-/// Threads that called back while their thread-locals were being torn down (not recorded).
+/// Threads whose shard could not be tied to a pthread key (calls not recorded).
 pub static LATE_THREADS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" {
+    fn pthread_key_create(key: *mut c_uint, destructor: Option<unsafe extern "C" fn(*mut c_void)>) -> c_int;
+    fn pthread_key_delete(key: c_uint) -> c_int;
+    fn pthread_setspecific(key: c_uint, value: *const c_void) -> c_int;
+}
+
+/// The pthread key whose destructor gives a thread's shard back (u32::MAX until created).
+static OWNER_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Runs when a thread that holds a shard ends, including one that took its shard inside another
+/// key's destructor (glibc runs destructors again for keys set during a round).
+unsafe extern "C" fn give_back(p: *mut c_void) {
+    CURRENT.with(|c| c.set(std::ptr::null()));
+    // SAFETY: the value set for OWNER_KEY is always a leaked, process-lifetime shard.
+    let s = unsafe { &*(p as *const Shard) };
+    // Release: this owner's writes happen before the next claimer's Acquire.
+    s.in_use.store(false, Ordering::Release);
+}
+
+fn owner_key() -> Option<c_uint> {
+    let k = OWNER_KEY.load(Ordering::Acquire);
+    if k != u32::MAX {
+        return Some(k);
+    }
+    let mut new: c_uint = 0;
+    // SAFETY: a valid out pointer and a destructor with the C signature.
+    if unsafe { pthread_key_create(&mut new, Some(give_back)) } != 0 {
+        return None;
+    }
+    match OWNER_KEY.compare_exchange(u32::MAX, new, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => Some(new),
+        Err(theirs) => {
+            // SAFETY: our key, never handed out.
+            unsafe { pthread_key_delete(new) };
+            Some(theirs)
+        }
+    }
+}
+
+/// Create the pthread key up front (session start), so a thread's first callback need not.
+pub fn prepare() {
+    let _ = owner_key();
+}
 
 /// This thread's shard, claiming one on the thread's first call.
 #[inline(always)]
 pub fn current() -> Option<&'static Shard> {
+    existing().or_else(current_slow)
+}
+
+/// This thread's shard if it has one; never claims (the callback's path while not recording).
+#[inline(always)]
+pub fn existing() -> Option<&'static Shard> {
     let p = CURRENT.with(|c| c.get());
-    if !p.is_null() {
-        // SAFETY: CURRENT only holds pointers to leaked, process-lifetime shards.
-        return Some(unsafe { &*p });
-    }
-    current_slow()
+    // SAFETY: CURRENT only holds pointers to leaked, process-lifetime shards.
+    (!p.is_null()).then(|| unsafe { &*p })
 }
 
 #[cold]
 fn current_slow() -> Option<&'static Shard> {
-    // A thread past its thread-local teardown cannot give a shard back: do not take one.
-    let ok = OWNER.try_with(|_| ()).is_ok();
-    if !ok {
+    let Some(key) = owner_key() else {
         LATE_THREADS.fetch_add(1, Ordering::Relaxed);
         return None;
-    }
+    };
     let s = claim();
-    if OWNER.try_with(|o| o.0.set(Some(s))).is_err() {
+    // SAFETY: a key we created; the value is a process-lifetime shard.
+    if unsafe { pthread_setspecific(key, s as *const Shard as *const c_void) } != 0 {
         s.in_use.store(false, Ordering::Release);
+        LATE_THREADS.fetch_add(1, Ordering::Relaxed);
         return None;
     }
     CURRENT.with(|c| c.set(s));
@@ -355,19 +443,19 @@ mod tests {
     #[test]
     fn nested_calls_pair_innermost_first() {
         let s = Shard::new();
-        s.enter(key(10), 100, 1);
-        s.enter(key(22), 150, 1);
-        assert_eq!(s.exit(key(22), 1, true), Some(150));
-        assert_eq!(s.exit(key(10), 1, true), Some(100));
+        s.enter(key(10), 100, 1, 0);
+        s.enter(key(22), 150, 1, 0);
+        assert_eq!(s.exit(key(22), 1, 0, true), Some(150));
+        assert_eq!(s.exit(key(10), 1, 0, true), Some(100));
         assert_eq!(s.counters(), Counters::default());
     }
 
     #[test]
     fn exit_without_enter_is_counted_not_guessed() {
         let s = Shard::new();
-        assert_eq!(s.exit(key(10), 1, true), None);
-        s.enter(key(10), 5, 1);
-        assert_eq!(s.exit(key(22), 1, true), None);
+        assert_eq!(s.exit(key(10), 1, 0, true), None);
+        s.enter(key(10), 5, 1, 0);
+        assert_eq!(s.exit(key(22), 1, 0, true), None);
         assert_eq!(s.in_flight(), 1);
         assert_eq!(s.counters()[Counter::Unmatched], 2);
     }
@@ -375,8 +463,8 @@ mod tests {
     #[test]
     fn an_enter_of_an_earlier_run_is_abandoned() {
         let s = Shard::new();
-        s.enter(key(10), 5, 1);
-        assert_eq!(s.exit(key(10), 2, true), None);
+        s.enter(key(10), 5, 1, 0);
+        assert_eq!(s.exit(key(10), 2, 0, true), None);
         assert_eq!(s.counters()[Counter::Abandoned], 1);
         assert_eq!(s.in_flight(), 0);
     }
@@ -384,21 +472,21 @@ mod tests {
     #[test]
     fn a_new_run_abandons_the_open_calls_of_the_last() {
         let s = Shard::new();
-        s.enter(key(10), 5, 1);
-        s.enter(key(22), 6, 1);
-        s.enter(key(10), 7, 2);
+        s.enter(key(10), 5, 1, 0);
+        s.enter(key(22), 6, 1, 0);
+        s.enter(key(10), 7, 2, 0);
         assert_eq!(s.counters()[Counter::Abandoned], 2);
         assert_eq!(s.in_flight(), 1);
-        assert_eq!(s.exit(key(10), 2, true), Some(7));
+        assert_eq!(s.exit(key(10), 2, 0, true), Some(7));
     }
 
     #[test]
     fn an_exit_below_the_top_abandons_the_calls_above_it() {
         let s = Shard::new();
-        s.enter(key(10), 100, 1);
-        s.enter(key(22), 150, 1); // its EXIT is lost
-        s.enter(key(24), 160, 1); // and this one's
-        assert_eq!(s.exit(key(10), 1, true), Some(100));
+        s.enter(key(10), 100, 1, 0);
+        s.enter(key(22), 150, 1, 0); // its EXIT is lost
+        s.enter(key(24), 160, 1, 0); // and this one's
+        assert_eq!(s.exit(key(10), 1, 0, true), Some(100));
         assert_eq!(s.counters()[Counter::Orphaned], 2);
         assert_eq!(s.in_flight(), 0);
         assert_eq!(s.counters()[Counter::Unmatched], 0);
@@ -408,7 +496,7 @@ mod tests {
     fn overflowing_the_stack_is_counted() {
         let s = Shard::new();
         for i in 0..(STACK_DEPTH + 3) {
-            s.enter(key(10), i as u64, 1);
+            s.enter(key(10), i as u64, 1, 0);
         }
         assert_eq!(s.counters()[Counter::StackFull], 3);
         assert_eq!(s.in_flight(), STACK_DEPTH as u64);
@@ -440,14 +528,45 @@ mod tests {
     fn keys_are_found_again_and_a_full_table_drops() {
         let s = Shard::new();
         let names: Vec<std::ffi::CString> =
-            (0..KEY_SLOTS + 1).map(|i| std::ffi::CString::new(format!("f{i}")).unwrap()).collect();
-        for n in &names {
+            (0..KEY_LIMIT + 10).map(|i| std::ffi::CString::new(format!("f{i}")).unwrap()).collect();
+        for (i, n) in names.iter().enumerate() {
             let k = RawKey { domain: 2, cbid: 1, name: n.as_ptr() as usize };
-            let h = s.histogram(k);
-            assert!(h.is_some() || s.counters()[Counter::Dropped] == 1);
+            assert_eq!(s.histogram(k).is_some(), i < KEY_LIMIT, "key {i}");
         }
-        assert_eq!(s.histograms().count(), KEY_SLOTS);
+        assert_eq!(s.histograms().count(), KEY_LIMIT);
+        assert_eq!(s.counters()[Counter::Dropped], 10);
         let k = RawKey { domain: 2, cbid: 1, name: names[7].as_ptr() as usize };
         assert_eq!(s.histogram(k).unwrap().name, "f7");
+    }
+
+    #[test]
+    fn a_full_key_table_finds_absent_keys_in_a_few_probes() {
+        // The table is at most half full, so the walk from any slot to an empty one is short:
+        // the longest run of occupied slots bounds every lookup of an absent key.
+        let s = Shard::new();
+        let names: Vec<std::ffi::CString> =
+            (0..KEY_LIMIT).map(|i| std::ffi::CString::new(format!("api{i}")).unwrap()).collect();
+        for n in &names {
+            s.histogram(RawKey { domain: 1, cbid: 3, name: n.as_ptr() as usize }).unwrap();
+        }
+        let used: Vec<bool> = s.keys.iter().map(|k| !k.hist.load(Ordering::Relaxed).is_null()).collect();
+        let (mut run, mut longest) = (0, 0);
+        for &u in used.iter().chain(used.iter()) {
+            run = if u { run + 1 } else { 0 };
+            longest = longest.max(run);
+        }
+        assert!(longest < KEY_SLOTS / 8, "a run of {longest} occupied slots");
+    }
+
+    #[test]
+    fn a_pairing_across_a_toggle_of_its_id_is_discarded_and_counted() {
+        let s = Shard::new();
+        s.enter(key(10), 100, 1, 7); // its EXIT is never delivered: the id is disabled
+                                     // ... re-enabled (generation 7 -> 9): the EXIT of a later call arrives.
+        assert_eq!(s.exit(key(10), 1, 9, true), None);
+        assert_eq!(s.counters()[Counter::Toggled], 1);
+        assert_eq!(s.in_flight(), 0);
+        s.enter(key(10), 200, 1, 9);
+        assert_eq!(s.exit(key(10), 1, 9, true), Some(200));
     }
 }

@@ -1,18 +1,22 @@
-//! Run state and windows: whether callbacks record (the RUN word), the reset windows, and the
-//! merge of every shard into a snapshot.
+//! Run state and windows: whether callbacks record (the RUN word), the toggle generations, the
+//! reset windows, and the merge of every shard into a snapshot.
 //!
-//! Windows: shards only ever add. `reset()` takes the current totals as a baseline and later
-//! snapshots subtract it, so a reset never races with a writer and no count is lost or counted
-//! twice: each record is read either by the baseline or by the window after it. min and max are
-//! tagged with the window they were set in, so a window's extremes are its own.
+//! Windows: every histogram has two banks; a call's write section reads WINDOW and records into
+//! bank WINDOW & 1 (hist.rs, seqlock.rs). Closing an epoch advances WINDOW, waits for sections
+//! still open, then takes and clears the closed bank of every histogram: each call lands, whole,
+//! in the epoch its section read. A user window (from one reset to the next) is the sum of the
+//! epochs closed in it: `snapshot()` closes one and adds it to the open window, `reset()` also
+//! hands the open window over and starts an empty one. Counters are single fields, cumulative in
+//! shards; a window's are the difference from the reset's values.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::clock;
 use super::counters::Counters;
 use super::hist::Histogram;
+use super::seqlock;
 use super::shard;
 
 /// The recording run, read with one load per callback: bit 0 says whether callbacks record
@@ -35,8 +39,47 @@ pub fn halt() {
     RUN.fetch_and(!1, Ordering::AcqRel);
 }
 
-/// The current reset window.
+/// The current epoch of the windows (see the module's comment). Advanced only by `close_epoch`
+/// (AcqRel, under STATE's lock); read by write sections with Acquire.
 pub static WINDOW: AtomicU64 = AtomicU64::new(0);
+
+/// Domains and ids whose toggles are tracked (MSPTI's domains are 1 and 2, ids below 64).
+const TOGGLE_DOMAINS: usize = 3;
+const TOGGLE_IDS: usize = 64;
+
+/// Per (domain, cbid), a generation bumped whenever the id or its domain is enabled or disabled.
+/// An ENTER keeps the generation it saw; an EXIT that sees another one belongs to a call that
+/// spanned a toggle (its ENTER may be an earlier call's, whose EXIT was never delivered), so the
+/// pair is discarded and counted as `toggled`.
+static TOGGLES: [[AtomicU32; TOGGLE_IDS]; TOGGLE_DOMAINS] =
+    [const { [const { AtomicU32::new(0) }; TOGGLE_IDS] }; TOGGLE_DOMAINS];
+
+/// The generation of (domain, cbid); 0 for ids that cannot be enabled.
+#[inline(always)]
+pub fn toggle_generation(domain: u32, cbid: u32) -> u32 {
+    match TOGGLES.get(domain as usize).and_then(|d| d.get(cbid as usize)) {
+        // Acquire pairs with `toggled`'s Release: a callback delivered because of an enable
+        // (MSPTI's own enable word orders it after the call) sees that toggle's generation.
+        Some(g) => g.load(Ordering::Acquire),
+        None => 0,
+    }
+}
+
+/// Record a toggle of one id (before the enable or disable call reaches MSPTI).
+pub fn toggled(domain: u32, cbid: u32) {
+    if let Some(g) = TOGGLES.get(domain as usize).and_then(|d| d.get(cbid as usize)) {
+        g.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// Record a toggle of a whole domain: every id in it.
+pub fn toggled_domain(domain: u32) {
+    if let Some(d) = TOGGLES.get(domain as usize) {
+        for g in d {
+            g.fetch_add(1, Ordering::Release);
+        }
+    }
+}
 /// Set when the callback caught a panic; recording stops for good.
 pub static POISONED: AtomicBool = AtomicBool::new(false);
 /// Set in a child process after fork(): the child never records into the inherited shards.
@@ -55,13 +98,29 @@ pub struct Totals {
     pub threads: u64,
 }
 
-fn collect(window: u64) -> Totals {
+/// The current window's calls so far (every epoch closed since the last reset), and the
+/// counters' cumulative values at that reset.
+struct WindowState {
+    open: BTreeMap<Key, Histogram>,
+    counters_base: Counters,
+}
+
+static STATE: Mutex<WindowState> =
+    Mutex::new(WindowState { open: BTreeMap::new(), counters_base: Counters::ZERO });
+
+/// Close the current epoch into `st.open`; returns the shards' cumulative counters, in-flight
+/// calls and thread count now (no histograms).
+fn close_epoch(st: &mut WindowState) -> Totals {
+    // AcqRel: this close's clearing of banks (below) happens before any write section that reads
+    // a later value, so a bank is empty when it is reused two epochs on.
+    let closed = WINDOW.fetch_add(1, Ordering::AcqRel);
+    seqlock::window_advanced();
     let mut t = Totals::default();
     for s in shard::all_shards() {
         t.threads += 1;
         for kh in s.histograms() {
-            let h = t.keys.entry((kh.domain, kh.cbid, kh.name.clone())).or_default();
-            kh.hist.read_into(h, window);
+            let h = st.open.entry((kh.domain, kh.cbid, kh.name.clone())).or_default();
+            kh.hist.take_window(closed, h);
         }
         t.counters.add(&s.counters());
         t.in_flight += s.in_flight();
@@ -69,47 +128,21 @@ fn collect(window: u64) -> Totals {
     t
 }
 
-fn subtract(h: &mut Histogram, base: &Histogram) {
-    for (a, b) in h.counts.iter_mut().zip(&base.counts) {
-        *a = a.saturating_sub(*b);
-    }
-    h.count = h.count.saturating_sub(base.count);
-    h.sum = h.sum.wrapping_sub(base.sum);
-    // sum_sq, min and max are already the window's own (see AtomicHistogram::record).
-    h.overflow = h.overflow.saturating_sub(base.overflow);
-    if h.count == 0 {
-        h.min = None;
-        h.max = None;
-        h.sum = 0;
-        h.sum_sq = 0.0;
-    }
+fn window_of(st: &WindowState, mut now: Totals) -> Totals {
+    now.keys = st.open.iter().filter(|(_, h)| h.count > 0).map(|(k, h)| (k.clone(), h.clone())).collect();
+    now.counters.subtract(&st.counters_base);
+    now
 }
 
-static BASELINE: Mutex<Option<Totals>> = Mutex::new(None);
-
-fn window_of(current: Totals, base: Option<&Totals>) -> Totals {
-    let mut t = current;
-    if let Some(b) = base {
-        for (k, h) in t.keys.iter_mut() {
-            if let Some(bh) = b.keys.get(k) {
-                subtract(h, bh);
-            }
-        }
-        t.keys.retain(|_, h| h.count > 0);
-        t.counters.subtract(&b.counters);
-    }
-    t
-}
-
-/// Close the current window and start a new one; returns the window just closed. Every record
-/// is read by exactly one of the two: the totals read here are both the closed window's end and
-/// the new window's baseline.
+/// Close the current window and start a new one; returns the window just closed. Every call is
+/// in exactly one of the two, whole.
 pub fn snapshot_and_reset() -> Totals {
-    let mut base = BASELINE.lock().unwrap_or_else(|e| e.into_inner());
-    let current = collect(WINDOW.load(Ordering::Acquire));
-    WINDOW.fetch_add(1, Ordering::AcqRel);
-    let closed = window_of(current.clone(), base.as_ref());
-    *base = Some(current);
+    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let now = close_epoch(&mut st);
+    let cumulative = now.counters;
+    let closed = window_of(&st, now);
+    st.open.clear();
+    st.counters_base = cumulative;
     closed
 }
 
@@ -118,10 +151,11 @@ pub fn reset() {
     snapshot_and_reset();
 }
 
-/// The current window: every shard merged, minus the baseline of the last reset.
+/// The current window: every call recorded since the last reset, merged over every shard.
 pub fn snapshot() -> Totals {
-    let base = BASELINE.lock().unwrap_or_else(|e| e.into_inner());
-    window_of(collect(WINDOW.load(Ordering::Acquire)), base.as_ref())
+    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let now = close_epoch(&mut st);
+    window_of(&st, now)
 }
 
 /// Faults the callback met outside any shard: process-wide, not windowed.

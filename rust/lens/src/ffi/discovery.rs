@@ -8,7 +8,9 @@ use std::sync::Arc;
 use super::symbols::{self, MsptiLibrary, Origin};
 use crate::error::{Error, Result};
 
-/// Open the library at `path`, found by way of `origin`: a clear error when there is no file.
+/// Open the library at `path`, found by way of `origin`: a clear error when there is no file,
+/// and a refusal when another libmspti is already mapped (a second instance would never be
+/// called by the runtime).
 pub fn open(path: &Path, origin: Origin) -> Result<Arc<MsptiLibrary>> {
     if let Some(l) = symbols::bound(path) {
         return Ok(l);
@@ -19,7 +21,30 @@ pub fn open(path: &Path, origin: Origin) -> Result<Arc<MsptiLibrary>> {
             hint: hint_not_found(),
         });
     }
+    if let Some(mapped) = mapped_libmspti() {
+        if !same_file(&mapped, path) {
+            return Err(Error::SecondInstance {
+                mapped: mapped.display().to_string(),
+                requested: path.display().to_string(),
+            });
+        }
+    }
     symbols::bind(path, origin)
+}
+
+/// Whether two paths name one file: the same canonical path, or the same device and inode (a
+/// hard link or a bind mount, which dlopen also treats as one library). Basenames say nothing.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (a.canonicalize(), b.canonicalize()) {
+        if x == y {
+            return true;
+        }
+    }
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => false,
+    }
 }
 
 fn hint_not_found() -> String {

@@ -104,11 +104,11 @@ impl MsptiLibrary {
         self.sim_get_fidelity.map(|f| unsafe { f() })
     }
 
-    /// Whether the LD_PRELOAD environment variable names this library's file.
+    /// Whether the LD_PRELOAD environment variable names this library's file (the same file, by
+    /// path or inode: a copy with the same basename is another library).
     pub fn preloaded_by_env(&self) -> bool {
         let Ok(v) = std::env::var("LD_PRELOAD") else { return false };
-        let file = self.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        v.split([':', ' ']).any(|p| !p.is_empty() && (Path::new(p) == self.path || p.ends_with(&file)))
+        v.split([':', ' ']).any(|p| !p.is_empty() && super::discovery::same_file(Path::new(p), &self.path))
     }
 }
 

@@ -28,9 +28,10 @@ impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
         let msg = e.to_string();
         match e {
-            Error::LibraryNotFound { .. } | Error::NotALibrary { .. } | Error::SymbolMissing { .. } => {
-                LibraryError::new_err(msg)
-            }
+            Error::LibraryNotFound { .. }
+            | Error::NotALibrary { .. }
+            | Error::SymbolMissing { .. }
+            | Error::SecondInstance { .. } => LibraryError::new_err(msg),
             Error::Mspti { code, name, function, .. } => {
                 let args = (msg, code, name, function);
                 match code {

@@ -46,13 +46,46 @@ pub fn results() -> Vec<(u32, &'static str, &'static str)> {
     mspti_abi::RESULTS.to_vec()
 }
 
-/// [lower, upper) of bucket `i`.
+/// (lower, upper) of bucket `index` in ns: base^index (exclusive) and base^(index+1) (inclusive).
 #[pyfunction]
-pub fn bucket_bounds(i: usize) -> PyResult<(u64, u64)> {
-    if i >= hist::BUCKETS {
-        return Err(PyValueError::new_err(format!("bucket {i} is outside 0..{}", hist::BUCKETS)));
+pub fn bucket_bounds(index: i32) -> PyResult<(f64, f64)> {
+    if !(hist::MIN_INDEX..=hist::MAX_INDEX).contains(&index) {
+        return Err(PyValueError::new_err(format!(
+            "bucket index {index} is outside {}..={} (scale {})",
+            hist::MIN_INDEX,
+            hist::MAX_INDEX,
+            hist::SCALE
+        )));
     }
-    Ok(hist::bucket_bounds(i))
+    Ok((hist::bucket_lower(index), hist::bucket_upper(index)))
+}
+
+/// The bucket index of `value_ns`; None for 0 (the zero bucket) and beyond RANGE_MAX_NS (overflow).
+#[pyfunction]
+pub fn bucket_index(value_ns: u64) -> Option<i32> {
+    (1..=hist::RANGE_MAX_NS).contains(&value_ns).then(|| hist::index_of(value_ns))
+}
+
+/// The 1-based nearest rank of quantile q among n samples (integer arithmetic; see hist.rs).
+#[pyfunction]
+pub fn nearest_rank(q: f64, n: u64) -> PyResult<u64> {
+    if !(0.0..=1.0).contains(&q) {
+        return Err(PyValueError::new_err(format!("quantile {q} is outside [0, 1]")));
+    }
+    Ok(hist::nearest_rank(q, n))
+}
+
+/// The bucket computation's tables and slot layout (for the C comparison callback in bench/).
+#[pyfunction]
+pub fn bucket_tables(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("mantissa_bounds", hist::MANTISSA_BOUNDS.to_vec())?;
+    d.set_item("cell_floor", hist::CELL_FLOOR.to_vec())?;
+    d.set_item("slots", hist::SLOTS)?;
+    d.set_item("direct_max", hist::DIRECT_MAX)?;
+    d.set_item("first_indexed", hist::FIRST_INDEXED)?;
+    d.set_item("range_max", hist::RANGE_MAX_NS)?;
+    Ok(d)
 }
 
 /// Offsets of msptiCallbackData's fields and its size, as compiled.

@@ -42,8 +42,9 @@ fn check_quantile(q: f64) -> PyResult<()> {
 
 #[pymethods]
 impl PySnapshot {
-    /// Statistics per key as columns: domain, cbid, name, count, total, mean, min, max, std, and
-    /// one column `q{i}` per requested quantile.
+    /// Statistics per key as columns: domain, cbid, name, count, total, mean, min, max, std,
+    /// overflow (values beyond the range), and one column `q{i}` per requested quantile (None when
+    /// it falls beyond the range).
     fn stats<'py>(&self, py: Python<'py>, quantiles: Vec<f64>) -> PyResult<Bound<'py, PyDict>> {
         for &q in &quantiles {
             check_quantile(q)?;
@@ -59,35 +60,46 @@ impl PySnapshot {
         d.set_item("max", self.keys.iter().map(|k| k.3.max_value()).collect::<Vec<_>>())?;
         d.set_item("std", self.keys.iter().map(|k| k.3.std_sample()).collect::<Vec<_>>())?;
         d.set_item("overflow", self.keys.iter().map(|k| k.3.overflow).collect::<Vec<_>>())?;
+        // A quantile is None when its rank falls among values beyond the range (never invented).
         for (i, &q) in quantiles.iter().enumerate() {
             d.set_item(format!("q{i}"), self.keys.iter().map(|k| k.3.quantile(q)).collect::<Vec<_>>())?;
         }
         Ok(d)
     }
 
-    /// Non-empty buckets as columns: key (row index of `stats`), bucket, lower, upper, count.
+    /// Non-empty buckets as columns: key (row index of `stats`), index (the OTel index at scale 7;
+    /// None for the zero bucket and the overflow row), lower (exclusive; 0 for the zero bucket),
+    /// upper (inclusive; 0 for the zero bucket, inf for the overflow row), count.
     fn buckets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let (mut key, mut bucket, mut lower, mut upper, mut count) = (vec![], vec![], vec![], vec![], vec![]);
+        let (mut key, mut index, mut lower, mut upper, mut count) = (vec![], vec![], vec![], vec![], vec![]);
         for (k, row) in self.keys.iter().enumerate() {
-            for (i, c) in row.3.nonzero() {
-                let (lo, hi) = hist::bucket_bounds(i);
+            for (slot, c) in row.3.nonzero() {
+                let i = hist::slot_index(slot);
                 key.push(k as u32);
-                bucket.push(i as u32);
-                lower.push(lo);
-                upper.push(hi);
+                index.push(i);
+                lower.push(i.map_or(0.0, hist::bucket_lower));
+                upper.push(i.map_or(0.0, hist::bucket_upper));
                 count.push(c);
+            }
+            if row.3.overflow > 0 {
+                key.push(k as u32);
+                index.push(None);
+                lower.push(hist::RANGE_MAX_NS as f64);
+                upper.push(f64::INFINITY);
+                count.push(row.3.overflow);
             }
         }
         let d = PyDict::new(py);
         d.set_item("key", key)?;
-        d.set_item("bucket", bucket)?;
+        d.set_item("index", index)?;
         d.set_item("lower", lower)?;
         d.set_item("upper", upper)?;
         d.set_item("count", count)?;
         Ok(d)
     }
 
-    /// The exact per-key state for saving: domain, cbid, name, count, sum, sum_sq, min, max, overflow.
+    /// The exact per-key state for saving: domain, cbid, name, count, sum, sum_sq (an int, exact),
+    /// min, max, overflow, zero (the zero bucket's count).
     fn key_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("domain", self.keys.iter().map(|k| k.0).collect::<Vec<_>>())?;
@@ -99,6 +111,7 @@ impl PySnapshot {
         d.set_item("min", self.keys.iter().map(|k| k.3.min).collect::<Vec<_>>())?;
         d.set_item("max", self.keys.iter().map(|k| k.3.max).collect::<Vec<_>>())?;
         d.set_item("overflow", self.keys.iter().map(|k| k.3.overflow).collect::<Vec<_>>())?;
+        d.set_item("zero", self.keys.iter().map(|k| k.3.zero_count()).collect::<Vec<_>>())?;
         Ok(d)
     }
 
@@ -117,8 +130,9 @@ impl PySnapshot {
         self.keys.len()
     }
 
-    /// Rebuild a snapshot from `key_state`-shaped columns, sparse buckets and counters; every
-    /// value is checked, so a corrupt file gives ValueError, never a wrong snapshot.
+    /// Rebuild a snapshot from `key_state`-shaped columns, sparse buckets (index None: the zero
+    /// bucket) and counters; every value is checked, so a corrupt file gives ValueError, never a
+    /// wrong snapshot.
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
     fn from_state(
@@ -126,12 +140,12 @@ impl PySnapshot {
         cbid: Vec<u32>,
         name: Vec<String>,
         sum: Vec<u64>,
-        sum_sq: Vec<f64>,
+        sum_sq: Vec<u128>,
         min: Vec<Option<u64>>,
         max: Vec<Option<u64>>,
         overflow: Vec<u64>,
         bucket_key: Vec<u32>,
-        bucket: Vec<u32>,
+        bucket_index: Vec<Option<i32>>,
         bucket_count: Vec<u64>,
         counters: BTreeMap<String, u64>,
     ) -> PyResult<PySnapshot> {
@@ -139,39 +153,27 @@ impl PySnapshot {
         if [cbid.len(), name.len(), sum.len(), sum_sq.len(), min.len(), max.len(), overflow.len()]
             .iter()
             .any(|&l| l != n)
-            || bucket.len() != bucket_key.len()
+            || bucket_index.len() != bucket_key.len()
             || bucket_count.len() != bucket_key.len()
         {
             return Err(PyValueError::new_err("snapshot columns have different lengths"));
         }
         let mut hs: Vec<Histogram> = vec![Histogram::default(); n];
-        for ((&k, &b), &c) in bucket_key.iter().zip(&bucket).zip(&bucket_count) {
+        for ((&k, &i), &c) in bucket_key.iter().zip(&bucket_index).zip(&bucket_count) {
             let h = hs.get_mut(k as usize).ok_or_else(|| {
                 PyValueError::new_err(format!("bucket row names key {k}, but there are {n} keys"))
             })?;
-            if b as usize >= hist::BUCKETS {
-                return Err(PyValueError::new_err(format!(
-                    "bucket index {b} is outside 0..{}",
-                    hist::BUCKETS
-                )));
-            }
-            h.counts[b as usize] = h.counts[b as usize]
-                .checked_add(c)
-                .ok_or_else(|| PyValueError::new_err("bucket count overflows"))?;
-            h.count = h.count.checked_add(c).ok_or_else(|| PyValueError::new_err("count overflows"))?;
+            h.add_bucket(i, c).map_err(PyValueError::new_err)?;
         }
         let mut keys = Vec::with_capacity(n);
         for (i, mut h) in hs.into_iter().enumerate() {
             h.sum = sum[i];
-            if !sum_sq[i].is_finite() || sum_sq[i] < 0.0 {
-                return Err(PyValueError::new_err(format!(
-                    "sum_sq of key {i} is not a finite non-negative number"
-                )));
-            }
             h.sum_sq = sum_sq[i];
             h.min = min[i];
             h.max = max[i];
             h.overflow = overflow[i];
+            h.count =
+                h.count.checked_add(h.overflow).ok_or_else(|| PyValueError::new_err("count overflows"))?;
             if let (Some(lo), Some(hi)) = (h.min, h.max) {
                 if lo > hi {
                     return Err(PyValueError::new_err(format!("key {i} has min {lo} > max {hi}")));
