@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mspti_lens.runs import hook, record, stragglers, writer
-from mspti_lens.runs.run import EmptyRunError, Run
+from mspti_lens.runs.run import EmptyRunError, Run, RunWarning
 
 pytestmark = pytest.mark.timeout(120)
 WATCHDOG_S = 90
@@ -385,7 +385,7 @@ def test_record_preloads_the_library_discovery_finds(tmp_path, monkeypatch):
     st.lists(
         st.dictionaries(
             st.sampled_from(["HcclAllReduce", "aclrtLaunchKernel", "aclrtMalloc"]),
-            st.lists(st.integers(0, 2**40), min_size=1, max_size=40),
+            st.lists(st.integers(0, 2**44), min_size=1, max_size=40),  # zero bucket and overflow too
             min_size=1,
         ),
         min_size=1,
@@ -433,3 +433,22 @@ def test_the_mspti_run_magic_shows_a_run_and_names_the_valid_commands(tmp_path):
             shell.run_line_magic("mspti", f"run {tmp_path / 'nothing'}")
     finally:
         shell.run_line_magic("unload_ext", "mspti_lens")
+
+
+def test_a_window_of_another_format_version_is_skipped_naming_the_loadable_one(tmp_path):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _window(tmp_path, "a", 0, final=True, values=[5])
+    d = writer.rank_dir(tmp_path, "a", 1)
+    d.mkdir(parents=True)
+    old = d / writer.window_name(1, 7)
+    table = pa.table({"x": [1]}).replace_schema_metadata(
+        {"mspti_lens": json.dumps({"format": "mspti-lens-snapshot", "version": 3})}
+    )
+    pq.write_table(table, old)
+    with pytest.warns(RunWarning, match=r"version 3; this reads 2"):
+        run = mspti_lens.open_run(tmp_path)
+    assert run.summary()["num_calls"].to_list() == [1]
