@@ -20,6 +20,7 @@ EXPECTED = {
     "scenario4_hccl_latency",
     "exports",  # issue 13 (run by tests/test_export_notebook.py)
     "section5_where_step_time_goes",
+    "multirank_job",
 }
 _cache: dict[str, object] = {}
 
@@ -185,10 +186,16 @@ def test_section5_where_step_time_goes(tmp_path_factory):
     nb = run("section5_where_step_time_goes", tmp_path_factory)
     assert_clean(nb)
     assert "join: runtime_api" in stdout(cell(nb, "run"))
-    assert "api_num" in texts(cell(nb, "launches")) and "FlashAttentionScore" in texts(
-        cell(nb, "kernels")
-    )
+    assert "api_num" in texts(cell(nb, "launches")) and "FlashAttentionScore" in texts(cell(nb, "kernels"))
     for tag in ("plot-split", "plot-kernels"):
         assert images(cell(nb, tag)), tag
     assert "unjoined 0, ambiguous 0" in stdout(cell(nb, "counters"))
     assert "same launches after load: True" in stdout(cell(nb, "save"))
+
+
+def test_multirank_job_names_the_slow_rank(tmp_path_factory):  # issue 12
+    nb = run("multirank_job", tmp_path_factory)
+    assert_clean(nb)
+    assert "exit code 0" in stdout(cell(nb, "record"))
+    assert "slow rank: 5 on sim-host-1" in stdout(cell(nb, "answer"))
+    assert images(cell(nb, "heatmap"))

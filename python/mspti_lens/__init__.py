@@ -31,6 +31,7 @@ from .errors import (
     SimulatedBackendWarning,
     SubscriberBusyError,
 )
+from .runs.run import Run, open_run  # issue 12: whole jobs
 from .session import Session
 from .snapshot import Snapshot
 
@@ -41,6 +42,7 @@ __all__ = [
     "MsptiError",
     "NotPreloadedWarning",
     "PreloadRequiredError",
+    "Run",
     "Session",
     "SessionError",
     "SimulatedBackendWarning",
@@ -51,6 +53,7 @@ __all__ = [
     "catalog",
     "load",
     "serve",
+    "open_run",
     "simulator_path",
 ]
 

@@ -30,6 +30,12 @@ def _install_kernel(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _record(args: argparse.Namespace) -> int:
+    from .runs.record import main
+
+    return main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m mspti_lens", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -64,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .export.cli import add_cli as add_export_cli  # issue 13: the export subcommand
 
     add_export_cli(sub)
+
+    from .runs.record import add_arguments as record_arguments  # issue 12
+
+    rec = sub.add_parser("record", help="record every Python process of a command (torchrun, mpirun, ...)")
+    record_arguments(rec)
+    rec.set_defaults(func=_record)
     return p
 
 

@@ -555,3 +555,73 @@ def make_meta(backend_label: str, simulated: bool, clock: str, window_start: flo
         "window_end": time.time(),
         **extra,
     }
+
+
+# -- many snapshots at once (issue 12: runs) ---------------------------------------------------
+# The rows Snapshot.save writes, merged over many files without building a Snapshot per file.
+STATE_KEY = ("domain", "cbid", "name")
+_HALF = 1 << 32
+
+
+def merge_saved(rows: pl.LazyFrame, by: tuple[str, ...] = ()) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Merge the rows of many saved snapshots exactly, per ``by`` columns and key: the per-key state
+    (counts, sums, zero and overflow counts added; min of mins, max of maxes; the u128 sum of
+    squares added in u64 limbs) and the buckets (counts added per index). Lazy: memory grows with
+    keys x buckets, not with the files. :func:`snapshot_from_state` makes a Snapshot of it."""
+    keys = [*by, *STATE_KEY]
+    lo = pl.col("sum_sq_lo")
+    state = rows.group_by(keys).agg(
+        pl.col("count").sum(),
+        pl.col("sum").sum(),
+        # Exact: the high halves add in u64; the low halves are split in 32-bit parts whose sums
+        # fit in u64 for up to 2^32 rows. snapshot_from_state joins the three.
+        pl.col("sum_sq_hi").sum(),
+        (lo // _HALF).sum().alias("sum_sq_lo_hi"),
+        (lo % _HALF).sum().alias("sum_sq_lo_lo"),
+        pl.col("min").min(),
+        pl.col("max").max(),
+        pl.col("zero").sum(),
+        pl.col("overflow").sum(),
+    )
+    buckets = (
+        rows.select([*keys, "index", "counts"])
+        .explode(["index", "counts"])
+        .drop_nulls("index")
+        .group_by([*keys, "index"])
+        .agg(pl.col("counts").sum())
+    )
+    return state, buckets
+
+
+def snapshot_from_state(
+    state: pl.DataFrame, buckets: pl.DataFrame, meta: dict[str, Any], counters: dict[str, int]
+) -> Snapshot:
+    """A Snapshot of per-key state and buckets in the shape :func:`merge_saved` returns."""
+    state = state.sort(list(STATE_KEY))
+    keyed = state.with_row_index("key")
+    index = keyed.select("key", *STATE_KEY)
+    zeros = keyed.filter(pl.col("zero") > 0).select(
+        "key", pl.lit(None, dtype=pl.Int32).alias("index"), pl.col("zero").alias("counts")
+    )  # the zero bucket: index None
+    b = buckets.join(index, on=list(STATE_KEY), how="inner").select("key", "index", "counts")
+    b = pl.concat([zeros, b], how="vertical_relaxed").sort("key", "index", nulls_last=False)
+    bkey, bidx, bcnt = b["key"].to_list(), b["index"].to_list(), b["counts"].to_list()
+    sum_sq = [
+        (hi << 64) + (lh << 32) + ll
+        for hi, lh, ll in zip(state["sum_sq_hi"], state["sum_sq_lo_hi"], state["sum_sq_lo_lo"])
+    ]
+    native = _native.NativeSnapshot.from_state(
+        state["domain"].to_list(),
+        state["cbid"].to_list(),
+        state["name"].to_list(),
+        state["sum"].to_list(),
+        sum_sq,
+        state["min"].to_list(),
+        state["max"].to_list(),
+        state["overflow"].to_list(),
+        bkey,
+        bidx,
+        bcnt,
+        {k: int(v) for k, v in counters.items()},
+    )
+    return Snapshot(native, meta)

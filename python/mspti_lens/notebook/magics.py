@@ -62,6 +62,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "diff": Subcommand("A B", 2, "compare two snapshots (variable names or saved files)"),
     "close": Subcommand("", 0, "stop and unsubscribe (also done by %unload_ext)"),
+    # issue 12: a recorded job (mspti_lens.runs.view)
+    "run": Subcommand("DIR", 1, "a recorded job's ranks, live (python -m mspti_lens record --out DIR)"),
 }
 COMMANDS = tuple(SUBCOMMANDS)
 
@@ -458,6 +460,13 @@ class MsptiMagics(Magics):
         )
         self.panels.append(panel)
         return panel
+
+    def _cmd_run(self, args):  # issue 12: a recorded run's ranks, live (mspti_lens.runs.view)
+        from ..runs.view import open_view
+
+        view = open_view(args.paths[0], every=self.refresh)
+        self.panels.append(view)
+        return view
 
     def _cmd_save(self, args):
         path = os.path.expanduser(args.paths[0])

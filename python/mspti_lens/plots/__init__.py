@@ -1,7 +1,7 @@
 """Matplotlib figures of snapshots, public as :mod:`mspti_lens.plots`. One module per subject:
 :mod:`.host` (API latency: distributions, CDFs, comparisons), :mod:`.device` (device time beside
 host time: launch split, kernel distributions, collectives), :mod:`.timeline` (latency over
-time). Plots read Snapshot frames only."""
+time), :mod:`.runs` (whole jobs: per-rank heat maps). Plots read Snapshot frames only."""
 
 from .device import collectives, kernel_distributions, launch_split
 from .host import (
@@ -17,6 +17,7 @@ from .host import (
     to_png,
 )
 from .timeline import timeline  # issue 13
+from .runs import rank_heatmap
 
 __all__ = [
     "BINS_PER_DECADE",
@@ -32,5 +33,6 @@ __all__ = [
     "launch_split",
     "plot",
     "timeline",
+    "rank_heatmap",
     "to_png",
 ]

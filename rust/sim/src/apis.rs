@@ -188,6 +188,10 @@ pub fn call(api: u32, work_ns: u64) -> i32 {
     let mut frame = CallFrame::new(corr, work_ns);
     fire(a.domain, a.cbid, MSPTI_API_ENTER, name.as_ptr(), fidelity, &mut frame);
     let t0 = if activity::any_enabled() { activity::host_now() } else { 0 };
+    if a.domain == MSPTI_CB_DOMAIN_HCCL {
+        // A collective completes when every rank of its group has entered it (multi-process jobs).
+        frame.ret = crate::multirank::wait_for_peers();
+    }
     clock::spend(work_ns);
     activity::host_call_records(a.domain, a.cbid, name, t0, spec);
     fire(a.domain, a.cbid, MSPTI_API_EXIT, name.as_ptr(), fidelity, &mut frame);

@@ -19,6 +19,7 @@ pub mod device;
 pub mod jobs;
 pub mod models;
 pub mod mstx;
+pub mod multirank;
 pub mod replay;
 pub mod state;
 pub mod workload;

@@ -1,0 +1,82 @@
+"""The interpreter-start hook: makes a process record when mspti-lens's variable is set.
+
+``python -m mspti_lens record`` sets the variables below for the command it runs and puts
+``runs/_site`` (a ``sitecustomize`` that chains any existing one) first on ``PYTHONPATH``, so every
+Python process the command starts calls :func:`start`. Without ``MSPTI_LENS_RECORD`` it does
+nothing. It never breaks the program: an output directory that cannot be written, or a failure to
+subscribe, is one line on stderr at start and the program runs on unrecorded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from typing import Any
+
+RECORD_VARIABLE = "MSPTI_LENS_RECORD"  # the output directory; the hook is inert without it
+INTERVAL_VARIABLE = "MSPTI_LENS_INTERVAL"
+LIBRARY_VARIABLE = "MSPTI_LENS_LIBRARY"
+CLOCK_VARIABLE = "MSPTI_LENS_CLOCK"
+ENABLE_VARIABLE = "MSPTI_LENS_ENABLE"
+DEFAULT_INTERVAL = 10.0
+DEFAULT_ENABLE = "runtime,hccl"
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+
+_writer: Any = None
+
+
+def _say(text: str) -> None:
+    print(f"mspti-lens: {' '.join(str(text).split())}", file=sys.stderr, flush=True)
+
+
+def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
+    """Start recording this process if asked to; returns the WindowWriter, or None."""
+    global _writer
+    out = env.get(RECORD_VARIABLE)
+    if not out or _writer is not None:
+        return _writer
+    try:
+        from .writer import WindowWriter, check_writable, install_signal_handlers
+
+        try:
+            interval = float(env.get(INTERVAL_VARIABLE) or DEFAULT_INTERVAL)
+        except ValueError:
+            interval = -1.0
+        if not interval > 0:
+            raise ValueError(
+                f"{INTERVAL_VARIABLE}={env.get(INTERVAL_VARIABLE)!r} is not a number of seconds > 0"
+            )
+        try:
+            check_writable(out)
+        except OSError as e:
+            _say(f"not recording this process: {e} (the output directory of `record --out`); it runs on")
+            return None
+        from ..session import Session
+
+        enable = [t for t in (env.get(ENABLE_VARIABLE) or DEFAULT_ENABLE).split(",") if t]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            session = Session(
+                library=env.get(LIBRARY_VARIABLE) or None,
+                enable=enable,
+                clock=env.get(CLOCK_VARIABLE) or "auto",
+            )
+            session.start()
+        for w in caught[:1]:
+            _say(str(w.message).split(". ")[0] + ".")  # one line per process, not a paragraph
+        writer = WindowWriter(session, out, interval)
+        writer.start()
+        install_signal_handlers(writer)
+        os.register_at_fork(after_in_child=_forked)
+        _writer = writer
+        return writer
+    except Exception as e:  # noqa: BLE001 - never break the program being recorded
+        _say(f"not recording this process ({type(e).__name__}: {e}); it runs on")
+        return None
+
+
+def _forked() -> None:
+    # A forked child shares the parent's rank and files: the parent records, the child does not.
+    global _writer
+    _writer = None

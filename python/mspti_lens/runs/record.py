@@ -1,0 +1,110 @@
+"""``python -m mspti_lens record [--out DIR] [--interval S] -- CMD...``: record every Python
+process a command starts (torchrun, mpirun, ``python train.py``) without changing it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import hook
+
+
+def real_libmspti() -> str | None:
+    """The real libmspti.so the discovery order finds (never the simulator), or None."""
+    from .. import _native
+
+    try:
+        lib = _native.load_library(None, None)
+    except Exception:  # noqa: BLE001 - no real library (any reason) means no LD_PRELOAD
+        return None
+    return None if lib.simulated else lib.path
+
+
+def child_env(args: argparse.Namespace, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The command's environment: the hook's variables, the hook first on PYTHONPATH, and
+    LD_PRELOAD of the real libmspti when one is found (MSPTI needs it at process start)."""
+    e = dict(os.environ if env is None else env)
+    e[hook.RECORD_VARIABLE] = str(Path(args.out).resolve())
+    e[hook.INTERVAL_VARIABLE] = str(args.interval)
+    for var, value in (
+        (hook.LIBRARY_VARIABLE, args.library),
+        (hook.CLOCK_VARIABLE, args.clock),
+        (hook.ENABLE_VARIABLE, args.enable),
+    ):
+        if value:
+            e[var] = value
+    e["PYTHONPATH"] = os.pathsep.join([hook.SITE_DIR, *[p for p in [e.get("PYTHONPATH")] if p]])
+    real = args.library if args.library not in (None, "sim", "simulator") else real_libmspti()
+    if real and Path(real).name.startswith("libmspti") and real not in e.get("LD_PRELOAD", ""):
+        e["LD_PRELOAD"] = " ".join([real, *[p for p in [e.get("LD_PRELOAD")] if p]])
+    return e
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="mspti-run", help="the run's directory (default: ./mspti-run)")
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=hook.DEFAULT_INTERVAL,
+        help=f"seconds between windows each process writes (default {hook.DEFAULT_INTERVAL:g})",
+    )
+    p.add_argument("--library", default=None, help="libmspti.so path, or 'sim' (default: discovery order)")
+    p.add_argument("--clock", default=None, choices=["auto", "tsc", "monotonic", "mspti"])
+    p.add_argument(
+        "--enable", default=None, help=f"what to trace, comma-separated (default {hook.DEFAULT_ENABLE})"
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
+
+
+def main(args: argparse.Namespace) -> int:
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise ValueError("nothing to record: give the command after --, e.g. record -- torchrun train.py")
+    if not args.interval > 0:
+        raise ValueError(f"--interval must be a number of seconds > 0, not {args.interval}")
+    from .writer import check_writable
+
+    try:
+        check_writable(args.out)
+    except OSError as e:
+        raise ValueError(f"{e}: choose another --out") from None
+    env = child_env(args)
+    started = time.time()
+    print(
+        f"mspti-lens: recording {' '.join(cmd)} -> {env[hook.RECORD_VARIABLE]} (every {args.interval:g} s)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        rc = subprocess.call(cmd, env=env)
+    except FileNotFoundError:
+        raise ValueError(f"command not found: {cmd[0]}") from None
+    except KeyboardInterrupt:
+        rc = 130
+    _report(env[hook.RECORD_VARIABLE], started)
+    return 128 - rc if rc < 0 else rc  # a command killed by signal N: the shell's 128 + N
+
+
+def _report(out: str, started: float) -> None:
+    from .run import open_run
+
+    try:
+        run = open_run(out)
+        ranks = run.ranks()
+    except Exception as e:  # noqa: BLE001 - the job's own result stands; say why the run is unreadable
+        print(f"mspti-lens: the run in {out} could not be read: {e}", file=sys.stderr)
+        return
+    incomplete = ranks.filter(~ranks["complete"])
+    print(
+        f"mspti-lens: {ranks.height} ranks on {ranks['host'].n_unique()} host(s) in {out}"
+        + (f"; incomplete: {', '.join(map(str, incomplete['rank']))}" if incomplete.height else "")
+        + f"; open it with mspti_lens.open_run({out!r})",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -1,0 +1,432 @@
+"""A recorded run: every rank's windows, read lazily and merged exactly.
+
+``mspti_lens.open_run(DIR)`` reads the hive-partitioned dataset ``DIR/host=H/rank=R/window-*.parquet``
+that ``python -m mspti_lens record`` writes (on a local disk, a shared file system, or any URL
+polars reads). Nothing holds ranks x calls: the per-key rows of every window are merged by a lazy
+polars query into one row per key and bucket, so memory grows with keys and buckets. A file that
+cannot be read (corrupt, or not a mspti-lens window) is skipped with a warning naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..catalog import DOMAIN_NAMES
+from ..snapshot import COUNTERS, FORMAT, LOADABLE_VERSIONS, Snapshot, merge_saved, snapshot_from_state
+from .stragglers import latest_starters, slow_ranks  # noqa: F401 - latest_starters is re-exported
+from .writer import WINDOW_GLOB
+
+# Snapshot.counters: the native counters (added over windows) and two readings of one moment of
+# one process (the last window's count, added over processes).
+MOMENT_COUNTERS = ("in_flight", "threads")
+FILE_COUNTERS = (*COUNTERS, *MOMENT_COUNTERS)
+HCCL_DOMAIN = next(d for d, n in DOMAIN_NAMES.items() if n.lower() == "hccl")
+# complete: every process of the rank wrote its final window; incomplete: not, while at least half
+# of the ranks have (the job ended without it: killed, crashed); stale: no window for longer than
+# stale_after;
+# missing: expected from the job's world size, never seen.
+STATUSES = ("complete", "running", "incomplete", "stale", "missing")
+
+
+class EmptyRunError(ValueError):
+    """The run has no readable window (yet)."""
+
+
+class RunWarning(UserWarning):
+    """A file of a run was skipped (corrupt, half-written by something else, or not a window)."""
+
+
+def _is_url(root: str) -> bool:
+    return "://" in root and not root.startswith("file://")
+
+
+def list_windows(root: str) -> list[str]:
+    """Every window file of a run, local or at a URL (listing a URL uses fsspec when installed,
+    else polars' own glob)."""
+    pattern = f"host=*/rank=*/{WINDOW_GLOB}"
+    if _is_url(root):
+        try:
+            import fsspec
+        except ImportError:
+            found = (
+                pl.scan_parquet(f"{root.rstrip('/')}/{pattern}", include_file_paths="p").select("p").unique()
+            )
+            return sorted(found.collect()["p"].to_list())
+        fs, path = fsspec.core.url_to_fs(root)
+        proto = root.split("://", 1)[0]
+        return sorted(f"{proto}://{p}" for p in fs.glob(f"{path.rstrip('/')}/{pattern}"))
+    p = Path(root.removeprefix("file://"))
+    if not p.exists():
+        raise FileNotFoundError(
+            f"no run at {p} (record one with `python -m mspti_lens record --out {p} -- CMD`)"
+        )
+    if not p.is_dir():
+        raise ValueError(f"{p} is not a directory; open_run() reads the directory `record --out` wrote")
+    return sorted(str(f) for f in p.glob(pattern) if not f.name.startswith("."))
+
+
+def _read_head(path: str) -> dict[str, Any]:
+    raw = pl.read_parquet_metadata(path).get("mspti_lens")
+    head = json.loads(raw) if raw else None
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        raise ValueError(f"not a mspti-lens window (no '{FORMAT}' metadata of a loadable version)")
+    if head.get("version") not in LOADABLE_VERSIONS:
+        loadable = ", ".join(str(v) for v in LOADABLE_VERSIONS)
+        raise ValueError(f"a window of snapshot format version {head.get('version')}; this reads {loadable}")
+    return head
+
+
+FILE_SCHEMA = {
+    "path": pl.String,
+    "host": pl.String,
+    "rank": pl.Int64,
+    "pid": pl.Int64,
+    "window": pl.Int64,
+    "final": pl.Boolean,
+    "window_start": pl.Float64,
+    "window_end": pl.Float64,
+    "written": pl.Float64,
+    "interval_s": pl.Float64,
+    "world_size": pl.Int64,
+    "simulated": pl.Boolean,
+    "label": pl.String,
+    "clock": pl.String,
+    **{c: pl.UInt64 for c in FILE_COUNTERS},
+}
+
+
+def _file_row(path: str) -> dict[str, Any] | Exception:
+    """One window file's row of :meth:`Run.files`, from its footer, or why it is unreadable."""
+    try:
+        head = _read_head(path)
+        m, counters = dict(head.get("meta") or {}), dict(head.get("counters") or {})
+        return {
+            "path": path,
+            "host": str(m["host"]),
+            "rank": int(m["rank"]),
+            "pid": int(m.get("pid") or 0),
+            "window": int(m.get("window") or 0),
+            "final": bool(m.get("final")),
+            "window_start": float(m.get("window_start") or 0.0),
+            "window_end": float(m.get("window_end") or 0.0),
+            "written": float(m.get("written") or m.get("window_end") or 0.0),
+            "interval_s": float(m.get("interval_s") or 0.0),
+            "world_size": m.get("world_size"),
+            "simulated": bool(m.get("simulated")),
+            "label": str(m.get("label", "unknown backend")),
+            "clock": str(m.get("clock", "")),
+            **{c: int(counters.get(c, 0)) for c in FILE_COUNTERS},
+        }
+    except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
+        return e
+
+
+class Run:
+    """Every rank of a recorded job. Frames are computed on demand from the files on disk;
+    :meth:`refresh` (or :meth:`follow`) picks up windows written since."""
+
+    def __init__(self, root: str | os.PathLike, *, stale_after: float | None = None):
+        self.root = os.fspath(root)
+        self.stale_after = stale_after
+        self.skipped: dict[str, str] = {}
+        self._rows: dict[str, dict[str, Any]] = {}
+        self.refresh()
+
+    # -- files ---------------------------------------------------------------------------------
+    def refresh(self) -> Run:
+        """Re-list the run's files (new windows, new ranks). A window file never changes once
+        written, so only new files are read."""
+        new = [p for p in list_windows(self.root) if p not in self._rows and p not in self.skipped]
+        with ThreadPoolExecutor(max_workers=8) as pool:  # footers: latency-bound on shared storage
+            for path, row in zip(new, pool.map(_file_row, new)):
+                if isinstance(row, Exception):
+                    self._skip(path, row)
+                else:
+                    self._rows[path] = row
+        self._files = pl.DataFrame(list(self._rows.values()), schema=FILE_SCHEMA).sort("path")
+        self._snapshot: Snapshot | None = None
+        return self
+
+    def _skip(self, path: str, why: Exception | str) -> None:
+        reason = str(why).splitlines()[0] if str(why) else type(why).__name__
+        self.skipped[path] = reason
+        warnings.warn(RunWarning(f"skipped {path}: {reason}"), stacklevel=3)
+
+    def files(self) -> pl.DataFrame:
+        """One row per window file read: host, rank, pid, window, final, times, counters."""
+        return self._files
+
+    def _scan(self) -> pl.LazyFrame:
+        paths = self._files["path"].to_list()
+        if not paths:
+            raise EmptyRunError(f"the run at {self.root} has no readable windows yet")
+        return pl.scan_parquet(paths, hive_partitioning=True, include_file_paths="path")
+
+    def _collect(self, query: Callable[[pl.LazyFrame], Any]) -> Any:
+        """Run ``query`` on the scan; if a file turns out unreadable past its footer, skip it
+        (checking each file) and run it again."""
+        try:
+            return query(self._scan())
+        except (pl.exceptions.PolarsError, OSError):
+            for path in self._files["path"].to_list():
+                try:
+                    pl.read_parquet(path)
+                except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
+                    self._skip(path, e)
+            self._files = self._files.filter(~pl.col("path").is_in(list(self.skipped)))
+            for path in self.skipped:
+                self._rows.pop(path, None)
+            return query(self._scan())
+
+    # -- merged --------------------------------------------------------------------------------
+    def _meta(self, files: pl.DataFrame) -> dict[str, Any]:
+        labels = sorted(set(files["label"].to_list())) or ["no data"]
+        return {
+            "label": " + ".join(labels),
+            "simulated": bool(files["simulated"].any()) if files.height else False,
+            "clock": ",".join(sorted(set(files["clock"].to_list()))),
+            "window_start": float(files["window_start"].min() or 0.0) if files.height else 0.0,
+            "window_end": float(files["window_end"].max() or 0.0) if files.height else 0.0,
+            "run": self.root,
+            "ranks": files.select("host", "rank").n_unique() if files.height else 0,
+        }
+
+    @staticmethod
+    def _counters(files: pl.DataFrame) -> dict[str, int]:
+        last = files.sort("window").group_by("host", "rank", "pid").last()
+        out = {c: int(files[c].sum() or 0) for c in COUNTERS}
+        out.update({c: int(last[c].sum() or 0) for c in MOMENT_COUNTERS})
+        return out
+
+    def snapshot(self) -> Snapshot:
+        """Every window of every rank merged exactly into one Snapshot."""
+        if self._snapshot is None and not self._files.height:
+            self._snapshot = Snapshot(_empty_native(), self._meta(self._files))
+        if self._snapshot is None:
+
+            def q(lf: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+                return tuple(pl.collect_all(merge_saved(lf), engine="streaming"))  # one pass over the files
+
+            state, buckets = self._collect(q)
+            self._snapshot = snapshot_from_state(
+                state, buckets, self._meta(self._files), self._counters(self._files)
+            )
+        return self._snapshot
+
+    def summary(self) -> pl.DataFrame:
+        """Every rank merged exactly, with the columns of :meth:`Snapshot.summary`."""
+        return self.snapshot().summary()
+
+    def by_rank(self) -> pl.DataFrame:
+        """The summary of each rank: host, rank, then the summary's columns."""
+        if not self._files.height:
+            return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64, **self.summary().schema})
+
+        def q(lf: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+            return tuple(pl.collect_all(merge_saved(lf, by=("host", "rank")), engine="streaming"))
+
+        state, buckets = self._collect(q)
+        parts = []
+        by_b = buckets.partition_by("host", "rank", as_dict=True)
+        by_f = self._files.partition_by("host", "rank", as_dict=True)
+        for (host, rank), s in state.partition_by("host", "rank", as_dict=True).items():
+            b = by_b.get((host, rank), buckets.clear())
+            files = by_f[(host, rank)]
+            snap = snapshot_from_state(
+                s.drop("host", "rank"), b.drop("host", "rank"), self._meta(files), self._counters(files)
+            )
+            parts.append(
+                snap.summary().select(
+                    pl.lit(host).alias("host"), pl.lit(rank, dtype=pl.Int64).alias("rank"), pl.all()
+                )
+            )
+        return pl.concat(parts).sort("host", "rank", pl.col("total_ns"), descending=[False, False, True])
+
+    def timeline(self) -> pl.DataFrame:
+        """Per window and rank, per function: calls, total, mean, min and max (ns), with the
+        window's wall-clock start and end (s since the epoch)."""
+        windows = self._files.select("path", "pid", "window", "window_start", "window_end")
+
+        def q(lf: pl.LazyFrame) -> pl.DataFrame:
+            rows = lf.select("path", "host", "rank", "domain", "name", "count", "sum", "min", "max")
+            return rows.collect(engine="streaming")
+
+        rows = self._collect(q).join(windows, on="path", how="inner")
+        out = rows.group_by("host", "rank", "window", "domain", "name").agg(
+            pl.col("window_start").min(),
+            pl.col("window_end").max(),
+            pl.col("count").sum().alias("num_calls"),
+            pl.col("sum").sum().alias("total_ns"),
+            pl.col("min").min().alias("min_ns"),
+            pl.col("max").max().alias("max_ns"),
+        )
+        out = out.with_columns(
+            (pl.col("total_ns").cast(pl.Float64) / pl.col("num_calls").cast(pl.Float64)).alias("avg_ns"),
+            pl.col("domain").replace_strict(DOMAIN_NAMES, default="unknown", return_dtype=pl.String),
+        )
+        cols = [
+            "host",
+            "rank",
+            "window",
+            "window_start",
+            "window_end",
+            "domain",
+            "name",
+            "num_calls",
+            "total_ns",
+            "avg_ns",
+            "min_ns",
+            "max_ns",
+        ]
+        return out.select(cols).sort("host", "rank", "window", "name")
+
+    # -- ranks ---------------------------------------------------------------------------------
+    def ranks(self, now: float | None = None) -> pl.DataFrame:
+        """One row per rank: processes, windows, calls, last update and its age, whether every
+        process of the rank wrote its final window (``complete``) and a status (``STATUSES``)."""
+        now = time.time() if now is None else now
+        f = self._files
+        interval = float(f["interval_s"].max() or 0.0) if f.height else 0.0
+        stale_after = self.stale_after if self.stale_after is not None else max(3 * interval, 1.0)
+        per_pid = f.group_by("host", "rank", "pid").agg(pl.col("final").any(), pl.col("written").max())
+        per_rank = per_pid.group_by("host", "rank").agg(
+            pl.col("pid").n_unique().cast(pl.UInt32).alias("processes"),
+            pl.col("final").all().alias("complete"),
+            pl.col("written").max().alias("last_update"),
+        )
+        if f.height:
+            calls = self._collect(
+                lambda lf: lf.group_by("host", "rank").agg(pl.col("count").sum().alias("calls")).collect()
+            )
+        else:
+            calls = pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64, "calls": pl.UInt64})
+        nwin = f.group_by("host", "rank").agg(pl.len().cast(pl.UInt32).alias("windows"))
+        out = per_rank.join(nwin, on=["host", "rank"]).join(calls, on=["host", "rank"], how="left")
+        out = out.with_columns(
+            (pl.lit(now) - pl.col("last_update")).alias("age_s"),
+            pl.col("calls").fill_null(0).cast(pl.UInt64),
+        ).with_columns(
+            pl.when(pl.col("complete"))
+            .then(pl.lit("complete"))
+            .when(pl.col("complete").sum() * 2 >= pl.len())
+            .then(pl.lit("incomplete"))
+            .when(pl.col("age_s") > stale_after)
+            .then(pl.lit("stale"))
+            .otherwise(pl.lit("running"))
+            .alias("status")
+        )
+        cols = ["host", "rank", "status", "complete", "processes", "windows", "calls", "last_update", "age_s"]
+        out = out.select(cols)
+        world = f["world_size"].drop_nulls().max() if f.height else None
+        if world:
+            seen = set(out["rank"].to_list())
+            missing = [r for r in range(int(world)) if r not in seen]
+            if missing:
+                gone = pl.DataFrame(
+                    {"host": [None] * len(missing), "rank": missing, "status": ["missing"] * len(missing)},
+                    schema={"host": pl.String, "rank": pl.Int64, "status": pl.String},
+                )
+                out = pl.concat([out, gone], how="diagonal_relaxed")
+        return out.sort("rank", "host")
+
+    # -- stragglers ----------------------------------------------------------------------------
+    def collective_times(self) -> pl.DataFrame:
+        """Per HCCL function, rank and instance (a window number, or null for the whole run):
+        calls and mean time (ns), the input of :meth:`stragglers`."""
+        windows = self._files.select("path", "window")
+
+        def q(lf: pl.LazyFrame) -> pl.DataFrame:
+            rows = lf.filter(pl.col("domain") == HCCL_DOMAIN).select(
+                "path", "host", "rank", "name", "count", "sum"
+            )
+            return rows.collect(engine="streaming")
+
+        rows = self._collect(q).join(windows, on="path", how="inner")
+        per_window = rows.group_by("host", "rank", "name", pl.col("window").alias("instance")).agg(
+            pl.col("count").sum().alias("num_calls"), pl.col("sum").sum().alias("total_ns")
+        )
+        whole = rows.group_by("host", "rank", "name").agg(
+            pl.col("count").sum().alias("num_calls"), pl.col("sum").sum().alias("total_ns")
+        )
+        whole = whole.with_columns(pl.lit(None, dtype=pl.Int64).alias("instance"))
+        both = pl.concat([whole.select(per_window.columns), per_window])
+        both = both.with_columns(
+            (pl.col("total_ns").cast(pl.Float64) / pl.col("num_calls").cast(pl.Float64)).alias("mean_ns")
+        )
+        return both.sort("name", "instance", "host", "rank", nulls_last=False)
+
+    def stragglers(self, per_window: bool = False) -> pl.DataFrame:
+        """The slow rank per collective by msprof-analyze's rule (abnormally short collective time:
+        it arrived last; Dixon's Q test up to 100 ranks, else 3 sigma). ``instance`` null is the
+        whole run; with ``per_window`` each window number is an instance too. Rows without a slow
+        rank have nulls there. (HTA's latest-start rule needs per-instance device timestamps:
+        :func:`latest_starters` applies it to such a frame.)"""
+        t = self.collective_times()
+        if not per_window:
+            t = t.filter(pl.col("instance").is_null())
+        return slow_ranks(t)
+
+    def slow_ranks(self, per_window: bool = True) -> pl.DataFrame:
+        """msprof-analyze's SlowRank table: per rank, how many (collective, instance) votes named it."""
+        s = self.stragglers(per_window=per_window).drop_nulls("slow_rank")
+        return (
+            s.group_by(pl.col("slow_host").alias("host"), pl.col("slow_rank").alias("rank"))
+            .agg(pl.len().cast(pl.UInt32).alias("slow_affect_count"))
+            .sort("slow_affect_count", "rank", descending=[True, False])
+        )
+
+    # -- live ----------------------------------------------------------------------------------
+    def follow(
+        self, every: float = 2.0, *, timeout: float | None = None, show: Callable[[Run], None] | None = None
+    ) -> Run:
+        """Refresh every ``every`` seconds while the job runs, showing the ranks' state (in a
+        notebook, the run view in place; elsewhere one line). Returns when every rank seen is
+        complete, after ``timeout`` seconds, or on interrupt."""
+        if not every > 0:
+            raise ValueError(f"every must be a number of seconds > 0, not {every!r}")
+        from .view import show_live
+
+        show = show or show_live()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                self.refresh()
+                show(self)
+                r = self.ranks()
+                if r.height and bool((r["status"] == "complete").all()):
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                time.sleep(every)
+        except KeyboardInterrupt:
+            pass
+        return self
+
+    def __repr__(self) -> str:
+        r = self._files.select("host", "rank").n_unique() if self._files.height else 0
+        return f"<mspti_lens.Run {self.root}: {r} ranks, {self._files.height} windows>"
+
+    def _repr_html_(self) -> str:
+        from .view import run_html
+
+        return run_html(self)
+
+
+def _empty_native():
+    from .. import _native
+
+    return _native.NativeSnapshot.from_state([], [], [], [], [], [], [], [], [], [], [], {})
+
+
+def open_run(root: str | os.PathLike, *, stale_after: float | None = None) -> Run:
+    """Open a run recorded by ``python -m mspti_lens record --out DIR``."""
+    return Run(root, stale_after=stale_after)

@@ -1,0 +1,233 @@
+"""Which rank is slow: msprof-analyze's slow-rank rule and HTA's latest-start rule.
+
+msprof-analyze (``cluster_analyse/recipes/slow_rank``): for one collective, compare the ranks'
+communication times; the rank with an abnormally SHORT time is the slow one, because a collective
+completes only when the last rank arrives, so the last to arrive waits least. Abnormal: Dixon's
+Q test for up to 100 ranks (99.5 % critical values), else 3 sigma (a rank below mean - 3 sigma, or
+the minimum if any rank is above mean + 3 sigma).
+
+HTA (``hta/analyzers/straggler.py``): with device timestamps, the rank whose collective starts
+last is the straggler; counted per rank over instances. It compares absolute timestamps across
+ranks, so it assumes synchronised clocks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import polars as pl
+
+# The 99.5 % quantile of Dixon's ratio for the smallest of n normal values, n = 3..100
+# (regenerate with `python -m mspti_lens.runs.dixon_table`: Monte Carlo, 400,000 samples per n).
+DIXON_CONFIDENCE = 0.995
+DIXON_MAX_RANKS = 100
+DIXON_CRITICAL: dict[int, float] = {
+    3: 0.9940,
+    4: 0.9194,
+    5: 0.8251,
+    6: 0.7430,
+    7: 0.6817,
+    8: 0.7229,
+    9: 0.6763,
+    10: 0.6360,
+    11: 0.7078,
+    12: 0.6760,
+    13: 0.6488,
+    14: 0.6727,
+    15: 0.6473,
+    16: 0.6314,
+    17: 0.6108,
+    18: 0.5935,
+    19: 0.5807,
+    20: 0.5685,
+    21: 0.5559,
+    22: 0.5454,
+    23: 0.5362,
+    24: 0.5262,
+    25: 0.5179,
+    26: 0.5104,
+    27: 0.5032,
+    28: 0.4956,
+    29: 0.4901,
+    30: 0.4848,
+    31: 0.4774,
+    32: 0.4740,
+    33: 0.4673,
+    34: 0.4640,
+    35: 0.4589,
+    36: 0.4538,
+    37: 0.4495,
+    38: 0.4449,
+    39: 0.4409,
+    40: 0.4380,
+    41: 0.4343,
+    42: 0.4316,
+    43: 0.4285,
+    44: 0.4251,
+    45: 0.4237,
+    46: 0.4200,
+    47: 0.4167,
+    48: 0.4148,
+    49: 0.4134,
+    50: 0.4101,
+    51: 0.4071,
+    52: 0.4048,
+    53: 0.4012,
+    54: 0.3988,
+    55: 0.3981,
+    56: 0.3967,
+    57: 0.3939,
+    58: 0.3933,
+    59: 0.3910,
+    60: 0.3906,
+    61: 0.3861,
+    62: 0.3858,
+    63: 0.3825,
+    64: 0.3815,
+    65: 0.3793,
+    66: 0.3790,
+    67: 0.3771,
+    68: 0.3756,
+    69: 0.3748,
+    70: 0.3724,
+    71: 0.3711,
+    72: 0.3705,
+    73: 0.3696,
+    74: 0.3665,
+    75: 0.3660,
+    76: 0.3645,
+    77: 0.3631,
+    78: 0.3618,
+    79: 0.3620,
+    80: 0.3592,
+    81: 0.3595,
+    82: 0.3601,
+    83: 0.3568,
+    84: 0.3556,
+    85: 0.3545,
+    86: 0.3544,
+    87: 0.3526,
+    88: 0.3513,
+    89: 0.3507,
+    90: 0.3502,
+    91: 0.3485,
+    92: 0.3465,
+    93: 0.3460,
+    94: 0.3455,
+    95: 0.3447,
+    96: 0.3444,
+    97: 0.3437,
+    98: 0.3419,
+    99: 0.3432,
+    100: 0.3404,
+}
+SIGMAS = 3.0
+
+
+def dixon_ratio(x: Sequence[float]) -> float:
+    """Dixon's ratio of the smallest of the sorted values ``x`` (r10, r11, r21 or r22 by n)."""
+    n = len(x)
+    if n <= 7:
+        num, den = x[1] - x[0], x[-1] - x[0]
+    elif n <= 10:
+        num, den = x[1] - x[0], x[-2] - x[0]
+    elif n <= 13:
+        num, den = x[2] - x[0], x[-2] - x[0]
+    else:
+        num, den = x[2] - x[0], x[-3] - x[0]
+    return num / den if den > 0 else 0.0
+
+
+def vote(values: Sequence[float]) -> tuple[int | None, str, float, float]:
+    """The index of the abnormally short value, if any, with the test used, its statistic and the
+    critical value it had to exceed. Fewer than 3 values: no vote."""
+    n = len(values)
+    if n < 3:
+        return None, "none", math.nan, math.nan
+    order = sorted(range(n), key=lambda i: values[i])
+    lowest = order[0]
+    if n <= DIXON_MAX_RANKS:
+        q = dixon_ratio([values[i] for i in order])
+        crit = DIXON_CRITICAL[n]
+        return (lowest if q > crit else None), "dixon", q, crit
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
+    if sd == 0:
+        return None, "3sigma", 0.0, SIGMAS
+    z_low = (mean - values[lowest]) / sd
+    z_high = (values[order[-1]] - mean) / sd
+    hit = z_low > SIGMAS or z_high > SIGMAS
+    return (lowest if hit else None), "3sigma", max(z_low, z_high), SIGMAS
+
+
+def is_point_to_point(name: str) -> bool:
+    """Send/receive are not collectives every rank joins: msprof-analyze leaves them out."""
+    return "Send" in name or "Recv" in name
+
+
+STRAGGLER_COLUMNS = {
+    "name": pl.String,
+    "instance": pl.Int64,
+    "ranks": pl.UInt32,
+    "slow_host": pl.String,
+    "slow_rank": pl.Int64,
+    "slow_ns": pl.Float64,
+    "median_ns": pl.Float64,
+    "test": pl.String,
+    "statistic": pl.Float64,
+    "critical": pl.Float64,
+    "rule": pl.String,
+}
+
+
+def slow_ranks(per_rank: pl.DataFrame) -> pl.DataFrame:
+    """msprof-analyze's vote per (name, instance) over a frame of host, rank, name, instance,
+    num_calls and mean_ns. ``instance`` null is the whole run: there, a collective whose call
+    count differs between ranks is dropped, as msprof-analyze drops such groups. A window
+    instance (the k-th interval of every rank) needs every rank of the run, not equal counts:
+    window edges fall between different calls on different ranks."""
+    rows = []
+    ranks = per_rank.select("host", "rank").n_unique()
+    for (name, instance), g in per_rank.group_by(["name", "instance"], maintain_order=True):
+        if is_point_to_point(name):
+            continue
+        if instance is None and g["num_calls"].n_unique() != 1:
+            continue
+        if instance is not None and g.height != ranks:
+            continue
+        g = g.sort("host", "rank")
+        values = g["mean_ns"].to_list()
+        i, test, stat, crit = vote(values)
+        rows.append(
+            {
+                "name": name,
+                "instance": instance,
+                "ranks": g.height,
+                "slow_host": g["host"][i] if i is not None else None,
+                "slow_rank": g["rank"][i] if i is not None else None,
+                "slow_ns": values[i] if i is not None else None,
+                "median_ns": float(sorted(values)[len(values) // 2]),
+                "test": test,
+                "statistic": stat,
+                "critical": crit,
+                "rule": "msprof-analyze: shortest collective time arrived last",
+            }
+        )
+    return pl.DataFrame(rows, schema=STRAGGLER_COLUMNS).sort("name", "instance", nulls_last=False)
+
+
+def latest_starters(starts: pl.DataFrame, top_k: int = 1) -> pl.DataFrame:
+    """HTA's rule over device timestamps: per instance (columns host, rank, instance, start_ns), the
+    ``top_k`` ranks that started last, counted per rank (column ``late_count``)."""
+    if not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive int, not {top_k!r}")
+    late = (
+        starts.with_columns(
+            pl.col("start_ns").rank("ordinal", descending=True).over("instance").alias("order")
+        )
+        .filter(pl.col("order") <= top_k)
+        .group_by("host", "rank")
+        .agg(pl.len().cast(pl.UInt32).alias("late_count"))
+    )
+    return late.sort("late_count", "host", "rank", descending=[True, False, False])

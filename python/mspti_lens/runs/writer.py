@@ -1,0 +1,219 @@
+"""Each recorded process writes its windows to ``DIR/host=H/rank=R/window-NNNNNN-pidP.parquet``.
+
+A window is one :class:`~mspti_lens.Snapshot` (its own file format, :meth:`Snapshot.save`),
+written to a temporary name and renamed, so a reader sees whole files or none. A window is
+written every ``interval`` seconds and at exit (atexit, SIGTERM; SIGINT ends in atexit), the last
+one marked ``final``; a process killed with -9 loses at most its last interval and its rank reads
+as incomplete.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+# Where a rank's identity comes from, first match wins: torchrun, Open MPI, MPICH/PMI, PMIx,
+# MVAPICH, Ascend (RANK_ID). Without any of them the rank is the process id.
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "RANK_ID")
+# The job's rank count, same order: torchrun, Open MPI, MPICH/PMI, PMIx, MVAPICH, Ascend (RANK_SIZE).
+WORLD_VARIABLES = (
+    "WORLD_SIZE",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "PMIX_SIZE",
+    "MV2_COMM_WORLD_SIZE",
+    "RANK_SIZE",
+)
+HOST_VARIABLE = "MSPTI_LENS_HOST"
+# One file per window and process: a rank may be several processes (spawned workers inherit
+# its rank variables), each writing its own windows into the rank's directory.
+WINDOW_GLOB = "window-*.parquet"
+WINDOW_NAME = re.compile(r"^window-(\d+)-pid(\d+)\.parquet$")
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def window_name(seq: int, pid: int) -> str:
+    return f"window-{seq:06d}-pid{pid}.parquet"
+
+
+def rank_identity(env: dict[str, str] | os._Environ = os.environ) -> tuple[int, str]:
+    """(rank, where it came from): the first rank variable that holds an integer, else the pid."""
+    for var in RANK_VARIABLES:
+        v = env.get(var, "").strip()
+        if v.isdigit():
+            return int(v), var
+    return os.getpid(), "pid"
+
+
+def world_size(env: dict[str, str] | os._Environ = os.environ) -> int | None:
+    """The job's rank count from its launcher's variables, if any."""
+    for var in WORLD_VARIABLES:
+        v = env.get(var, "").strip()
+        if v.isdigit() and int(v) > 0:
+            return int(v)
+    return None
+
+
+def host_name(env: dict[str, str] | os._Environ = os.environ) -> str:
+    """This host's name as a path segment (``MSPTI_LENS_HOST`` overrides the real one)."""
+    name = env.get(HOST_VARIABLE) or socket.gethostname() or "localhost"
+    return _SAFE.sub("_", name)
+
+
+def rank_dir(out: str | os.PathLike, host: str, rank: int) -> Path:
+    return Path(out) / f"host={host}" / f"rank={rank}"
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Create ``path`` and prove a file can be written there; OSError naming it if not."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise OSError(f"cannot write to {p}: {e.strerror or e}") from None
+
+
+class WindowWriter:
+    """Takes a window from a Session every ``interval`` seconds and writes it atomically.
+
+    The Session's ``reset()`` hands over each window, so every call is in exactly one file.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        out: str | os.PathLike,
+        interval: float,
+        *,
+        host: str | None = None,
+        rank: tuple[int, str] | None = None,
+        argv: list[str] | None = None,
+    ):
+        if not interval > 0:
+            raise ValueError(f"interval must be > 0 seconds, not {interval!r}")
+        self.session = session
+        self.interval = float(interval)
+        self.host = host or host_name()
+        self.rank, self.rank_source = rank or rank_identity()
+        self.world_size = world_size() if self.rank_source != "pid" else None
+        self.dir = rank_dir(out, self.host, self.rank)
+        check_writable(out)
+        self.argv = list(argv if argv is not None else sys.argv)
+        self.started = time.time()
+        self.seq = 0
+        self.calls = 0
+        self.keys: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._finished = False
+        self._pid = os.getpid()
+        self._thread = threading.Thread(target=self._loop, name="mspti-lens-writer", daemon=True)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> WindowWriter:
+        self._thread.start()
+        atexit.register(self.finish)
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.write_window(final=False)
+            except Exception as e:  # noqa: BLE001 - a full disk must not end the program
+                print(f"mspti-lens: could not write a window to {self.dir}: {e}", file=sys.stderr)
+
+    def finish(self, reason: str = "exit") -> None:
+        """Write the last window (marked final), close the Session, print the rank's summary line."""
+        if os.getpid() != self._pid:
+            return  # a forked child inherited this object: the parent owns the files
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+        self._stop.set()
+        try:
+            self.write_window(final=True, reason=reason)
+        except Exception as e:  # noqa: BLE001 - the program's exit must go on
+            print(f"mspti-lens: could not write the last window to {self.dir}: {e}", file=sys.stderr)
+        with contextlib.suppress(Exception):  # closing at exit is best effort
+            self.session.close()
+        if self.seq:
+            print(self.summary_line(), file=sys.stderr, flush=True)
+
+    # -- windows -------------------------------------------------------------------------------
+    def write_window(self, final: bool, reason: str | None = None) -> Path | None:
+        with self._lock:
+            if self._finished and not final:
+                return None
+            snap = self.session.reset()
+            if len(snap):
+                df = snap.summary()
+                self.calls += int(df["num_calls"].sum())
+                for name, total in zip(df["name"], df["total_ns"]):
+                    self.keys[name] = self.keys.get(name, 0) + int(total)
+            if not self.calls:
+                # A process that has made no call yet leaves no files: launchers (torchrun's agent)
+                # and helpers (data-loader workers that inherit the rank's variables) are not ranks.
+                return None
+            self.seq += 1
+            snap.meta.update(
+                {
+                    "host": self.host,
+                    "rank": self.rank,
+                    "rank_source": self.rank_source,
+                    "world_size": self.world_size,
+                    "pid": self._pid,
+                    "window": self.seq,
+                    "final": bool(final),
+                    "end_reason": reason,
+                    "interval_s": self.interval,
+                    "process_start": self.started,
+                    "argv": self.argv[:16],
+                    "written": time.time(),
+                }
+            )
+            path = self.dir / window_name(self.seq, self._pid)
+            tmp = self.dir / f".{path.name}.{self._pid}.tmp"
+            self.dir.mkdir(parents=True, exist_ok=True)
+            snap.save(tmp)
+            os.replace(tmp, path)
+            return path
+
+    def summary_line(self) -> str:
+        top = sorted(self.keys.items(), key=lambda kv: -kv[1])[:3]
+        total = sum(self.keys.values()) or 1
+        tops = ", ".join(f"{n} {100 * t / total:.0f}%" for n, t in top)
+        return (
+            f"mspti-lens: host={self.host} rank={self.rank}: {self.calls:,} calls in {len(self.keys)} APIs, "
+            f"{self.seq} windows -> {self.dir}" + (f" (time: {tops})" if tops else "")
+        )
+
+
+def install_signal_handlers(writer: WindowWriter) -> None:
+    """On SIGTERM write the last window, then do what the program would have done (its own handler,
+    or die of the signal). SIGINT needs nothing: KeyboardInterrupt ends in atexit."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Any) -> None:
+        writer.finish(reason="SIGTERM")
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_term)

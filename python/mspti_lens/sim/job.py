@@ -1,0 +1,334 @@
+"""A multi-process simulated job: ``python -m mspti_lens.sim job --ranks N [--hosts H]
+[--slow-rank K] [--slow-link A-B]``.
+
+Every rank is a real process driving its own copy of the simulator, as every NPU process of a
+torch_npu job drives its own CANN. Their collectives meet in one shared-memory region (the
+simulator's ``multirank`` barrier, keyed by collective instance): a collective completes when
+every rank of its group has entered it, as HCCL's do, so one slow rank makes the others wait.
+With the virtual clock a waiting rank's clock jumps to the last arrival's time, so every
+duration is exact and deterministic; with the real clock ranks really wait.
+
+Per step a rank launches kernels (its compute), all-reduces its gradients over all ranks, swaps
+halos with one ring neighbour, the other one in the next step (HcclBatchSendRecv in rank pairs,
+when the rank count is even) and synchronises its stream. ``--slow-rank K`` makes rank K's compute slower;
+``--slow-link A-B`` makes the transfers between neighbours A and B slower. Everything here is
+SIMULATED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import mmap
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HCCL_ERRORS = {4: "HCCL_E_INTERNAL (the job was aborted: a peer died)", 9: "HCCL_E_TIMEOUT"}
+CLOCKS = ("virtual", "real")
+RANK_MODULE = "mspti_lens.sim"
+
+# Modelled durations (ns): a step's compute is LAUNCH_CHUNKS x LAUNCHES launches.
+LAUNCH_NS = 5_000
+LAUNCHES = 50
+LAUNCH_CHUNKS = 4
+JITTER = 0.04
+SLOW_RANK_FACTOR = 1.5
+ALLREDUCE_NS = 300_000
+SENDRECV_NS = 40_000
+SLOW_LINK_FACTOR = 5
+SYNC_NS = 20_000
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    ranks: int
+    hosts: int = 1
+    steps: int = 20
+    slow_rank: int | None = None
+    slow_link: tuple[int, int] | None = None
+    clock: str = "virtual"
+    step_delay: float = 0.0
+    timeout: float = 60.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.ranks, int) or not 1 <= self.ranks <= 1024:
+            raise ValueError(f"ranks must be an int in 1..1024, not {self.ranks!r}")
+        if not isinstance(self.hosts, int) or not 1 <= self.hosts <= self.ranks:
+            raise ValueError(f"hosts must be an int in 1..ranks ({self.ranks}), not {self.hosts!r}")
+        if not isinstance(self.steps, int) or self.steps < 0:
+            raise ValueError(f"steps must be an int >= 0, not {self.steps!r}")
+        if self.slow_rank is not None and not 0 <= self.slow_rank < self.ranks:
+            raise ValueError(f"slow rank {self.slow_rank} is not a rank of 0..{self.ranks - 1}")
+        if self.slow_link is not None:
+            a, b = self.slow_link
+            if not self.pairs or {a, b} not in [set(p) for p in self.pair_list()]:
+                raise ValueError(
+                    f"slow link {a}-{b} is not a link of the job: links join ring neighbours "
+                    f"(r and r+1, and {self.ranks - 1} and 0) and exist when ranks is even and >= 2"
+                )
+        if self.clock not in CLOCKS:
+            raise ValueError(f"unknown clock {self.clock!r}; valid clocks are {', '.join(CLOCKS)}")
+        if not self.timeout > 0 or not self.step_delay >= 0:
+            raise ValueError("timeout must be > 0 and step_delay >= 0 (seconds)")
+
+    @property
+    def pairs(self) -> bool:
+        return self.ranks >= 2 and self.ranks % 2 == 0
+
+    def pair_list(self) -> list[tuple[int, int]]:
+        """Link i joins ranks i and i+1 (mod ranks); its group is 1 + i."""
+        return [(i, (i + 1) % self.ranks) for i in range(self.ranks)] if self.pairs else []
+
+    @property
+    def groups(self) -> int:
+        return 1 + (self.ranks if self.pairs else 0)
+
+    def host_of(self, rank: int) -> int:
+        return rank * self.hosts // self.ranks
+
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+    lib.msimMultirankBytes.argtypes, lib.msimMultirankBytes.restype = [u32], u64
+    lib.msimMultirankAttach.argtypes = [ctypes.c_void_p, u64, u32, u32, u64]
+    lib.msimMultirankAttach.restype = u32
+    lib.msimMultirankGroup.argtypes, lib.msimMultirankGroup.restype = [u32, u32], u32
+    lib.msimMultirankAbort.restype = u32
+    return lib
+
+
+class _Region:
+    """This process's mapping of the job's shared region (kept for the life of the process)."""
+
+    def __init__(self, lib: ctypes.CDLL, path: str, plan: JobPlan):
+        size = int(lib.msimMultirankBytes(plan.groups))
+        fd = os.open(path, os.O_RDWR)
+        try:
+            self.mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self.words = (ctypes.c_uint64 * (size // 8)).from_buffer(self.mm)
+        rc = lib.msimMultirankAttach(
+            ctypes.addressof(self.words), size, plan.ranks, plan.groups, int(plan.timeout * 1000)
+        )
+        if rc != 0:
+            raise RuntimeError(f"the job region {path} is not usable by this simulator")
+
+
+def run_rank(plan: JobPlan, rank: int, region_path: str) -> int:
+    """One rank's loop. Returns the process exit code."""
+    from .driver import Simulator
+
+    sim = Simulator()
+    lib = _bind(sim.lib)
+    if plan.clock == "virtual":
+        sim.set_clock("virtual")
+    region = _Region(lib, region_path, plan)  # noqa: F841 - the mapping must stay alive
+    rng = random.Random(plan.seed * 1_000_003 + rank)
+    launch, allreduce = sim.api("aclrtLaunchKernel"), sim.api("HcclAllReduce")
+    sendrecv, sync = sim.api("HcclBatchSendRecv"), sim.api("aclrtSynchronizeStream")
+    links = plan.pair_list()
+    slow = SLOW_RANK_FACTOR if rank == plan.slow_rank else 1.0
+
+    def collective(api: int, name: str, group: int, size: int, ns: int) -> None:
+        lib.msimMultirankGroup(group, size)
+        rc = sim.lib.msimCall(api, ns)
+        if rc != 0:
+            why = HCCL_ERRORS.get(rc, f"error {rc}")
+            raise SystemExit(f"[simulated job] rank {rank}: {name} failed with {why}")
+
+    def swap(phase: int) -> None:
+        # Phase 0 pairs (0,1), (2,3), ...; phase 1 pairs (1,2), ..., (N-1,0).
+        if links:
+            i = rank if rank % 2 == phase else (rank - 1) % plan.ranks
+            slow_link = plan.slow_link is not None and set(links[i]) == set(plan.slow_link)
+            collective(
+                sendrecv, "HcclBatchSendRecv", 1 + i, 2, SENDRECV_NS * (SLOW_LINK_FACTOR if slow_link else 1)
+            )
+
+    try:
+        for step in range(plan.steps):
+            for _ in range(LAUNCH_CHUNKS):
+                ns = int(LAUNCH_NS * slow * (1 + JITTER * rng.random()))
+                sim.lib.msimCallMany(launch, ns, LAUNCHES)
+            collective(allreduce, "HcclAllReduce", 0, plan.ranks, ALLREDUCE_NS)
+            # One swap per step, after the all-reduce, alternating neighbours: the next all-reduce
+            # absorbs a slow link's delay, so only the two ranks of a slow link see long swaps.
+            swap(step % 2)
+            sim.lib.msimCall(sync, SYNC_NS)
+            if plan.step_delay:
+                time.sleep(plan.step_delay)
+    except SystemExit as e:
+        print(e.code, file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def _region_file(plan: JobPlan) -> str:
+    from .driver import Simulator
+
+    size = int(_bind(Simulator().lib).msimMultirankBytes(plan.groups))
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    fd, path = tempfile.mkstemp(prefix="mspti-lens-job-", dir=shm)
+    os.ftruncate(fd, size)
+    os.close(fd)
+    return path
+
+
+def _rank_env(plan: JobPlan, rank: int) -> dict[str, str]:
+    per_host = [r for r in range(plan.ranks) if plan.host_of(r) == plan.host_of(rank)]
+    env = dict(os.environ)
+    env.update(
+        {
+            "RANK": str(rank),
+            "WORLD_SIZE": str(plan.ranks),
+            "LOCAL_RANK": str(per_host.index(rank)),
+            "LOCAL_WORLD_SIZE": str(len(per_host)),
+            "RANK_ID": str(rank),
+            "RANK_SIZE": str(plan.ranks),
+        }
+    )
+    if plan.hosts > 1:
+        # Simulated hosts: mspti-lens's recorder takes its host name from this variable.
+        env["MSPTI_LENS_HOST"] = f"sim-host-{plan.host_of(rank)}"
+    return env
+
+
+def run_job(plan: JobPlan, quiet: bool = False) -> int:
+    """Start every rank, wait for all; a rank that dies aborts the others' collectives."""
+    path = _region_file(plan)
+    procs: list[subprocess.Popen] = []
+    try:
+        from .driver import Simulator
+
+        lib = _bind(Simulator().lib)
+        region = _Region(lib, path, plan)  # noqa: F841 - the launcher aborts the job through it
+        args = [
+            "--ranks",
+            str(plan.ranks),
+            "--hosts",
+            str(plan.hosts),
+            "--steps",
+            str(plan.steps),
+            "--clock",
+            plan.clock,
+            "--step-delay",
+            str(plan.step_delay),
+            "--timeout",
+            str(plan.timeout),
+            "--seed",
+            str(plan.seed),
+        ]
+        if plan.slow_rank is not None:
+            args += ["--slow-rank", str(plan.slow_rank)]
+        if plan.slow_link is not None:
+            args += ["--slow-link", f"{plan.slow_link[0]}-{plan.slow_link[1]}"]
+        for r in range(plan.ranks):
+            cmd = [sys.executable, "-m", RANK_MODULE, "rank", "--rank", str(r), "--region", path, *args]
+            procs.append(subprocess.Popen(cmd, env=_rank_env(plan, r)))
+        if not quiet:
+            print(
+                f"[simulated job] {plan.ranks} ranks on {plan.hosts} host(s), {plan.steps} steps, "
+                f"{plan.clock} clock; pids {', '.join(str(p.pid) for p in procs)}",
+                file=sys.stderr,
+                flush=True,
+            )
+        failed: list[int] = []
+        pending = set(range(plan.ranks))
+        while pending:
+            for r in sorted(pending):
+                rc = procs[r].poll()
+                if rc is None:
+                    continue
+                pending.discard(r)
+                if rc != 0:
+                    failed.append(r)
+                    lib.msimMultirankAbort()
+            time.sleep(0.02)
+        if failed and not quiet:
+            print(f"[simulated job] ranks {failed} failed", file=sys.stderr, flush=True)
+        return 1 if failed else 0
+    except KeyboardInterrupt:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.wait()
+        return 130
+    finally:
+        Path(path).unlink(missing_ok=True)
+
+
+def _link(text: str) -> tuple[int, int]:
+    try:
+        a, b = (int(x) for x in text.split("-"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a link is written A-B with two rank numbers, not {text!r}"
+        ) from None
+    return a, b
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ranks", type=int, required=True, help="ranks (processes) in the job")
+    p.add_argument("--hosts", type=int, default=1, help="simulated hosts the ranks are spread over")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--slow-rank", type=int, default=None, help="this rank's compute is 1.5x slower")
+    p.add_argument(
+        "--slow-link",
+        type=_link,
+        default=None,
+        help="A-B: transfers between ring neighbours A and B 5x slower",
+    )
+    p.add_argument(
+        "--clock", choices=CLOCKS, default="virtual", help="virtual: exact, deterministic durations"
+    )
+    p.add_argument("--step-delay", type=float, default=0.0, help="real seconds each rank sleeps per step")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds a collective waits for its peers")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def plan_of(args: argparse.Namespace) -> JobPlan:
+    return JobPlan(
+        ranks=args.ranks,
+        hosts=args.hosts,
+        steps=args.steps,
+        slow_rank=args.slow_rank,
+        slow_link=args.slow_link,
+        clock=args.clock,
+        step_delay=args.step_delay,
+        timeout=args.timeout,
+        seed=args.seed,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mspti_lens.sim", description="The bundled simulator's tools.")
+    sub = p.add_subparsers(dest="command", required=True)
+    j = sub.add_parser("job", help="run a simulated multi-process job (SIMULATED)")
+    add_arguments(j)
+    r = sub.add_parser("rank", help=argparse.SUPPRESS)
+    add_arguments(r)
+    r.add_argument("--rank", type=int, required=True)
+    r.add_argument("--region", required=True)
+    args = p.parse_args(argv)
+    try:
+        plan = plan_of(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.command == "rank":
+        return run_rank(plan, args.rank, args.region)
+    return run_job(plan)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

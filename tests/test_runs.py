@@ -1,0 +1,454 @@
+"""The runs tools piece by piece: the start hook, rank identity, the record command line, the
+slow-rank rules, the run's views. Process-level jobs are in test_runs_job_on_the_simulator.py."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mspti_lens
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mspti_lens.runs import hook, record, stragglers, writer
+from mspti_lens.runs.run import EmptyRunError, Run, RunWarning
+
+pytestmark = pytest.mark.timeout(120)
+WATCHDOG_S = 90
+PROGRAM = "import sys; print('program ran'); sys.exit(3)"
+
+
+def python_with_hook(env_extra: dict[str, str], code: str = PROGRAM, extra_path: list[str] = ()):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSPTI_LENS_")}
+    env["PYTHONPATH"] = os.pathsep.join([hook.SITE_DIR, *extra_path])
+    env.update(env_extra)
+    return subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=WATCHDOG_S
+    )
+
+
+# -- the start hook ----------------------------------------------------------------------------
+def test_the_hook_is_inert_without_its_variable():
+    p = python_with_hook({}, "import sys; print('mspti_lens' in sys.modules)")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "False\n", "")
+
+
+def test_the_site_hook_checks_the_hooks_own_variable():
+    text = (Path(hook.SITE_DIR) / "sitecustomize.py").read_text()
+    assert f'os.environ.get("{hook.RECORD_VARIABLE}")' in text
+
+
+def test_an_unwritable_output_is_one_line_at_start_and_the_program_runs(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    p = python_with_hook({hook.RECORD_VARIABLE: str(not_a_dir / "out"), hook.LIBRARY_VARIABLE: "sim"})
+    assert (p.returncode, p.stdout) == (3, "program ran\n")
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mspti-lens: not recording this process: cannot write to")
+
+
+def test_a_failure_to_subscribe_is_one_warning_line_and_the_program_runs(tmp_path):
+    p = python_with_hook({hook.RECORD_VARIABLE: str(tmp_path), hook.LIBRARY_VARIABLE: "/nowhere/libmspti.so"})
+    assert (p.returncode, p.stdout) == (3, "program ran\n")
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and "not recording this process (LibraryError" in lines[0], p.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_bad_interval_is_one_line_and_the_program_runs(tmp_path):
+    p = python_with_hook({hook.RECORD_VARIABLE: str(tmp_path), hook.INTERVAL_VARIABLE: "soon"})
+    assert (p.returncode, p.stdout) == (3, "program ran\n")
+    assert len(p.stderr.splitlines()) == 1 and "MSPTI_LENS_INTERVAL='soon'" in p.stderr
+
+
+def test_the_hook_chains_the_sitecustomize_it_shadows(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import builtins\nbuiltins.THEIRS = 'ran'\n")
+    p = python_with_hook({}, "print(THEIRS)", extra_path=[str(theirs)])
+    assert (p.returncode, p.stdout) == (0, "ran\n"), p.stderr
+
+
+def test_a_recorded_process_without_a_rank_variable_is_ranked_by_its_pid_on_the_simulator(tmp_path):
+    code = "import os, mspti_lens.sim as s; s.Simulator().call('aclrtMalloc', 10, 3); print(os.getpid())"
+    p = python_with_hook({hook.RECORD_VARIABLE: str(tmp_path), hook.LIBRARY_VARIABLE: "sim"}, code)
+    assert p.returncode == 0, p.stderr
+    pid = int(p.stdout)
+    r = mspti_lens.open_run(tmp_path).ranks()
+    assert r.select("rank", "calls", "complete").rows() == [(pid, 3, True)]
+
+
+@pytest.mark.parametrize("rank", [{}, {"RANK": "1"}])
+def test_a_process_that_makes_no_call_leaves_no_files_on_the_simulator(tmp_path, rank):
+    env = {hook.RECORD_VARIABLE: str(tmp_path), hook.LIBRARY_VARIABLE: "sim", **rank}
+    p = python_with_hook(env, "print(1)")
+    assert (p.returncode, p.stderr) == (0, "")
+    assert not list(tmp_path.iterdir())
+
+
+# -- rank identity ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "env, want",
+    [
+        ({"RANK": "3", "RANK_ID": "9"}, (3, "RANK")),
+        ({"OMPI_COMM_WORLD_RANK": "12"}, (12, "OMPI_COMM_WORLD_RANK")),
+        ({"PMI_RANK": "4"}, (4, "PMI_RANK")),
+        ({"RANK_ID": "7"}, (7, "RANK_ID")),
+        ({"RANK": "not a number", "RANK_ID": "2"}, (2, "RANK_ID")),
+        ({}, (os.getpid(), "pid")),
+    ],
+)
+def test_rank_identity_comes_from_launcher_variables_else_the_pid(env, want):
+    assert writer.rank_identity(env) == want
+
+
+def test_host_name_override_and_world_size():
+    assert writer.host_name({"MSPTI_LENS_HOST": "node/7"}) == "node_7"
+    assert writer.world_size({"WORLD_SIZE": "16"}) == 16
+    assert writer.world_size({"RANK_SIZE": "8"}) == 8
+    assert writer.world_size({}) is None
+
+
+# -- record ------------------------------------------------------------------------------------
+def _args(**kw) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    record.add_arguments(p)
+    a = p.parse_args(["--", "true"])
+    for k, v in kw.items():
+        setattr(a, k, v)
+    return a
+
+
+def test_record_preloads_a_real_library_and_not_the_simulator(tmp_path):
+    real = tmp_path / "libmspti.so"
+    real.write_bytes(b"")
+    e = record.child_env(_args(out=str(tmp_path), library=str(real)), env={"LD_PRELOAD": "libother.so"})
+    assert e["LD_PRELOAD"] == f"{real} libother.so"
+    assert e[hook.LIBRARY_VARIABLE] == str(real)
+    assert e["PYTHONPATH"].split(os.pathsep)[0] == hook.SITE_DIR
+    e = record.child_env(_args(out=str(tmp_path), library="sim"), env={"PYTHONPATH": "/theirs"})
+    assert "LD_PRELOAD" not in e
+    assert e["PYTHONPATH"] == os.pathsep.join([hook.SITE_DIR, "/theirs"])
+    assert e[hook.RECORD_VARIABLE] == str(tmp_path.resolve())
+
+
+def test_record_reports_an_unwritable_output_before_running_anything(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    marker = tmp_path / "ran"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mspti_lens",
+            "record",
+            "--out",
+            str(blocker / "x"),
+            "--",
+            "touch",
+            str(marker),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=WATCHDOG_S,
+    )
+    assert p.returncode == 2 and "cannot write to" in p.stderr and "choose another --out" in p.stderr
+    assert not marker.exists()
+
+
+def test_record_without_a_command_says_how(tmp_path):
+    p = subprocess.run(
+        [sys.executable, "-m", "mspti_lens", "record", "--out", str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=WATCHDOG_S,
+    )
+    assert p.returncode == 2 and "give the command after --" in p.stderr
+
+
+# -- the slow-rank rules -----------------------------------------------------------------------
+def test_dixon_names_an_abnormally_short_value_and_nothing_in_a_tight_group():
+    values = [810.0, 812.0, 809.0, 300.0, 811.0, 813.0, 810.5, 812.5]
+    i, test, q, crit = stragglers.vote(values)
+    assert (i, test) == (3, "dixon") and q > crit
+    i, test, q, crit = stragglers.vote([810.0, 812.0, 809.0, 808.0, 811.0])
+    assert i is None and q <= crit
+    assert stragglers.vote([1.0, 2.0])[0] is None  # two ranks: no test
+    assert stragglers.vote([5.0] * 10)[0] is None  # all equal: no outlier
+
+
+@pytest.mark.parametrize("n", [3, 7, 8, 10, 11, 13, 14, 50, 100])
+def test_dixon_uses_the_ratio_for_its_sample_size(n):
+    x = [float(i) ** 1.5 for i in range(n)]
+    if n <= 7:
+        want = (x[1] - x[0]) / (x[n - 1] - x[0])  # r10
+    elif n <= 10:
+        want = (x[1] - x[0]) / (x[n - 2] - x[0])  # r11
+    elif n <= 13:
+        want = (x[2] - x[0]) / (x[n - 2] - x[0])  # r21
+    else:
+        want = (x[2] - x[0]) / (x[n - 3] - x[0])  # r22
+    assert stragglers.dixon_ratio(x) == pytest.approx(want)
+
+
+def test_the_dixon_table_covers_3_to_100_ranks_and_matches_the_known_ends():
+    t = stragglers.DIXON_CRITICAL
+    assert sorted(t) == list(range(3, 101))
+    assert t[3] == pytest.approx(0.994, abs=0.002)  # r10, n=3, 99.5 % (Dixon 1951; Rorabacher 1991)
+    # Each ratio's critical value falls with n (within the Monte Carlo error of the table, ~0.001).
+    for lo, hi in ((3, 7), (8, 10), (11, 13), (14, 100)):
+        assert all(t[n] > t[n + 1] - 0.002 for n in range(lo, hi))
+        assert t[lo] > t[hi] + 0.01
+
+
+def test_above_100_ranks_the_rule_is_three_sigma():
+    base = [1000.0 + (i % 7) for i in range(200)]
+    i, test, z, crit = stragglers.vote(base[:57] + [900.0] + base[58:])
+    assert (i, test, crit) == (57, "3sigma", 3.0) and z > 3
+    assert stragglers.vote(base)[0] is None
+    # One rank far above the mean (a rank that waited far longer): the minimum is voted, as msprof-analyze does.
+    high = base[:199] + [5000.0]
+    assert stragglers.vote(high)[0] == min(range(200), key=lambda k: high[k])
+
+
+def test_send_and_receive_and_uneven_counts_are_left_out():
+    rows = []
+    for r in range(4):
+        rows.append(("h", r, "HcclSend", None, 5, 300.0 if r == 1 else 800.0))
+        rows.append(("h", r, "HcclAllReduce", None, 5 if r else 6, 300.0 if r == 1 else 800.0))
+        rows.append(("h", r, "HcclBroadcast", None, 5, 300.0 if r == 2 else 800.0 + r))
+    df = pl.DataFrame(rows, schema=["host", "rank", "name", "instance", "num_calls", "mean_ns"], orient="row")
+    s = stragglers.slow_ranks(df.with_columns(pl.col("instance").cast(pl.Int64)))
+    assert s.select("name", "slow_rank").rows() == [("HcclBroadcast", 2)]
+
+
+def test_hta_latest_start_counts_the_last_starters_per_rank():
+    starts = pl.DataFrame(
+        {
+            "host": ["h"] * 9,
+            "rank": [0, 1, 2] * 3,
+            "instance": [0, 0, 0, 1, 1, 1, 2, 2, 2],
+            "start_ns": [10, 50, 20, 11, 60, 12, 30, 20, 10],
+        }
+    )
+    late = stragglers.latest_starters(starts)
+    assert late.rows() == [("h", 1, 2), ("h", 0, 1)]
+    assert stragglers.latest_starters(starts, top_k=2)["late_count"].sum() == 6
+    with pytest.raises(ValueError, match="top_k"):
+        stragglers.latest_starters(starts, top_k=0)
+
+
+# -- opening runs ------------------------------------------------------------------------------
+def test_open_run_of_nothing_says_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="record one with"):
+        mspti_lens.open_run(tmp_path / "nope")
+    f = tmp_path / "f"
+    f.write_text("")
+    with pytest.raises(ValueError, match="not a directory"):
+        mspti_lens.open_run(f)
+
+
+def test_an_empty_run_has_empty_frames(tmp_path):
+    run = mspti_lens.open_run(tmp_path)
+    assert run.summary().height == 0 and run.by_rank().height == 0 and run.ranks().height == 0
+    with pytest.raises(EmptyRunError):
+        run.timeline()
+
+
+def _window(out: Path, host: str, rank: int, *, final: bool, values: list[int], world: int | None = None):
+    """A window file as a recording process writes it (a Snapshot of exact values + the meta)."""
+    snap = mspti_lens.Snapshot(mspti_lens._native.NativeSnapshot.from_values(values, "HcclAllReduce"), {})
+    d = writer.rank_dir(out, host, rank)
+    d.mkdir(parents=True, exist_ok=True)
+    snap.meta.update(host=host, rank=rank, pid=100 + rank, window=1, final=final, written=1000.0,
+                     interval_s=1.0, world_size=world)  # fmt: skip
+    snap.save(d / writer.window_name(1, 100 + rank))
+
+
+def test_ranks_flags_stale_incomplete_and_missing_ranks(tmp_path):
+    _window(tmp_path, "a", 0, final=True, values=[5, 6], world=4)
+    _window(tmp_path, "a", 1, final=False, values=[7], world=4)
+    _window(tmp_path, "b", 3, final=True, values=[8], world=4)
+    run = Run(tmp_path, stale_after=10.0)
+    r = run.ranks(now=1005.0)
+    assert r.select("rank", "host", "status").rows() == [
+        (0, "a", "complete"),
+        (1, "a", "incomplete"),
+        (2, None, "missing"),
+        (3, "b", "complete"),
+    ]
+    from mspti_lens.runs.view import run_html
+
+    page = run_html(run)
+    assert "INCOMPLETE" in page and "MISSING" in page and "4 min ago" not in page
+
+
+def test_a_lone_unfinished_rank_is_running_then_stale(tmp_path):
+    _window(tmp_path, "a", 0, final=False, values=[5])
+    run = Run(tmp_path, stale_after=10.0)
+    assert run.ranks(now=1005.0)["status"].to_list() == ["running"]
+    assert run.ranks(now=1011.0)["status"].to_list() == ["stale"]
+
+
+def test_a_file_url_opens_like_a_path(tmp_path):
+    _window(tmp_path, "a", 0, final=True, values=[5, 6, 7])
+    run = mspti_lens.open_run(f"file://{tmp_path}")
+    assert run.summary()["num_calls"].to_list() == [3]
+    assert run.summary()["max_ns"].to_list() == [7]
+
+
+def test_follow_returns_when_every_rank_is_complete(tmp_path):
+    _window(tmp_path, "a", 0, final=True, values=[5])
+    seen = []
+    mspti_lens.open_run(tmp_path).follow(every=0.01, show=seen.append, timeout=30)
+    assert len(seen) == 1
+    with pytest.raises(ValueError, match="every"):
+        mspti_lens.open_run(tmp_path).follow(every=0)
+
+
+def test_follow_stops_at_its_timeout(tmp_path):
+    _window(tmp_path, "a", 0, final=False, values=[5])
+    seen = []
+    mspti_lens.open_run(tmp_path).follow(every=0.01, show=seen.append, timeout=0.05)
+    assert len(seen) >= 1
+
+
+def test_rank_heatmap_draws_a_rank_by_window_grid(tmp_path):
+    from mspti_lens.plots import rank_heatmap
+
+    for r in range(3):
+        _window(tmp_path, "a", r, final=True, values=[100 * (r + 1)] * 2)
+    fig = rank_heatmap(mspti_lens.open_run(tmp_path), "HcclAllReduce")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["rank 0", "rank 1", "rank 2"]
+    assert ax.images[0].get_array().tolist() == [[0.1], [0.2], [0.3]]  # avg in µs
+    with pytest.raises(ValueError, match="functions recorded: HcclAllReduce"):
+        rank_heatmap(mspti_lens.open_run(tmp_path), "HcclBroadcast")
+    with pytest.raises(ValueError, match="valid metrics"):
+        rank_heatmap(mspti_lens.open_run(tmp_path), "HcclAllReduce", metric="p99")
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--ranks", "4", "--slow-rank", "9"], "slow rank 9 is not a rank of 0..3"),
+        (["--ranks", "4", "--slow-link", "0-2"], "slow link 0-2 is not a link of the job"),
+        (["--ranks", "3", "--slow-link", "0-1"], "exist when ranks is even"),
+        (["--ranks", "0"], "ranks must be an int in 1..1024"),
+        (["--ranks", "4", "--clock", "wall"], "invalid choice: 'wall'"),
+        (["--ranks", "4", "--slow-link", "zero-one"], "a link is written A-B"),
+    ],
+)
+def test_sim_job_refuses_bad_settings_naming_the_valid_ones(args, says):
+    p = subprocess.run(
+        [sys.executable, "-m", "mspti_lens.sim", "job", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=WATCHDOG_S,
+    )
+    assert p.returncode == 2 and says in p.stderr, p.stderr
+
+
+def test_the_run_view_refreshes_while_shown_and_stops_when_closed(tmp_path):
+    import time
+
+    from mspti_lens.runs.view import open_view
+
+    _window(tmp_path, "a", 0, final=False, values=[5], world=2)
+    view = open_view(str(tmp_path), every=0.02)
+    assert "MISSING" in view.value  # rank 1 of 2 has not reported yet
+    _window(tmp_path, "a", 1, final=True, values=[6], world=2)
+    deadline = time.monotonic() + 60
+    while "MISSING" in view.value and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "MISSING" not in view.value and "INCOMPLETE" in view.value  # rank 0 never finished
+    view.close()
+
+
+def test_record_preloads_the_library_discovery_finds(tmp_path, monkeypatch):
+    found = tmp_path / "lib64" / "libmspti.so"
+    monkeypatch.setattr(record, "real_libmspti", lambda: str(found))
+    assert record.child_env(_args(out=str(tmp_path)), env={})["LD_PRELOAD"] == str(found)
+    monkeypatch.setattr(record, "real_libmspti", lambda: None)  # only the simulator: nothing to preload
+    assert "LD_PRELOAD" not in record.child_env(_args(out=str(tmp_path)), env={})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["HcclAllReduce", "aclrtLaunchKernel", "aclrtMalloc"]),
+            st.lists(st.integers(0, 2**44), min_size=1, max_size=40),  # zero bucket and overflow too
+            min_size=1,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_merging_a_run_equals_merging_its_snapshots_for_any_values(tmp_path_factory, ranks):
+    from polars.testing import assert_frame_equal
+
+    out = tmp_path_factory.mktemp("prop")
+    snaps = []
+    for r, keys in enumerate(ranks):
+        snap = None
+        for name, values in keys.items():
+            one = mspti_lens._native.NativeSnapshot.from_values(values, name)
+            snap = one if snap is None else snap.merge(one)
+        s = mspti_lens.Snapshot(snap, {"host": "h", "rank": r, "pid": r, "window": 1, "final": True})
+        d = writer.rank_dir(out, "h", r)
+        d.mkdir(parents=True)
+        s.save(d / writer.window_name(1, r))
+        snaps.append(s)
+    want = snaps[0]
+    for s in snaps[1:]:
+        want = want.merge(s)
+    assert_frame_equal(mspti_lens.open_run(out).summary(), want.summary())
+
+
+def test_the_mspti_run_magic_shows_a_run_and_names_the_valid_commands(tmp_path):
+    pytest.importorskip("IPython")
+    from IPython.core.error import UsageError
+    from IPython.terminal.interactiveshell import TerminalInteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+    from IPython.utils.capture import capture_output
+
+    _window(tmp_path, "a", 0, final=True, values=[5, 6], world=2)
+    shell = start_ipython() or TerminalInteractiveShell.instance()
+    with capture_output():
+        shell.run_line_magic("load_ext", "mspti_lens")
+    try:
+        view = shell.run_line_magic("mspti", f"run {tmp_path}")
+        assert "MISSING" in view.value and "complete" in view.value  # rank 1 of 2 never reported
+        with pytest.raises(UsageError, match="one PATH"):
+            shell.run_line_magic("mspti", "run")
+        with pytest.raises(UsageError, match="record one with"):
+            shell.run_line_magic("mspti", f"run {tmp_path / 'nothing'}")
+    finally:
+        shell.run_line_magic("unload_ext", "mspti_lens")
+
+
+def test_a_window_of_another_format_version_is_skipped_naming_the_loadable_one(tmp_path):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _window(tmp_path, "a", 0, final=True, values=[5])
+    d = writer.rank_dir(tmp_path, "a", 1)
+    d.mkdir(parents=True)
+    old = d / writer.window_name(1, 7)
+    table = pa.table({"x": [1]}).replace_schema_metadata(
+        {"mspti_lens": json.dumps({"format": "mspti-lens-snapshot", "version": 3})}
+    )
+    pq.write_table(table, old)
+    with pytest.warns(RunWarning, match=r"version 3; this reads 2"):
+        run = mspti_lens.open_run(tmp_path)
+    assert run.summary()["num_calls"].to_list() == [1]
