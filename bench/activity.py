@@ -22,8 +22,8 @@ from pathlib import Path
 
 warnings.simplefilter("ignore")  # the simulated-backend warning: every result here is labelled
 
-import mspti_lens
-from mspti_lens import _native, sim
+import mspti_lens  # noqa: E402
+from mspti_lens import _native, sim  # noqa: E402
 
 GOAL_RECORDS_PER_S = 20e6
 GOAL_COMPLETE_NS = 2000.0
@@ -95,7 +95,8 @@ def render(r: dict) -> str:
         best = max(rates)
         L.append(
             f"| records aggregated per second, one core ({label}) | {statistics.median(rates) / 1e6:.1f} M "
-            f"| {best / 1e6:.1f} M | >= {GOAL_RECORDS_PER_S / 1e6:.0f} M | {status(best >= GOAL_RECORDS_PER_S)} |"
+            f"| {best / 1e6:.1f} M | >= {GOAL_RECORDS_PER_S / 1e6:.0f} M "
+            f"| {status(best >= GOAL_RECORDS_PER_S)} |"
         )
     for label, ns in r["complete"].items():
         m = statistics.median(ns)

@@ -37,6 +37,7 @@ def generate(root: Path, ranks: int, seed: int = 0) -> None:
     """Both layouts of the same calls: root/run (windows) and root/trace (one file per rank)."""
     import numpy as np
     import polars as pl
+
     from mspti_lens import Snapshot, _native
 
     rng = np.random.default_rng(seed)
@@ -83,8 +84,9 @@ def _rss() -> int:
 def child(kind: str, root: str) -> dict:
     import warnings
 
-    import mspti_lens
     import polars as pl
+
+    import mspti_lens
 
     warnings.simplefilter("ignore")
     base = _rss()

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from conftest import ROOT, compile_c, run_python
 
 u32, u64 = ctypes.c_uint32, ctypes.c_uint64
@@ -283,7 +284,14 @@ signal.alarm(60)  # watchdog: a hang fails the test instead of blocking CI
 from mspti_lens import Session
 path = sys.argv[1] if len(sys.argv) > 1 else {path!r}
 fa = ctypes.CDLL(path)
-fa.fa_launch.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64]
+fa.fa_launch.argtypes = [
+    ctypes.c_uint32,
+    ctypes.c_uint32,
+    ctypes.c_char_p,
+    ctypes.c_uint32,
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+]
 s = Session(path, enable=["LAUNCH"], activity=["kernel", "marker"]).start()
 for _ in range(500):
     fa.fa_launch(0, 1, b"K", 1, 1000, 0)

@@ -15,6 +15,7 @@ import warnings
 import polars as pl
 import pytest
 from export_data import RANGE_END_NS, ValuesSnapshot, nearest_rank, otel_index, workload
+
 from mspti_lens.export import send_otlp, to_hdr_log, to_otlp, to_perfetto, to_prometheus
 from mspti_lens.export.prometheus import CLASSIC_BOUNDS_NS, METRIC, native_spans
 from mspti_lens.export.series import series_of
@@ -102,19 +103,19 @@ def _metrics_proto():
                 f.type_name = tname
         return m
 
-    O, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED
-    msg("LabelPair", ("name", 1, F.TYPE_STRING, O, ""), ("value", 2, F.TYPE_STRING, O, ""))
-    msg("Gauge", ("value", 1, F.TYPE_DOUBLE, O, ""))
-    msg("Bucket", ("cumulative_count", 1, F.TYPE_UINT64, O, ""), ("upper_bound", 2, F.TYPE_DOUBLE, O, ""))
-    msg("BucketSpan", ("offset", 1, F.TYPE_SINT32, O, ""), ("length", 2, F.TYPE_UINT32, O, ""))
+    OPT, R = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+    msg("LabelPair", ("name", 1, F.TYPE_STRING, OPT, ""), ("value", 2, F.TYPE_STRING, OPT, ""))
+    msg("Gauge", ("value", 1, F.TYPE_DOUBLE, OPT, ""))
+    msg("Bucket", ("cumulative_count", 1, F.TYPE_UINT64, OPT, ""), ("upper_bound", 2, F.TYPE_DOUBLE, OPT, ""))
+    msg("BucketSpan", ("offset", 1, F.TYPE_SINT32, OPT, ""), ("length", 2, F.TYPE_UINT32, OPT, ""))
     h = msg(
         "Histogram",
-        ("sample_count", 1, F.TYPE_UINT64, O, ""),
-        ("sample_sum", 2, F.TYPE_DOUBLE, O, ""),
+        ("sample_count", 1, F.TYPE_UINT64, OPT, ""),
+        ("sample_sum", 2, F.TYPE_DOUBLE, OPT, ""),
         ("bucket", 3, F.TYPE_MESSAGE, R, ".io.prometheus.client.Bucket"),
-        ("schema", 5, F.TYPE_SINT32, O, ""),
-        ("zero_threshold", 6, F.TYPE_DOUBLE, O, ""),
-        ("zero_count", 7, F.TYPE_UINT64, O, ""),
+        ("schema", 5, F.TYPE_SINT32, OPT, ""),
+        ("zero_threshold", 6, F.TYPE_DOUBLE, OPT, ""),
+        ("zero_count", 7, F.TYPE_UINT64, OPT, ""),
         ("positive_span", 12, F.TYPE_MESSAGE, R, ".io.prometheus.client.BucketSpan"),
         ("positive_delta", 13, F.TYPE_SINT64, R, ""),
     )
@@ -122,14 +123,14 @@ def _metrics_proto():
     msg(
         "Metric",
         ("label", 1, F.TYPE_MESSAGE, R, ".io.prometheus.client.LabelPair"),
-        ("gauge", 2, F.TYPE_MESSAGE, O, ".io.prometheus.client.Gauge"),
-        ("histogram", 7, F.TYPE_MESSAGE, O, ".io.prometheus.client.Histogram"),
+        ("gauge", 2, F.TYPE_MESSAGE, OPT, ".io.prometheus.client.Gauge"),
+        ("histogram", 7, F.TYPE_MESSAGE, OPT, ".io.prometheus.client.Histogram"),
     )
     msg(
         "MetricFamily",
-        ("name", 1, F.TYPE_STRING, O, ""),
-        ("help", 2, F.TYPE_STRING, O, ""),
-        ("type", 3, F.TYPE_INT32, O, ""),
+        ("name", 1, F.TYPE_STRING, OPT, ""),
+        ("help", 2, F.TYPE_STRING, OPT, ""),
+        ("type", 3, F.TYPE_INT32, OPT, ""),
         ("metric", 4, F.TYPE_MESSAGE, R, ".io.prometheus.client.Metric"),
     )
     pool = descriptor_pool.DescriptorPool()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from test_notebooks import assert_clean, cell, images, run, stdout, texts
 
 pytest.importorskip("prometheus_client")

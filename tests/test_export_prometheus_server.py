@@ -18,10 +18,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from export_data import RANGE_END_NS, nearest_rank, otel_index, workload
 
 from mspti_lens.export import serve
-
-from export_data import RANGE_END_NS, nearest_rank, otel_index, workload
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = [

@@ -10,9 +10,10 @@ import time
 import urllib.error
 import urllib.request
 
-import mspti_lens
 import pytest
 from export_data import workload
+
+import mspti_lens
 from mspti_lens.export import serve
 from mspti_lens.export.prometheus import PROTOBUF_CONTENT_TYPE
 

@@ -9,11 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import mspti_lens
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import mspti_lens
 from mspti_lens.runs import hook, record, stragglers, writer
 from mspti_lens.runs.run import EmptyRunError, Run, RunWarning
 
@@ -212,7 +213,8 @@ def test_above_100_ranks_the_rule_is_three_sigma():
     i, test, z, crit = stragglers.vote(base[:57] + [900.0] + base[58:])
     assert (i, test, crit) == (57, "3sigma", 3.0) and z > 3
     assert stragglers.vote(base)[0] is None
-    # One rank far above the mean (a rank that waited far longer): the minimum is voted, as msprof-analyze does.
+    # One rank far above the mean (a rank that waited far longer): the minimum is voted, as
+    # msprof-analyze does.
     high = base[:199] + [5000.0]
     assert stragglers.vote(high)[0] == min(range(200), key=lambda k: high[k])
 

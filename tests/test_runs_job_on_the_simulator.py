@@ -15,13 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-import mspti_lens
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
+
+import mspti_lens
 from mspti_lens.runs.run import RunWarning
 from mspti_lens.sim import job
 from mspti_lens.snapshot import Snapshot
-from polars.testing import assert_frame_equal
 
 pytestmark = pytest.mark.timeout(240)
 WATCHDOG_S = 180

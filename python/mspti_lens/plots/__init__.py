@@ -16,8 +16,8 @@ from .host import (
     plot,
     to_png,
 )
-from .timeline import timeline  # issue 13
 from .runs import rank_heatmap
+from .timeline import timeline  # issue 13
 
 __all__ = [
     "BINS_PER_DECADE",

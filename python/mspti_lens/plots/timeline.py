@@ -5,7 +5,8 @@ steps across its interval, p50 solid and p99 dashed in the API's colour, on a lo
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import polars as pl
 

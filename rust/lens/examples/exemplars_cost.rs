@@ -22,7 +22,7 @@ fn durations(n: usize) -> Vec<u64> {
             x ^= x >> 7;
             x ^= x << 17;
             let u = (x >> 11) as f64 / (1u64 << 53) as f64;
-            let z = (u.max(1e-12).ln() * -2.0).sqrt() * (6.283_185_307 * u).cos();
+            let z = (u.max(1e-12).ln() * -2.0).sqrt() * (std::f64::consts::TAU * u).cos();
             (5_000.0 * (0.6 * z).exp()) as u64
         })
         .collect()

@@ -103,7 +103,7 @@ impl Exemplars {
             |s: &Slot| (s.window.load(Ordering::Relaxed) == tag).then(|| s.duration.load(Ordering::Relaxed));
         // The slot to replace: a free one, else the fastest kept (None orders before Some).
         let (i, smallest) = bank.iter().map(kept).enumerate().min_by_key(|&(_, d)| d).expect("K > 0");
-        if smallest.map_or(true, |m| duration > m) {
+        if smallest.is_none_or(|m| duration > m) {
             write(&bank[i], tag, duration, start, u64::from(thread_id()));
         }
         // The K-th largest now: the smallest kept, or 0 while a slot is free.
