@@ -186,7 +186,14 @@ class DeviceData:
         try:
             marks = [(str(a), str(b), bool(c), int(d)) for a, b, c, d in s.get("marks", [])]
             native = _native.NativeDeviceSnapshot.from_state(
-                *[s[k] for k in ("table", "key0", "key1", "key2", "metric", "bytes", "sum", "sum_sq")],
+                s["table"],
+                s["key0"],
+                s["key1"],
+                s["key2"],
+                s["metric"],
+                s["bytes"],
+                s["sum"],
+                s["sum_sq"],
                 s["min"],
                 s["max"],
                 s["overflow"],

@@ -12,7 +12,7 @@ import polars as pl
 
 from .catalog import DOMAIN_NAMES, callback
 
-SLOWEST_SCHEMA = {
+SLOWEST_SCHEMA: dict[str, Any] = {
     "domain": pl.String,
     "callback": pl.String,
     "name": pl.String,

@@ -7,12 +7,14 @@ row here is one interval of one API: its calls and p50/p99 by the histogram's ow
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from . import _native
 from .catalog import DOMAIN_NAMES, callback
 
-TIMELINE_SCHEMA = {
+TIMELINE_SCHEMA: dict[str, Any] = {
     "start": pl.Datetime("ns", "UTC"),
     "end": pl.Datetime("ns", "UTC"),
     "domain": pl.String,

@@ -92,7 +92,7 @@ def to_perfetto(
     lanes: set[tuple[int, int]] = set()
 
     if slowest is not None and len(slowest):
-        cols = SLOWEST_COLUMNS
+        cols: tuple[str, ...] = SLOWEST_COLUMNS
         _need(slowest, "slowest", cols)
         for row in slowest.iter_rows(named=True):
             tid = int(row["thread_id"])

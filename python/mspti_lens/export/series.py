@@ -68,6 +68,7 @@ class Series:
             if self.max_ns > RANGE_MAX_NS
             else bucket_index(max(self.max_ns, 1))
         )
+        assert i is not None  # bucket_index is None only for 0 ns and beyond the range
         b[i] = b.get(i, 0) + self.overflow
         return dict(sorted(b.items()))
 

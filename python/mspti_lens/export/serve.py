@@ -109,6 +109,8 @@ class MetricsServer:
                 "or port=0 for a free one",
             ) from None
         assert self._server is not None
+        self.address: str
+        self.port: int
         self.address, self.port = self._server.sockets[0].getsockname()[:2]
 
     @property

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -55,7 +55,7 @@ def list_windows(root: str) -> list[str]:
     pattern = f"host=*/rank=*/{WINDOW_GLOB}"
     if _is_url(root):
         try:
-            import fsspec
+            import fsspec  # type: ignore[import-not-found]  # optional: remote runs only
         except ImportError:
             found = (
                 pl.scan_parquet(f"{root.rstrip('/')}/{pattern}", include_file_paths="p").select("p").unique()
@@ -194,8 +194,8 @@ class Run:
             "label": " + ".join(labels),
             "simulated": bool(files["simulated"].any()) if files.height else False,
             "clock": ",".join(sorted(set(files["clock"].to_list()))),
-            "window_start": float(files["window_start"].min() or 0.0) if files.height else 0.0,
-            "window_end": float(files["window_end"].max() or 0.0) if files.height else 0.0,
+            "window_start": float(cast(float, files["window_start"].min()) or 0.0) if files.height else 0.0,
+            "window_end": float(cast(float, files["window_end"].max()) or 0.0) if files.height else 0.0,
             "run": self.root,
             "ranks": files.select("host", "rank").n_unique() if files.height else 0,
         }
@@ -214,7 +214,10 @@ class Run:
         if self._snapshot is None:
 
             def q(lf: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-                return tuple(pl.collect_all(merge_saved(lf), engine="streaming"))  # one pass over the files
+                state, buckets = pl.collect_all(
+                    merge_saved(lf), engine="streaming"
+                )  # one pass over the files
+                return state, buckets
 
             state, buckets = self._collect(q)
             self._snapshot = snapshot_from_state(
@@ -232,7 +235,8 @@ class Run:
             return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64, **self.summary().schema})
 
         def q(lf: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-            return tuple(pl.collect_all(merge_saved(lf, by=("host", "rank")), engine="streaming"))
+            state, buckets = pl.collect_all(merge_saved(lf, by=("host", "rank")), engine="streaming")
+            return state, buckets
 
         state, buckets = self._collect(q)
         parts = []
@@ -295,7 +299,7 @@ class Run:
         process of the rank wrote its final window (``complete``) and a status (``STATUSES``)."""
         now = time.time() if now is None else now
         f = self._files
-        interval = float(f["interval_s"].max() or 0.0) if f.height else 0.0
+        interval = float(cast(float, f["interval_s"].max()) or 0.0) if f.height else 0.0
         stale_after = self.stale_after if self.stale_after is not None else max(3 * interval, 1.0)
         per_pid = f.group_by("host", "rank", "pid").agg(pl.col("final").any(), pl.col("written").max())
         per_rank = per_pid.group_by("host", "rank").agg(
@@ -329,7 +333,7 @@ class Run:
         world = f["world_size"].drop_nulls().max() if f.height else None
         if world:
             seen = set(out["rank"].to_list())
-            missing = [r for r in range(int(world)) if r not in seen]
+            missing = [r for r in range(int(cast(int, world))) if r not in seen]
             if missing:
                 gone = pl.DataFrame(
                     {"host": [None] * len(missing), "rank": missing, "status": ["missing"] * len(missing)},
