@@ -276,6 +276,27 @@ def test_panel_command_returns_a_live_panel(ip, sim):
     ip.run_line_magic("config", "MsptiMagics.library = 'sim'")
 
 
+def test_panel_run_shows_a_recorded_run_beside_the_calls(ip, sim, tmp_path):
+    from IPython.core.error import UsageError
+
+    import mspti_lens
+    from mspti_lens.runs import writer
+
+    snap = mspti_lens.Snapshot(mspti_lens._native.NativeSnapshot.from_values([5], "HcclAllReduce"), {})
+    d = writer.rank_dir(tmp_path, "a", 0)
+    d.mkdir(parents=True)
+    snap.meta.update(host="a", rank=0, pid=100, window=1, final=True, written=1000.0,
+                     interval_s=1.0, world_size=2)  # fmt: skip
+    snap.save(d / writer.window_name(1, 100))
+    with pytest.raises(UsageError, match="record one with"):
+        ip.run_line_magic("mspti", f"panel --run {tmp_path / 'nothing'}")
+    assert magics(ip).session is None  # a bad folder is said before recording starts
+    panel = ip.run_line_magic("mspti", f"panel --run {tmp_path}")
+    assert panel.panel.run is not None and panel.panel.running
+    assert "MISSING" in panel.run_view.value and "complete" in panel.run_view.value  # rank 1 of 2
+    assert "--run DIR" in ip.find_line_magic("mspti").__doc__
+
+
 @pytest.mark.parametrize(
     "line, expected",
     [

@@ -454,3 +454,44 @@ def test_a_window_of_another_format_version_is_skipped_naming_the_loadable_one(t
     with pytest.warns(RunWarning, match=r"version 3; this reads 2"):
         run = mspti_lens.open_run(tmp_path)
     assert run.summary()["num_calls"].to_list() == [1]
+
+
+# -- issue 13.3: record --prometheus PORT ------------------------------------------------------------
+def test_a_recorded_process_serves_metrics_and_says_where_on_the_simulator(tmp_path):
+    code = f"""
+import glob, urllib.request, mspti_lens.sim as s
+s.Simulator().call('aclrtMalloc', 10, 3)
+[f] = glob.glob({str(tmp_path)!r} + '/host=*/rank=*/metrics-pid*.url')
+url = open(f).read().strip()
+print(url)
+print(urllib.request.urlopen(url, timeout=30).read().decode())
+"""
+    p = python_with_hook(
+        {hook.RECORD_VARIABLE: str(tmp_path), hook.LIBRARY_VARIABLE: "sim", hook.PROMETHEUS_VARIABLE: "0"},
+        code,
+    )
+    assert p.returncode == 0, p.stderr
+    url, body = p.stdout.split("\n", 1)
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
+    assert "aclrtMalloc" in body
+    assert mspti_lens.open_run(tmp_path).ranks()["calls"].to_list() == [3]  # still recorded
+
+
+def test_a_port_that_cannot_be_served_is_one_line_and_the_recording_goes_on_on_the_simulator(tmp_path):
+    code = "import mspti_lens.sim as s; s.Simulator().call('aclrtMalloc', 10, 2)"
+    env = {hook.RECORD_VARIABLE: str(tmp_path), hook.LIBRARY_VARIABLE: "sim", hook.PROMETHEUS_VARIABLE: "x"}
+    p = python_with_hook(env, code)
+    assert p.returncode == 0 and "not serving /metrics" in p.stderr
+    assert mspti_lens.open_run(tmp_path).ranks()["calls"].to_list() == [2]
+
+
+def test_the_metrics_port_is_port_plus_the_local_rank_and_record_passes_it_on(tmp_path):
+    assert hook.metrics_port(9464, {}) == 9464
+    assert hook.metrics_port(9464, {"LOCAL_RANK": "3", "RANK": "11"}) == 9467
+    assert hook.metrics_port(9464, {"OMPI_COMM_WORLD_LOCAL_RANK": "1"}) == 9465
+    assert hook.metrics_port(0, {"LOCAL_RANK": "3"}) == 0  # a free port per process
+    e = record.child_env(_args(out=str(tmp_path), prometheus=9464), env={})
+    assert e[hook.PROMETHEUS_VARIABLE] == "9464"
+    assert hook.PROMETHEUS_VARIABLE not in record.child_env(_args(out=str(tmp_path)), env={})
+    with pytest.raises(ValueError, match="0..65535"):
+        record.main(_args(out=str(tmp_path), prometheus=70000))

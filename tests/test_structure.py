@@ -104,7 +104,7 @@ def test_panel_and_magics_offer_the_kinds_of_the_one_dispatch_on_the_simulator(s
         sim.run_workload("training", steps=1, ranks=8, threads=1, seed=3)
         p = panel.Panel(s)
         view = p.refresh()
-        with pytest.raises(ValueError, match="valid kinds are distribution, cdf, hccl, launch"):
+        with pytest.raises(ValueError, match="valid kinds are distribution, cdf, hccl, launch, timeline"):
             plots.plot(view.snapshot, "pie")
         for kind in plots.KINDS:
             p.set_plot_kind(kind)

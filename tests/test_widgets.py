@@ -278,3 +278,106 @@ def test_closing_the_session_leaves_a_static_final_view(sim):
     final = cp.widget.children[0].value
     assert "mspti-lens-final" in final and "aclrtMalloc" in final and "<img" in final
     assert "session closed" in final and "mspti-lens-panel" not in cp.widget._dom_classes
+
+
+# -- issue 13 and 12 in the panel: the slowest calls, the timeline plot, a recorded run ------------
+@pytest.fixture
+def virtual(sim):
+    sim.set_clock("virtual")
+    yield sim
+    sim.set_clock("real")
+
+
+def test_the_panel_lists_the_slowest_calls_kept_and_refreshes_them_on_the_simulator(virtual):
+    sim = virtual
+    with Session(library="sim", clock="mspti", enable=["runtime"]) as s:
+        s.start()
+        sim.call("aclrtMalloc", work_ns=1_000, count=5)
+        sim.call("aclrtSynchronizeStream", work_ns=5_000_000, count=2)
+        cp = ControlPanel(s, interval=0.05, auto_refresh=False, slowest=4)
+        try:
+            page = cp.slowest.value
+            assert "slowest 4 calls kept" in page and "SIMULATED" in page
+            # 2 synchronizes, then 2 of the 5 mallocs (at most 3 per API, 4 in all), slowest first
+            assert page.count("aclrtSynchronizeStream") == 2 and page.count("aclrtMalloc") == 2
+            assert page.index("aclrtSynchronizeStream") < page.index("aclrtMalloc")
+            assert "5.00 ms" in page and "1.00 µs" in page
+            sim.call("aclrtFree", work_ns=9_000_000, count=1)
+            cp.refresh()
+            assert cp.slowest.value.index("aclrtFree") < cp.slowest.value.index("aclrtSynchronizeStream")
+            assert "aclrtFree" in cp.final_html("closed")  # the final view keeps the list
+        finally:
+            cp.close()
+    with pytest.raises(ValueError, match="slowest must be an int >= 0"):
+        Panel(s, slowest=-1)
+
+
+def test_the_panel_plots_the_timeline_live_on_the_simulator(virtual):
+    from mspti_lens import _native
+
+    sim = virtual
+    with Session(library="sim", clock="mspti", enable=["runtime"], interval=3600.0) as s:
+        s.start()
+        sim.call("aclrtMalloc", work_ns=1_000, count=10)
+        _native.timeline_tick()
+        cp = ControlPanel(s, interval=0.05, auto_refresh=False)
+        try:
+            assert "timeline" in cp.kind.options
+            cp.kind.value = "timeline"
+            first = cp.plot.value
+            assert cp.panel.plot_kind == "timeline" and first and cp.plot.layout.display == ""
+            labels = {ln.get_label() for ln in cp.panel.figure().axes[0].get_lines()}
+            assert labels == {"aclrtMalloc p50", "aclrtMalloc p99"}
+            sim.call("aclrtFree", work_ns=2_000, count=10)
+            _native.timeline_tick()
+            cp.refresh()  # what the refresh thread does while the session runs
+            assert cp.plot.value != first
+            labels = {ln.get_label() for ln in cp.panel.figure().axes[0].get_lines()}
+            assert {"aclrtFree p50", "aclrtFree p99"} <= labels
+        finally:
+            cp.close()
+
+
+def test_without_an_interval_the_timeline_plot_says_so_in_its_axes(session, sim):
+    from mspti_lens import plots
+
+    p = Panel(session, plot_kind="timeline")
+    sim.call("aclrtMalloc", 1000, 5)
+    view = p.refresh()
+    texts = [t.get_text() for ax in p.figure(view).axes for t in ax.texts]
+    assert any("interval=" in t for t in texts)
+    frame_fig = plots.plot(view.snapshot.histogram(), "timeline")  # a histogram frame has no timeline
+    assert any("interval=" in t.get_text() for t in frame_fig.axes[0].texts)
+
+
+def _run_window(out, host: str, rank: int, *, final: bool, world: int):
+    """One window file of a rank, as a recording process writes it (see tests/test_runs.py)."""
+    import mspti_lens
+    from mspti_lens.runs import writer
+
+    native = mspti_lens._native.NativeSnapshot.from_values([5, 6], "HcclAllReduce")
+    snap = mspti_lens.Snapshot(native, {})
+    d = writer.rank_dir(out, host, rank)
+    d.mkdir(parents=True, exist_ok=True)
+    snap.meta.update(host=host, rank=rank, pid=100 + rank, window=1, final=final, written=1000.0,
+                     interval_s=1.0, world_size=world)  # fmt: skip
+    snap.save(d / writer.window_name(1, 100 + rank))
+
+
+def test_the_panel_shows_a_recorded_run_and_refreshes_it(session, tmp_path):
+    _run_window(tmp_path, "a", 0, final=True, world=2)
+    cp = ControlPanel(session, interval=0.05, auto_refresh=False, run=str(tmp_path))
+    try:
+        assert cp.run_view.layout.display == "" and cp.run_view in cp.widget.children
+        assert "MISSING" in cp.run_view.value and "complete" in cp.run_view.value  # rank 1 of 2
+        _run_window(tmp_path, "a", 1, final=True, world=2)
+        cp.refresh()
+        assert "MISSING" not in cp.run_view.value and "2 ranks reporting" in cp.run_view.value
+    finally:
+        cp.close()
+    assert "2 ranks reporting" in cp.widget.children[0].value  # the final view keeps the run
+    plain = ControlPanel(session, interval=0.05, auto_refresh=False)
+    assert plain.run_view.layout.display == "none" and plain.panel.last.run_html is None
+    plain.close()
+    with pytest.raises(TypeError, match="folder of a recorded run"):
+        Panel(session, run=42)

@@ -56,7 +56,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "status": Subcommand("", 0, "state, enabled callbacks per domain, calls, counters"),
     "summary": Subcommand("[--all]", 0, "the table of the last %%mspti cell or of the current window"),
     "plot": Subcommand("[-k KIND] [--density]", 0, "a figure of it: " + " | ".join(PLOT_KINDS)),
-    "panel": Subcommand("", 0, "the live control panel (starts recording)"),
+    "panel": Subcommand(
+        "[--run DIR]", 0, "the live control panel (starts recording); --run DIR also shows a recorded run"
+    ),
     "save": Subcommand(
         "PATH", 1, "write it as .parquet (a snapshot mspti_lens.load reads) or .csv (the table)"
     ),
@@ -290,6 +292,12 @@ class MsptiMagics(Magics):
         "-t", "--top", type=int, default=None, help="rows of the table, 0 for all (default: %%config top)"
     )
     @argument("-o", "--out", metavar="NAME", default=None, help="also store the snapshot in this variable")
+    @argument(
+        "--run",
+        metavar="DIR",
+        default=None,
+        help="panel: also show this recorded run's ranks (python -m mspti_lens record --out DIR)",
+    )
     @argument("--all", action="store_true", help="summary/plot/save: every window of the session")
     @argument(
         "--library", default=None, help="start: 'sim' or a path to libmspti.so (default: %%config library)"
@@ -451,12 +459,17 @@ class MsptiMagics(Magics):
     def _cmd_panel(self, args):
         from .widget import ControlPanel
 
+        run = None
+        if args.run is not None:  # opened first: a bad folder is said before recording starts
+            from ..runs.run import open_run
+
+            run = open_run(os.path.expanduser(args.run))
         session = self._ensure_session(args, self._targets(args))
         if not session.running:
             session.start()  # a panel is for watching calls arrive
         self.cell = None
         panel = ControlPanel(
-            session, interval=self.refresh, unit=self._unit(args), top=self._top(args) or 10**6
+            session, interval=self.refresh, unit=self._unit(args), top=self._top(args) or 10**6, run=run
         )
         self.panels.append(panel)
         return panel

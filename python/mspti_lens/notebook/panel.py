@@ -11,6 +11,7 @@ at once, while the user's code keeps running on other threads.
 >>> p.set_domain("hccl", False)          # MSPTI stops delivering HCCL callbacks now
 >>> p.search("launch")                   # the callback picker's options matching "launch"
 >>> view = p.refresh()                   # table, counters, backend label; view.figure() to plot
+>>> Panel(session, run="out/")           # also shows a recorded run's ranks (mspti_lens.runs.view)
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
 from ..catalog import DOMAINS, Callback, enableable
 from ..plots.host import KINDS
+from ..runs.view import refreshed_run_html
 from ..session import Session
-from ..snapshot import Snapshot, check_unit, frame_html
+from ..snapshot import Snapshot, check_unit, format_ns, frame_html
 
 PLOT_KINDS = KINDS  # defined once, with the dispatch, in mspti_lens.plots
 
@@ -75,6 +78,8 @@ class View:
     calls: int
     taken_at: float = field(default_factory=time.time)
     error: str | None = None
+    slowest: pl.DataFrame = field(default_factory=pl.DataFrame)  # Snapshot.slowest(), cut to N
+    run_html: str | None = None  # the run's view (runs/view.py) when the panel follows a run
 
     def status_text(self) -> str:
         state = "running" if self.running else "stopped"
@@ -102,13 +107,32 @@ class View:
         caption = f"{shown} of {n} APIs by total time" if shown < n else f"{n} APIs by total time"
         return frame_html(self.table, caption + (" · SIMULATED" if self.simulated else ""))
 
+    def slowest_html(self) -> str:
+        """The slowest calls kept (exemplars), slowest first: which call, on which thread, when."""
+        if not len(self.slowest):
+            return ""
+        shown = self.slowest.select(
+            "name",
+            "callback",
+            pl.col("thread_id").alias("thread"),
+            pl.col("start").dt.strftime("%H:%M:%S%.6f").alias("start (UTC)"),
+            pl.col("duration_ns").map_elements(format_ns, return_dtype=pl.String).alias("duration"),
+        )
+        caption = f"slowest {len(shown)} calls kept" + (" · SIMULATED" if self.simulated else "")
+        return frame_html(shown, caption)
+
 
 class Panel:
     """State and actions of the control panel, bound to one :class:`Session`.
 
-    ``unit`` and ``top`` shape the summary table; ``plot_kind`` is one of
-    :data:`PLOT_KINDS`. ``on_change`` callbacks are called with the new :class:`View` after
-    every action and refresh (the widgets use this to redraw)."""
+    ``unit`` and ``top`` shape the summary table; ``slowest`` is how many of the slowest calls
+    kept (at most ``SLOWEST_PER_API`` per API) the second table lists (0: none); ``plot_kind`` is
+    one of :data:`PLOT_KINDS`. ``run`` (a folder of ``python -m mspti_lens record --out DIR``, or
+    a :class:`mspti_lens.runs.run.Run`) adds that run's ranks, re-read at every refresh.
+    ``on_change`` callbacks are called with the new :class:`View` after every action and refresh
+    (the widgets use this to redraw)."""
+
+    SLOWEST_PER_API = 3  # so that one slow API does not fill the whole list
 
     def __init__(
         self,
@@ -118,6 +142,8 @@ class Panel:
         top: int = 15,
         plot_kind: str = "distribution",
         export_dir: str | os.PathLike = ".",
+        slowest: int = 10,
+        run: Any = None,
     ):
         if not isinstance(session, Session):
             raise TypeError(f"Panel needs a mspti_lens.Session, not {type(session).__name__}")
@@ -126,12 +152,26 @@ class Panel:
         if not isinstance(top, int) or top < 1:
             raise ValueError(f"top must be a positive int, not {top!r}")
         self.top = top
+        if not isinstance(slowest, int) or isinstance(slowest, bool) or slowest < 0:
+            raise ValueError(f"slowest must be an int >= 0 (calls to list; 0 for none), not {slowest!r}")
+        self.slowest = slowest
+        self.run = self._open_run(run)
         self.plot_kind = self._check_kind(plot_kind)
         self.export_dir = os.fspath(export_dir)
         self.windows: list[Snapshot] = []  # windows closed by reset(), newest last
         self.last: View | None = None
         self.on_change: list[Callable[[View], None]] = []
         self._options = options()
+
+    @staticmethod
+    def _open_run(run: Any):
+        if run is None or hasattr(run, "ranks"):
+            return run
+        if not isinstance(run, (str, os.PathLike)):
+            raise TypeError(f"run must be a folder of a recorded run or a Run, not {type(run).__name__}")
+        from ..runs.run import open_run
+
+        return open_run(os.path.expanduser(os.fspath(run)))
 
     @staticmethod
     def _check_kind(kind: str) -> str:
@@ -287,6 +327,10 @@ class Panel:
             unmatched=int(counters.get("unmatched", 0)),
             in_flight=int(counters.get("in_flight", 0)),
             calls=snap.total_calls,
+            slowest=snap.slowest(per_api=self.SLOWEST_PER_API).head(self.slowest)
+            if self.slowest and len(snap)
+            else pl.DataFrame(),
+            run_html=None if self.run is None else refreshed_run_html(self.run),
         )
         self.last = view
         for cb in list(self.on_change):

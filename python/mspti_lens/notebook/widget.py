@@ -4,11 +4,13 @@
 >>> ControlPanel(session)                             # shows the panel in a notebook
 
 A toggle per domain (showing "12 of 36" when a domain is partly enabled), a searchable list of
-checkboxes, one per callback id (a click toggles that one), start / stop / reset / export, and a
-summary table and latency plot that refresh every ``interval`` seconds on a background thread
-while collection runs, so the kernel stays free for the user's own cells. Widgets hold no logic
-of their own: each one calls a :class:`Panel` method. When the session closes (or ``close()``),
-the panel leaves a static final view in the notebook: the last table and plot.
+checkboxes, one per callback id (a click toggles that one), start / stop / reset / export, a
+summary table, the slowest calls kept, a latency plot (any of ``PLOT_KINDS``, "timeline" for p50/p99
+over time) and, with ``run=DIR``, a recorded run's ranks, all refreshed every ``interval`` seconds
+on a background thread while collection runs, so the kernel stays free for the user's own
+cells. Widgets hold no logic of their own: each one calls a :class:`Panel` method. When the
+session closes (or ``close()``), the panel leaves a static final view in the notebook: the last
+tables and plot.
 """
 
 from __future__ import annotations
@@ -48,12 +50,18 @@ class ControlPanel:
         top: int = 15,
         plot: bool = True,
         auto_refresh: bool = True,
+        slowest: int = 10,
+        run: Any = None,
     ):
         w = require("ipywidgets")
         self._w = w
         if not interval > 0:
             raise ValueError(f"interval must be > 0 seconds, not {interval!r}")
-        self.panel = session if isinstance(session, Panel) else Panel(session, unit=unit, top=top)
+        self.panel = (
+            session
+            if isinstance(session, Panel)
+            else Panel(session, unit=unit, top=top, slowest=slowest, run=run)
+        )
         self.interval = float(interval)
         self.show_plot = plot
         self._lock = threading.RLock()
@@ -137,6 +145,9 @@ class ControlPanel:
         )
         self.kind.observe(self._on_kind, names="value")
         self.table = w.HTML()
+        self.slowest = w.HTML()  # the slowest calls kept (Snapshot.slowest), under the summary
+        self.run_view = w.HTML()  # a recorded run's ranks (runs/view.py), when the panel has one
+        self.run_view.layout.display = "none" if p.run is None else ""
         self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
 
         controls = w.VBox(
@@ -160,7 +171,17 @@ class ControlPanel:
             ]
         )
         self.title = w.HTML("<b>mspti-lens</b> · host latency of Runtime and HCCL API calls")
-        self.widget = w.VBox([self.title, self.status, w.HBox([controls, actions]), self.table, self.plot])
+        self.widget = w.VBox(
+            [
+                self.title,
+                self.status,
+                w.HBox([controls, actions]),
+                self.table,
+                self.slowest,
+                self.plot,
+                self.run_view,
+            ]
+        )
         self.widget.add_class("mspti-lens-panel")
         self.table.add_class("mspti-lens-table")
         self.status.add_class("mspti-lens-status")
@@ -237,6 +258,9 @@ class ControlPanel:
         with self._syncing_state():
             self.status.value = view.status_html()
             self.table.value = view.table_html()
+            self.slowest.value = view.slowest_html()
+            if view.run_html is not None:
+                self.run_view.value = view.run_html
             on = set(view.enabled)
             for d, t in self.toggles.items():
                 n, total = self.panel.domain_state(d)
@@ -323,7 +347,8 @@ class ControlPanel:
         if self.show_plot and view.calls:
             png, width, _ = render_figure(self.panel.figure(view))
         title = f"{why} · {view.status_text()}"
-        return final_view_html(title, view.table_html(), png, min(width, MAX_PLOT_WIDTH))
+        tables = view.table_html() + view.slowest_html() + (view.run_html or "")
+        return final_view_html(title, tables, png, min(width, MAX_PLOT_WIDTH))
 
     def finish(self, why: str = "closed") -> None:
         """Stop refreshing and replace the live panel by its static final view, in the running

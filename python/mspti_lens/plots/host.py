@@ -373,14 +373,15 @@ def before_after(
 
 
 # The plots the panel and the magics offer, by kind: the one dispatch both use.
-KINDS = ("distribution", "cdf", "hccl", "launch")
+KINDS = ("distribution", "cdf", "hccl", "launch", "timeline")
 
 
 def plot(
     data: Snapshot | pl.DataFrame, kind: str = "distribution", *, density: bool | None = None, top: int = 6
 ):
     """The figure of ``kind`` (one of :data:`KINDS`). ``density`` None keeps each plot's default;
-    ``top`` is the number of functions a distribution shows."""
+    ``top`` is the number of functions a distribution (or a timeline) shows. A timeline needs a
+    Snapshot of a ``Session(interval=...)``; without one its axes say so."""
     if kind not in KINDS:
         raise ValueError(f"unknown plot kind {kind!r}; valid kinds are {', '.join(KINDS)}")
     dens: dict[str, Any] = {} if density is None else {"density": density}
@@ -390,4 +391,10 @@ def plot(
         return cdf(data)
     if kind == "hccl":
         return compare_hccl(data, **dens)
+    if kind == "timeline":
+        from ..timeline import empty_timeline
+        from .timeline import TIMELINE_COLUMNS, timeline  # timeline.py imports this module
+
+        keeps = isinstance(data, Snapshot) or set(TIMELINE_COLUMNS) <= set(data.columns)
+        return timeline(data if keeps else empty_timeline(), top=top)
     return compare_launch(data, **dens)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 RECORD_VARIABLE = "MSPTI_LENS_RECORD"  # the output directory; the hook is inert without it
@@ -19,11 +20,13 @@ INTERVAL_VARIABLE = "MSPTI_LENS_INTERVAL"
 LIBRARY_VARIABLE = "MSPTI_LENS_LIBRARY"
 CLOCK_VARIABLE = "MSPTI_LENS_CLOCK"
 ENABLE_VARIABLE = "MSPTI_LENS_ENABLE"
+PROMETHEUS_VARIABLE = "MSPTI_LENS_PROMETHEUS"  # `record --prometheus PORT`: each process serves /metrics
 DEFAULT_INTERVAL = 10.0
 DEFAULT_ENABLE = "runtime,hccl"
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 
 _writer: Any = None
+_server: Any = None  # the /metrics server of `record --prometheus`, kept alive with the process
 
 
 def _say(text: str) -> None:
@@ -70,13 +73,46 @@ def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
         install_signal_handlers(writer)
         os.register_at_fork(after_in_child=_forked)
         _writer = writer
+        _serve_metrics(writer, env)
         return writer
     except Exception as e:  # noqa: BLE001 - never break the program being recorded
         _say(f"not recording this process ({type(e).__name__}: {e}); it runs on")
         return None
 
 
+def metrics_port(base: int, env: dict[str, str] | os._Environ = os.environ) -> int:
+    """The port a recorded process serves ``/metrics`` on: ``base`` + its local rank (the launcher's
+    LOCAL_RANK and kin, 0 without one); ``base`` 0 gives each process a free port of its own."""
+    from .writer import local_rank
+
+    return 0 if base == 0 else base + local_rank(env)
+
+
+def metrics_url_file(writer: Any) -> Path:
+    """Where a process writes the address it serves: beside its rank's window files."""
+    return Path(writer.dir) / f"metrics-pid{os.getpid()}.url"
+
+
+def _serve_metrics(writer: Any, env: dict[str, str] | os._Environ) -> None:
+    global _server
+    text = env.get(PROMETHEUS_VARIABLE)
+    if not text:
+        return
+    try:
+        from ..export.serve import serve
+
+        port = metrics_port(int(text), env)
+        _server = serve(port, writer.session, rank=writer.rank, host=writer.host)
+        path = metrics_url_file(writer)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_server.url + "\n")
+    except Exception as e:  # noqa: BLE001 - the recording and the program go on without /metrics
+        _say(f"not serving /metrics for this process ({type(e).__name__}: {e}); recording goes on")
+
+
 def _forked() -> None:
-    # A forked child shares the parent's rank and files: the parent records, the child does not.
-    global _writer
+    # A forked child shares the parent's rank and files: the parent records (and serves), the
+    # child does not.
+    global _writer, _server
     _writer = None
+    _server = None

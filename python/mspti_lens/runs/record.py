@@ -34,6 +34,7 @@ def child_env(args: argparse.Namespace, env: dict[str, str] | None = None) -> di
         (hook.LIBRARY_VARIABLE, args.library),
         (hook.CLOCK_VARIABLE, args.clock),
         (hook.ENABLE_VARIABLE, args.enable),
+        (hook.PROMETHEUS_VARIABLE, None if args.prometheus is None else str(args.prometheus)),
     ):
         if value:
             e[var] = value
@@ -57,6 +58,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--enable", default=None, help=f"what to trace, comma-separated (default {hook.DEFAULT_ENABLE})"
     )
+    p.add_argument(
+        "--prometheus",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="each recorded process also serves /metrics on 127.0.0.1, port PORT + its local rank "
+        "(LOCAL_RANK and the like, 0 without one); PORT 0: a free port per process. Each process "
+        "writes its address to host=H/rank=R/metrics-pidP.url in --out",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
 
 
@@ -68,6 +78,10 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("nothing to record: give the command after --, e.g. record -- torchrun train.py")
     if not args.interval > 0:
         raise ValueError(f"--interval must be a number of seconds > 0, not {args.interval}")
+    if args.prometheus is not None and not 0 <= args.prometheus <= 65535:
+        raise ValueError(
+            f"--prometheus must be a port in 0..65535 (0: a free one per process), not {args.prometheus}"
+        )
     from .writer import check_writable
 
     try:

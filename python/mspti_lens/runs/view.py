@@ -75,6 +75,16 @@ def run_html(run: Any) -> str:
     )
 
 
+def refreshed_run_html(run: Any) -> str:
+    """The run re-read from disk (new windows, new ranks) as :func:`run_html`; when it cannot be
+    read now, a line saying why (the control panel and :func:`run_widget` show it in place)."""
+    try:
+        return run_html(run.refresh())
+    except Exception as e:  # noqa: BLE001 - said in the view, not raised in a refresh thread
+        why = html.escape(str(e))
+        return f"<b>mspti-lens run {html.escape(run.root)}</b>: cannot read it now ({why})"
+
+
 def show_live() -> Callable[[Any], None]:
     """A function showing a run's state in place: a display handle in IPython, a line elsewhere."""
     try:
@@ -105,11 +115,7 @@ def run_widget(run: Any, every: float = 2.0):
 
     def loop() -> None:
         while not stop.wait(every):
-            try:
-                view.value = run_html(run.refresh())
-            except Exception as e:  # noqa: BLE001 - said in the view, not raised in a thread
-                why = html.escape(str(e))
-                view.value = f"<b>mspti-lens run {html.escape(run.root)}</b>: cannot read it now ({why})"
+            view.value = refreshed_run_html(run)
 
     threading.Thread(target=loop, name="mspti-lens-run-view", daemon=True).start()
     close = view.close

@@ -54,6 +54,24 @@ def rank_identity(env: dict[str, str] | os._Environ = os.environ) -> tuple[int, 
     return os.getpid(), "pid"
 
 
+# A process's index among the ranks of its host: torchrun, Open MPI, MPICH (Hydra), MVAPICH.
+LOCAL_RANK_VARIABLES = (
+    "LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "MV2_COMM_WORLD_LOCAL_RANK",
+)
+
+
+def local_rank(env: dict[str, str] | os._Environ = os.environ) -> int:
+    """This process's rank on its host from the launcher's variables; 0 without any."""
+    for var in LOCAL_RANK_VARIABLES:
+        v = env.get(var, "").strip()
+        if v.isdigit():
+            return int(v)
+    return 0
+
+
 def world_size(env: dict[str, str] | os._Environ = os.environ) -> int | None:
     """The job's rank count from its launcher's variables, if any."""
     for var in WORLD_VARIABLES:
