@@ -84,6 +84,9 @@ pub struct Shard {
     in_use: AtomicBool,
     /// Open calls now (owner writes, snapshots read for "in flight").
     depth: AtomicU32,
+    /// The run epoch of every open call (a push onto a stale stack clears it first, so they share
+    /// one): snapshots count a stack left by an earlier run as not in flight.
+    open_epoch: AtomicU32,
     stack: UnsafeCell<[Open; STACK_DEPTH]>,
     /// Open-addressed by `RawKey::hash`; inline, so a lookup is one load from the shard.
     keys: [KeySlot; KEY_SLOTS],
@@ -104,6 +107,7 @@ impl Shard {
         Shard {
             in_use: AtomicBool::new(true),
             depth: AtomicU32::new(0),
+            open_epoch: AtomicU32::new(0),
             stack: UnsafeCell::new([NO_CALL; STACK_DEPTH]),
             keys: [const {
                 KeySlot {
@@ -137,6 +141,9 @@ impl Shard {
             self.counters.bump(Counter::StackFull);
             self.counters.bump(Counter::Orphaned);
             d = STACK_DEPTH - 1;
+        }
+        if d == 0 {
+            self.open_epoch.store(epoch, Ordering::Relaxed);
         }
         // SAFETY: only the owner thread reaches here, and d < STACK_DEPTH.
         unsafe { (*self.stack.get())[d] = Open { key, start, epoch, toggles } };
@@ -277,8 +284,16 @@ impl Shard {
         self.counters.load()
     }
 
-    pub fn in_flight(&self) -> u64 {
-        u64::from(self.depth.load(Ordering::Relaxed))
+    /// Calls open now that were entered in run `epoch`; those of an earlier run (their thread
+    /// ended, or their EXIT was never delivered) will never be recorded, and are counted as
+    /// abandoned when a new run or a new owner clears them.
+    pub fn in_flight(&self, epoch: u32) -> u64 {
+        let d = self.depth.load(Ordering::Relaxed);
+        if d > 0 && self.open_epoch.load(Ordering::Relaxed) == epoch {
+            u64::from(d)
+        } else {
+            0
+        }
     }
 }
 
@@ -460,7 +475,7 @@ mod tests {
         assert_eq!(s.exit(key(10), 1, 0, true), None);
         s.enter(key(10), 5, 1, 0);
         assert_eq!(s.exit(key(22), 1, 0, true), None);
-        assert_eq!(s.in_flight(), 1);
+        assert_eq!(s.in_flight(1), 1);
         assert_eq!(s.counters()[Counter::Unmatched], 2);
     }
 
@@ -470,7 +485,7 @@ mod tests {
         s.enter(key(10), 5, 1, 0);
         assert_eq!(s.exit(key(10), 2, 0, true), None);
         assert_eq!(s.counters()[Counter::Abandoned], 1);
-        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.in_flight(1), 0);
     }
 
     #[test]
@@ -480,8 +495,18 @@ mod tests {
         s.enter(key(22), 6, 1, 0);
         s.enter(key(10), 7, 2, 0);
         assert_eq!(s.counters()[Counter::Abandoned], 2);
-        assert_eq!(s.in_flight(), 1);
+        assert_eq!((s.in_flight(1), s.in_flight(2)), (0, 1));
         assert_eq!(s.exit(key(10), 2, 0, true), Some(7));
+    }
+
+    #[test]
+    fn open_calls_of_an_earlier_run_are_not_in_flight_in_a_later_one() {
+        // Their thread ended, or their EXITs were never delivered: a later run never sees them
+        // close, so counting them as in flight there would be a lie.
+        let s = Shard::new();
+        s.enter(key(10), 5, 1, 0);
+        s.enter(key(22), 6, 1, 0);
+        assert_eq!((s.in_flight(1), s.in_flight(3)), (2, 0));
     }
 
     #[test]
@@ -492,7 +517,7 @@ mod tests {
         s.enter(key(24), 160, 1, 0); // and this one's
         assert_eq!(s.exit(key(10), 1, 0, true), Some(100));
         assert_eq!(s.counters()[Counter::Orphaned], 2);
-        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.in_flight(1), 0);
         assert_eq!(s.counters()[Counter::Unmatched], 0);
     }
 
@@ -503,7 +528,7 @@ mod tests {
             s.enter(key(10), i as u64, 1, 0);
         }
         assert_eq!(s.counters()[Counter::StackFull], 3);
-        assert_eq!(s.in_flight(), STACK_DEPTH as u64);
+        assert_eq!(s.in_flight(1), STACK_DEPTH as u64);
     }
 
     #[test]
@@ -569,7 +594,7 @@ mod tests {
                                      // ... re-enabled (generation 7 -> 9): the EXIT of a later call arrives.
         assert_eq!(s.exit(key(10), 1, 9, true), None);
         assert_eq!(s.counters()[Counter::Toggled], 1);
-        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.in_flight(1), 0);
         s.enter(key(10), 200, 1, 9);
         assert_eq!(s.exit(key(10), 1, 9, true), Some(200));
     }

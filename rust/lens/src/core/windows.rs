@@ -26,9 +26,15 @@ use super::timeline;
 /// an earlier run never pairs with a later EXIT.
 pub static RUN: AtomicU64 = AtomicU64::new(2);
 
+/// The epoch of the last run that recorded: "in flight" counts only calls entered in it, never the
+/// open calls an earlier run left on a thread (or on a shard whose thread ended).
+static STARTED: AtomicU32 = AtomicU32::new(0);
+
 /// A new run that records (start).
 pub fn begin_run() {
-    let _ = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(((r >> 1) + 1) << 1 | 1));
+    if let Ok(r) = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(((r >> 1) + 1) << 1 | 1)) {
+        STARTED.store(((r >> 1) + 1) as u32, Ordering::Release);
+    }
 }
 
 /// A new run that does not record (stop).
@@ -125,6 +131,7 @@ fn close_epoch(st: &mut WindowState) -> Totals {
     let closed = WINDOW.fetch_add(1, Ordering::AcqRel);
     seqlock::window_advanced();
     let mut t = Totals::default();
+    let started = STARTED.load(Ordering::Acquire);
     for s in shard::all_shards() {
         t.threads += 1;
         for kh in s.histograms() {
@@ -135,7 +142,7 @@ fn close_epoch(st: &mut WindowState) -> Totals {
             exemplars::take(&kh.exemplars, closed, kept);
         }
         t.counters.add(&s.counters());
-        t.in_flight += s.in_flight();
+        t.in_flight += s.in_flight(started);
     }
     t
 }
