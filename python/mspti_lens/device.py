@@ -41,7 +41,7 @@ class DeviceData:
     """One window of activity aggregates (immutable)."""
 
     def __init__(self, native: Any):
-        from .snapshot import QUANTILES  # defined once there (p50, p90, p99, p99.9)
+        from .snapshot import QUANTILES, stat_columns  # defined once there
 
         self._native = native
         s = native.stats(list(QUANTILES))
@@ -52,16 +52,7 @@ class DeviceData:
                 "key1": s["key1"],
                 "key2": s["key2"],
                 "metric": s["metric"],
-                "num_calls": pl.Series(s["count"], dtype=pl.UInt64),
-                "total_ns": pl.Series(s["total"], dtype=pl.UInt64),
-                "avg_ns": pl.Series(s["mean"], dtype=pl.Float64),
-                "min_ns": pl.Series(s["min"], dtype=pl.UInt64),
-                "med_ns": pl.Series(s["q0"], dtype=pl.UInt64),
-                "p90_ns": pl.Series(s["q1"], dtype=pl.UInt64),
-                "p99_ns": pl.Series(s["q2"], dtype=pl.UInt64),
-                "p999_ns": pl.Series(s["q3"], dtype=pl.UInt64),
-                "max_ns": pl.Series(s["max"], dtype=pl.UInt64),
-                "stddev_ns": pl.Series(s["std"], dtype=pl.Float64),
+                **stat_columns(s),
                 "bytes": pl.Series(s["bytes"], dtype=pl.UInt64),
             },
             schema_overrides={c: pl.String for c in ("table", "key0", "key1", "key2", "metric")},

@@ -152,16 +152,7 @@ class Snapshot:
                     "domain": [DOMAIN_NAMES.get(d, str(d)) for d in s["domain"]],
                     "callback": [_short(d, c) for d, c in zip(s["domain"], s["cbid"])],
                     "name": s["name"],
-                    "num_calls": pl.Series(s["count"], dtype=pl.UInt64),
-                    "total_ns": pl.Series(s["total"], dtype=pl.UInt64),
-                    "avg_ns": pl.Series(s["mean"], dtype=pl.Float64),
-                    "min_ns": pl.Series(s["min"], dtype=pl.UInt64),
-                    "med_ns": pl.Series(s["q0"], dtype=pl.UInt64),
-                    "p90_ns": pl.Series(s["q1"], dtype=pl.UInt64),
-                    "p99_ns": pl.Series(s["q2"], dtype=pl.UInt64),
-                    "p999_ns": pl.Series(s["q3"], dtype=pl.UInt64),
-                    "max_ns": pl.Series(s["max"], dtype=pl.UInt64),
-                    "stddev_ns": pl.Series(s["std"], dtype=pl.Float64),
+                    **stat_columns(s),
                     "beyond_range": pl.Series(s["overflow"], dtype=pl.UInt64),
                     "source": ["simulated" if self.simulated else "libmspti"] * n,
                 },
@@ -544,6 +535,23 @@ def frame_html(df: pl.DataFrame, caption: str = "") -> str:
         f"<table style='border-collapse:collapse;font-size:12px'>{cap}"
         f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
     )
+
+
+def stat_columns(s: dict[str, Any]) -> dict[str, pl.Series]:
+    """The summary's statistics columns (num_calls .. stddev_ns, in ns) of a native ``stats()``
+    result taken with QUANTILES: shared by the API summary and the device tables."""
+    return {
+        "num_calls": pl.Series(s["count"], dtype=pl.UInt64),
+        "total_ns": pl.Series(s["total"], dtype=pl.UInt64),
+        "avg_ns": pl.Series(s["mean"], dtype=pl.Float64),
+        "min_ns": pl.Series(s["min"], dtype=pl.UInt64),
+        **{
+            c: pl.Series(s[f"q{i}"], dtype=pl.UInt64)
+            for i, c in enumerate(("med_ns", "p90_ns", "p99_ns", "p999_ns"))
+        },
+        "max_ns": pl.Series(s["max"], dtype=pl.UInt64),
+        "stddev_ns": pl.Series(s["std"], dtype=pl.Float64),
+    }
 
 
 def make_meta(backend_label: str, simulated: bool, clock: str, window_start: float, **extra: Any) -> dict:
