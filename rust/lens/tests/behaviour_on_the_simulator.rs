@@ -385,10 +385,10 @@ fn threads_whose_first_call_is_in_a_key_destructor_give_their_shard_back_on_the_
     assert_eq!(hist_of(&t, "aclrtLaunchKernel").count, threads);
 }
 
-/// Three threads at once each make `f`'s calls and end together, so they hold three shards.
-fn on_three_threads_at_once(f: fn()) {
-    let all_in = Arc::new(std::sync::Barrier::new(3));
-    let threads: Vec<_> = (0..3)
+/// `n` threads at once each make `f`'s calls and end together, so they hold `n` shards.
+fn on_threads_at_once(n: usize, f: fn()) {
+    let all_in = Arc::new(std::sync::Barrier::new(n));
+    let threads: Vec<_> = (0..n)
         .map(|_| {
             let all_in = all_in.clone();
             std::thread::spawn(move || {
@@ -408,22 +408,24 @@ fn calls_left_open_by_ended_threads_are_not_in_flight_in_a_later_session_on_the_
     {
         let _session = session();
         // ENTERs whose EXITs never come (as when a session closes mid-call), on threads that end.
-        on_three_threads_at_once(|| {
+        on_threads_at_once(3, || {
             let (launch, ..) = sim().api("aclrtLaunchKernel");
             (sim().fire)(launch, 0);
         });
     }
     let _session = session();
     assert_eq!(windows::snapshot().in_flight, 0, "an earlier run's open calls counted as in flight");
-    // New threads take the three shards over: each stale call is abandoned, once.
+    // New threads take the three shards over: each stale call is abandoned, once. As many
+    // threads as there are shards run at once, so every free shard is taken whatever order the
+    // registry walk finds them in (an earlier test's thread may give its shard back meanwhile).
     let before = windows::snapshot().counters[Counter::Abandoned];
     let full_call = || {
         let (launch, ..) = sim().api("aclrtLaunchKernel");
         (sim().call)(launch, 10);
     };
-    on_three_threads_at_once(full_call);
+    on_threads_at_once(shard::all_shards().len(), full_call);
     let t = windows::snapshot();
     assert_eq!((t.in_flight, t.counters[Counter::Abandoned] - before), (0, 3));
-    on_three_threads_at_once(full_call);
+    on_threads_at_once(shard::all_shards().len(), full_call);
     assert_eq!(windows::snapshot().counters[Counter::Abandoned] - before, 3);
 }
