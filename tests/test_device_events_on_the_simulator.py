@@ -127,7 +127,7 @@ def test_events_save_and_load_with_the_snapshot_file_on_the_simulator(sim, L, tm
     assert back.device_events().equals(snap.device_events()) and len(back.device_events()) == 4
 
 
-def test_a_file_with_a_bad_event_kind_is_refused_on_the_simulator(sim, L, tmp_path):
+def test_a_file_with_a_bad_event_kind_is_refused_and_an_older_file_loads_on_the_simulator(sim, L, tmp_path):
     import json
 
     import pyarrow.parquet as pq
@@ -143,6 +143,11 @@ def test_a_file_with_a_bad_event_kind_is_refused_on_the_simulator(sim, L, tmp_pa
     pq.write_table(t.replace_schema_metadata({"mspti_lens": json.dumps(head)}), p)
     with pytest.raises(ValueError, match='unknown device event kind "warp"; valid kinds are kernel'):
         Snapshot.load(p)
+    # A file written before the event log loads with an empty one (its histograms intact).
+    del head["device"]["events"]
+    pq.write_table(t.replace_schema_metadata({"mspti_lens": json.dumps(head)}), p)
+    old = Snapshot.load(p)
+    assert len(old.device_events()) == 0 and old.kernels()["num_calls"].sum() == 1
 
 
 def run_windows(sim, L, split: bool) -> list[Snapshot]:
