@@ -5,6 +5,8 @@ tally, and the per-window fallback that says how to get per-instance votes."""
 
 from __future__ import annotations
 
+import os
+
 import polars as pl
 import pytest
 
@@ -165,3 +167,55 @@ def test_the_late_rank_is_named_at_every_rank_count(n):
     v = stragglers.instance_votes(frame(rows)).row(0, named=True)
     assert (v["slow_rank"], v["late_rank"]) == (n - 1, n - 1)
     assert v["test"] == ("dixon" if n <= 100 else "3sigma")
+
+
+class _StandInSnapshot:
+    """What WindowWriter uses of a Snapshot, with a device event log of the contract's columns."""
+
+    def __init__(self, events: pl.DataFrame):
+        self.meta: dict = {}
+        self._events = events
+
+    def __len__(self) -> int:
+        return 1
+
+    def summary(self) -> pl.DataFrame:
+        return pl.DataFrame({"name": ["HcclAllReduce"], "num_calls": [5], "total_ns": [100]})
+
+    def device_events(self) -> pl.DataFrame:
+        return self._events
+
+    def save(self, path) -> None:
+        pl.DataFrame({"x": [1]}).write_parquet(path)
+
+
+class _StandInSession:
+    def __init__(self, events: pl.DataFrame):
+        self.events = events
+
+    def reset(self) -> _StandInSnapshot:
+        return _StandInSnapshot(self.events)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_writer_puts_each_windows_device_events_beside_it_atomically_on_a_stand_in(tmp_path):
+    from mspti_lens.runs import writer
+
+    ev = frame(collective_rows(instances=2)).filter(pl.col("rank") == 1).drop("host", "rank")
+    w = writer.WindowWriter(_StandInSession(ev), tmp_path, 60.0, host="hx", rank=(1, "RANK"))
+    path = w.write_window(final=False)
+    d = tmp_path / "host=hx" / "rank=1"
+    assert path == d / writer.window_name(1, os.getpid())
+    assert sorted(p.name for p in d.iterdir()) == sorted(
+        [path.name, writer.events_name(1, os.getpid())]
+    )  # no temporary file left
+    back = pl.scan_parquet(str(tmp_path / "host=*/rank=*" / writer.EVENTS_GLOB), hive_partitioning=True)
+    got = back.collect()
+    assert got["host"].to_list() == ["hx", "hx"] and got["rank"].to_list() == [1, 1]
+    assert got.drop("host", "rank").equals(ev)
+    # A window without device events writes no events file.
+    w.session = _StandInSession(ev.clear())
+    w.write_window(final=True)
+    assert len(list(d.glob(writer.EVENTS_GLOB))) == 1 and len(list(d.glob(writer.WINDOW_GLOB))) == 2
