@@ -252,7 +252,9 @@ class Snapshot:
         meta["label"] = self.label if self.label == other.label else f"{self.label} + {other.label}"
         meta["window_start"] = min(self.meta.get("window_start", 0), other.meta.get("window_start", 0))
         meta["window_end"] = max(self.meta.get("window_end", 0), other.meta.get("window_end", 0))
-        return Snapshot(self._native.merge(other._native), meta)
+        out = Snapshot(self._native.merge(other._native), meta)
+        out.device = device.merge(self, other)  # device histograms add, device events concatenate
+        return out
 
     @classmethod
     def from_histogram(cls, frame: pl.DataFrame) -> Snapshot:
@@ -451,6 +453,10 @@ class Snapshot:
     def memcpy(self) -> pl.DataFrame:
         """MEMCPY per direction (and MEMSET, MEMORY) with bytes."""
         return device.frame(self, "memcpy")
+
+    def device_events(self) -> pl.DataFrame:
+        """One row per KERNEL / COMMUNICATION / HCCL record, by start (device.DEVICE_EVENTS_SCHEMA)."""
+        return device.device_events(self)
 
     # -- display -------------------------------------------------------------------------------
     def _title(self) -> str:
