@@ -187,6 +187,7 @@ class WindowWriter:
         with self._lock:
             if self._finished and not final:
                 return None
+            self._flush_activity(settle=final)
             snap = self.session.reset()
             if len(snap):
                 df = snap.summary()
@@ -221,6 +222,15 @@ class WindowWriter:
             snap.save(tmp)
             os.replace(tmp, path)
             return path
+
+    def _flush_activity(self, settle: bool) -> None:
+        """Hand over the activity records MSPTI still holds, so they land in this window: its
+        buffers reach the collector only when full or flushed, and a final window that missed
+        them would lose them (the last window settles: device records trail FlushAll)."""
+        flush = getattr(getattr(self.session, "_activity", None), "flush", None)
+        if callable(flush):
+            with contextlib.suppress(Exception):  # a window without the last records beats none
+                flush(settle)
 
     def _write_events(self, snap: Any) -> None:
         """The window's device event log, if it has any (Snapshot.device_events of the contract)."""
