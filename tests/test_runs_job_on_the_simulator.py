@@ -18,8 +18,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
+from test_runs_instances import collective_rows, frame
 
 import mspti_lens
+from mspti_lens.runs import writer
 from mspti_lens.runs.run import RunWarning
 from mspti_lens.sim import job
 from mspti_lens.snapshot import Snapshot
@@ -77,6 +79,91 @@ def test_the_injected_slow_rank_is_named_on_the_simulator(slow_run):
 
 
 LAUNCHES_NS_PER_STEP = job.LAUNCH_NS * job.LAUNCHES * job.LAUNCH_CHUNKS
+
+
+# The simulator's collective model: latency, no bytes (rust/sim/src/device.rs COLLECTIVE_LATENCY_NS).
+TRANSFER_NS = 15_000
+
+
+def test_device_collectives_of_the_late_rank_are_the_short_ones_on_the_simulator(slow_run):
+    # HCCL's device-side wait: each rank's COMMUNICATION record runs from its own task's start
+    # until the last rank's task has started, then transfers. The late rank never waits.
+    # (Per window: Snapshot.merge does not carry the device tables.)
+    windows = [Snapshot.load(f) for f in sorted(slow_run.glob("host=*/rank=*/window-*.parquet"))]
+    c = pl.concat(
+        [w.collectives().with_columns(pl.lit(w.meta["rank"]).alias("rank")) for w in windows]
+    ).filter(pl.col("from") == "communication")
+    ar = (
+        c.filter(pl.col("op") == "HcclAllReduce")
+        .group_by("rank", "group")
+        .agg(pl.col("num_calls").sum(), pl.col("min_ns").min(), pl.col("max_ns").max())
+        .sort("rank")
+    )
+    assert ar["rank"].to_list() == list(range(8)) and (ar["group"] == job.WORLD_GROUP).all()
+    assert (ar["num_calls"] == STEPS).all()
+    slow, others = ar.filter(pl.col("rank") == 3), ar.filter(pl.col("rank") != 3)
+    assert (slow["min_ns"].item(), slow["max_ns"].item()) == (TRANSFER_NS, TRANSFER_NS)
+    least_wait = LAUNCHES_NS_PER_STEP * (job.SLOW_RANK_FACTOR - (1 + job.JITTER))
+    assert (others["min_ns"] >= TRANSFER_NS + least_wait).all()
+    # The halo swaps carry their pair's communicator name: rank r is in pairs (r-1, r) and (r, r+1).
+    pairs = (
+        c.filter(pl.col("op") == "HcclBatchSendRecv").group_by("rank").agg(pl.col("group").unique().sort())
+    )
+    for rank, groups in pairs.iter_rows():
+        want = sorted(job.group_name(job.JobPlan(ranks=8), 1 + i) for i in ((rank - 1) % 8, rank))
+        assert groups == want
+
+
+def _device_events_landed() -> bool:
+    return hasattr(Snapshot, "device_events")
+
+
+@pytest.mark.skipif(not _device_events_landed(), reason="needs Snapshot.device_events (the devlog branch)")
+def test_the_late_rank_is_named_for_every_instance_by_both_rules_on_the_simulator(tmp_path):
+    out = tmp_path / "late-rank-1"
+    record(out, "--ranks", "4", "--slow-rank", "1")
+    run = mspti_lens.open_run(out)
+    s = run.stragglers()
+    ar = s.filter(pl.col("name") == "HcclAllReduce")
+    assert ar["instance"].to_list() == list(range(STEPS))
+    assert (ar["basis"] == "device events").all() and ar["note"].is_null().all()
+    assert (ar["group"] == job.WORLD_GROUP).all() and (ar["ranks"] == 4).all()
+    assert (ar["slow_rank"] == 1).all() and (ar["late_rank"] == 1).all()
+    assert (ar["slow_ns"] == TRANSFER_NS).all() and (ar["test"] == "dixon").all()
+    assert (ar["late_by_ns"] >= LAUNCHES_NS_PER_STEP * (job.SLOW_RANK_FACTOR - (1 + job.JITTER))).all()
+    # Point-to-point swaps are left out, as msprof-analyze does.
+    assert set(s["name"].to_list()) == {"HcclAllReduce"}
+    t = run.slow_ranks().row(0, named=True)
+    assert (t["rank"], t["slow_affect_count"], t["late_count"], t["instances"]) == (1, STEPS, STEPS, STEPS)
+
+
+def test_without_activity_records_stragglers_vote_per_window_and_say_so_on_the_simulator(tmp_path):
+    out = tmp_path / "no-activity"
+    cmd = [
+        sys.executable, "-m", "mspti_lens", "record", "--out", str(out), "--library", "sim",
+        "--clock", "mspti", "--activity", "none", "--",
+        sys.executable, "-m", job.RANK_MODULE, "job", "--steps", "4", "--ranks", "4", "--slow-rank", "2",
+    ]  # fmt: skip
+    p = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=WATCHDOG_S)
+    assert p.returncode == 0, p.stderr
+    run = mspti_lens.open_run(out)
+    assert not list(out.glob("host=*/rank=*/events-*.parquet"))
+    s = run.stragglers().filter(pl.col("name") == "HcclAllReduce")
+    assert s.height and s["basis"].str.contains("--activity communication").all()
+    assert (s["slow_rank"] == 2).all() and s["late_rank"].is_null().all()
+    # Device event files written beside the windows (the writer's layout, rows built by hand in
+    # the device-event-log schema) turn the votes per instance, read from the directory names.
+    rows = frame(collective_rows(instances=3, late=1))
+    for (rank,), mine in rows.partition_by("rank", as_dict=True).items():
+        (d,) = out.glob(f"host=*/rank={rank}")
+        mine.drop("host", "rank").write_parquet(d / writer.events_name(1, 1))
+    (d,) = out.glob("host=*/rank=0")
+    (d / writer.events_name(2, 1)).write_bytes(b"PAR1 half a file")
+    with pytest.warns(RunWarning, match="events-000002-pid1.parquet"):
+        v = run.refresh().stragglers()
+    assert (v["basis"] == "device events").all() and v["instance"].to_list() == [0, 1, 2]
+    assert (v["slow_rank"] == 1).all() and (v["late_rank"] == 1).all()
+    assert run.slow_ranks().select("rank", "slow_affect_count", "late_count").rows() == [(1, 3, 3)]
 
 
 def test_a_balanced_job_names_no_slow_rank_on_the_simulator(tmp_path):

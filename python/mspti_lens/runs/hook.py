@@ -20,9 +20,16 @@ INTERVAL_VARIABLE = "MSPTI_LENS_INTERVAL"
 LIBRARY_VARIABLE = "MSPTI_LENS_LIBRARY"
 CLOCK_VARIABLE = "MSPTI_LENS_CLOCK"
 ENABLE_VARIABLE = "MSPTI_LENS_ENABLE"
+ACTIVITY_VARIABLE = "MSPTI_LENS_ACTIVITY"  # `record --activity KINDS`; "none" turns activity off
 PROMETHEUS_VARIABLE = "MSPTI_LENS_PROMETHEUS"  # `record --prometheus PORT`: each process serves /metrics
 DEFAULT_INTERVAL = 10.0
 DEFAULT_ENABLE = "runtime,hccl"
+# On by default: one COMMUNICATION record per collective is cheap (no per-kernel records), and it
+# gives each collective instance its device start and end, which Run.stragglers() votes on.
+DEFAULT_ACTIVITY = "communication"
+# Buffers for collective records alone (about 100 bytes each): 4 x 1 MiB, not the 8 x 8 MiB a
+# kernel trace needs.
+COMMUNICATION_BUFFERS = (1 << 20, 4)
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 
 _writer: Any = None
@@ -58,13 +65,22 @@ def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
         from ..session import Session
 
         enable = [t for t in (env.get(ENABLE_VARIABLE) or DEFAULT_ENABLE).split(",") if t]
+        kinds = activity_kinds(env)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            session = Session(
-                library=env.get(LIBRARY_VARIABLE) or None,
-                enable=enable,
-                clock=env.get(CLOCK_VARIABLE) or "auto",
-            )
+            options: dict[str, Any] = {
+                "library": env.get(LIBRARY_VARIABLE) or None,
+                "enable": enable,
+                "clock": env.get(CLOCK_VARIABLE) or "auto",
+            }
+            try:
+                buffers = COMMUNICATION_BUFFERS if set(kinds) <= {"communication", "hccl"} else (8 << 20, 8)
+                session = Session(**options, activity=kinds, activity_buffers=buffers)
+            except Exception as e:  # noqa: BLE001 - callbacks alone are still worth recording
+                if not kinds:
+                    raise
+                session = Session(**options)  # fails alike if the library itself is the trouble
+                _say(f"recording without activity records ({type(e).__name__}: {e})")
             session.start()
         for w in caught[:1]:
             _say(str(w.message).split(". ")[0] + ".")  # one line per process, not a paragraph
@@ -78,6 +94,15 @@ def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
     except Exception as e:  # noqa: BLE001 - never break the program being recorded
         _say(f"not recording this process ({type(e).__name__}: {e}); it runs on")
         return None
+
+
+def activity_kinds(env: dict[str, str] | os._Environ = os.environ) -> list[str]:
+    """The activity kinds a recorded process enables (``record --activity``; "none": none)."""
+    text = env.get(ACTIVITY_VARIABLE)
+    text = DEFAULT_ACTIVITY if text is None else text
+    if text.strip().lower() in ("", "none", "off"):
+        return []
+    return [k.strip() for k in text.split(",") if k.strip()]
 
 
 def metrics_port(base: int, env: dict[str, str] | os._Environ = os.environ) -> int:

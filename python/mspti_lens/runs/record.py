@@ -34,6 +34,7 @@ def child_env(args: argparse.Namespace, env: dict[str, str] | None = None) -> di
         (hook.LIBRARY_VARIABLE, args.library),
         (hook.CLOCK_VARIABLE, args.clock),
         (hook.ENABLE_VARIABLE, args.enable),
+        (hook.ACTIVITY_VARIABLE, getattr(args, "activity", None)),
         (hook.PROMETHEUS_VARIABLE, None if args.prometheus is None else str(args.prometheus)),
     ):
         if value:
@@ -59,6 +60,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--enable", default=None, help=f"what to trace, comma-separated (default {hook.DEFAULT_ENABLE})"
     )
     p.add_argument(
+        "--activity",
+        default=None,
+        metavar="KINDS",
+        help=f"activity record kinds each process enables, comma-separated, or 'none' (default "
+        f"{hook.DEFAULT_ACTIVITY}: one record per collective, so Run.stragglers() votes per "
+        "collective instance on device times)",
+    )
+    p.add_argument(
         "--prometheus",
         type=int,
         default=None,
@@ -82,6 +91,10 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--prometheus must be a port in 0..65535 (0: a free one per process), not {args.prometheus}"
         )
+    if getattr(args, "activity", None):
+        from ..device import check_kinds
+
+        check_kinds(hook.activity_kinds({hook.ACTIVITY_VARIABLE: args.activity}))  # names the valid kinds
     from .writer import check_writable
 
     try:

@@ -22,8 +22,14 @@ import polars as pl
 
 from ..catalog import DOMAIN_NAMES
 from ..snapshot import COUNTERS, FORMAT, LOADABLE_VERSIONS, Snapshot, merge_saved, snapshot_from_state
-from .stragglers import latest_starters, slow_ranks  # noqa: F401 - latest_starters is re-exported
-from .writer import WINDOW_GLOB
+from .stragglers import (  # noqa: F401 - latest_starters is re-exported
+    INSTANCE_COLUMNS,
+    instance_votes,
+    latest_starters,
+    tally,
+    window_votes,
+)
+from .writer import EVENTS_GLOB, WINDOW_GLOB
 
 # Snapshot.counters: the native counters (added over windows) and two readings of one moment of
 # one process (the last window's count, added over processes).
@@ -35,6 +41,19 @@ HCCL_DOMAIN = next(d for d, n in DOMAIN_NAMES.items() if n.lower() == "hccl")
 # stale_after;
 # missing: expected from the job's world size, never seen.
 STATUSES = ("complete", "running", "incomplete", "stale", "missing")
+
+
+# The device event columns collective_events() reads (Snapshot.device_events' contract).
+INSTANCE_EVENT_SCHEMA = {
+    "host": pl.String,
+    "rank": pl.Int64,
+    "kind": pl.String,
+    "group": pl.String,
+    "name": pl.String,
+    "sequence": pl.UInt64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+}
 
 
 class EmptyRunError(ValueError):
@@ -49,10 +68,10 @@ def _is_url(root: str) -> bool:
     return "://" in root and not root.startswith("file://")
 
 
-def list_windows(root: str) -> list[str]:
-    """Every window file of a run, local or at a URL (listing a URL uses fsspec when installed,
-    else polars' own glob)."""
-    pattern = f"host=*/rank=*/{WINDOW_GLOB}"
+def list_windows(root: str, glob: str = WINDOW_GLOB) -> list[str]:
+    """Every window file of a run (or with ``glob`` EVENTS_GLOB, every device event file), local
+    or at a URL (listing a URL uses fsspec when installed, else polars' own glob)."""
+    pattern = f"host=*/rank=*/{glob}"
     if _is_url(root):
         try:
             import fsspec  # type: ignore[import-not-found]  # optional: remote runs only
@@ -60,7 +79,12 @@ def list_windows(root: str) -> list[str]:
             found = (
                 pl.scan_parquet(f"{root.rstrip('/')}/{pattern}", include_file_paths="p").select("p").unique()
             )
-            return sorted(found.collect()["p"].to_list())
+            try:
+                return sorted(found.collect()["p"].to_list())
+            except (pl.exceptions.PolarsError, OSError):
+                if glob == WINDOW_GLOB:
+                    raise
+                return []  # no event files: a run recorded without activity records
         fs, path = fsspec.core.url_to_fs(root)
         proto = root.split("://", 1)[0]
         return sorted(f"{proto}://{p}" for p in fs.glob(f"{path.rstrip('/')}/{pattern}"))
@@ -139,6 +163,7 @@ class Run:
         self.stale_after = stale_after
         self.skipped: dict[str, str] = {}
         self._rows: dict[str, dict[str, Any]] = {}
+        self._event_paths: list[str] = []
         self.refresh()
 
     # -- files ---------------------------------------------------------------------------------
@@ -153,7 +178,9 @@ class Run:
                 else:
                     self._rows[path] = row
         self._files = pl.DataFrame(list(self._rows.values()), schema=FILE_SCHEMA).sort("path")
+        self._event_paths = [p for p in list_windows(self.root, EVENTS_GLOB) if p not in self.skipped]
         self._snapshot: Snapshot | None = None
+        self._collectives: pl.DataFrame | None = None
         return self
 
     def _skip(self, path: str, why: Exception | str) -> None:
@@ -368,25 +395,64 @@ class Run:
         )
         return both.sort("name", "instance", "host", "rank", nulls_last=False)
 
-    def stragglers(self, per_window: bool = False) -> pl.DataFrame:
-        """The slow rank per collective by msprof-analyze's rule (abnormally short collective time:
-        it arrived last; Dixon's Q test up to 100 ranks, else 3 sigma). ``instance`` null is the
-        whole run; with ``per_window`` each window number is an instance too. Rows without a slow
-        rank have nulls there. (HTA's latest-start rule needs per-instance device timestamps:
-        :func:`latest_starters` applies it to such a frame.)"""
-        t = self.collective_times()
-        if not per_window:
-            t = t.filter(pl.col("instance").is_null())
-        return slow_ranks(t)
-
-    def slow_ranks(self, per_window: bool = True) -> pl.DataFrame:
-        """msprof-analyze's SlowRank table: per rank, how many (collective, instance) votes named it."""
-        s = self.stragglers(per_window=per_window).drop_nulls("slow_rank")
-        return (
-            s.group_by(pl.col("slow_host").alias("host"), pl.col("slow_rank").alias("rank"))
-            .agg(pl.len().cast(pl.UInt32).alias("slow_affect_count"))
-            .sort("slow_affect_count", "rank", descending=[True, False])
+    def device_events(self, kinds: tuple[str, ...] | None = None) -> pl.DataFrame:
+        """Every rank's device event log (host, rank, then Snapshot.device_events' columns), of
+        ``kinds`` if given. Read on demand; a file that cannot be read is skipped, named."""
+        good = []
+        for path in self._event_paths:
+            try:
+                pl.read_parquet_schema(path)
+                good.append(path)
+            except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
+                self._skip(path, e)
+        self._event_paths = good
+        if not good:
+            return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64})
+        lf = pl.scan_parquet(good, hive_partitioning=True).with_columns(
+            pl.col("host").cast(pl.String), pl.col("rank").cast(pl.Int64)
         )
+        if kinds is not None:
+            lf = lf.filter(pl.col("kind").is_in(list(kinds)))
+        return lf.collect()
+
+    def collective_events(self) -> pl.DataFrame:
+        """One row per rank and collective instance from the device event log: host, rank,
+        group, name, sequence, start_ns, end_ns. COMMUNICATION records when the run has them,
+        else HCCL records (both describe the same collectives; counting both would double them)."""
+        if self._collectives is None:
+            cols = ["host", "rank", "kind", "group", "name", "sequence", "start_ns", "end_ns"]
+            ev = self.device_events(("communication", "hccl"))
+            if not ev.height:
+                ev = pl.DataFrame(schema={c: INSTANCE_EVENT_SCHEMA[c] for c in cols})
+            kind = "communication" if (ev["kind"] == "communication").any() else "hccl"
+            self._collectives = ev.filter(pl.col("kind") == kind).select(cols[:2] + cols[3:])
+        return self._collectives
+
+    def stragglers(self) -> pl.DataFrame:
+        """The slow rank of each collective instance (columns ``INSTANCE_COLUMNS``).
+
+        With device events (``record --activity communication``, the default) an instance is one
+        (group, name, sequence) across the ranks, and two rules vote: msprof-analyze's (the rank
+        whose collective time is abnormally SHORT arrived last: Dixon's Q test up to 100 ranks,
+        else 3 sigma; ``slow_rank``) and HTA's (the rank whose collective started last on the
+        device; ``late_rank``; it compares timestamps across hosts, so it assumes synchronised
+        clocks). Instances missing on a rank, or whose sequences do not line up, get no vote and a
+        ``note``. Without device events each window number is an instance, msprof-analyze's rule
+        votes on the windows' mean HCCL API times, and ``basis`` says so. Point-to-point
+        operations (send/receive) are left out, as msprof-analyze does."""
+        ev = self.collective_events() if self._files.height else None
+        if ev is not None and ev.height:
+            return instance_votes(ev)
+        if not self._files.height:
+            return pl.DataFrame(schema=INSTANCE_COLUMNS)
+        t = self.collective_times().filter(pl.col("instance").is_not_null())
+        return window_votes(t)
+
+    def slow_ranks(self) -> pl.DataFrame:
+        """Per rank named at least once: how many instances of :meth:`stragglers` named it by
+        msprof-analyze's rule (``slow_affect_count``, its SlowRank table) and by HTA's
+        (``late_count``), out of ``instances`` voted on."""
+        return tally(self.stragglers())
 
     # -- live ----------------------------------------------------------------------------------
     def follow(

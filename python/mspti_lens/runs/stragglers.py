@@ -231,3 +231,145 @@ def latest_starters(starts: pl.DataFrame, top_k: int = 1) -> pl.DataFrame:
         .agg(pl.len().cast(pl.UInt32).alias("late_count"))
     )
     return late.sort("late_count", "host", "rank", descending=[True, False, False])
+
+
+# Stragglers(): one row per (collective, instance). On device events, `instance` is the event's
+# `sequence` and `group` its communicator; on windows (no device events), `instance` is the window
+# number and `group` null.
+INSTANCE_COLUMNS = {
+    "group": pl.String,
+    "name": pl.String,
+    "instance": pl.Int64,
+    "ranks": pl.UInt32,
+    "group_ranks": pl.UInt32,
+    "slow_host": pl.String,
+    "slow_rank": pl.Int64,
+    "slow_ns": pl.Float64,
+    "median_ns": pl.Float64,
+    "test": pl.String,
+    "statistic": pl.Float64,
+    "critical": pl.Float64,
+    "late_host": pl.String,
+    "late_rank": pl.Int64,
+    "late_by_ns": pl.Int64,
+    "basis": pl.String,
+    "note": pl.String,
+}
+BASIS_EVENTS = "device events"
+BASIS_WINDOWS = (
+    "windows: no device events in this run (record with --activity communication for "
+    "per-instance votes on device times)"
+)
+MSPROF_RULE = "msprof-analyze: shortest collective time arrived last"
+HTA_RULE = "HTA: latest start"
+
+
+def instance_votes(events: pl.DataFrame) -> pl.DataFrame:
+    """Both rules per collective instance, over device events of collectives (columns host, rank,
+    group, name, sequence, start_ns, end_ns). Instances match across ranks by (group, name,
+    sequence). A group's ranks are those with any event in it; an instance missing on some of
+    them, or whose ranks' intervals do not overlap (a rank's sequence numbers are off: no rank
+    can finish an instance before every rank has started it), gets no vote and a note."""
+    ev = (
+        events.filter(pl.col("group").is_not_null() & pl.col("sequence").is_not_null())
+        .sort("start_ns")
+        .unique(["host", "rank", "group", "name", "sequence"], keep="first", maintain_order=True)
+    )
+    members = ev.group_by("group").agg(pl.struct("host", "rank").unique().alias("members"))
+    members_of = {g: {(m["host"], m["rank"]) for m in ms} for g, ms in members.iter_rows()}
+    rows = []
+    for (group, name, seq), g in ev.group_by(["group", "name", "sequence"], maintain_order=True):
+        if is_point_to_point(name):
+            continue
+        g = g.sort("host", "rank")
+        want = members_of[group]
+        row: dict = {
+            "group": group,
+            "name": name,
+            "instance": int(seq),
+            "ranks": g.height,
+            "group_ranks": len(want),
+            "basis": BASIS_EVENTS,
+            "note": None,
+        }
+        present = set(zip(g["host"].to_list(), g["rank"].to_list()))
+        starts, ends = g["start_ns"].to_list(), g["end_ns"].to_list()
+        if present != want:
+            gone = sorted(want - present, key=lambda hr: (hr[0], hr[1]))
+            row["note"] = "missing on " + ", ".join(f"rank {r} ({h})" for h, r in gone[:8])
+        elif min(ends) < max(starts):
+            first_end, last_start = ends.index(min(ends)), starts.index(max(starts))
+            row["note"] = (
+                f"sequences do not line up: rank {g['rank'][first_end]} ended instance {seq} before "
+                f"rank {g['rank'][last_start]} started it"
+            )
+        if row["note"] is None:
+            durations = [float(e - s) for s, e in zip(starts, ends)]
+            i, test, stat, crit = vote(durations)
+            row.update(
+                slow_host=g["host"][i] if i is not None else None,
+                slow_rank=g["rank"][i] if i is not None else None,
+                slow_ns=durations[i] if i is not None else None,
+                median_ns=float(sorted(durations)[len(durations) // 2]),
+                test=test,
+                statistic=stat,
+                critical=crit,
+            )
+            order = sorted(range(len(starts)), key=lambda k: starts[k])
+            # HTA names the last starter; a tie for last names nobody.
+            if len(order) >= 2 and starts[order[-1]] > starts[order[-2]]:
+                k = order[-1]
+                row.update(
+                    late_host=g["host"][k], late_rank=g["rank"][k], late_by_ns=starts[k] - starts[order[-2]]
+                )
+        rows.append(row)
+    return pl.DataFrame(rows, schema=INSTANCE_COLUMNS).sort("group", "name", "instance")
+
+
+def window_votes(per_rank: pl.DataFrame) -> pl.DataFrame:
+    """The fallback without device events: msprof-analyze's vote per window (``slow_ranks``) in
+    the columns of :func:`instance_votes`, saying so in ``basis``."""
+    s = slow_ranks(per_rank).drop("rule")
+    return s.with_columns(
+        pl.lit(None, dtype=pl.String).alias("group"),
+        pl.col("ranks").alias("group_ranks"),
+        pl.lit(None, dtype=pl.String).alias("late_host"),
+        pl.lit(None, dtype=pl.Int64).alias("late_rank"),
+        pl.lit(None, dtype=pl.Int64).alias("late_by_ns"),
+        pl.lit(BASIS_WINDOWS).alias("basis"),
+        pl.lit(None, dtype=pl.String).alias("note"),
+    ).select(list(INSTANCE_COLUMNS))
+
+
+TALLY_COLUMNS = {
+    "host": pl.String,
+    "rank": pl.Int64,
+    "slow_affect_count": pl.UInt32,
+    "late_count": pl.UInt32,
+    "instances": pl.UInt32,
+}
+
+
+def tally(votes: pl.DataFrame) -> pl.DataFrame:
+    """Per rank named at least once: how many instances msprof-analyze's rule named it
+    (``slow_affect_count``, its SlowRank table) and HTA's rule (``late_count``), out of
+    ``instances`` (the instances either rule voted on)."""
+    voted = votes.filter(pl.col("note").is_null() & pl.col("test").is_not_null())
+    n = voted.height
+    slow = (
+        voted.drop_nulls("slow_rank")
+        .group_by(pl.col("slow_host").alias("host"), pl.col("slow_rank").alias("rank"))
+        .agg(pl.len().cast(pl.UInt32).alias("slow_affect_count"))
+    )
+    late = (
+        voted.drop_nulls("late_rank")
+        .group_by(pl.col("late_host").alias("host"), pl.col("late_rank").alias("rank"))
+        .agg(pl.len().cast(pl.UInt32).alias("late_count"))
+    )
+    out = slow.join(late, on=["host", "rank"], how="full", coalesce=True).with_columns(
+        pl.col("slow_affect_count").fill_null(0),
+        pl.col("late_count").fill_null(0),
+        pl.lit(n, dtype=pl.UInt32).alias("instances"),
+    )
+    out = pl.concat([pl.DataFrame(schema=TALLY_COLUMNS), out.select(list(TALLY_COLUMNS))])
+    return out.sort(["slow_affect_count", "late_count", "rank"], descending=[True, True, False])

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import polars as pl
+
 STATUS_STYLE = {
     "complete": ("#2e7d32", "complete"),
     "running": ("#1565c0", "running"),
@@ -43,13 +45,15 @@ def headline(run: Any) -> str:
 
 def _slow(run: Any) -> str | None:
     try:
-        s = run.stragglers().drop_nulls("slow_rank")
+        s = run.slow_ranks()
     except Exception:  # noqa: BLE001 - a headline without the vote rather than no view
         return None
+    s = s.filter(pl.col("slow_affect_count") > 0)
     if not s.height:
         return None
-    named = ", ".join(f"rank {r} in {n}" for n, r in zip(s["name"], s["slow_rank"]))
-    return f"slow: {named}"
+    n = int(s["instances"][0])
+    named = ", ".join(f"rank {r} in {c} of {n}" for r, c in zip(s["rank"][:3], s["slow_affect_count"][:3]))
+    return f"slow: {named} collective instances"
 
 
 def run_html(run: Any) -> str:

@@ -5,6 +5,11 @@ written to a temporary name and renamed, so a reader sees whole files or none. A
 written every ``interval`` seconds and at exit (atexit, SIGTERM; SIGINT ends in atexit), the last
 one marked ``final``; a process killed with -9 loses at most its last interval and its rank reads
 as incomplete.
+
+Beside each window, ``events-NNNNNN-pidP.parquet`` holds that window's device event log
+(:meth:`Snapshot.device_events`: one row per collective or kernel record, when activity records
+were on), written the same way and before its window, so a window that exists has its events.
+Its rows carry no host or rank column: they come from the directory names, as for windows.
 """
 
 from __future__ import annotations
@@ -38,6 +43,13 @@ HOST_VARIABLE = "MSPTI_LENS_HOST"
 # its rank variables), each writing its own windows into the rank's directory.
 WINDOW_GLOB = "window-*.parquet"
 WINDOW_NAME = re.compile(r"^window-(\d+)-pid(\d+)\.parquet$")
+EVENTS_GLOB = "events-*.parquet"
+
+
+def events_name(seq: int, pid: int) -> str:
+    return f"events-{seq:06d}-pid{pid}.parquet"
+
+
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -175,6 +187,7 @@ class WindowWriter:
         with self._lock:
             if self._finished and not final:
                 return None
+            self._flush_activity(settle=final)
             snap = self.session.reset()
             if len(snap):
                 df = snap.summary()
@@ -205,9 +218,31 @@ class WindowWriter:
             path = self.dir / window_name(self.seq, self._pid)
             tmp = self.dir / f".{path.name}.{self._pid}.tmp"
             self.dir.mkdir(parents=True, exist_ok=True)
+            self._write_events(snap)
             snap.save(tmp)
             os.replace(tmp, path)
             return path
+
+    def _flush_activity(self, settle: bool) -> None:
+        """Hand over the activity records MSPTI still holds, so they land in this window: its
+        buffers reach the collector only when full or flushed, and a final window that missed
+        them would lose them (the last window settles: device records trail FlushAll)."""
+        flush = getattr(getattr(self.session, "_activity", None), "flush", None)
+        if callable(flush):
+            with contextlib.suppress(Exception):  # a window without the last records beats none
+                flush(settle)
+
+    def _write_events(self, snap: Any) -> None:
+        """The window's device event log, if it has any (Snapshot.device_events of the contract)."""
+        events = getattr(snap, "device_events", None)
+        frame = events() if callable(events) else None
+        if frame is None or not frame.height:
+            return
+        frame = frame.drop([c for c in ("host", "rank") if c in frame.columns])
+        path = self.dir / events_name(self.seq, self._pid)
+        tmp = self.dir / f".{path.name}.{self._pid}.tmp"
+        frame.write_parquet(tmp)
+        os.replace(tmp, path)
 
     def summary_line(self) -> str:
         top = sorted(self.keys.items(), key=lambda kv: -kv[1])[:3]

@@ -8,11 +8,15 @@ every rank of its group has entered it, as HCCL's do, so one slow rank makes the
 With the virtual clock a waiting rank's clock jumps to the last arrival's time, so every
 duration is exact and deterministic; with the real clock ranks really wait.
 
-Per step a rank launches kernels (its compute), all-reduces its gradients over all ranks, swaps
-halos with one ring neighbour, the other one in the next step (HcclBatchSendRecv in rank pairs,
-when the rank count is even) and synchronises its stream. ``--slow-rank K`` makes rank K's compute slower;
-``--slow-link A-B`` makes the transfers between neighbours A and B slower. Everything here is
-SIMULATED.
+Per step a rank launches kernels (its compute: each kernel runs on the device for
+``KERNEL_SHARE`` of its launch's host time, so the device keeps up with the host), all-reduces
+its gradients over all ranks, swaps halos with one ring neighbour, the other one in the next
+step (HcclBatchSendRecv in rank pairs, when the rank count is even) and synchronises its stream.
+``--slow-rank K`` makes rank K's compute slower; ``--slow-link A-B`` makes the transfers between
+neighbours A and B slower. The device-side COMMUNICATION records model HCCL's device wait: a
+rank's collective task runs from its own start until the last rank's task has started, then
+transfers, so the late rank's collective is the short one and starts last. Records name their
+communicator (``hccl_world_group``, ``hccl_pair_A_B``). Everything here is SIMULATED.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ RANK_MODULE = "mspti_lens.sim"
 LAUNCH_NS = 5_000
 LAUNCHES = 50
 LAUNCH_CHUNKS = 4
+KERNEL_SHARE = 0.8
+WORLD_GROUP = "hccl_world_group"
 JITTER = 0.04
 SLOW_RANK_FACTOR = 1.5
 ALLREDUCE_NS = 300_000
@@ -102,7 +108,18 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.msimMultirankAttach.restype = u32
     lib.msimMultirankGroup.argtypes, lib.msimMultirankGroup.restype = [u32, u32], u32
     lib.msimMultirankAbort.restype = u32
+    lib.msimSetCommName.argtypes, lib.msimSetCommName.restype = [ctypes.c_char_p], None
+    lib.msimLaunch.argtypes = [u32, u64, u32, u64, u32, ctypes.c_char_p, ctypes.c_char_p, u32]
+    lib.msimLaunch.restype = ctypes.c_int
     return lib
+
+
+def group_name(plan: JobPlan, group: int) -> str:
+    """The communicator name records carry: the world group, or the pair group of link i."""
+    if group == 0:
+        return WORLD_GROUP
+    a, b = plan.pair_list()[group - 1]
+    return f"hccl_pair_{min(a, b)}_{max(a, b)}"
 
 
 class _Region:
@@ -140,6 +157,7 @@ def run_rank(plan: JobPlan, rank: int, region_path: str) -> int:
 
     def collective(api: int, name: str, group: int, size: int, ns: int) -> None:
         lib.msimMultirankGroup(group, size)
+        lib.msimSetCommName(group_name(plan, group).encode())
         rc = sim.lib.msimCall(api, ns)
         if rc != 0:
             why = HCCL_ERRORS.get(rc, f"error {rc}")
@@ -158,7 +176,8 @@ def run_rank(plan: JobPlan, rank: int, region_path: str) -> int:
         for step in range(plan.steps):
             for _ in range(LAUNCH_CHUNKS):
                 ns = int(LAUNCH_NS * slow * (1 + JITTER * rng.random()))
-                sim.lib.msimCallMany(launch, ns, LAUNCHES)
+                for _ in range(LAUNCHES):
+                    lib.msimLaunch(launch, ns, 0, int(ns * KERNEL_SHARE), 1, None, None, 0)
             collective(allreduce, "HcclAllReduce", 0, plan.ranks, ALLREDUCE_NS)
             # One swap per step, after the all-reduce, alternating neighbours: the next all-reduce
             # absorbs a slow link's delay, so only the two ranks of a slow link see long swaps.

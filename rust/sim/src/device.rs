@@ -328,6 +328,17 @@ fn place(device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
     (start, end)
 }
 
+/// A collective task of a multi-process job: from this rank's own start (or when its stream is
+/// free) until `dur` after the group's latest start.
+fn place_meeting(device: u32, stream: u32, m: crate::multirank::Meeting, dur: u64) -> (u64, u64) {
+    let mut g = lock(&TIMELINES);
+    let free = g.get_or_insert_with(HashMap::new).entry((device, stream)).or_insert(0);
+    let start = m.own_start_ns.max(*free);
+    let end = start.max(m.latest_start_ns).saturating_add(dur);
+    *free = end;
+    (start, end)
+}
+
 /// When (device, stream) becomes idle.
 pub fn free_at(device: u32, stream: u32) -> u64 {
     lock(&TIMELINES).as_ref().and_then(|m| m.get(&(device, stream)).copied()).unwrap_or(0)
@@ -392,13 +403,23 @@ pub fn comm_name() -> &'static CStr {
     lock(&COMM_NAME).unwrap_or(c"hccl_world_group")
 }
 
+/// Where a collective submitted now (`t_submit`) would start on this thread's stream.
+pub fn collective_start(t_submit: u64) -> u64 {
+    let lat = LAUNCH_LATENCY_NS.load(Ordering::Relaxed);
+    t_submit.saturating_add(lat).max(free_at(thread_device(), thread_stream()))
+}
+
 /// A collective of `bytes` over `ranks` submitted at `t_submit` on this thread's stream: its
-/// device time (latency + ring transfer), HCCL and COMMUNICATION records.
+/// device time (latency + ring transfer), HCCL and COMMUNICATION records. In a multi-process
+/// job its task starts where this rank arrived and ends a transfer after the group's last task
+/// started (`multirank::take_meeting`), as HCCL's device-side wait does: the last rank to arrive
+/// has the shortest collective.
 pub fn submit_collective(op: &'static CStr, bytes: u64, ranks: u32, t_submit: u64) {
     let (device, stream) = (thread_device(), thread_stream());
     let n = f64::from(ranks.max(1));
     let moved = bytes as f64 * 2.0 * (n - 1.0) / n;
     let dur = COLLECTIVE_LATENCY_NS + (moved / LINK_BYTES_PER_NS) as u64;
+    let meeting = crate::multirank::take_meeting();
     let subscribed = activity::subscribed();
     let hccl_on = activity::kind_enabled(MSPTI_ACTIVITY_KIND_HCCL) && activity::hooked() && subscribed;
     let comm_on = activity::kind_enabled(MSPTI_ACTIVITY_KIND_COMMUNICATION) && subscribed;
@@ -407,7 +428,10 @@ pub fn submit_collective(op: &'static CStr, bytes: u64, ranks: u32, t_submit: u6
         crate::mstx::take_mark_ids(2);
     }
     let corr = if comm_on { activity::bump_correlation() } else { activity::current_correlation() };
-    let (start, end) = place(device, stream, t_submit, dur);
+    let (start, end) = match meeting {
+        Some(m) => place_meeting(device, stream, m, dur),
+        None => place(device, stream, t_submit, dur),
+    };
     let comm = comm_name();
     if hccl_on {
         let r = MsptiActivityHccl {

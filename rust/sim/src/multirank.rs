@@ -5,7 +5,7 @@
 //! One barrier per collective instance, keyed by (group, sequence number): HCCL numbers a
 //! communicator's collectives in issue order on every rank, and so does this module (per group,
 //! per process). Region layout, in u64 words: a header, then per group `DEPTH` slots of
-//! `[arrived, latest_arrival_ns, released_tag, release_ns]`.
+//! `[arrived, latest_arrival_ns, released_tag, release_ns, latest_device_start_ns]`.
 //!
 //! Slot reuse: instance `s` uses slot `s % DEPTH`. The rank that arrives last at `s` clears the
 //! slot of `s + 1` before it releases `s`; nobody can have touched that slot for `s + 1` yet (no
@@ -15,6 +15,11 @@
 //! Time: with the virtual clock a waiting rank's clock jumps to the last arrival's time, so a
 //! collective's measured duration is exactly the wait plus its modelled transfer; with the real
 //! clock the rank really waits (polling, with short sleeps).
+//!
+//! Device time: each rank also publishes when its collective task would start on its stream.
+//! As in HCCL, a rank's device-side collective runs from its own start until the last rank's task
+//! has started, then transfers: the late rank's collective is the SHORT one (msprof-analyze's
+//! rule) and starts last (HTA's). `take_meeting` hands those times to the record emission.
 
 #[cfg(not(loom))]
 use std::cell::RefCell;
@@ -40,11 +45,12 @@ const H_GROUPS: usize = 2;
 const H_ABORT: usize = 3;
 // Slots per group; the protocol needs 2 (module comment). Loom models use 2 to reach slot reuse.
 const DEPTH: usize = if cfg!(loom) { 2 } else { 4 };
-const SLOT_WORDS: usize = 4;
+const SLOT_WORDS: usize = 5;
 const S_ARRIVED: usize = 0;
 const S_LATEST: usize = 1;
 const S_TAG: usize = 2;
 const S_RELEASE: usize = 3;
+const S_DEVICE: usize = 4;
 
 /// HCCL_E_TIMEOUT: what an HCCL call returns when peers did not arrive in time.
 pub const HCCL_E_TIMEOUT: i32 = 9;
@@ -111,23 +117,37 @@ impl Region {
         self.word(H_ABORT).load(Ordering::Acquire) != 0
     }
 
-    /// Arrive at instance `seq` of `group` (of `size` ranks) at time `t_ns`; block until all have
-    /// arrived. Returns the last arrival's time, or an HCCL error code on timeout or abort.
-    pub fn arrive(&self, group: u32, size: u32, seq: u64, t_ns: u64, timeout: Duration) -> Result<u64, i32> {
+    /// Arrive at instance `seq` of `group` (of `size` ranks) at time `t_ns`, its device task
+    /// starting at `device_ns`; block until all have arrived. Returns the last arrival's time and
+    /// the latest device start, or an HCCL error code on timeout or abort.
+    pub fn arrive(
+        &self,
+        group: u32,
+        size: u32,
+        seq: u64,
+        t_ns: u64,
+        device_ns: u64,
+        timeout: Duration,
+    ) -> Result<(u64, u64), i32> {
         if group >= self.groups || size == 0 {
             return Err(HCCL_E_INTERNAL);
         }
         self.slot(group, seq, S_LATEST).fetch_max(t_ns, Ordering::AcqRel);
+        self.slot(group, seq, S_DEVICE).fetch_max(device_ns, Ordering::AcqRel);
         let arrived = self.slot(group, seq, S_ARRIVED).fetch_add(1, Ordering::AcqRel) + 1;
         let tag = seq + 1;
         if arrived == u64::from(size) {
             // The acquire of the fetch_add above saw every earlier arrival's fetch_max.
             let latest = self.slot(group, seq, S_LATEST).load(Ordering::Acquire);
+            let device = self.slot(group, seq, S_DEVICE).load(Ordering::Acquire);
             self.slot(group, seq + 1, S_ARRIVED).store(0, Ordering::Relaxed);
             self.slot(group, seq + 1, S_LATEST).store(0, Ordering::Relaxed);
+            self.slot(group, seq + 1, S_DEVICE).store(0, Ordering::Relaxed);
             self.slot(group, seq, S_RELEASE).store(latest, Ordering::Relaxed);
+            // The latest device start stays in its word until slot reuse clears it; waiters read
+            // it after the tag's acquire, which orders this load-and-keep before their read.
             self.slot(group, seq, S_TAG).store(tag, Ordering::Release);
-            return Ok(latest);
+            return Ok((latest, device));
         }
         let start = Instant::now();
         let mut spins = 0u32;
@@ -141,7 +161,8 @@ impl Region {
             spins += 1;
             pause(spins);
         }
-        Ok(self.slot(group, seq, S_RELEASE).load(Ordering::Relaxed))
+        let latest = self.slot(group, seq, S_RELEASE).load(Ordering::Relaxed);
+        Ok((latest, self.slot(group, seq, S_DEVICE).load(Ordering::Relaxed)))
     }
 }
 
@@ -174,6 +195,22 @@ thread_local! {
     /// The calling thread's current group and its size (HCCL's communicator argument), and the
     /// next sequence number per group.
     static CURRENT: RefCell<(u32, u32, Vec<u64>)> = const { RefCell::new((0, 0, Vec::new())) };
+    /// The device times of the thread's last collective instance, for its records.
+    static MEETING: std::cell::Cell<Option<Meeting>> = const { std::cell::Cell::new(None) };
+}
+
+/// One rank's view of a collective instance on the device: its own task's start and the latest
+/// start over the group's ranks (the task cannot finish before that rank's task has started).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meeting {
+    pub own_start_ns: u64,
+    pub latest_start_ns: u64,
+}
+
+/// The meeting of the calling thread's last collective, once (None outside a job).
+#[cfg(not(loom))]
+pub fn take_meeting() -> Option<Meeting> {
+    MEETING.with(|m| m.take())
 }
 
 /// # Safety
@@ -228,6 +265,7 @@ pub fn set_group(group: u32, size: u32) -> u32 {
 /// other ranks. 0 (also when no job is attached), or an HCCL error code.
 #[cfg(not(loom))]
 pub fn wait_for_peers() -> i32 {
+    MEETING.with(|m| m.set(None));
     let Some(region) = attached() else { return 0 };
     let (group, size, seq) = CURRENT.with(|c| {
         let mut c = c.borrow_mut();
@@ -240,12 +278,15 @@ pub fn wait_for_peers() -> i32 {
         (c.0, c.1, seq)
     });
     let t = clock::timestamp_ns();
+    // Where this rank's collective task would start on its stream (the records' clock).
+    let own = crate::device::collective_start(crate::activity::host_now());
     let timeout = Duration::from_millis(TIMEOUT_MS.load(Ordering::Relaxed));
-    match region.arrive(group, size, seq, t, timeout) {
-        Ok(latest) => {
+    match region.arrive(group, size, seq, t, own, timeout) {
+        Ok((latest, device)) => {
             if clock::is_virtual() && latest > t {
                 clock::virtual_set(latest);
             }
+            MEETING.with(|m| m.set(Some(Meeting { own_start_ns: own, latest_start_ns: device.max(own) })));
             0
         }
         Err(code) => code,
@@ -256,6 +297,11 @@ pub fn wait_for_peers() -> i32 {
 #[cfg(loom)]
 pub fn wait_for_peers() -> i32 {
     0
+}
+
+#[cfg(loom)]
+pub fn take_meeting() -> Option<Meeting> {
+    None
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -328,13 +374,17 @@ mod tests {
                     (0..200u64)
                         .map(|seq| {
                             let t = seq * 1000 + u64::from(rank) * 10;
-                            r.arrive(0, ranks, seq, t, Duration::from_secs(30)).unwrap()
+                            // Device starts in the other order: the latest is rank 0's.
+                            let d = seq * 1000 + u64::from(ranks - rank) * 7;
+                            r.arrive(0, ranks, seq, t, d, Duration::from_secs(30)).unwrap()
                         })
                         .collect::<Vec<_>>()
                 })
             })
             .collect();
-        let want: Vec<u64> = (0..200u64).map(|s| s * 1000 + u64::from(ranks - 1) * 10).collect();
+        let want: Vec<(u64, u64)> = (0..200u64)
+            .map(|s| (s * 1000 + u64::from(ranks - 1) * 10, s * 1000 + u64::from(ranks) * 7))
+            .collect();
         for h in handles {
             assert_eq!(h.join().unwrap(), want);
         }
@@ -343,10 +393,10 @@ mod tests {
     #[test]
     fn a_missing_rank_times_out_and_abort_releases_waiters() {
         let (_mem, r) = region(1, 2);
-        assert_eq!(r.arrive(0, 2, 0, 5, Duration::from_millis(20)), Err(HCCL_E_TIMEOUT));
+        assert_eq!(r.arrive(0, 2, 0, 5, 5, Duration::from_millis(20)), Err(HCCL_E_TIMEOUT));
         let (_mem2, r2) = region(1, 2);
         r2.abort();
-        assert_eq!(r2.arrive(0, 2, 0, 5, Duration::from_secs(30)), Err(HCCL_E_INTERNAL));
+        assert_eq!(r2.arrive(0, 2, 0, 5, 5, Duration::from_secs(30)), Err(HCCL_E_INTERNAL));
     }
 
     #[test]
@@ -384,12 +434,15 @@ mod loom_tests {
             let other = loom::thread::spawn(move || {
                 let _keep = keep;
                 (0..3)
-                    .map(|s| r.arrive(0, 2, s, t(1, s), Duration::from_secs(600)).unwrap())
+                    .map(|s| r.arrive(0, 2, s, t(1, s), t(0, s), Duration::from_secs(600)).unwrap())
                     .collect::<Vec<_>>()
             });
-            let mine: Vec<u64> =
-                (0..3).map(|s| r.arrive(0, 2, s, t(0, s), Duration::from_secs(600)).unwrap()).collect();
-            let want: Vec<u64> = (0..3).map(|s| t(0, s).max(t(1, s))).collect();
+            // Device starts swapped between the ranks: the latest of both is still each one's max.
+            let mine: Vec<(u64, u64)> = (0..3)
+                .map(|s| r.arrive(0, 2, s, t(0, s), t(1, s), Duration::from_secs(600)).unwrap())
+                .collect();
+            let want: Vec<(u64, u64)> =
+                (0..3).map(|s| (t(0, s).max(t(1, s)), t(0, s).max(t(1, s)))).collect();
             assert_eq!(mine, want);
             assert_eq!(other.join().unwrap(), want);
         });
