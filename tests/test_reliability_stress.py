@@ -67,7 +67,7 @@ def record_figures(name: str, figures: dict) -> None:
 # Tests.
 
 
-def test_stress_accounting_closes_exactly():
+def test_stress_accounting_closes_exactly_on_the_simulator():
     """12 threads of random nested calls while a controller enables/disables domains and callbacks,
     snapshots, resets and saves (phase A), then 8 fresh threads with snapshots/resets/saves only
     (phase B). Phase A: delivered EXITs == recorded + unmatched + dropped + abandoned over every
@@ -86,7 +86,7 @@ def test_stress_accounting_closes_exactly():
     assert r["roundtrip_mismatches"] == [], r
 
 
-def test_unsubscribe_resubscribe_while_threads_are_inside_callbacks():
+def test_unsubscribe_resubscribe_while_threads_are_inside_callbacks_on_the_simulator():
     """Sessions are created, started, snapshotted and closed in a loop while 8 threads keep making
     calls (so callbacks are running at every unsubscribe). No crash, no poisoning, and afterwards a
     fresh session counts exactly."""
@@ -98,7 +98,7 @@ def test_unsubscribe_resubscribe_while_threads_are_inside_callbacks():
     assert r["final_unmatched"] == 0, r
 
 
-def test_threads_that_exit_mid_call_keep_their_counts():
+def test_threads_that_exit_mid_call_keep_their_counts_on_the_simulator():
     """Threads that end with an ENTER open: their completed calls stay in the counts, and each
     open call is later either in flight or abandoned (when a new thread takes the shard over)."""
     r = run_scenario("midcall", threads=32, calls=100, second_wave=32)
@@ -108,7 +108,7 @@ def test_threads_that_exit_mid_call_keep_their_counts():
     assert r["unmatched"] == 0, r
 
 
-def test_thousands_of_short_lived_threads_memory_stays_bounded():
+def test_thousands_of_short_lived_threads_memory_stays_bounded_on_the_simulator():
     """4000 threads (8 alive at a time) each make 5 calls: every call is counted, shards are
     recycled (their number stays near the number alive at once), and RSS does not grow with the
     number of threads."""
@@ -129,7 +129,7 @@ def fork_result() -> dict:
     return _FORK
 
 
-def test_fork_of_a_subscribed_process():
+def test_fork_of_a_subscribed_process_on_the_simulator():
     """fork() while 4 threads make calls (a DataLoader worker): the child sees the fork flag, cannot
     create, drive or read a Session (SessionError: the inherited data are the parent's), and makes
     calls without crashing or deadlocking; the parent's data is untouched and exact."""
@@ -152,14 +152,14 @@ def test_fork_of_a_subscribed_process():
     assert p["calls_after_child"] == 500, p
 
 
-def test_snapshot_summary_in_a_forked_child_does_not_hang():
+def test_snapshot_summary_in_a_forked_child_does_not_hang_on_the_simulator():
     """Regression: Session.snapshot() in a forked child used to hand out a Snapshot whose summary()
     hung in polars' thread pool (it does not survive fork()); now it raises SessionError."""
     r = run_scenario("fork_summary", timeout=120)
     assert r["child_status"] == 0, r  # 1 = the child's watchdog fired: it hung for 5 s
 
 
-def test_forked_child_error_does_not_advise_what_fails():
+def test_forked_child_error_does_not_advise_what_fails_on_the_simulator():
     """Regression: the error used to say 'Create a Session in the child', which raises this same
     error (FORKED is set in every child once any Session existed)."""
     c = fork_result()["child"]

@@ -23,7 +23,7 @@ def test_the_traces_are_there():
 
 
 @pytest.mark.parametrize("name", FILES)
-def test_replay_matches_the_trace_exactly(sim, name):
+def test_replay_matches_the_trace_exactly_on_the_simulator(sim, name):
     trace = Trace.read(TRACES / name)
     assert trace.calls, f"{name}: nothing mappable"
     sim.set_clock("virtual")
@@ -81,10 +81,10 @@ def test_overlapping_calls_keep_their_durations_on_extra_lanes():
     assert t.skipped == {"cudaEventQuery": 1}
 
 
-def test_real_clock_replay_takes_the_trace_durations(sim):
+def test_real_clock_replay_takes_the_trace_durations_on_the_simulator(sim):
     # Busy-waited durations on the real clock are at least the trace's. How much longer depends on
     # the machine's load, so no upper bound here: the exact durations are checked on the virtual
-    # clock (test_replay_matches_the_trace_exactly).
+    # clock (test_replay_matches_the_trace_exactly_on_the_simulator).
     doc = {
         "traceEvents": [
             {

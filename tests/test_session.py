@@ -30,14 +30,14 @@ HCCL_ALL = ((1 << 13) - 1) & ~1
         ((2, "ALLREDUCE"), 2, 1 << 1),
     ],
 )
-def test_every_way_of_naming_a_target_reaches_the_library(sim, target, domain, mask):
+def test_every_way_of_naming_a_target_reaches_the_library_on_the_simulator(sim, target, domain, mask):
     with Session(library="sim", enable=[target]) as s:
         assert sim.enabled_mask(domain) == mask
         assert sim.enabled_mask(3 - domain) == 0
         assert s.running
 
 
-def test_enable_and_disable_while_running_take_effect_at_once(sim):
+def test_enable_and_disable_while_running_take_effect_at_once_on_the_simulator(sim):
     with Session(library="sim", enable=[]) as s:
         assert sim.enabled_mask(1) == 0 and s.enabled == []
         sim.call("aclrtLaunchKernel", 0, 10)
@@ -52,7 +52,7 @@ def test_enable_and_disable_while_running_take_effect_at_once(sim):
     assert counts == {"aclrtLaunchKernel": 20, "HcclAllReduce": 3}
 
 
-def test_enable_from_another_thread_while_calls_run(sim):
+def test_enable_from_another_thread_while_calls_run_on_the_simulator(sim):
     with Session(library="sim", enable=[]) as s:
         stop = threading.Event()
 
@@ -80,7 +80,7 @@ def test_enable_from_another_thread_while_calls_run(sim):
         assert s.snapshot().unmatched <= 1
 
 
-def test_stop_disables_everything_in_the_library_and_start_restores_it(sim):
+def test_stop_disables_everything_in_the_library_and_start_restores_it_on_the_simulator(sim):
     s = Session(library="sim", enable=["hccl", "LAUNCH", "MEMCPY"])
     try:
         assert sim.enabled_mask(1) == 0  # nothing before start
@@ -95,7 +95,7 @@ def test_stop_disables_everything_in_the_library_and_start_restores_it(sim):
     assert not sim.subscribed
 
 
-def test_reset_returns_the_closed_window_and_starts_an_empty_one(sim):
+def test_reset_returns_the_closed_window_and_starts_an_empty_one_on_the_simulator(sim):
     with Session(library="sim") as s:
         sim.call("aclrtLaunchKernel", 1000, 300)
         closed = s.reset()
@@ -107,7 +107,7 @@ def test_reset_returns_the_closed_window_and_starts_an_empty_one(sim):
         assert closed.meta["window_end"] == snap.meta["window_start"]  # the windows tile time
 
 
-def test_a_new_session_starts_with_an_empty_window(sim):
+def test_a_new_session_starts_with_an_empty_window_on_the_simulator(sim):
     with Session(library="sim") as s:
         sim.call("aclrtMalloc", 0, 5)
         assert s.snapshot().total_calls == 5
@@ -138,7 +138,7 @@ def test_summary_has_the_columns_users_know_and_labels_simulated_data(sim):
     assert snap.meta["clock"] == "mspti"
 
 
-def test_histogram_rows_sum_to_the_counts(sim):
+def test_histogram_rows_sum_to_the_counts_on_the_simulator(sim):
     with Session(library="sim") as s:
         sim.run_workload("inference", steps=2, ranks=4, time_scale=0.05)
         snap = s.snapshot()
@@ -148,7 +148,7 @@ def test_histogram_rows_sum_to_the_counts(sim):
     assert (h["upper_ns"] > h["lower_ns"]).all() and (h["count"] > 0).all()
 
 
-def test_save_and_load_round_trip_exactly(sim, tmp_path):
+def test_save_and_load_round_trip_exactly_on_the_simulator(sim, tmp_path):
     with Session(library="sim") as s:
         sim.run_workload("training", steps=2, ranks=4, time_scale=0.05)
         snap = s.snapshot()
@@ -161,7 +161,7 @@ def test_save_and_load_round_trip_exactly(sim, tmp_path):
     assert back.simulated and back.label == snap.label and back.meta["loaded_from"] == str(path)
 
 
-def test_diff_compares_before_and_after(sim):
+def test_diff_compares_before_and_after_on_the_simulator(sim):
     sim.set_clock("virtual")
     with Session(library="sim", clock="mspti") as s:
         sim.call("aclrtLaunchKernel", 4_000, 10)
@@ -179,7 +179,7 @@ def test_diff_compares_before_and_after(sim):
         before.diff("not a snapshot")  # type: ignore[arg-type]
 
 
-def test_merge_of_windows_equals_the_whole(sim):
+def test_merge_of_windows_equals_the_whole_on_the_simulator(sim):
     sim.set_clock("virtual")
     with Session(library="sim", clock="mspti") as s:
         sim.run_workload("training", steps=2, ranks=2, seed=3)
@@ -199,7 +199,7 @@ def test_merge_of_windows_equals_the_whole(sim):
     )
 
 
-def test_status_reports_the_state(session, sim):
+def test_status_reports_the_state_on_the_simulator(session, sim):
     session.start()
     sim.call("aclrtFree", 0, 3)
     st = session.status()
@@ -208,12 +208,12 @@ def test_status_reports_the_state(session, sim):
     assert "stopped" not in repr(session) and "running" in repr(session)
 
 
-def test_snapshot_repr_of_an_empty_window(session):
+def test_snapshot_repr_of_an_empty_window_on_the_simulator(session):
     snap = session.snapshot()
     assert isinstance(snap, Snapshot) and len(snap) == 0 and "no calls recorded" in repr(snap)
 
 
-def test_unsubscribing_while_other_threads_are_inside_callbacks_is_safe(sim):
+def test_unsubscribing_while_other_threads_are_inside_callbacks_is_safe_on_the_simulator(sim):
     stop = threading.Event()
 
     def caller(api):
@@ -243,7 +243,7 @@ def test_unsubscribing_while_other_threads_are_inside_callbacks_is_safe(sim):
     assert snap.total_calls == 10 and snap.unmatched == 0
 
 
-def test_the_last_window_stays_readable_after_the_with_block(sim):
+def test_the_last_window_stays_readable_after_the_with_block_on_the_simulator(sim):
     with Session(library="sim") as s:
         sim.call("aclrtLaunchKernel", 0, 5)
     assert s.closed and s.snapshot().total_calls == 5

@@ -515,14 +515,16 @@ class Snapshot:
     def _repr_html_(self) -> str:
         import html
 
-        banner = ""
-        if self.simulated:
-            banner = (
-                '<div style="background:#fff3cd;color:#664d03;padding:2px 6px;font-weight:bold">'
-                "SIMULATED DATA: produced by the mspti-lens simulator, not measured on an NPU</div>"
-            )
+        banner = SIMULATED_BANNER_HTML if self.simulated else ""
         body = frame_html(self.table()) if len(self) else "<p>(no calls recorded)</p>"
         return f"{banner}<div><b>{html.escape(self._title())}</b></div>{body}"
+
+
+#: The banner above every rendering of simulated data (tables, panel views).
+SIMULATED_BANNER_HTML = (
+    '<div style="background:#fff3cd;color:#664d03;padding:2px 6px;font-weight:bold">'
+    "SIMULATED DATA: produced by the mspti-lens simulator, not measured on an NPU</div>"
+)
 
 
 def frame_html(df: pl.DataFrame, caption: str = "") -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from ..catalog import DOMAINS, enableable
-from ..snapshot import COUNTERS, Snapshot, format_ns, frame_html
+from ..snapshot import COUNTERS, SIMULATED_BANNER_HTML, Snapshot, format_ns, frame_html
 
 # Figures are rendered at this many pixels per CSS pixel, so they are sharp on HiDPI screens
 # (browsers scale the image down to its CSS size; at ratio 1 nothing is lost but bytes).
@@ -164,12 +164,7 @@ class ConfiguredSnapshot(Snapshot):
         return head + "\n" + frame_text(self.table(), self._caption())
 
     def _repr_html_(self) -> str:
-        banner = ""
-        if self.simulated:
-            banner = (
-                '<div style="background:#fff3cd;color:#664d03;padding:2px 6px;font-weight:bold">'
-                "SIMULATED DATA: produced by the mspti-lens simulator, not measured on an NPU</div>"
-            )
+        banner = SIMULATED_BANNER_HTML if self.simulated else ""
         if len(self):
             body = frame_html(self.table(), self._caption())
         else:
