@@ -10,6 +10,27 @@ import polars as pl
 from . import _native
 
 KINDS: tuple[str, ...] = tuple(_native.activity_kinds())
+EVENT_KINDS: tuple[str, ...] = tuple(_native.device_event_kinds())
+# Snapshot.device_events(): one row per KERNEL / COMMUNICATION / HCCL record, by start_ns. `group`,
+# `sequence` (the collective's 0-based instance of its (group, name) since the session started)
+# and `bytes` are null for kernels; times are the records' CLOCK_REALTIME-scale ns.
+DEVICE_EVENTS_SCHEMA: dict[str, pl.DataType] = {
+    "kind": pl.String(),
+    "name": pl.String(),
+    "group": pl.String(),
+    "device_id": pl.UInt32(),
+    "stream_id": pl.UInt32(),
+    "correlation_id": pl.UInt64(),
+    "sequence": pl.UInt64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "duration_ns": pl.Int64(),
+    "bytes": pl.UInt64(),
+    "source": pl.String(),
+}
+# The events' limit per window (Session(device_events=...)): 0 turns the log off.
+DEFAULT_DEVICE_EVENTS: int = _native.DEVICE_EVENTS_DEFAULT
+MAX_DEVICE_EVENTS: int = _native.DEVICE_EVENTS_MAX
 # The summary's vocabulary (Snapshot.summary()): the same statistics under the same names.
 STAT_COLUMNS = (
     "num_calls",
@@ -166,6 +187,14 @@ class DeviceData:
             schema_overrides={c: pl.String for c in ("table", "key0", "key1", "key2", "metric", "source")},
         )
 
+    def device_events(self, source: str) -> pl.DataFrame:
+        """The window's device event log (DEVICE_EVENTS_SCHEMA), by start_ns."""
+        return events_frame(self._native.events(), source)
+
+    def merge(self, other: DeviceData) -> DeviceData:
+        """The exact sum: histograms add, marks and counters add, events concatenate."""
+        return DeviceData(self._native.merge(other._native))
+
     # -- files ---------------------------------------------------------------------------------
     def state(self) -> dict:
         s = dict(self._native.state())
@@ -195,10 +224,69 @@ class DeviceData:
                 str(s.get("join", "")),
                 str(s.get("clock_bridge", "")),
                 [str(k) for k in s.get("kinds", [])],
+                _event_columns(s.get("events")),
             )
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise ValueError(f"malformed device data: {e}") from None
         return cls(native)
+
+
+def check_device_events(n: Any) -> int:
+    """Session(device_events=n): the cap per window, an int in [0, MAX_DEVICE_EVENTS]."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_DEVICE_EVENTS:
+        raise ValueError(
+            f"device_events is the number of device events kept per window: an int from 0 (no event "
+            f"log) to {MAX_DEVICE_EVENTS}, default {DEFAULT_DEVICE_EVENTS}; not {n!r}"
+        )
+    return n
+
+
+def events_frame(cols: dict, source: str) -> pl.DataFrame:
+    """A frame of native event columns (start_ns ... as u64) with DEVICE_EVENTS_SCHEMA."""
+    native = dict(cols)
+    df = pl.DataFrame(
+        {
+            "kind": pl.Series(native.get("kind", []), dtype=pl.String),
+            "name": pl.Series(native.get("name", []), dtype=pl.String),
+            "group": pl.Series(native.get("group", []), dtype=pl.String),
+            "device_id": pl.Series(native.get("device_id", []), dtype=pl.UInt32),
+            "stream_id": pl.Series(native.get("stream_id", []), dtype=pl.UInt32),
+            "correlation_id": pl.Series(native.get("correlation_id", []), dtype=pl.UInt64),
+            "sequence": pl.Series(native.get("sequence", []), dtype=pl.UInt64),
+            "start_ns": pl.Series(native.get("start_ns", []), dtype=pl.UInt64).cast(pl.Int64),
+            "end_ns": pl.Series(native.get("end_ns", []), dtype=pl.UInt64).cast(pl.Int64),
+            "bytes": pl.Series(native.get("bytes", []), dtype=pl.UInt64),
+        }
+    )
+    df = df.with_columns(
+        (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"), pl.lit(source).alias("source")
+    )
+    return df.select(list(DEVICE_EVENTS_SCHEMA)).cast(DEVICE_EVENTS_SCHEMA)  # type: ignore[arg-type]
+
+
+def _event_columns(e: Any) -> dict | None:
+    """A snapshot file's events (None in files written before the event log)."""
+    if e is None:
+        return None
+    if not isinstance(e, dict):
+        raise TypeError("device events are not an object")
+    keys = ("kind", "name", "group", "device_id", "stream_id", "correlation_id", "sequence", "start_ns")
+    return {k: list(e[k]) for k in (*keys, "end_ns", "bytes")}
+
+
+def merge(a: Any, b: Any) -> DeviceData | None:
+    """Snapshot.merge's device part: either side may have none."""
+    da, db = _dev(a), _dev(b)
+    if da is None or db is None:
+        return da if db is None else db
+    return da.merge(db)
+
+
+def device_events(snap: Any) -> pl.DataFrame:
+    """Snapshot.device_events(): the event log (an empty frame with the schema without activity)."""
+    source = "simulated" if snap.simulated else "measured"  # the contract's words for this frame
+    d = _dev(snap)
+    return events_frame({}, source) if d is None else d.device_events(source)
 
 
 EMPTY_NOTE = (

@@ -39,6 +39,10 @@ class Session:
     read with :meth:`timeline`. The K=8 slowest calls per thread and API are always kept
     (``Snapshot.slowest()``).
 
+    ``device_events`` caps the device event log (``Snapshot.device_events()``: timed KERNEL and
+    collective records) per window; 0 turns it off; records past the cap are counted as
+    ``device_events_dropped`` in the snapshot's device counters.
+
     One Session may be active per process (MSPTI has one subscriber slot). Entering the ``with``
     block starts recording; leaving it unsubscribes. ``enable``/``disable`` work at any time,
     also from another thread while calls are being recorded.
@@ -54,6 +58,7 @@ class Session:
         activity: Iterable[str] | str = (),
         mark_launches: int | None = None,
         activity_buffers: tuple[int, int] = (8 << 20, 8),
+        device_events: int = device.DEFAULT_DEVICE_EVENTS,
     ):
         if clock not in CLOCKS:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
@@ -81,6 +86,7 @@ class Session:
             )
         resolved = [resolve(t) for t in targets]  # validate before subscribing
         kinds = device.check_kinds(activity)
+        self._device_events = device.check_device_events(device_events)
         if mark_launches is not None:
             # The guide's scenario 2: LAUNCH only, the stream as subscription data, MARKER and KERNEL.
             if not isinstance(mark_launches, int) or isinstance(mark_launches, bool) or mark_launches < 0:
@@ -94,7 +100,11 @@ class Session:
         if kinds or mark_launches is not None:
             size, count = activity_buffers
             self._activity = _native.NativeActivity(
-                self._native, buffer_size=size, buffers=count, mark_stream=mark_launches
+                self._native,
+                buffer_size=size,
+                buffers=count,
+                mark_stream=mark_launches,
+                device_events=self._device_events,
             )
             self._activity.enable(kinds)
         self._clock = clock
@@ -130,7 +140,7 @@ class Session:
         """Collect these activity kinds too (at once if running). Returns self."""
         names = device.check_kinds(list(kinds))
         if self._activity is None:
-            self._activity = _native.NativeActivity(self._native)
+            self._activity = _native.NativeActivity(self._native, device_events=self._device_events)
         self._activity.enable(names)
         return self
 

@@ -257,6 +257,7 @@ class Snapshot:
         from . import slowest, timeline  # issue 13: the slowest calls and the timeline
 
         out = Snapshot(self._native.merge(other._native), meta)
+        out.device = device.merge(self, other)  # device histograms add, device events concatenate
         out._exemplars = slowest.merged(self, other)
         out._timeline = timeline.merged(self._timeline, other._timeline)
         return out
@@ -466,6 +467,10 @@ class Snapshot:
     def memcpy(self) -> pl.DataFrame:
         """MEMCPY per direction (and MEMSET, MEMORY) with bytes."""
         return device.frame(self, "memcpy")
+
+    def device_events(self) -> pl.DataFrame:
+        """One row per KERNEL / COMMUNICATION / HCCL record, by start (device.DEVICE_EVENTS_SCHEMA)."""
+        return device.device_events(self)
 
     # -- display -------------------------------------------------------------------------------
     def _title(self) -> str:

@@ -249,7 +249,7 @@ impl Session {
         }
         self.running = true;
         if let Some(a) = &self.activity {
-            a.lock().unwrap_or_else(|e| e.into_inner()).start()?;
+            a.lock().unwrap_or_else(|e| e.into_inner()).start(self.clock)?;
         }
         Ok(self.clock)
     }
@@ -262,7 +262,7 @@ impl Session {
         self.live()?;
         self.activity = Some(a.clone());
         if self.running {
-            a.lock().unwrap_or_else(|e| e.into_inner()).start()?;
+            a.lock().unwrap_or_else(|e| e.into_inner()).start(self.clock)?;
         }
         Ok(())
     }

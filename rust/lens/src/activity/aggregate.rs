@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use super::events::{Event, Recorder, EVENT_COMMUNICATION, EVENT_HCCL, EVENT_KERNEL};
 use super::hook::{self, Span};
 use super::layout as abi;
 use super::names::{json_string, FastMap as HashMap, Names, EMPTY};
@@ -102,6 +103,8 @@ pub struct State {
     /// (domain, name, with-device) -> instantaneous marks.
     pub marks: HashMap<(u32, u32, u32), u64>,
     pub launches: Launches,
+    /// The device event log (kernels and collectives, timed; bounded per window).
+    pub events: Recorder,
     pub counters: Counters,
     /// Mark pairing for `mark_launches` on (tid -> open ENTER mark (id, name, ts)).
     pub pair_launch_marks: bool,
@@ -144,6 +147,7 @@ impl Default for State {
             ranges: Table::new(OTHER_KEYS),
             marks: HashMap::default(),
             launches: Launches::default(),
+            events: Recorder::default(),
             counters: Counters::default(),
             pair_launch_marks: false,
             join_active: false,
@@ -256,11 +260,23 @@ impl State {
     fn ingest(&mut self, rec: Record) {
         let c = &mut self.counters;
         match rec {
-            Record::Kernel { start, end, correlation, kind_name, name, .. } => {
+            Record::Kernel { start, end, device, stream, correlation, kind_name, name } => {
                 let Some(d) = dur(start, end, c) else { return };
                 // SAFETY: KERNEL name and type are filled by the library (reference §1.4).
                 let (n, t) = unsafe { (self.names.at(name), self.names.at(kind_name)) };
                 self.kernels.record((n, t, 0), d);
+                self.events.log(Event {
+                    kind: EVENT_KERNEL,
+                    name: n,
+                    group: None,
+                    device,
+                    stream,
+                    correlation,
+                    sequence: None,
+                    start,
+                    end,
+                    bytes: None,
+                });
                 if self.join_active {
                     self.kernel_join(correlation, start, end);
                 }
@@ -274,14 +290,39 @@ impl State {
                     self.api_join(tid, start, end, correlation, kind, true);
                 }
             }
-            Record::Hccl { start, end, bandwidth, name, comm, .. } => {
+            Record::Hccl { start, end, device, stream, bandwidth, name, comm } => {
                 let Some(d) = dur(start, end, c) else { return };
                 // SAFETY: HCCL name and commName are filled (reference §1.4).
                 let (n, g) = unsafe { (self.names.at(name), self.names.at(comm)) };
-                let bw = (bandwidth.is_finite() && bandwidth > 0.0).then_some((bandwidth * 1000.0) as u64);
+                let good = bandwidth.is_finite() && bandwidth > 0.0;
+                let bw = good.then_some((bandwidth * 1000.0) as u64);
                 self.collectives.record2((g, n, COLL_HCCL), d, bw, 0);
+                // The record has no byte count: bandwidth (bytes/ns) times duration gives it back.
+                let bytes = good.then(|| (bandwidth * d as f64).round() as u64);
+                self.events.log(Event {
+                    kind: EVENT_HCCL,
+                    name: n,
+                    group: Some(g),
+                    device,
+                    stream,
+                    correlation: 0,
+                    sequence: None,
+                    start,
+                    end,
+                    bytes,
+                });
             }
-            Record::Communication { data_type, count, start, end, name, comm, .. } => {
+            Record::Communication {
+                data_type,
+                count,
+                device,
+                stream,
+                start,
+                end,
+                name,
+                comm,
+                correlation,
+            } => {
                 let Some(d) = dur(start, end, c) else { return };
                 // SAFETY: COMMUNICATION name and commName are filled (reference §1.4).
                 let (n, g) = unsafe { (self.names.at(name), self.names.at(comm)) };
@@ -289,6 +330,18 @@ impl State {
                 // bytes/ns = GB/s; kept as MB/s integers.
                 let bw = (bytes > 0 && d > 0).then(|| (bytes as u128 * 1000 / d as u128) as u64);
                 self.collectives.record2((g, n, COLL_COMMUNICATION), d, bw, bytes);
+                self.events.log(Event {
+                    kind: EVENT_COMMUNICATION,
+                    name: n,
+                    group: Some(g),
+                    device,
+                    stream,
+                    correlation,
+                    sequence: None,
+                    start,
+                    end,
+                    bytes: Some(bytes),
+                });
             }
             Record::Memcpy { copy_kind, bytes, start, end, .. } => {
                 let Some(d) = dur(start, end, c) else { return };

@@ -13,6 +13,8 @@
 
 pub mod aggregate;
 pub mod bench;
+pub mod clock_bridge;
+pub mod events;
 pub mod hook;
 pub mod layout;
 pub mod names;
@@ -29,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::core::clock::ClockKind;
 use crate::core::hist::Histogram;
 use crate::core::windows::FORKED;
 use crate::error::{Error, Result};
@@ -106,6 +109,8 @@ pub struct Config {
     pub flush_interval: Duration,
     /// `mark_launches`: the stream (an `aclrtStream`) to mark each launch on.
     pub mark_stream: Option<usize>,
+    /// Device events kept per window (0: no event log).
+    pub device_events: usize,
 }
 
 impl Default for Config {
@@ -115,6 +120,7 @@ impl Default for Config {
             buffers: 8,
             flush_interval: Duration::from_millis(500),
             mark_stream: None,
+            device_events: events::DEFAULT_CAP,
         }
     }
 }
@@ -161,6 +167,66 @@ pub struct ActivityTotals {
     pub join: String,
     pub clock_bridge: String,
     pub kinds: Vec<&'static str>,
+    /// The window's device event log.
+    pub events: events::EventLog,
+}
+
+impl ActivityTotals {
+    /// The exact sum of two windows (threads, runs, ranks): histograms of one row add, marks and
+    /// counters add, events concatenate (ordered by start).
+    pub fn merge(&self, o: &ActivityTotals) -> ActivityTotals {
+        use std::collections::BTreeMap;
+        let mut rows: BTreeMap<(&'static str, [String; 3], &'static str), HistRow> = BTreeMap::new();
+        for r in self.rows.iter().chain(&o.rows) {
+            match rows.entry((r.table, r.keys.clone(), r.metric)) {
+                std::collections::btree_map::Entry::Occupied(mut e) => {
+                    let row = e.get_mut();
+                    row.hist.merge(&r.hist);
+                    row.bytes = row.bytes.saturating_add(r.bytes);
+                }
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(r.clone());
+                }
+            }
+        }
+        let mut marks: BTreeMap<(String, String, bool), u64> = BTreeMap::new();
+        for (d, n, dev, c) in self.marks.iter().chain(&o.marks) {
+            *marks.entry((d.clone(), n.clone(), *dev)).or_default() += c;
+        }
+        let value = |t: &ActivityTotals, n: &str| t.counters.iter().find(|c| c.0 == n).map(|c| c.1);
+        let counters = COUNTER_NAMES
+            .iter()
+            .filter_map(|&n| {
+                let (a, b) = (value(self, n), value(o, n));
+                let v = match n {
+                    // A flag, not a count.
+                    "library_reports_drops" => a.max(b)?,
+                    _ => a.or(b).map(|_| a.unwrap_or(0).saturating_add(b.unwrap_or(0)))?,
+                };
+                Some((n, v))
+            })
+            .collect();
+        let both = |a: &str, b: &str| {
+            if a == b || b.is_empty() {
+                a.to_owned()
+            } else if a.is_empty() {
+                b.to_owned()
+            } else {
+                format!("{a} + {b}")
+            }
+        };
+        let kinds =
+            kind_names().into_iter().filter(|k| self.kinds.contains(k) || o.kinds.contains(k)).collect();
+        ActivityTotals {
+            rows: rows.into_values().collect(),
+            marks: marks.into_iter().map(|((d, n, dev), c)| (d, n, dev, c)).collect(),
+            counters,
+            join: both(&self.join, &o.join),
+            clock_bridge: both(&self.clock_bridge, &o.clock_bridge),
+            kinds,
+            events: self.events.concat(&o.events),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -186,10 +252,15 @@ pub struct Collector {
     base_pool: pool::PoolCounters,
     lib_dropped: u64,
     base_lib_dropped: u64,
+    /// The session's clock at the last start.
+    session_clock: ClockKind,
+    /// Our timestamp callback is registered with the library (see `clock_bridge`).
+    bridged: bool,
+    anchored: bool,
 }
 
 /// Every counter a device snapshot reports, in order (defined once).
-pub const COUNTER_NAMES: [&str; 24] = [
+pub const COUNTER_NAMES: [&str; 25] = [
     "records",
     "buffers",
     "bad_records",
@@ -214,6 +285,7 @@ pub const COUNTER_NAMES: [&str; 24] = [
     "kernels_pending",
     "unlogged_launches",
     "mark_failures",
+    "device_events_dropped",
 ];
 
 fn counter_values(c: &Counters) -> [(&'static str, u64); 15] {
@@ -242,6 +314,13 @@ impl Collector {
     /// # Errors
     /// The library lacks the Activity API, the pool cannot be made, or registration fails.
     pub fn new(path: &Path, config: Config) -> Result<Collector> {
+        if config.device_events > events::MAX_CAP {
+            return Err(Error::InvalidArgument(format!(
+                "device_events must be between 0 (no event log) and {} events per window, not {}",
+                events::MAX_CAP,
+                config.device_events
+            )));
+        }
         let api = symbols::bind(path)?;
         mstx::offer(path);
         let pool = pool::pool(config.buffer_size, config.buffers).map_err(Error::InvalidArgument)?;
@@ -264,6 +343,7 @@ impl Collector {
         }
         hook::set_timestamp(api.get_timestamp);
         state.pair_launch_marks = config.mark_stream.is_some();
+        state.events = events::Recorder::new(config.device_events);
         state.skip_old_spans();
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
@@ -293,6 +373,9 @@ impl Collector {
             base_pool: pool.counters(),
             lib_dropped: 0,
             base_lib_dropped: 0,
+            session_clock: ClockKind::Monotonic,
+            bridged: false,
+            anchored: false,
         })
     }
 
@@ -315,7 +398,9 @@ impl Collector {
     }
 
     pub fn clock_bridge(&self) -> &'static str {
-        if self.shared.api.get_timestamp.is_some() {
+        if self.bridged {
+            "timestamp_callback"
+        } else if self.shared.api.get_timestamp.is_some() {
             "msptiGetTimestamp"
         } else {
             "CLOCK_REALTIME"
@@ -439,12 +524,55 @@ impl Collector {
     ///
     /// # Errors
     /// The library's error for one of the kinds (the others stay enabled).
-    pub fn start(&mut self) -> Result<()> {
+    pub fn start(&mut self, clock: ClockKind) -> Result<()> {
         if self.closed || FORKED.load(Ordering::Relaxed) {
             return Ok(());
         }
+        self.session_clock = clock;
+        self.bridge(clock);
         self.running = true;
         self.apply()
+    }
+
+    /// The session's clock at the last start.
+    pub fn session_clock(&self) -> ClockKind {
+        self.session_clock
+    }
+
+    /// Register our timestamp callback where the library has one (before any kind is enabled,
+    /// as the library requires), unless the session's clock is MSPTI's own.
+    fn bridge(&mut self, clock: ClockKind) {
+        let Some(register) = self.shared.api.register_timestamp else { return };
+        if clock == ClockKind::Mspti {
+            self.unbridge();
+            return;
+        }
+        if self.bridged {
+            return;
+        }
+        clock_bridge::anchor(!self.anchored);
+        self.anchored = true;
+        // SAFETY: our callback has msptiTimestampCallbackFunc's signature and lives for the
+        // process (this library is never unloaded).
+        if unsafe { register(Some(clock_bridge::session_timestamp)) } == 0 {
+            self.bridged = true;
+            hook::set_timestamp(Some(clock_bridge::session_get_timestamp));
+        } else {
+            clock_bridge::off();
+        }
+    }
+
+    fn unbridge(&mut self) {
+        if !self.bridged {
+            return;
+        }
+        if let Some(register) = self.shared.api.register_timestamp {
+            // SAFETY: NULL asks the library for its own clock again.
+            unsafe { register(None) };
+        }
+        clock_bridge::off();
+        hook::set_timestamp(self.shared.api.get_timestamp);
+        self.bridged = false;
     }
 
     /// Flush what MSPTI holds and drain it. `settle`: repeat FlushAll until two polls in a row
@@ -516,6 +644,7 @@ impl Collector {
             let _ = h.join();
         }
         self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).give_up_pending();
+        self.unbridge();
         self.closed = true;
     }
 
@@ -549,6 +678,11 @@ impl Collector {
         t.counters.push(("unlogged_launches", hook::UNLOGGED.load(Ordering::Relaxed)));
         t.counters.push(("mark_failures", hook::MARK_FAILURES.load(Ordering::Relaxed)));
         rows_of(&st, &mut t);
+        // A closed window's events go with its snapshot; sequence numbers carry on.
+        let (events, dropped) =
+            if reset { st.events.take_window() } else { (st.events.events.clone(), st.events.dropped) };
+        t.counters.push(("device_events_dropped", dropped));
+        t.events = events::EventLog::resolve(&events, |id| st.name(id));
         if reset {
             self.baseline = all;
             self.base_pool = pc;

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::session::PySession;
+use crate::activity::events::{Event, EventLog, Strings, EVENT_KINDS};
 use crate::activity::{self, mstx, ActivityTotals, Collector, Config, HistRow};
 use crate::core::hist::{self, Histogram};
 use crate::error::Error;
@@ -40,7 +41,8 @@ impl PyActivity {
 #[pymethods]
 impl PyActivity {
     #[new]
-    #[pyo3(signature = (session, buffer_size=8<<20, buffers=8, flush_interval_ms=500, mark_stream=None))]
+    #[pyo3(signature = (session, buffer_size=8<<20, buffers=8, flush_interval_ms=500, mark_stream=None,
+                        device_events=activity::events::DEFAULT_CAP))]
     fn new(
         py: Python<'_>,
         session: &PySession,
@@ -48,6 +50,7 @@ impl PyActivity {
         buffers: usize,
         flush_interval_ms: u64,
         mark_stream: Option<usize>,
+        device_events: usize,
     ) -> PyResult<PyActivity> {
         let path = session.inner.lock().unwrap_or_else(|e| e.into_inner()).library().path.clone();
         let config = Config {
@@ -55,6 +58,7 @@ impl PyActivity {
             buffers,
             flush_interval: Duration::from_millis(flush_interval_ms.max(1)),
             mark_stream,
+            device_events,
         };
         let c = py.detach(move || Collector::new(&path, config)).map_err(to_py)?;
         let inner = Arc::new(Mutex::new(c));
@@ -75,7 +79,10 @@ impl PyActivity {
     }
 
     fn start(&self, py: Python<'_>) -> PyResult<()> {
-        self.with(py, |c| c.start())
+        self.with(py, |c| {
+            let clock = c.session_clock();
+            c.start(clock)
+        })
     }
 
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
@@ -222,6 +229,16 @@ impl PyDeviceSnapshot {
         self.t.rows.len()
     }
 
+    /// The device event log's columns (DEVICE_EVENTS_SCHEMA's, without source), by start.
+    fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        events_dict(py, &self.t.events)
+    }
+
+    /// The exact sum of two device snapshots (events concatenated, by start).
+    fn merge(&self, other: &PyDeviceSnapshot) -> PyDeviceSnapshot {
+        PyDeviceSnapshot { t: self.t.merge(&other.t) }
+    }
+
     /// The exact state of every row for saving: table, key0-2, metric, bytes, sum, sum_sq, min,
     /// max, overflow, and sparse buckets (bucket indices and counts per row).
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -254,6 +271,7 @@ impl PyDeviceSnapshot {
         d.set_item("join", &self.t.join)?;
         d.set_item("clock_bridge", &self.t.clock_bridge)?;
         d.set_item("kinds", self.t.kinds.clone())?;
+        d.set_item("events", events_dict(py, &self.t.events)?)?;
         Ok(d)
     }
 
@@ -261,7 +279,7 @@ impl PyDeviceSnapshot {
     /// snapshot).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (table, key0, key1, key2, metric, bytes, sum, sum_sq, min, max, overflow, buckets, counts, marks, counters, join, clock_bridge, kinds))]
+    #[pyo3(signature = (table, key0, key1, key2, metric, bytes, sum, sum_sq, min, max, overflow, buckets, counts, marks, counters, join, clock_bridge, kinds, events=None))]
     fn from_state(
         table: Vec<String>,
         key0: Vec<String>,
@@ -281,6 +299,7 @@ impl PyDeviceSnapshot {
         join: String,
         clock_bridge: String,
         kinds: Vec<String>,
+        events: Option<EventColumns>,
     ) -> PyResult<PyDeviceSnapshot> {
         const TABLES: [&str; 6] = ["kernels", "apis", "collectives", "memcpy", "ranges", "launches"];
         const METRICS: [&str; 6] = ["duration", "bandwidth", "bytes", "api", "queue", "kernel"];
@@ -343,8 +362,94 @@ impl PyDeviceSnapshot {
             .collect();
         let kinds =
             kinds.iter().filter_map(|k| activity::kind_by_name(k).ok().map(activity::kind_name)).collect();
-        Ok(PyDeviceSnapshot { t: ActivityTotals { rows, marks, counters, join, clock_bridge, kinds } })
+        let events = events.map_or_else(|| Ok(EventLog::default()), events_of)?;
+        Ok(PyDeviceSnapshot {
+            t: ActivityTotals { rows, marks, counters, join, clock_bridge, kinds, events },
+        })
     }
+}
+
+/// The event log's columns as `events()` gives them and `from_state` takes them back.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct EventColumns {
+    kind: Vec<String>,
+    name: Vec<String>,
+    group: Vec<Option<String>>,
+    device_id: Vec<u32>,
+    stream_id: Vec<u32>,
+    correlation_id: Vec<u64>,
+    sequence: Vec<Option<u64>>,
+    start_ns: Vec<u64>,
+    end_ns: Vec<u64>,
+    bytes: Vec<Option<u64>>,
+}
+
+fn events_dict<'py>(py: Python<'py>, log: &EventLog) -> PyResult<Bound<'py, PyDict>> {
+    let e = &log.events;
+    let d = PyDict::new(py);
+    d.set_item("kind", e.iter().map(|x| EVENT_KINDS[x.kind as usize]).collect::<Vec<_>>())?;
+    d.set_item("name", e.iter().map(|x| log.name(x.name)).collect::<Vec<_>>())?;
+    d.set_item("group", e.iter().map(|x| x.group.map(|g| log.name(g))).collect::<Vec<_>>())?;
+    d.set_item("device_id", e.iter().map(|x| x.device).collect::<Vec<_>>())?;
+    d.set_item("stream_id", e.iter().map(|x| x.stream).collect::<Vec<_>>())?;
+    d.set_item("correlation_id", e.iter().map(|x| x.correlation).collect::<Vec<_>>())?;
+    d.set_item("sequence", e.iter().map(|x| x.sequence).collect::<Vec<_>>())?;
+    d.set_item("start_ns", e.iter().map(|x| x.start).collect::<Vec<_>>())?;
+    d.set_item("end_ns", e.iter().map(|x| x.end).collect::<Vec<_>>())?;
+    d.set_item("bytes", e.iter().map(|x| x.bytes).collect::<Vec<_>>())?;
+    Ok(d)
+}
+
+fn events_of(c: EventColumns) -> PyResult<EventLog> {
+    let n = c.kind.len();
+    let lens = [
+        c.name.len(),
+        c.group.len(),
+        c.device_id.len(),
+        c.stream_id.len(),
+        c.correlation_id.len(),
+        c.sequence.len(),
+        c.start_ns.len(),
+        c.end_ns.len(),
+        c.bytes.len(),
+    ];
+    if lens.iter().any(|&l| l != n) {
+        return Err(PyValueError::new_err("device event columns have different lengths"));
+    }
+    let mut s = Strings::default();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let kind = EVENT_KINDS.iter().position(|k| *k == c.kind[i]).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unknown device event kind {:?}; valid kinds are {}",
+                c.kind[i],
+                EVENT_KINDS.join(", ")
+            ))
+        })? as u8;
+        if c.end_ns[i] < c.start_ns[i] {
+            return Err(PyValueError::new_err(format!("device event {i} ends before it starts")));
+        }
+        out.push(Event {
+            kind,
+            name: s.intern(&c.name[i]),
+            group: c.group[i].as_deref().map(|g| s.intern(g)),
+            device: c.device_id[i],
+            stream: c.stream_id[i],
+            correlation: c.correlation_id[i],
+            sequence: c.sequence[i],
+            start: c.start_ns[i],
+            end: c.end_ns[i],
+            bytes: c.bytes[i],
+        });
+    }
+    Ok(s.into_log(out))
+}
+
+/// The device event kinds, in their order (DEVICE_EVENTS_SCHEMA's `kind` values).
+#[pyfunction]
+pub fn device_event_kinds() -> Vec<&'static str> {
+    EVENT_KINDS.to_vec()
 }
 
 fn counter_names() -> Vec<&'static str> {
@@ -449,6 +554,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyActivity>()?;
     m.add_class::<PyDeviceSnapshot>()?;
     m.add_function(wrap_pyfunction!(activity_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(device_event_kinds, m)?)?;
+    m.add("DEVICE_EVENTS_DEFAULT", activity::events::DEFAULT_CAP)?;
+    m.add("DEVICE_EVENTS_MAX", activity::events::MAX_CAP)?;
     m.add_function(wrap_pyfunction!(mstx_library, m)?)?;
     m.add_function(wrap_pyfunction!(mstx_mark, m)?)?;
     m.add_function(wrap_pyfunction!(mstx_range_start, m)?)?;
