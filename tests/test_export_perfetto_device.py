@@ -152,3 +152,59 @@ def test_a_trace_of_a_loaded_snapshot_file_carries_its_slowest_calls_on_the_simu
     spans = [e for e in from_file["traceEvents"] if e["ph"] == "X"]
     assert sorted(round(e["dur"] * 1000) for e in spans) == [300, 500, 700]
     assert from_file["traceEvents"] == live["traceEvents"]
+
+
+# -- end to end: the device-event log of a simulated session -------------------------------------
+
+
+@pytest.fixture
+def activity_sim(sim):
+    """The simulator on the virtual clock with an exact device model (as the event log's tests)."""
+    from _sim_activity import ERAS, bind
+
+    sim.reset()
+    lib = bind(sim.lib)
+    sim.set_clock("virtual")
+    lib.msimSetDeviceModel(2000, 0, 1000)  # launch-to-start 2 us, records at once
+    yield sim, lib
+    lib.msimSetActivityEra(ERAS["follow"])
+    lib.msimSetCommName(None)
+    lib.msimSetThreadStream(0, 0)
+    sim.set_clock("real")
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.SimulatedBackendWarning")
+def test_a_simulated_sessions_device_events_are_drawn_on_their_lanes_on_the_simulator(activity_sim, tmp_path):
+    if not hasattr(Snapshot, "device_events"):
+        pytest.skip("Snapshot.device_events() (the device-event log) is not in this mspti-lens yet")
+    sim, lib = activity_sim
+    launch = sim.api("aclrtLaunchKernel")
+    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel", "hccl"]) as s:
+        for stream in (1, 1, 3):
+            lib.msimLaunch(launch, 5000, stream, 3000, 1, b"MatMul", None, 0)
+        lib.msimSetThreadStream(0, 9)
+        lib.msimSetCommName(b"tp0")
+        lib.msimCallBytes(sim.api("HcclAllReduce"), 30_000, 1 << 20, 0, 8)
+        snap = s.snapshot()
+    ev = snap.device_events()
+    assert sorted(ev["kind"].to_list()) == ["hccl", "kernel", "kernel", "kernel"]
+    snap.save(tmp_path / "w.parquet")
+    for trace in (to_perfetto(snap), to_perfetto(Snapshot.load(tmp_path / "w.parquet"))):
+        base = trace["otherData"]["base_time_unix_ns"]
+        dev = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] in ("kernel", "hccl")]
+        got = sorted((e["pid"] - DEVICE_PID_BASE, e["tid"], round(e["ts"] * 1e3) + base) for e in dev)
+        want = sorted(zip(ev["device_id"], ev["stream_id"], ev["start_ns"]))
+        assert got == want
+        assert {e["name"] for e in dev} == {"MatMul", "HcclAllReduce"}
+        host = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == 0]
+        assert [e["name"] for e in host] == ["aclrtLaunchKernel"] * 3  # the slowest calls kept
+    path = tmp_path / "trace.json"
+    to_perfetto(snap, path)
+    trace_parser = pytest.importorskip("hta.common.trace_parser")
+    from hta.configs.parser_config import ParserConfig
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _meta, df, symbols = trace_parser.parse_trace_dataframe(str(path), ParserConfig())
+    on_device = df[(df["dur"] > 0) & (df["pid"] != 0)]
+    assert sorted(symbols.sym_table[i] for i in on_device["name"]) == ["HcclAllReduce"] + ["MatMul"] * 3
