@@ -54,6 +54,11 @@ def test_every_format_exports_from_a_saved_snapshot_on_the_simulator(saved, tmp_
     assert by_api["aclrtSynchronizeStream"]["zeroCount"] == "5"
     assert "Tag=runtime/aclrtLaunchKernel" in (tmp_path / "out.hlog").read_text()
     assert "rank 5" in (tmp_path / "out.trace.json").read_text()
+    # The saved file keeps the slowest calls, so the exports of it carry them as the live ones do.
+    trace = json.loads((tmp_path / "out.trace.json").read_text())
+    spans = sorted(round(e["dur"] * 1000) for e in trace["traceEvents"] if e["ph"] == "X")
+    assert len(spans) == len(snap.slowest()) and spans[-3:] == [90_000] * 3
+    assert sorted(int(e["asInt"]) for e in by_api["aclrtLaunchKernel"]["exemplars"])[-3:] == [90_000] * 3
 
 
 def test_export_to_stdout_as_a_subprocess_on_the_simulator(saved):

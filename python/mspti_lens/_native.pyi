@@ -9,6 +9,7 @@ __all__ = [
     "MAX_INDEX",
     "RANGE_MAX_NS",
     "MAX_RELATIVE_ERROR",
+    "EXEMPLARS_PER_KEY",
     "HISTOGRAM_BYTES",
     "TSC_RELIABLE",
     "COUNTERS",
@@ -60,6 +61,7 @@ MIN_INDEX: int
 MAX_INDEX: int
 RANGE_MAX_NS: int
 MAX_RELATIVE_ERROR: float
+EXEMPLARS_PER_KEY: int
 HISTOGRAM_BYTES: int
 TSC_RELIABLE: bool
 COUNTERS: list[tuple[str, str]]

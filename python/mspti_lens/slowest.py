@@ -2,6 +2,10 @@
 
 Per (thread, API) and window the native core keeps the K slowest calls (K = 8) with their start
 on the wall clock, duration and OS thread id, at the cost of one compare per call.
+
+A snapshot's kept calls are its native snapshot's, or (loaded from a file, or merged) rows held
+beside it in :data:`EXEMPLAR_COLUMNS`' shape; :func:`save_into` / :func:`load_from` /
+:func:`merged` are the snapshot file's and ``Snapshot.merge``'s hooks.
 """
 
 from __future__ import annotations
@@ -10,7 +14,13 @@ from typing import Any
 
 import polars as pl
 
+from . import _native
 from .catalog import DOMAIN_NAMES, callback
+
+#: Calls kept per (thread, key) and window (defined in rust/lens/src/core/exemplars.rs).
+PER_KEY: int = _native.EXEMPLARS_PER_KEY
+#: The kept calls' raw columns (the native snapshot's ``exemplars()``; the file's "slowest" entry).
+EXEMPLAR_COLUMNS = ("domain", "cbid", "name", "thread_id", "start_unix_ns", "duration_ns")
 
 SLOWEST_SCHEMA: dict[str, Any] = {
     "domain": pl.String,
@@ -24,14 +34,24 @@ SLOWEST_SCHEMA: dict[str, Any] = {
 }
 
 
-def slowest_frame(native: Any, simulated: bool, per_api: int | None = None) -> pl.DataFrame:
+def rows_of(snap: Any) -> dict[str, list]:
+    """The snapshot's kept calls as columns of :data:`EXEMPLAR_COLUMNS`."""
+    rows = getattr(snap, "_exemplars", None)
+    if rows is None:
+        e = snap._native.exemplars()
+        rows = {c: list(e[c]) for c in EXEMPLAR_COLUMNS}
+    return rows
+
+
+def slowest_frame(snap: Any, per_api: int | None = None) -> pl.DataFrame:
     """One row per kept call, slowest first; ``per_api`` keeps only that many per API (over all
     threads)."""
+    simulated = bool(snap.simulated)
     if per_api is not None and (not isinstance(per_api, int) or isinstance(per_api, bool) or per_api < 1):
         raise ValueError(
             f"per_api must be a positive int (calls to keep per API), or None for all, not {per_api!r}"
         )
-    e = native.exemplars()
+    e = rows_of(snap)
     n = len(e["name"])
 
     def short(d: int, c: int) -> str:
@@ -56,3 +76,47 @@ def slowest_frame(native: Any, simulated: bool, per_api: int | None = None) -> p
     if per_api is not None:
         df = df.filter(pl.int_range(pl.len()).over(["domain", "name"]) < per_api)
     return df
+
+
+# -- the snapshot file and Snapshot.merge ------------------------------------------------------
+
+
+def save_into(snap: Any, head: dict) -> None:
+    """Put the kept calls in the file's metadata (at most PER_KEY per thread and key: small)."""
+    head["slowest"] = rows_of(snap)
+
+
+def load_from(snap: Any, head: dict) -> None:
+    """Give a loaded snapshot the kept calls its file holds (files without them: none)."""
+    s = head.get("slowest")
+    if s is None:
+        return
+    if not isinstance(s, dict) or any(not isinstance(s.get(c), list) for c in EXEMPLAR_COLUMNS):
+        raise ValueError(f"the snapshot file's slowest calls are not columns {list(EXEMPLAR_COLUMNS)}")
+    if len({len(s[c]) for c in EXEMPLAR_COLUMNS}) != 1:
+        raise ValueError("the snapshot file's slowest-call columns have different lengths")
+    try:
+        numbers = {c: [int(v) for v in s[c]] for c in EXEMPLAR_COLUMNS if c != "name"}
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"the snapshot file's slowest calls are malformed: {e}") from None
+    if any(v < 0 for col in numbers.values() for v in col):
+        raise ValueError("the snapshot file's slowest calls hold negative numbers")
+    rows: dict[str, list] = {"name": [str(v) for v in s["name"]], **numbers}
+    snap._exemplars = {c: rows[c] for c in EXEMPLAR_COLUMNS}
+
+
+def merged(a: Any, b: Any) -> dict[str, list]:
+    """The kept calls of the sum of two snapshots: per (thread, key), the PER_KEY slowest of the
+    union (ties: the earlier start first), as one longer window would have kept them."""
+    ra, rb = rows_of(a), rows_of(b)
+    both = [r for rows in (ra, rb) for r in zip(*(rows[c] for c in EXEMPLAR_COLUMNS))]
+    # (domain, cbid, name, thread_id, start, duration): slowest first, then the earlier start.
+    both.sort(key=lambda r: (r[0], r[1], r[2], r[3], -r[5], r[4]))
+    kept: list[tuple] = []
+    seen: dict[tuple, int] = {}
+    for r in both:
+        group = r[:4]
+        if seen.get(group, 0) < PER_KEY:
+            seen[group] = seen.get(group, 0) + 1
+            kept.append(r)
+    return {c: [r[i] for r in kept] for i, c in enumerate(EXEMPLAR_COLUMNS)}

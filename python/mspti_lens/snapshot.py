@@ -95,6 +95,8 @@ class Snapshot:
         self._summary: pl.DataFrame | None = None
         #: The session's timeline when the snapshot was taken (issue 13; None: not kept).
         self._timeline: pl.DataFrame | None = None
+        #: The slowest calls when loaded from a file or merged (issue 13; None: the native's own).
+        self._exemplars: dict[str, list] | None = None
         self.device: device.DeviceData | None = None  # activity data (issue 11), set by the Session
 
     # -- facts ---------------------------------------------------------------------------------
@@ -200,7 +202,7 @@ class Snapshot:
         callback, name, thread_id, start (wall clock), start_unix_ns, duration_ns, source."""
         from .slowest import slowest_frame  # issue 13
 
-        return slowest_frame(self._native, self.simulated, per_api)
+        return slowest_frame(self, per_api)
 
     def timeline(self) -> pl.DataFrame:
         """Latency over time (``Session(interval=...)``): per interval and API, num_calls, p50_ns,
@@ -252,8 +254,12 @@ class Snapshot:
         meta["label"] = self.label if self.label == other.label else f"{self.label} + {other.label}"
         meta["window_start"] = min(self.meta.get("window_start", 0), other.meta.get("window_start", 0))
         meta["window_end"] = max(self.meta.get("window_end", 0), other.meta.get("window_end", 0))
+        from . import slowest, timeline  # issue 13: the slowest calls and the timeline
+
         out = Snapshot(self._native.merge(other._native), meta)
         out.device = device.merge(self, other)  # device histograms add, device events concatenate
+        out._exemplars = slowest.merged(self, other)
+        out._timeline = timeline.merged(self._timeline, other._timeline)
         return out
 
     @classmethod
@@ -330,6 +336,10 @@ class Snapshot:
             "counters": self.counters,
         }
         device.save_into(self, meta)
+        from . import slowest, timeline  # issue 13: the slowest calls and the timeline
+
+        slowest.save_into(self, meta)
+        timeline.save_into(self, meta)
         table = table.replace_schema_metadata({"mspti_lens": json.dumps(meta)})
         pq.write_table(table, os.fspath(path))
 
@@ -427,8 +437,12 @@ class Snapshot:
         meta = dict(head.get("meta") or {})
         meta["loaded_from"] = p
         snap = cls(native, meta)
+        from . import slowest, timeline  # issue 13: the slowest calls and the timeline
+
         try:
             device.load_from(snap, head)
+            slowest.load_from(snap, head)
+            timeline.load_from(snap, head)
         except ValueError as e:
             raise ValueError(f"{p}: {e}") from None
         return snap

@@ -59,3 +59,54 @@ def timeline_frame(simulated: bool) -> pl.DataFrame:
         },
         schema=TIMELINE_SCHEMA,
     )
+
+
+# -- the snapshot file and Snapshot.merge ------------------------------------------------------
+# In the file: the frame's columns, times as integer ns since 1970 (UTC), nulls as null.
+_TIME_COLUMNS = ("start", "end")
+
+
+def save_into(snap: Any, head: dict) -> None:
+    """Put the snapshot's timeline (when it keeps one) in the file's metadata."""
+    t = getattr(snap, "_timeline", None)
+    if t is None:
+        return
+    head["timeline"] = {
+        c: (t[c].dt.epoch("ns") if c in _TIME_COLUMNS else t[c]).to_list() for c in TIMELINE_SCHEMA
+    }
+
+
+def load_from(snap: Any, head: dict) -> None:
+    """Give a loaded snapshot the timeline its file holds (files without one: none)."""
+    s = head.get("timeline")
+    if s is None:
+        return
+    if not isinstance(s, dict) or any(not isinstance(s.get(c), list) for c in TIMELINE_SCHEMA):
+        raise ValueError(f"the snapshot file's timeline is not columns {list(TIMELINE_SCHEMA)}")
+    try:
+        cols = {
+            c: pl.Series(s[c], dtype=pl.Int64).cast(pl.Datetime("ns")).dt.replace_time_zone("UTC")
+            if c in _TIME_COLUMNS
+            else pl.Series(s[c], dtype=TIMELINE_SCHEMA[c], strict=True)
+            for c in TIMELINE_SCHEMA
+        }
+        snap._timeline = pl.DataFrame(cols, schema=TIMELINE_SCHEMA)
+    except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as e:
+        raise ValueError(f"the snapshot file's timeline is malformed: {e}") from None
+
+
+def merged(a: pl.DataFrame | None, b: pl.DataFrame | None) -> pl.DataFrame | None:
+    """The timeline of the sum of two snapshots: both timelines' rows, oldest interval first.
+
+    An interval's p50/p99 cannot be combined without its histogram, so rows are never summed: a
+    row both hold identically (the same session's interval, seen by two of its snapshots) is kept
+    once; rows that differ stay separate rows (other processes or ranks over the same time, or one
+    session's older intervals after the ring merged them coarser: those may overlap finer ones).
+    None when neither snapshot keeps a timeline."""
+    if a is None or b is None:
+        return a if b is None else b
+    return (
+        pl.concat([a, b], how="vertical")
+        .unique(maintain_order=True)
+        .sort(["start", "end", "domain", "name"], maintain_order=True)
+    )

@@ -1,19 +1,28 @@
 """Chrome Trace Event JSON (Perfetto / chrome://tracing / HTA) of the calls mspti-lens kept.
 
-What goes in: the slowest calls per (thread, API) (``Snapshot.slowest()``), MSTX ranges and
-device kernels when the snapshot has them (the device-time issue's frames), each as a complete
-(``ph: "X"``) event. The process is the rank (``pid``), host calls sit on their thread's lane,
-device work on one lane per (device, stream) in a process of its own per device, as Kineto lays
-traces out. ``ts``/``dur`` are microseconds (with ns decimals) from the earliest event, whose
-absolute CLOCK_REALTIME ns is in ``otherData.base_time_unix_ns``: a float of microseconds since
-1970 cannot hold nanoseconds. Calls nest strictly per thread (mspti-lens pairs them with a
-stack), so the host lanes nest as Perfetto requires.
+What goes in: the slowest calls per (thread, API) (``Snapshot.slowest()``), MSTX ranges, and the
+device events (kernels and collectives, ``Snapshot.device_events()``: the device-event log of the
+device-time issue) when the snapshot has them, each as a complete (``ph: "X"``) event. The process
+is the rank (``pid``), host calls sit on their thread's lane, device work on one lane per (device,
+stream) in a process of its own per device, as Kineto lays traces out. ``ts``/``dur`` are
+microseconds (with ns decimals) from the earliest event, whose absolute CLOCK_REALTIME ns is in
+``otherData.base_time_unix_ns``: a float of microseconds since 1970 cannot hold nanoseconds. Calls
+nest strictly per thread (mspti-lens pairs them with a stack), so the host lanes nest as Perfetto
+requires.
+
+One time axis: host calls' starts are wall-clock ns (the native core converts each ENTER reading
+of the session's clock to CLOCK_REALTIME when the window closes), and device events carry the
+activity records' own timestamps, which MSPTI gives in CLOCK_REALTIME ns. Both are ns since 1970 on
+the same clock, so they are drawn against one base with no shift; what separates them is only the
+error of that conversion of the host reading, not an offset to estimate.
 
 Frames read (columns; extra columns go into ``args``):
 - slowest: domain, callback, name, thread_id, start_unix_ns, duration_ns
 - mstx (ranges): name, domain, start_unix_ns, end_unix_ns, and thread_id (host) or
   device_id + stream_id (device)
 - kernels: name, device_id, stream_id, start_unix_ns, end_unix_ns
+- device events (the device-event log's schema, ``device.DEVICE_EVENTS_SCHEMA``): kind, name,
+  device_id, stream_id, start_ns, end_ns (group, correlation_id, sequence, bytes go into args)
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ DEVICE_PID_BASE = 1000  # device d of a rank is process DEVICE_PID_BASE * (rank 
 SLOWEST_COLUMNS = ("domain", "callback", "name", "thread_id", "start_unix_ns", "duration_ns")
 MSTX_COLUMNS = ("name", "domain", "start_unix_ns", "end_unix_ns")
 KERNEL_COLUMNS = ("name", "device_id", "stream_id", "start_unix_ns", "end_unix_ns")
+DEVICE_EVENT_COLUMNS = ("kind", "name", "device_id", "stream_id", "start_ns", "end_ns")
 
 
 def _rank_pid(rank: str) -> int:
@@ -65,12 +75,13 @@ def to_perfetto(
     slowest: pl.DataFrame | None = None,
     mstx: pl.DataFrame | None = None,
     kernels: pl.DataFrame | None = None,
+    device_events: pl.DataFrame | None = None,
     rank: int | str | None = None,
     host: str | None = None,
 ) -> dict:
     """A trace (dict in the Chrome Trace Event format, object form) of a snapshot's slowest
-    calls, MSTX ranges and kernels; frames not given are taken from the snapshot where it has
-    them. With ``path``, also written there as JSON (open it in ui.perfetto.dev)."""
+    calls, MSTX ranges, kernels and device events; frames not given are taken from the snapshot
+    where it has them. With ``path``, also written there as JSON (open it in ui.perfetto.dev)."""
     r = resource_of(snap, rank, host)
     not_drawn: list[str] = []
 
@@ -86,6 +97,9 @@ def to_perfetto(
     slowest = slowest if slowest is not None else events_of("slowest", SLOWEST_COLUMNS)
     mstx = mstx if mstx is not None else events_of("mstx", MSTX_COLUMNS)
     kernels = kernels if kernels is not None else events_of("kernels", KERNEL_COLUMNS)
+    # Snapshot.device_events() comes with the device-event log; a snapshot without the method
+    # (an older mspti-lens, or another object) has none to draw: frame_or_none gives None.
+    device_events = device_events if device_events is not None else frame_or_none(snap, "device_events")
     pid = _rank_pid(r.rank)
     spans: list[tuple[int, int, dict]] = []  # (start ns, duration ns, event without ts/dur)
     threads: set[int] = set()
@@ -145,6 +159,28 @@ def to_perfetto(
                         "pid": DEVICE_PID_BASE * (pid + 1) + lane[0],
                         "tid": lane[1],
                         "args": {"device": lane[0], "stream": lane[1], **_args(row, set(cols))},
+                    },
+                )
+            )
+
+    if device_events is not None and len(device_events):
+        _need(device_events, "device events", DEVICE_EVENT_COLUMNS)
+        used = {"kind", "name", "device_id", "stream_id", "start_ns", "end_ns", "duration_ns"}
+        for row in device_events.iter_rows(named=True):
+            lane = (int(row["device_id"]), int(row["stream_id"]))
+            lanes.add(lane)
+            start, end = int(row["start_ns"]), int(row["end_ns"])
+            spans.append(
+                (
+                    start,
+                    max(end - start, 0),
+                    {
+                        "ph": "X",
+                        "cat": row["kind"],  # kernel | communication | hccl
+                        "name": row["name"] or f"({row['kind']})",
+                        "pid": DEVICE_PID_BASE * (pid + 1) + lane[0],
+                        "tid": lane[1],
+                        "args": {"device": lane[0], "stream": lane[1], **_args(row, used)},
                     },
                 )
             )

@@ -37,6 +37,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_INDEX", hist::MAX_INDEX)?;
     m.add("RANGE_MAX_NS", hist::RANGE_MAX_NS)?;
     m.add("MAX_RELATIVE_ERROR", hist::MAX_RELATIVE_ERROR)?;
+    // The slowest calls kept per (thread, key) and window (issue 13), defined in core/exemplars.rs.
+    m.add("EXEMPLARS_PER_KEY", crate::core::exemplars::K)?;
     m.add("HISTOGRAM_BYTES", hist::AtomicHistogram::footprint())?;
     m.add("TSC_RELIABLE", clock::tsc_reliable())?;
     m.add("COUNTERS", Counter::ALL.map(|c| (c.name(), c.meaning())).to_vec())?;
