@@ -68,8 +68,8 @@ test-rust: ## Rust unit and integration tests, then the loom model tests
 	cargo test --workspace --release
 	$(MAKE) test-loom
 
-test-loom: ## loom model tests of the window protocol (rust/lens/src/core/seqlock.rs)
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens --release --lib loom_tests
+test-loom: ## loom model tests: windows, exemplars, buffer pool; the simulator's multi-rank barrier
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens -p mspti-sim --release --lib loom_tests
 
 test-rust-aarch64: cross-deps ## the Rust tests cross-built for aarch64, run under qemu-user
 	cargo build --release -p mspti-sim --target $(AARCH64)
