@@ -13,7 +13,8 @@ KINDS: tuple[str, ...] = tuple(_native.activity_kinds())
 EVENT_KINDS: tuple[str, ...] = tuple(_native.device_event_kinds())
 # Snapshot.device_events(): one row per KERNEL / COMMUNICATION / HCCL record, by start_ns. `group`,
 # `sequence` (the collective's 0-based instance of its (group, name) since the session started)
-# and `bytes` are null for kernels; times are the records' CLOCK_REALTIME-scale ns.
+# and `bytes` are null for kernels; HCCL records carry no correlation id (0) and no byte count
+# (bandwidth x duration); times are the records' CLOCK_REALTIME-scale ns.
 DEVICE_EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "kind": pl.String(),
     "name": pl.String(),
