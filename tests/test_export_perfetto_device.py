@@ -198,6 +198,12 @@ def test_a_simulated_sessions_device_events_are_drawn_on_their_lanes_on_the_simu
         assert {e["name"] for e in dev} == {"MatMul", "HcclAllReduce"}
         host = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == 0]
         assert [e["name"] for e in host] == ["aclrtLaunchKernel"] * 3  # the slowest calls kept
+        # Host and device share one axis (MSPTI's clock, here the virtual one): each kernel starts
+        # after the first launch began, within the calls' microseconds, not years away.
+        first_launch = min(e["ts"] for e in host)
+        for e in dev:
+            if e["cat"] == "kernel":
+                assert 0 <= e["ts"] - first_launch <= 100.0, (e["ts"], first_launch)
     path = tmp_path / "trace.json"
     to_perfetto(snap, path)
     trace_parser = pytest.importorskip("hta.common.trace_parser")

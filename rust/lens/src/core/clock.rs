@@ -191,6 +191,17 @@ fn mspti_now() -> u64 {
     t
 }
 
+/// A raw reading taken earlier as CLOCK_REALTIME ns, given a reading and the wall clock both taken
+/// now. MSPTI's clock is already on that scale (activity records share it, so host and device
+/// times line up, the simulator's virtual clock included); the others are bridged as the wall
+/// clock now minus the time elapsed since the reading.
+pub fn to_wall_ns(raw: u64, raw_now: u64, wall_now: u64) -> u64 {
+    if KIND.load(Ordering::Relaxed) == ClockKind::Mspti as u8 {
+        return raw;
+    }
+    wall_now.saturating_sub(to_ns(raw, raw_now).unwrap_or(0))
+}
+
 /// The reading `now()` gives when the clock failed (only `msptiGetTimestamp` can); a pair with
 /// such a reading is dropped, never recorded.
 pub const FAILED: u64 = u64::MAX;

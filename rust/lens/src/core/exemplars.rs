@@ -161,8 +161,8 @@ fn read(s: &Slot, tag: u64) -> Option<Exemplar> {
 }
 
 /// Merge the calls kept in the closed window (epoch) `window` into `kept`, the K slowest of this
-/// (thread, key) so far in the user's window, their start converted to wall-clock ns (CLOCK_REALTIME
-/// now minus the time elapsed since the start on the session's clock). Call after the window's
+/// (thread, key) so far in the user's window, their start converted to wall-clock ns
+/// (`clock::to_wall_ns`). Call after the window's
 /// closer settled the histogram's write section (windows.rs): the slots are then at rest.
 pub fn take(ex: &Exemplars, window: u64, kept: &mut Vec<Exemplar>) {
     let at = kept.len();
@@ -172,7 +172,7 @@ pub fn take(ex: &Exemplars, window: u64, kept: &mut Vec<Exemplar>) {
     }
     let (raw_now, wall_now) = (super::clock::now(), wall_ns());
     for e in &mut kept[at..] {
-        e.start = wall_now.saturating_sub(super::clock::to_ns(e.start, raw_now).unwrap_or(0));
+        e.start = super::clock::to_wall_ns(e.start, raw_now, wall_now);
     }
     kept.sort_unstable_by(|a, b| b.duration.cmp(&a.duration).then(a.start.cmp(&b.start)));
     kept.truncate(K);
