@@ -221,6 +221,11 @@ fn push_pending<T: Copy>(key: (u32, u32), done: u64, kind: u32, rec: &T) {
     }
 }
 
+/// The reader sleeps at least this long between reads, as MSPTI's channel-pool threads read the
+/// driver's channels in batches rather than per report: a record appears up to 1 ms after it is
+/// available, and a busy job pays one wake-up per millisecond, not one per kernel.
+const CHANNEL_POLL_NS: u64 = 1_000_000;
+
 fn ready(avail: u64) -> bool {
     clock::is_virtual() || activity::host_now() >= avail
 }
@@ -234,7 +239,7 @@ fn channel_loop() {
                     None => None,
                     Some(top) if ready(top.avail) => break,
                     Some(top) => Some(Duration::from_nanos(
-                        top.avail.saturating_sub(activity::host_now()).clamp(1_000, 50_000_000),
+                        top.avail.saturating_sub(activity::host_now()).clamp(CHANNEL_POLL_NS, 50_000_000),
                     )),
                 };
                 c.reader_sleeping = true;
