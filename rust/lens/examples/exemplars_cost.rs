@@ -1,5 +1,5 @@
 //! What keeping exemplars adds to each recorded pair (bench/exemplars.py runs this): the record
-//! the callback makes (`AtomicHistogram::record_and`) with and without `Exemplars::offer`, on the same
+//! the callback makes (`AtomicHistogram::record_and`) with and without `Exemplars::keep` behind the gate, on the same
 //! stream of durations. Each round times batches of 64 Ki records, the two sides alternating
 //! batch by batch, on the thread's CPU clock, and keeps each side's best batch: a batch that other
 //! jobs interrupted only ever looks slower. Prints one JSON object.
@@ -71,7 +71,7 @@ fn main() {
             let t = cpu_ns();
             for (i, &v) in vals.iter().enumerate() {
                 let v = black_box(v);
-                h2.record_and(v, || w, |w| e.offer(v, (b << 16 | i) as u64, w));
+                h2.record_and(v, || w, |w| e.keep(v, (b << 16 | i) as u64, w));
             }
             best_with = best_with.min(cpu_ns() - t);
         }

@@ -1,12 +1,11 @@
 //! The K slowest calls per (thread, key) and window: when each began, how long it took, on which
 //! thread. Constant memory (2 x K slots per key histogram), and the common path adds one compare.
 //!
-//! The owning thread `offer`s every duration. Its `gate` is one 128-bit key, (window, K-th
-//! largest duration kept in that window), and a call's key is (window, duration): one compare
-//! answers both "is this a new window" and "is this call slower than the K-th". Only calls past
-//! the gate (the first K of a window, then ever rarer ones) take the cold path, which rewrites the
-//! smallest slot. The gate's two words are atomics only so that a shard handed to a new thread
-//! is ordered by the hand-over (relaxed loads and stores: plain moves).
+//! The gate lives in the key's histogram, one word per bank beside the sums every record writes
+//! (hist.rs `record_and`), cleared with the bank when its window closes: a call at or past it
+//! (every call until K are kept, then only those slower than the K-th) reaches `keep`, the cold
+//! path, which rewrites the fastest slot and returns the new gate. A shard handed to a new thread
+//! carries the gate with the histogram, ordered by the hand-over.
 //!
 //! Slots come in two banks, by window parity, and each slot carries its window: the closed
 //! window's exemplars stay readable while the writer fills the next one, and a bank needs no
@@ -58,12 +57,8 @@ impl Slot {
     }
 }
 
-/// The slowest calls of one (thread, key). Only the owning thread calls `offer`.
+/// The slowest calls of one (thread, key). Only the owning thread calls `keep`.
 pub struct Exemplars {
-    /// The gate: the window, and the K-th largest duration kept in it (0 while fewer than K
-    /// are). Written and read by the owning thread only; readers read the slots.
-    gate_window: AtomicU64,
-    gate_kth: AtomicU64,
     banks: [[Slot; K]; 2],
 }
 
@@ -75,28 +70,15 @@ impl Default for Exemplars {
 
 impl Exemplars {
     pub fn new() -> Exemplars {
-        Exemplars {
-            gate_window: AtomicU64::new(0),
-            gate_kth: AtomicU64::new(0),
-            banks: [std::array::from_fn(|_| Slot::new()), std::array::from_fn(|_| Slot::new())],
-        }
+        Exemplars { banks: std::array::from_fn(|_| std::array::from_fn(|_| Slot::new())) }
     }
 
-    /// Consider one call of `window`: kept if it is among the K slowest so far. The common path
-    /// is this compare; everything else is in `keep`.
-    #[inline(always)]
-    pub fn offer(&self, duration: u64, start: u64, window: u64) {
-        let key = (u128::from(window) << 64) | u128::from(duration);
-        let gate = (u128::from(self.gate_window.load(Ordering::Relaxed)) << 64)
-            | u128::from(self.gate_kth.load(Ordering::Relaxed));
-        if key > gate {
-            self.keep(duration, start, window);
-        }
-    }
-
+    /// Keep one call of `window` if it is among the K slowest so far (only the owning thread
+    /// calls this, for calls at or past the gate); returns the new gate: 0 while a slot is free,
+    /// else the K-th largest duration kept + 1.
     #[cold]
     #[inline(never)]
-    fn keep(&self, duration: u64, start: u64, window: u64) {
+    pub fn keep(&self, duration: u64, start: u64, window: u64) -> u64 {
         let bank = &self.banks[(window & 1) as usize];
         let tag = window.wrapping_add(1);
         // A slot's duration in this window, None when it holds another window's call (free).
@@ -107,10 +89,7 @@ impl Exemplars {
         if smallest.is_none_or(|m| duration > m) {
             write(&bank[i], tag, duration, start, u64::from(thread_id()));
         }
-        // The K-th largest now: the smallest kept, or 0 while a slot is free.
-        let kth = bank.iter().map(kept).min().flatten().unwrap_or(0);
-        self.gate_window.store(window, Ordering::Relaxed);
-        self.gate_kth.store(kth, Ordering::Relaxed);
+        bank.iter().map(kept).min().flatten().map_or(0, |kth| kth.saturating_add(1))
     }
 
     /// The calls kept for `window` (any order). Safe to call from any thread at any time.
@@ -227,6 +206,15 @@ fn gettid() -> u32 {
     unsafe { syscall(SYS_GETTID) as u32 }
 }
 
+/// hist.rs's half of the protocol, for the tests: a call at or past the window's gate is shown to
+/// `keep`, which sets the gate; each window starts with a gate of 0.
+#[cfg(test)]
+fn offer(e: &Exemplars, gate: &AtomicU64, duration: u64, start: u64, window: u64) {
+    if duration >= gate.load(Ordering::Relaxed) {
+        gate.store(e.keep(duration, start, window), Ordering::Relaxed);
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -241,7 +229,7 @@ mod tests {
 
     #[test]
     fn keeps_the_k_slowest_of_a_window_with_their_start_and_thread() {
-        let e = Exemplars::new();
+        let (e, gate) = (Exemplars::new(), AtomicU64::new(0));
         let mut all = Vec::new();
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for i in 0..10_000u64 {
@@ -250,7 +238,7 @@ mod tests {
             x ^= x << 17;
             let d = x % 1_000_000;
             all.push(d);
-            e.offer(d, 1_000 + i, 0);
+            offer(&e, &gate, d, 1_000 + i, 0);
         }
         all.sort_unstable();
         assert_eq!(kept(&e, 0), all[all.len() - K..].to_vec());
@@ -262,16 +250,17 @@ mod tests {
     #[test]
     fn fewer_calls_than_k_are_all_kept_and_windows_are_separate() {
         let e = Exemplars::new();
+        let gates: [AtomicU64; 3] = Default::default();
         for d in [5, 3, 9] {
-            e.offer(d, 0, 0);
+            offer(&e, &gates[0], d, 0, 0);
         }
         assert_eq!(kept(&e, 0), vec![3, 5, 9]);
         // Window 1 starts empty even with smaller calls; window 0 stays readable.
-        e.offer(1, 0, 1);
+        offer(&e, &gates[1], 1, 0, 1);
         assert_eq!(kept(&e, 1), vec![1]);
         assert_eq!(kept(&e, 0), vec![3, 5, 9]);
         // Window 2 reuses window 0's bank: its slots of window 0 are free, never mixed in.
-        e.offer(2, 0, 2);
+        offer(&e, &gates[2], 2, 0, 2);
         assert_eq!(kept(&e, 2), vec![2]);
         assert!(!kept(&e, 0).contains(&2));
     }
@@ -280,25 +269,24 @@ mod tests {
     fn a_key_first_seen_late_or_after_a_long_pause_and_huge_durations_are_kept() {
         let e = Exemplars::new();
         let late = 1u64 << 40;
-        e.offer(u64::MAX, 7, late);
-        e.offer(10, 7, late + 1);
+        offer(&e, &AtomicU64::new(0), u64::MAX, 7, late);
+        offer(&e, &AtomicU64::new(0), 10, 7, late + 1);
         assert_eq!(kept(&e, late + 1), vec![10]);
         assert_eq!(kept(&e, late), vec![u64::MAX]);
-        e.offer(3, 7, late + 1_000_001);
+        offer(&e, &AtomicU64::new(0), 3, 7, late + 1_000_001);
         assert_eq!(kept(&e, late + 1_000_001), vec![3]);
     }
 
     #[test]
     fn ties_and_calls_below_the_kth_take_the_fast_path() {
-        let e = Exemplars::new();
+        let (e, gate) = (Exemplars::new(), AtomicU64::new(0));
         for _ in 0..K {
-            e.offer(100, 0, 0);
+            offer(&e, &gate, 100, 0, 0);
         }
-        let gate = || (e.gate_window.load(Ordering::Relaxed), e.gate_kth.load(Ordering::Relaxed));
-        assert_eq!(gate(), (0, 100));
-        e.offer(100, 0, 0);
-        e.offer(50, 0, 0);
-        assert_eq!(gate(), (0, 100));
+        assert_eq!(gate.load(Ordering::Relaxed), 101);
+        assert_eq!(e.keep(100, 0, 0), 101, "a tie with the K-th is not kept");
+        offer(&e, &gate, 50, 0, 0);
+        assert_eq!(gate.load(Ordering::Relaxed), 101);
         assert_eq!(kept(&e, 0), vec![100; K]);
     }
 
@@ -308,8 +296,9 @@ mod tests {
         let e = std::sync::Arc::new(Exemplars::new());
         let w = e.clone();
         let writer = std::thread::spawn(move || {
+            let gates: [AtomicU64; 4] = Default::default();
             for d in 1..200_000u64 {
-                w.offer(d, d * 3 + 1, d / 50_000);
+                offer(&w, &gates[(d / 50_000) as usize], d, d * 3 + 1, d / 50_000);
             }
         });
         let mut seen = 0;
@@ -375,13 +364,15 @@ mod loom_tests {
     fn the_closed_windows_bank_stays_whole_while_the_next_window_fills() {
         loom::model(|| {
             let e = Arc::new(Exemplars::new());
+            let gate = AtomicU64::new(0);
             for d in [5, 9, 7] {
-                e.offer(d, d * 3, 0); // window 0 keeps 7 and 9
+                offer(&e, &gate, d, d * 3, 0); // window 0 keeps 7 and 9
             }
             let w = e.clone();
             let writer = loom::thread::spawn(move || {
+                let gate = AtomicU64::new(0);
                 for d in [1, 4, 2] {
-                    w.offer(d, d * 3, 1);
+                    offer(&w, &gate, d, d * 3, 1);
                 }
             });
             assert_eq!(durations(&e, 0), vec![7, 9]);
@@ -395,23 +386,25 @@ mod loom_tests {
     fn a_shard_handed_to_another_thread_keeps_its_gate_and_slots() {
         loom::model(|| {
             let e = Arc::new(Exemplars::new());
+            // The gate travels with the shard (in its histogram's bank).
+            let gate = Arc::new(AtomicU64::new(0));
             let in_use = Arc::new(AtomicBool::new(true));
-            let (w, flag) = (e.clone(), in_use.clone());
+            let (w, g, flag) = (e.clone(), gate.clone(), in_use.clone());
             let first = loom::thread::spawn(move || {
                 for d in [6, 8] {
-                    w.offer(d, d * 3, 0);
+                    offer(&w, &g, d, d * 3, 0);
                 }
                 flag.store(false, Ordering::Release); // give back (shard.rs)
             });
-            let (w, flag) = (e.clone(), in_use.clone());
+            let (w, g, flag) = (e.clone(), gate.clone(), in_use.clone());
             let second = loom::thread::spawn(move || {
                 // claim (shard.rs): Acquire pairs with the give-back's Release.
                 while flag.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
                     loom::thread::yield_now();
                 }
                 // Below the gate the first owner left (kth = 6): the fast path, not kept.
-                w.offer(5, 15, 0);
-                w.offer(7, 21, 0);
+                offer(&w, &g, 5, 15, 0);
+                offer(&w, &g, 7, 21, 0);
             });
             first.join().unwrap();
             second.join().unwrap();

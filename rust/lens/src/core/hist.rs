@@ -442,8 +442,11 @@ impl Histogram {
     }
 }
 
+/// Slots of a recording bank: the buckets, then overflow (`OVERFLOW_SLOT`), so a record finds its
+/// counter with no branch.
+const BANK_SLOTS: usize = SLOTS + 1;
 /// Words of a non-empty-slot bitmap (one bit per slot).
-const NONZERO_WORDS: usize = SLOTS.div_ceil(64);
+const NONZERO_WORDS: usize = BANK_SLOTS.div_ceil(64);
 
 /// One window's sums of a histogram (its counts are beside it in `AtomicHistogram`).
 #[repr(C)]
@@ -455,7 +458,10 @@ struct Scalars {
     /// Valid when count > 0 (the first record of a bank sets both).
     min: AtomicU64,
     max: AtomicU64,
-    overflow: AtomicU64,
+    /// The attached keeper's gate for this window (the exemplars': see `record_and`); cleared
+    /// with the bank, so a new window starts open. Here, beside the sums a record writes anyway,
+    /// it costs a record one load and one compare.
+    gate: AtomicU64,
 }
 
 /// The recording side: one per (thread, key), written by its owning thread only, and read by the
@@ -466,13 +472,13 @@ struct Scalars {
 /// One allocation, aligned to 128 bytes and a multiple of 128 bytes long, so no cache line is
 /// shared with anything another thread writes (x86 prefetches lines in pairs). The lock and both
 /// banks' sums share the first 128 bytes; a bitmap of the slots written lets the closer visit only
-/// those; pages of slots never written are never touched.
+/// those; pages of slots never written are never touched. Overflow is counted in a last slot.
 #[repr(C, align(128))]
 pub struct AtomicHistogram {
     lock: SeqLock,
     scalars: [Scalars; 2],
     nonzero: [[AtomicU64; NONZERO_WORDS]; 2],
-    counts: [[AtomicU64; SLOTS]; 2],
+    counts: [[AtomicU64; BANK_SLOTS]; 2],
 }
 
 #[inline(always)]
@@ -508,33 +514,48 @@ impl AtomicHistogram {
     /// with Acquire). Only the owning thread may call this.
     #[inline(always)]
     pub fn record(&self, v: u64, window: impl FnOnce() -> u64) {
-        self.record_and(v, window, |_| {});
+        self.write::<false>(v, window, |_| 0);
     }
 
-    /// `record`, then `also(window)` in the same write section (issue 13: the exemplars), so the
-    /// window's closer settles both at once.
+    /// `record`, and when `v` is at or past the bank's gate (0 when its window began),
+    /// `past_gate(window)` in the same write section, which returns the new gate (issue 13: the
+    /// exemplars keeper, whose gate is its K-th slowest call + 1). The common path adds one
+    /// compare, and the window's closer settles and clears both at once.
     #[inline(always)]
-    pub fn record_and(&self, v: u64, window: impl FnOnce() -> u64, also: impl FnOnce(u64)) {
-        let slot = slot_of(v);
+    pub fn record_and(&self, v: u64, window: impl FnOnce() -> u64, past_gate: impl FnOnce(u64) -> u64) {
+        self.write::<true>(v, window, past_gate);
+    }
+
+    #[inline(always)]
+    fn write<const GATED: bool>(
+        &self,
+        v: u64,
+        window: impl FnOnce() -> u64,
+        past_gate: impl FnOnce(u64) -> u64,
+    ) {
+        // At most OVERFLOW_SLOT, the last slot of a bank (clamped so the index below is in bounds).
+        let slot = slot_of(v).min(OVERFLOW_SLOT);
         let sq = u128::from(v) * u128::from(v);
-        self.lock.write(window, |w| {
-            let b = (w & 1) as usize;
-            let s = &self.scalars[b];
-            let n = s.count.load(Ordering::Relaxed);
-            s.count.store(n + 1, Ordering::Relaxed);
-            bump(&s.sum, v);
-            let lo = s.sum_sq_lo.load(Ordering::Relaxed);
-            let (lo2, carry) = lo.overflowing_add(sq as u64);
-            s.sum_sq_lo.store(lo2, Ordering::Relaxed);
-            bump(&s.sum_sq_hi, (sq >> 64) as u64 + u64::from(carry));
-            if n == 0 || v < s.min.load(Ordering::Relaxed) {
-                s.min.store(v, Ordering::Relaxed);
-            }
-            if n == 0 || v > s.max.load(Ordering::Relaxed) {
-                s.max.store(v, Ordering::Relaxed);
-            }
-            if slot < SLOTS {
-                // SAFETY: slot < SLOTS was just checked.
+        self.lock.write(
+            window,
+            #[inline(always)]
+            |w| {
+                let b = (w & 1) as usize;
+                let s = &self.scalars[b];
+                let n = s.count.load(Ordering::Relaxed);
+                s.count.store(n + 1, Ordering::Relaxed);
+                bump(&s.sum, v);
+                let lo = s.sum_sq_lo.load(Ordering::Relaxed);
+                let (lo2, carry) = lo.overflowing_add(sq as u64);
+                s.sum_sq_lo.store(lo2, Ordering::Relaxed);
+                bump(&s.sum_sq_hi, (sq >> 64) as u64 + u64::from(carry));
+                if n == 0 || v < s.min.load(Ordering::Relaxed) {
+                    s.min.store(v, Ordering::Relaxed);
+                }
+                if n == 0 || v > s.max.load(Ordering::Relaxed) {
+                    s.max.store(v, Ordering::Relaxed);
+                }
+                // SAFETY: slot <= OVERFLOW_SLOT < BANK_SLOTS (clamped above).
                 let c = unsafe { self.counts[b].get_unchecked(slot) };
                 let before = c.load(Ordering::Relaxed);
                 c.store(before + 1, Ordering::Relaxed);
@@ -542,11 +563,11 @@ impl AtomicHistogram {
                     let word = &self.nonzero[b][slot / 64];
                     word.store(word.load(Ordering::Relaxed) | (1u64 << (slot % 64)), Ordering::Relaxed);
                 }
-            } else {
-                bump(&s.overflow, 1);
-            }
-            also(w);
-        });
+                if GATED && v >= s.gate.load(Ordering::Relaxed) {
+                    s.gate.store(past_gate(w), Ordering::Relaxed);
+                }
+            },
+        );
     }
 
     /// Take window `window`'s bank into `into` and clear it. Call only from the one thread that
@@ -569,7 +590,12 @@ impl AtomicHistogram {
             while bits != 0 {
                 let i = w * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                into.counts[i] += self.counts[b][i].swap(0, Ordering::Relaxed);
+                let c = self.counts[b][i].swap(0, Ordering::Relaxed);
+                if i == OVERFLOW_SLOT {
+                    into.overflow += c;
+                } else {
+                    into.counts[i] += c;
+                }
             }
         }
         into.count += n;
@@ -577,11 +603,10 @@ impl AtomicHistogram {
         let sq = u128::from(s.sum_sq_lo.load(Ordering::Relaxed))
             | u128::from(s.sum_sq_hi.load(Ordering::Relaxed)) << 64;
         into.sum_sq = into.sum_sq.wrapping_add(sq);
-        into.overflow += s.overflow.load(Ordering::Relaxed);
         let (mn, mx) = (s.min.load(Ordering::Relaxed), s.max.load(Ordering::Relaxed));
         into.min = Some(into.min.map_or(mn, |m| m.min(mn)));
         into.max = Some(into.max.map_or(mx, |m| m.max(mx)));
-        for a in [&s.count, &s.sum, &s.sum_sq_lo, &s.sum_sq_hi, &s.min, &s.max, &s.overflow] {
+        for a in [&s.count, &s.sum, &s.sum_sq_lo, &s.sum_sq_hi, &s.min, &s.max, &s.gate] {
             a.store(0, Ordering::Relaxed);
         }
     }
@@ -808,6 +833,38 @@ mod tests {
         assert_eq!(AtomicHistogram::footprint() % 128, 0);
         let h = AtomicHistogram::new();
         assert_eq!((&*h as *const AtomicHistogram as usize) % 128, 0);
+    }
+
+    #[test]
+    fn the_lock_and_both_banks_sums_share_the_first_128_bytes() {
+        assert!(std::mem::size_of::<SeqLock>() + 2 * std::mem::size_of::<Scalars>() <= 128);
+    }
+
+    #[test]
+    fn the_gate_passes_calls_at_or_past_it_and_reopens_with_each_window() {
+        let a = AtomicHistogram::new();
+        let passed = std::cell::RefCell::new(Vec::new());
+        // A keeper that raises the gate to one past each call it is shown.
+        let offer = |v: u64, w: u64| {
+            a.record_and(
+                v,
+                || w,
+                |win| {
+                    passed.borrow_mut().push((win, v));
+                    v + 1
+                },
+            )
+        };
+        for v in [5, 3, 5, 6, 2] {
+            offer(v, 0);
+        }
+        assert_eq!(*passed.borrow(), vec![(0, 5), (0, 6)]);
+        offer(1, 1); // the other bank: open
+        let mut closed = Histogram::default();
+        a.take_window(0, &mut closed);
+        assert_eq!(closed.count, 5);
+        offer(1, 2); // bank 0 again, cleared with window 0: open
+        assert_eq!(*passed.borrow(), vec![(0, 5), (0, 6), (1, 1), (2, 1)]);
     }
 
     #[test]
