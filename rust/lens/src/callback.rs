@@ -12,9 +12,10 @@ use std::sync::atomic::Ordering;
 
 use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT};
 
+use crate::activity::hook;
 use crate::core::clock;
 use crate::core::shard::{self, RawKey};
-use crate::core::windows::{self, POISONED, RUN, WINDOW};
+use crate::core::windows::{self, EXEMPLARS, POISONED, RECORDING, RUN, WINDOW};
 
 /// The subscriber callback.
 ///
@@ -40,11 +41,14 @@ pub unsafe extern "C" fn on_callback(
             std::ptr::addr_of!((*cbdata).function_name).read() as *const c_char,
         )
     };
-    // The activity hooks (issue 11) wrap the pairing; off by default (one load and a branch).
+    // The activity hooks (issue 11) wrap the pairing, out of line; off by default (one load and a
+    // branch), and then the pairing is inlined here.
     let r = std::panic::catch_unwind(|| {
-        crate::activity::hook::around(userdata as usize, domain, cbid, site, name as usize, || {
-            handle(domain, cbid, site, name as usize)
-        })
+        if hook::wanted(domain, cbid) {
+            hook::around(userdata as usize, domain, cbid, site, name as usize, handle);
+        } else {
+            handle(domain, cbid, site, name as usize);
+        }
     });
     if r.is_err() {
         POISONED.store(true, Ordering::Relaxed);
@@ -57,8 +61,8 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
     // Acquire pairs with start/stop's AcqRel update: the clock (kind, rate, function) chosen
     // before the run began is seen by every callback of that run (clock.rs reads it Relaxed).
     let run = RUN.load(Ordering::Acquire);
-    let recording = run & 1 != 0;
-    let epoch = (run >> 1) as u32;
+    let recording = run & RECORDING != 0;
+    let epoch = windows::epoch_of(run);
     let key = RawKey { domain, cbid, name };
     match site {
         MSPTI_API_ENTER => {
@@ -89,10 +93,14 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
                 s.count_dropped();
                 return;
             };
-            if let Some(h) = s.histogram(key) {
-                // Acquire: the window's closer cleared this bank before advancing to it. The
-                // exemplar offer (issue 13) runs in the same write section, in the same window.
-                h.hist.record_and(ns, || WINDOW.load(Ordering::Acquire), |w| h.exemplars.offer(ns, start, w));
+            let Some(h) = s.histogram(key) else { return };
+            // Acquire: the window's closer cleared this bank before advancing to it.
+            let window = || WINDOW.load(Ordering::Acquire);
+            if run & EXEMPLARS != 0 {
+                // A call past the exemplar gate (issue 13) is kept in the same write section.
+                h.hist.record_and(ns, window, |w| h.exemplars.keep(ns, start, w));
+            } else {
+                h.hist.record(ns, window);
             }
         }
         _ => {

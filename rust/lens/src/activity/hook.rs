@@ -197,20 +197,25 @@ pub fn external_id(ring: u32, seq: u64) -> u64 {
     (u64::from(ring) << 40) | (seq & ((1 << 40) - 1))
 }
 
-/// Run the callback's own work `f` with the activity hooks around it.
+/// Whether this callback has hooks to run (`around`): one relaxed load and a branch when off.
 #[inline(always)]
-pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f: impl FnOnce()) {
-    let hooks = HOOKS.load(Ordering::Relaxed);
-    if hooks == 0 || domain != MSPTI_CB_DOMAIN_RUNTIME || !(LAUNCH_FIRST..=LAUNCH_LAST).contains(&cbid) {
-        return f();
-    }
-    slow(hooks, userdata, cbid, site, name, f);
+pub fn wanted(domain: u32, cbid: u32) -> bool {
+    HOOKS.load(Ordering::Relaxed) != 0
+        && domain == MSPTI_CB_DOMAIN_RUNTIME
+        && (LAUNCH_FIRST..=LAUNCH_LAST).contains(&cbid)
 }
 
+/// The callback's own work, as `around` calls it: (domain, cbid, site, name).
+pub type Work = fn(u32, u32, u32, usize);
+
+/// Run the callback's own work `f` with the activity hooks around it (when `wanted`). Out of
+/// line, and `f` a function pointer, so the common path inlines the work and nothing of this.
 // Everything here runs before the callback's ENTER clock and after its EXIT clock (`f`), so
 // the hooks' own cost stays outside the window the histograms measure; the span brackets it.
 #[inline(never)]
-fn slow(hooks: u8, userdata: usize, cbid: u32, site: u32, name: usize, f: impl FnOnce()) {
+pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f: Work) {
+    let hooks = HOOKS.load(Ordering::Relaxed);
+    let f = || f(domain, cbid, site, name);
     match site {
         mspti_abi::MSPTI_API_ENTER => {
             if hooks & MARKS != 0 {
