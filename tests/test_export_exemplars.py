@@ -50,6 +50,21 @@ def test_the_k_slowest_calls_of_each_api_are_kept_exactly_on_the_simulator(virtu
     assert snap.slowest(per_api=2)["duration_ns"].to_list() == [2000, 1990, 7, 5]
 
 
+def test_exemplars_off_keeps_no_calls_and_the_same_histograms_on_the_simulator(virtual):
+    sim = virtual
+    sums = []
+    for on in (True, False):
+        with Session(library="sim", clock="mspti", exemplars=on) as s:
+            for w in range(1, 101):
+                sim.call("aclrtLaunchKernel", work_ns=w * 10)
+            snap = s.snapshot()
+        sums.append(snap.summary().select("num_calls", "total_ns", "max_ns").row(0))
+        assert snap.slowest().height == (K if on else 0)
+    assert sums[0] == sums[1] == (100, 50_500, 1000)
+    with pytest.raises(ValueError, match="exemplars is True .* or False, not 8"):
+        Session(library="sim", exemplars=8)
+
+
 def test_each_thread_keeps_its_own_slowest_on_the_simulator(virtual):
     sim = virtual
     tids: dict[int, int] = {}

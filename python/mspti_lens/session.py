@@ -36,8 +36,9 @@ class Session:
     ``"monotonic"`` or ``"mspti"`` (the library's ``msptiGetTimestamp``, MSPTI's own clock).
 
     ``interval`` (seconds) keeps latency over time: one histogram per interval in a bounded ring,
-    read with :meth:`timeline`. The K=8 slowest calls per thread and API are always kept
-    (``Snapshot.slowest()``).
+    read with :meth:`timeline`. ``exemplars`` (on by default) keeps the K=8 slowest calls per
+    thread, API and window (``Snapshot.slowest()``); ``exemplars=False`` saves the one compare
+    per call they cost.
 
     ``device_events`` caps the device event log (``Snapshot.device_events()``: timed KERNEL and
     collective records) per window; 0 turns it off; records past the cap are counted as
@@ -59,6 +60,7 @@ class Session:
         mark_launches: int | None = None,
         activity_buffers: tuple[int, int] = (8 << 20, 8),
         device_events: int = device.DEFAULT_DEVICE_EVENTS,
+        exemplars: bool = True,
     ):
         if clock not in CLOCKS:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
@@ -70,6 +72,8 @@ class Session:
                 f"interval must be a number of seconds >= 0.001 (or None: no timeline), not {interval!r}"
             )
         self._interval = None if interval is None else float(interval)
+        if not isinstance(exemplars, bool):
+            raise ValueError(f"exemplars is True (keep the slowest calls) or False, not {exemplars!r}")
         self._timeline_on = False
         # A lone string is one target; any other iterable is a list of targets, so a single
         # (domain, id) pair is written enable=[("runtime", 10)].
@@ -95,7 +99,7 @@ class Session:
             kinds = sorted(set(kinds) | {"marker", "kernel"})
         self._lib = load_library(library)
         self.backend: BackendInfo = info_of(self._lib)
-        self._native = _native.NativeSession(self._lib, mark_launches or 0)
+        self._native = _native.NativeSession(self._lib, mark_launches or 0, exemplars)
         self._activity = None
         if kinds or mark_launches is not None:
             size, count = activity_buffers
@@ -149,6 +153,15 @@ class Session:
         names = device.check_kinds(list(kinds))
         if self._activity is not None:
             self._activity.disable(names)
+        return self
+
+    def flush_activity(self, settle: bool = True) -> Session:
+        """Hand the activity records MSPTI still holds to the collector now, so they land in the
+        current window (MSPTI delivers a buffer only when it is full or flushed). ``settle`` also
+        waits briefly for device records that trail the flush. Nothing to do without activity
+        kinds. Returns self."""
+        if self._activity is not None:
+            self._activity.flush(bool(settle))
         return self
 
     @property

@@ -31,6 +31,8 @@ pub struct Session {
     running: bool,
     closed: bool,
     clock: ClockKind,
+    /// Whether runs keep the slowest calls (issue 13; on unless the user turns them off).
+    exemplars: bool,
     /// The activity collector sharing this subscription (issue 11): started, flushed and
     /// closed with the session, before the subscription goes.
     activity: Option<Arc<Mutex<Collector>>>,
@@ -99,8 +101,14 @@ impl Session {
             running: false,
             closed: false,
             clock: ClockKind::Tsc,
+            exemplars: true,
             activity: None,
         })
+    }
+
+    /// Keep the slowest calls per (thread, key) and window, or not, from the next start on.
+    pub fn set_exemplars(&mut self, on: bool) {
+        self.exemplars = on;
     }
 
     pub fn library(&self) -> &Arc<MsptiLibrary> {
@@ -241,7 +249,7 @@ impl Session {
             return Ok(self.clock);
         }
         self.clock = clock::select(clock, self.lib.get_timestamp);
-        windows::begin_run();
+        windows::begin_run(self.exemplars);
         if let Err(e) = self.apply_wanted() {
             windows::end_run();
             let _ = self.disable_all();

@@ -39,7 +39,7 @@ fn call(domain: u32, cbid: u32, name: &'static std::ffi::CStr, inner: impl FnOnc
 fn pairs_are_counted_exactly_once_across_threads_snapshots_and_resets() {
     clock::select(ClockKind::Tsc, None);
     windows::reset();
-    windows::begin_run();
+    windows::begin_run(true);
 
     const THREADS: usize = 6;
     const CALLS: u64 = 20_000;

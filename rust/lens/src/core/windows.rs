@@ -21,30 +21,46 @@ use super::seqlock;
 use super::shard;
 use super::timeline;
 
-/// The recording run, read with one load per callback: bit 0 says whether callbacks record
-/// (start/stop), the bits above are the run's epoch, bumped at every start and stop so an ENTER of
-/// an earlier run never pairs with a later EXIT.
-pub static RUN: AtomicU64 = AtomicU64::new(2);
+/// The recording run, read with one load per callback: bit 0 (`RECORDING`) says whether callbacks
+/// record (start/stop), bit 1 (`EXEMPLARS`) whether they keep the slowest calls (the session's
+/// choice), the bits above are the run's epoch, bumped at every start and stop so an ENTER of an
+/// earlier run never pairs with a later EXIT.
+pub static RUN: AtomicU64 = AtomicU64::new(1 << EPOCH_SHIFT);
+pub const RECORDING: u64 = 1;
+pub const EXEMPLARS: u64 = 2;
+const EPOCH_SHIFT: u32 = 2;
+
+/// The epoch of a RUN value.
+#[inline(always)]
+pub fn epoch_of(run: u64) -> u32 {
+    (run >> EPOCH_SHIFT) as u32
+}
+
+/// The RUN value of the run after `run`, with `flags`.
+fn next_run(run: u64, flags: u64) -> u64 {
+    ((run >> EPOCH_SHIFT) + 1) << EPOCH_SHIFT | flags
+}
 
 /// The epoch of the last run that recorded: "in flight" counts only calls entered in it, never the
 /// open calls an earlier run left on a thread (or on a shard whose thread ended).
 static STARTED: AtomicU32 = AtomicU32::new(0);
 
-/// A new run that records (start).
-pub fn begin_run() {
-    if let Ok(r) = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(((r >> 1) + 1) << 1 | 1)) {
-        STARTED.store(((r >> 1) + 1) as u32, Ordering::Release);
+/// A new run that records (start), keeping exemplars or not.
+pub fn begin_run(exemplars: bool) {
+    let flags = RECORDING | if exemplars { EXEMPLARS } else { 0 };
+    if let Ok(r) = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(next_run(r, flags))) {
+        STARTED.store(epoch_of(next_run(r, flags)), Ordering::Release);
     }
 }
 
 /// A new run that does not record (stop).
 pub fn end_run() {
-    let _ = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(((r >> 1) + 1) << 1));
+    let _ = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(next_run(r, 0)));
 }
 
 /// Stop recording at once, in the same run (a panic in the callback, a forked child).
 pub fn halt() {
-    RUN.fetch_and(!1, Ordering::AcqRel);
+    RUN.fetch_and(!RECORDING, Ordering::AcqRel);
 }
 
 /// The current epoch of the windows (see the module's comment). Advanced only by `close_epoch`

@@ -47,11 +47,12 @@ impl PySession {
 #[pymethods]
 impl PySession {
     #[new]
-    #[pyo3(signature = (library, userdata=0))]
-    fn new(py: Python<'_>, library: &PyLibrary, userdata: usize) -> PyResult<PySession> {
+    #[pyo3(signature = (library, userdata=0, exemplars=true))]
+    fn new(py: Python<'_>, library: &PyLibrary, userdata: usize, exemplars: bool) -> PyResult<PySession> {
         let lib = library.lib.clone();
         let l2 = lib.clone();
-        let s = py.detach(move || Session::with_userdata(l2, userdata))?;
+        let mut s = py.detach(move || Session::with_userdata(l2, userdata))?;
+        s.set_exemplars(exemplars);
         Ok(PySession { inner: Mutex::new(s), lib })
     }
 
