@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""What keeping the slowest calls (exemplars) adds to each recorded ENTER/EXIT pair.
+"""What keeping the slowest calls (exemplars) adds to each recorded ENTER/EXIT pair, in isolation.
 
-Target: <= 2 ns per pair. Measured by rust/lens/examples/exemplars_cost.rs: the very record the
-callback makes (`AtomicHistogram::record`) with and without `Exemplars::offer`, on one stream of
-log-normal durations. Each round times batches of 64 Ki records on the thread's CPU clock, the two
-sides alternating batch by batch, and keeps each side's best batch (other jobs share the 2 cores
-and only ever make a batch slower). The report quotes the median of the per-round differences
-and the difference of the best rounds.
+Target: <= 2 ns per pair, judged in the callback by bench/run.py (mspti-lens with and without
+`exemplars=False`). This isolates the record: rust/lens/examples/exemplars_cost.rs times the very
+record the callback makes (`AtomicHistogram::record`) with and without `Exemplars::keep` behind its
+gate, on one stream of log-normal durations. Each round times batches of 64 Ki records on the
+thread's CPU clock, the two sides alternating batch by batch, and keeps each side's best batch
+(other jobs share the 2 cores and only ever make a batch slower). The report quotes the median of
+the per-round differences and the difference of the best rounds.
 
     python bench/exemplars.py [--quick]          # prints the Markdown section
 """
@@ -56,7 +57,6 @@ def render(r: dict) -> list[str]:
     """The report section's lines (bench/run.py appends them)."""
     quick = r["quick"]
     added = max(r["added_median_ns"], r["added_best_ns"])
-    ok = added <= TARGET_NS
     lines = [
         "## Exemplars: cost added per pair" + (" (quick run)" if quick else ""),
         "",
@@ -72,10 +72,9 @@ def render(r: dict) -> list[str]:
         f"| best round | {min(r['plain_ns']):.2f} ns | {min(r['with_ns']):.2f} ns "
         f"| {r['added_best_ns']:+.2f} ns |",
         "",
-        "| target | measured | status |",
-        "|---|---|---|",
-        f"| <= {TARGET_NS:.0f} ns added per pair | {added:+.2f} ns (the larger of the two estimates) | "
-        f"{'met' if ok else '**missed**'} |",
+        f"The target (<= {TARGET_NS:.0f} ns added per pair) is judged in the callback itself, mspti-lens "
+        "with and without `exemplars=False` side by side (the Targets table); this isolates the record, "
+        f"where keeping exemplars adds {added:+.2f} ns (the larger of the two estimates).",
         "",
     ]
     return lines
@@ -83,7 +82,7 @@ def render(r: dict) -> list[str]:
 
 def run(quick: bool, log=lambda m: None) -> dict:
     """Measure (bench/run.py calls this, then render)."""
-    log("exemplars: record with and without offer")
+    log("exemplars: record with and without the gate")
     r = measure(quick)
     r["quick"] = quick
     return r
