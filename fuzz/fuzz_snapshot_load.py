@@ -23,25 +23,11 @@ from _common import quiet, run, tolerated
 
 with atheris.instrument_imports(include=["mspti_lens"]):
     from mspti_lens import Snapshot
+    from mspti_lens.columns import FILE_COLUMNS
 
 quiet()
 TMP = tempfile.mkdtemp(prefix="fuzz-snapshot-")
 PATH = os.path.join(TMP, "input.parquet")
-COLS = [
-    "domain",
-    "cbid",
-    "name",
-    "count",
-    "sum",
-    "sum_sq_hi",
-    "sum_sq_lo",
-    "min",
-    "max",
-    "zero",
-    "overflow",
-    "index",
-    "counts",
-]
 
 
 def structured(fdp: atheris.FuzzedDataProvider) -> None:
@@ -70,7 +56,7 @@ def structured(fdp: atheris.FuzzedDataProvider) -> None:
         cl.append([u() for _ in range(k if fdp.ConsumeProbability() < 0.9 else fdp.ConsumeIntInRange(0, 4))])
     cols["index"] = pa.array(bl, pa.list_(pa.int32()))
     cols["counts"] = pa.array(cl, pa.list_(pa.uint64()))
-    for c in COLS:
+    for c in FILE_COLUMNS:
         if fdp.ConsumeProbability() < 0.03:
             del cols[c]
     head = {

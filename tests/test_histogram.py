@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from mspti_lens import Snapshot, _native
 from mspti_lens import snapshot as snapmod
+from mspti_lens.columns import FILE_COLUMNS
 
 REL = snapmod.MAX_RELATIVE_ERROR
 QS = [0.0, 0.001, 0.01, 0.1, 0.25, 0.5, 0.55, 0.75, 0.9, 0.99, 0.999, 1.0]
@@ -212,6 +213,7 @@ def test_a_snapshot_file_carries_its_format_version_and_round_trips_exactly(tmp_
     snap.save(p)
     head = json.loads(pq.read_schema(p).metadata[b"mspti_lens"])
     assert (head["format"], head["version"], head["scale"]) == ("mspti-lens-snapshot", 2, 7)
+    assert tuple(pq.read_schema(p).names) == FILE_COLUMNS  # what load needs is what save writes
     back = Snapshot.load(p)
     assert back._native.key_state() == snap._native.key_state()
     assert back._native.buckets() == snap._native.buckets()

@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from . import _native
+from .columns import STAT_COLUMNS
 
 KINDS: tuple[str, ...] = tuple(_native.activity_kinds())
 EVENT_KINDS: tuple[str, ...] = tuple(_native.device_event_kinds())
@@ -32,19 +33,6 @@ DEVICE_EVENTS_SCHEMA: dict[str, pl.DataType] = {
 # The events' limit per window (Session(device_events=...)): 0 turns the log off.
 DEFAULT_DEVICE_EVENTS: int = _native.DEVICE_EVENTS_DEFAULT
 MAX_DEVICE_EVENTS: int = _native.DEVICE_EVENTS_MAX
-# The summary's vocabulary (Snapshot.summary()): the same statistics under the same names.
-STAT_COLUMNS = (
-    "num_calls",
-    "total_ns",
-    "avg_ns",
-    "min_ns",
-    "med_ns",
-    "p90_ns",
-    "p99_ns",
-    "p999_ns",
-    "max_ns",
-    "stddev_ns",
-)
 
 
 def check_kinds(kinds: Any) -> list[str]:

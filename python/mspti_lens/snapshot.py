@@ -12,6 +12,7 @@ import polars as pl
 
 from . import _native, device
 from .catalog import DOMAIN_NAMES, callback
+from .columns import FILE_COLUMNS, SUMMARY_COLUMNS
 
 # The histogram's constants (defined once, in rust/lens/src/core/hist.rs): exponential buckets
 # at SCALE 7 (base 2^(2^-7)); bucket `index` i holds integer-ns values v with base^i < v <=
@@ -32,24 +33,6 @@ FORMAT = "mspti-lens-snapshot"
 FORMAT_VERSION = 2
 LOADABLE_VERSIONS = (2,)
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
-SUMMARY_COLUMNS = (
-    "domain",
-    "callback",
-    "name",
-    "num_calls",
-    "total_ns",
-    "time_pct",
-    "avg_ns",
-    "min_ns",
-    "med_ns",
-    "p90_ns",
-    "p99_ns",
-    "p999_ns",
-    "max_ns",
-    "stddev_ns",
-    "beyond_range",
-    "source",
-)
 # name -> meaning of every native counter (defined once, in rust/lens/src/core/counters.rs).
 COUNTERS: dict[str, str] = dict(_native.COUNTERS)
 UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
@@ -380,26 +363,11 @@ class Snapshot:
                 f"version {loadable} (version 1 files, with the log-linear buckets of mspti-lens 0.1, "
                 "cannot be re-bucketed exactly: load them with the version that wrote them)"
             )
-        want = [
-            "domain",
-            "cbid",
-            "name",
-            "count",
-            "sum",
-            "sum_sq_hi",
-            "sum_sq_lo",
-            "min",
-            "max",
-            "zero",
-            "overflow",
-            "index",
-            "counts",
-        ]
-        missing = [c for c in want if c not in table.column_names]
+        missing = [c for c in FILE_COLUMNS if c not in table.column_names]
         if missing:
             raise ValueError(f"{p} lacks snapshot columns {missing}")
         try:
-            c = {name: table.column(name).to_pylist() for name in want}
+            c = {name: table.column(name).to_pylist() for name in FILE_COLUMNS}
             bkey: list[int] = []
             bidx: list[int | None] = []
             bcnt: list[int] = []
