@@ -349,3 +349,15 @@ def test_runaway_kernel_names_end_in_one_other_row_on_the_stand_in(fa_path, fa):
     assert len(k) == 512 + 1  # the cap, then "(other)"
     assert rows(k, name="(other)")["num_calls"][0] == 600 - 512
     assert k["num_calls"].sum() == 600 and snap.device.counters["into_other"] == 600 - 512
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_flush_activity_is_public_chains_and_is_a_no_op_without_activity_on_the_stand_in(fa_path, fa):
+    # The runs writer flushes before a run's last window through this method, not a private one.
+    with session(fa_path, activity=["kernel"]) as s:
+        for _ in range(5):
+            fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+        assert s.flush_activity(settle=True) is s
+        assert s.snapshot().kernels()["num_calls"].sum() == 5
+    with session(fa_path) as plain:
+        assert plain.flush_activity() is plain and plain.activity == []

@@ -227,10 +227,8 @@ class WindowWriter:
         """Hand over the activity records MSPTI still holds, so they land in this window: its
         buffers reach the collector only when full or flushed, and a final window that missed
         them would lose them (the last window settles: device records trail FlushAll)."""
-        flush = getattr(getattr(self.session, "_activity", None), "flush", None)
-        if callable(flush):
-            with contextlib.suppress(Exception):  # a window without the last records beats none
-                flush(settle)
+        with contextlib.suppress(Exception):  # a window without the last records beats none
+            self.session.flush_activity(settle)
 
     def _write_events(self, snap: Any) -> None:
         """The window's device event log, if it has any (Snapshot.device_events of the contract)."""

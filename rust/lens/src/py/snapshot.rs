@@ -231,6 +231,8 @@ impl PySnapshot {
     }
 
     /// The sum of two snapshots (threads, runs or ranks): histograms of equal keys add exactly.
+    /// Without exemplars: the Python layer merges those (slowest.merged: the K slowest per
+    /// thread and key of both), as it also holds the ones a loaded file carries.
     fn merge(&self, other: &PySnapshot) -> PySnapshot {
         let mut m: BTreeMap<(u32, u32, String), Histogram> = BTreeMap::new();
         for (d, c, n, h) in self.keys.iter().chain(&other.keys) {
@@ -243,7 +245,7 @@ impl PySnapshot {
             counters,
             in_flight: self.in_flight + other.in_flight,
             threads: self.threads + other.threads,
-            exemplars: self.exemplars.iter().chain(&other.exemplars).cloned().collect(),
+            exemplars: vec![],
         }
     }
 }
