@@ -70,7 +70,7 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
                 return;
             }
             let Some(s) = shard::current() else { return };
-            let toggles = windows::toggle_generation(domain, cbid);
+            let toggles = windows::toggles_of(run);
             // Clock last on ENTER, so bookkeeping is not inside the measured interval.
             s.enter(key, clock::now(), epoch, toggles);
         }
@@ -81,7 +81,7 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             // matching open call, counting nothing; claiming one is for recording threads.
             let shard = if recording { shard::current() } else { shard::existing() };
             let Some(s) = shard else { return };
-            let toggles = windows::toggle_generation(domain, cbid);
+            let toggles = windows::toggles_of(run);
             let Some(start) = s.exit(key, epoch, toggles, recording) else { return };
             if !recording {
                 return;
@@ -93,14 +93,14 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
                 s.count_dropped();
                 return;
             };
-            let Some(h) = s.histogram(key) else { return };
+            let Some((hist, kh)) = s.recorder(key) else { return };
             // Acquire: the window's closer cleared this bank before advancing to it.
             let window = || WINDOW.load(Ordering::Acquire);
             if run & EXEMPLARS != 0 {
                 // A call past the exemplar gate (issue 13) is kept in the same write section.
-                h.hist.record_and(ns, window, |w| h.exemplars.keep(ns, start, w));
+                hist.record_and(ns, window, |w| kh.exemplars.keep(ns, start, w));
             } else {
-                h.hist.record(ns, window);
+                hist.record(ns, window);
             }
         }
         _ => {

@@ -167,7 +167,7 @@ impl Session {
         check_domain(domain)?;
         if self.running {
             // Before MSPTI sees the toggle: a call open across it is discarded (issue 9.2).
-            windows::toggled_domain(domain);
+            windows::toggled(domain, None);
             self.call_enable_domain(on, domain)?;
         }
         let bits = domain_bits(domain);
@@ -191,7 +191,7 @@ impl Session {
         }
         if self.running {
             // Before MSPTI sees the toggle: a call open across it is discarded (issue 9.2).
-            windows::toggled(domain, cbid);
+            windows::toggled(domain, Some(cbid));
             self.call_enable_callback(on, domain, cbid)?;
         }
         let w = &mut self.wanted[domain as usize];

@@ -9,4 +9,5 @@ pub mod hist;
 pub mod seqlock;
 pub mod shard;
 pub mod timeline; // issue 13
+pub mod toggles;
 pub mod windows;

@@ -59,11 +59,15 @@ pub struct KeyHistogram {
     pub exemplars: Exemplars,
 }
 
+/// 32 bytes: two slots per cache line, and the callback reads only its slot's line before the
+/// histogram's own.
 struct KeySlot {
     tag: AtomicU64,
     name: AtomicU64,
     /// Published last (Release): readers see tag, name and histogram once this is non-null.
     hist: AtomicPtr<KeyHistogram>,
+    /// `hist`'s recording histogram, so the callback does not load the KeyHistogram's line.
+    atomic: AtomicPtr<AtomicHistogram>,
 }
 
 #[derive(Clone, Copy)]
@@ -71,15 +75,16 @@ struct Open {
     key: RawKey,
     start: u64,
     epoch: u32,
-    /// The toggle generation of the key's id at ENTER (windows::toggle_generation).
+    /// The toggle generation at ENTER (windows::toggles_of).
     toggles: u32,
 }
 
 const NO_CALL: Open = Open { key: RawKey { domain: 0, cbid: 0, name: 0 }, start: 0, epoch: 0, toggles: 0 };
 
 /// Aligned to 128 bytes (and so a multiple of 128 long): no cache line of a shard, which its
-/// owner writes on every call, is shared with another thread's data.
-#[repr(align(128))]
+/// owner writes on every call, is shared with another thread's data. In declaration order, so the
+/// depth shares a line with the bottom of the stack.
+#[repr(C, align(128))]
 pub struct Shard {
     in_use: AtomicBool,
     /// Open calls now (owner writes, snapshots read for "in flight").
@@ -114,6 +119,7 @@ impl Shard {
                     tag: AtomicU64::new(0),
                     name: AtomicU64::new(0),
                     hist: AtomicPtr::new(std::ptr::null_mut()),
+                    atomic: AtomicPtr::new(std::ptr::null_mut()),
                 }
             }; KEY_SLOTS],
             keys_used: AtomicU32::new(0),
@@ -170,8 +176,9 @@ impl Shard {
 
     /// EXIT: pop the matching ENTER and return its start, or None (counted) when there is none.
     /// An ENTER of an earlier run (`epoch` differs) is popped and counted as abandoned; one from
-    /// before a toggle of its id or domain (`toggles` differs: it may be an earlier call's ENTER,
-    /// whose EXIT was never delivered) is popped and counted as toggled.
+    /// before a toggle of its id or domain (some toggle since, `toggles` differs, and toggles.rs
+    /// says it was this id's: it may be an earlier call's ENTER, whose EXIT was never delivered) is
+    /// popped and counted as toggled.
     #[inline(always)]
     pub fn exit(&self, key: RawKey, epoch: u32, toggles: u32, count_unmatched: bool) -> Option<u64> {
         let d = self.depth.load(Ordering::Relaxed) as usize;
@@ -207,7 +214,7 @@ impl Shard {
             self.counters.bump(Counter::Abandoned);
             return None;
         }
-        if top.toggles != toggles {
+        if top.toggles != toggles && super::toggles::since(key.domain, key.cbid, top.toggles) {
             if count_unmatched {
                 self.counters.bump(Counter::Toggled);
             }
@@ -217,8 +224,13 @@ impl Shard {
     }
 
     /// The histogram of `key` on this thread, created on first sight (the only allocation).
-    #[inline(always)]
     pub fn histogram(&self, key: RawKey) -> Option<&KeyHistogram> {
+        self.recorder(key).map(|(_, kh)| kh)
+    }
+
+    /// `histogram`, with its recording histogram read from the key's slot (the callback's path).
+    #[inline(always)]
+    pub fn recorder(&self, key: RawKey) -> Option<(&AtomicHistogram, &KeyHistogram)> {
         let tag = key.tag();
         let mut i = key.hash();
         // At most KEY_LIMIT of the KEY_SLOTS slots are ever used, so an empty slot ends the walk.
@@ -233,15 +245,17 @@ impl Shard {
             }
             if slot.tag.load(Ordering::Relaxed) == tag && slot.name.load(Ordering::Relaxed) == key.name as u64
             {
-                // SAFETY: published histograms are never freed (process lifetime).
-                return Some(unsafe { &*h });
+                let a = slot.atomic.load(Ordering::Relaxed);
+                // SAFETY: published histograms are never freed (process lifetime), and `atomic` is
+                // the one `insert` stored with `hist`, before it.
+                return Some(unsafe { (&*a, &*h) });
             }
             i = (i + 1) % KEY_SLOTS;
         }
     }
 
     #[cold]
-    fn insert(&self, slot: &KeySlot, key: RawKey) -> Option<&KeyHistogram> {
+    fn insert(&self, slot: &KeySlot, key: RawKey) -> Option<(&AtomicHistogram, &KeyHistogram)> {
         let used = self.keys_used.load(Ordering::Relaxed);
         if used as usize >= KEY_LIMIT {
             self.counters.bump(Counter::Dropped);
@@ -258,9 +272,12 @@ impl Shard {
         slot.tag.store(key.tag(), Ordering::Relaxed);
         slot.name.store(key.name as u64, Ordering::Relaxed);
         let p = Box::into_raw(kh);
+        // SAFETY: just leaked; lives for the process (and so does the histogram it owns).
+        let kh: &KeyHistogram = unsafe { &*p };
+        let a: &AtomicHistogram = &kh.hist;
+        slot.atomic.store(a as *const AtomicHistogram as *mut AtomicHistogram, Ordering::Relaxed);
         slot.hist.store(p, Ordering::Release);
-        // SAFETY: just leaked; lives for the process.
-        Some(unsafe { &*p })
+        Some((a, kh))
     }
 
     pub fn count_bad_site(&self) {
@@ -302,6 +319,7 @@ impl Drop for Shard {
     /// histograms they made.
     fn drop(&mut self) {
         for slot in self.keys.iter() {
+            slot.atomic.store(std::ptr::null_mut(), Ordering::Relaxed);
             let p = slot.hist.swap(std::ptr::null_mut(), Ordering::Relaxed);
             if !p.is_null() {
                 // SAFETY: `p` came from Box::into_raw in `insert` and, swapped out, is freed once.
@@ -590,12 +608,24 @@ mod tests {
     #[test]
     fn a_pairing_across_a_toggle_of_its_id_is_discarded_and_counted() {
         let s = Shard::new();
-        s.enter(key(10), 100, 1, 7); // its EXIT is never delivered: the id is disabled
-                                     // ... re-enabled (generation 7 -> 9): the EXIT of a later call arrives.
-        assert_eq!(s.exit(key(10), 1, 9, true), None);
+        let k = key(10);
+        s.enter(k, 100, 1, 7); // its EXIT is never delivered: the id is disabled and re-enabled
+        super::super::toggles::mark(k.domain, Some(k.cbid), 9);
+        // ... and the EXIT of a later call arrives (generation 7 -> 9).
+        assert_eq!(s.exit(k, 1, 9, true), None);
         assert_eq!(s.counters()[Counter::Toggled], 1);
         assert_eq!(s.in_flight(1), 0);
         s.enter(key(10), 200, 1, 9);
         assert_eq!(s.exit(key(10), 1, 9, true), Some(200));
+    }
+
+    #[test]
+    fn a_toggle_of_another_id_keeps_the_pairing() {
+        let s = Shard::new();
+        let k = key(11);
+        s.enter(k, 100, 1, 19);
+        super::super::toggles::mark(k.domain, Some(12), 20);
+        assert_eq!(s.exit(k, 1, 20, true), Some(100));
+        assert_eq!(s.counters()[Counter::Toggled], 0);
     }
 }

@@ -20,25 +20,36 @@ use super::hist::Histogram;
 use super::seqlock;
 use super::shard;
 use super::timeline;
+use super::toggles;
 
 /// The recording run, read with one load per callback: bit 0 (`RECORDING`) says whether callbacks
 /// record (start/stop), bit 1 (`EXEMPLARS`) whether they keep the slowest calls (the session's
-/// choice), the bits above are the run's epoch, bumped at every start and stop so an ENTER of an
-/// earlier run never pairs with a later EXIT.
+/// choice); bits 2..32 are the run's epoch, bumped at every start and stop so an ENTER of an
+/// earlier run never pairs with a later EXIT; bits 32.. the generation of toggles (toggles.rs),
+/// bumped whenever an id or domain is enabled or disabled while recording.
 pub static RUN: AtomicU64 = AtomicU64::new(1 << EPOCH_SHIFT);
 pub const RECORDING: u64 = 1;
 pub const EXEMPLARS: u64 = 2;
 const EPOCH_SHIFT: u32 = 2;
+const EPOCH_MASK: u64 = (1 << (TOGGLES_SHIFT - EPOCH_SHIFT)) - 1;
+const TOGGLES_SHIFT: u32 = 32;
 
 /// The epoch of a RUN value.
 #[inline(always)]
 pub fn epoch_of(run: u64) -> u32 {
-    (run >> EPOCH_SHIFT) as u32
+    ((run >> EPOCH_SHIFT) & EPOCH_MASK) as u32
 }
 
-/// The RUN value of the run after `run`, with `flags`.
+/// The toggle generation of a RUN value.
+#[inline(always)]
+pub fn toggles_of(run: u64) -> u32 {
+    (run >> TOGGLES_SHIFT) as u32
+}
+
+/// The RUN value of the run after `run`, with `flags` (the toggle generation carries over).
 fn next_run(run: u64, flags: u64) -> u64 {
-    ((run >> EPOCH_SHIFT) + 1) << EPOCH_SHIFT | flags
+    let epoch = (u64::from(epoch_of(run)) + 1) & EPOCH_MASK;
+    (run >> TOGGLES_SHIFT << TOGGLES_SHIFT) | epoch << EPOCH_SHIFT | flags
 }
 
 /// The epoch of the last run that recorded: "in flight" counts only calls entered in it, never the
@@ -67,43 +78,14 @@ pub fn halt() {
 /// (AcqRel, under STATE's lock); read by write sections with Acquire.
 pub static WINDOW: AtomicU64 = AtomicU64::new(0);
 
-/// Domains and ids whose toggles are tracked (MSPTI's domains are 1 and 2, ids below 64).
-const TOGGLE_DOMAINS: usize = 3;
-const TOGGLE_IDS: usize = 64;
-
-/// Per (domain, cbid), a generation bumped whenever the id or its domain is enabled or disabled.
-/// An ENTER keeps the generation it saw; an EXIT that sees another one belongs to a call that
-/// spanned a toggle (its ENTER may be an earlier call's, whose EXIT was never delivered), so the
-/// pair is discarded and counted as `toggled`.
-static TOGGLES: [[AtomicU32; TOGGLE_IDS]; TOGGLE_DOMAINS] =
-    [const { [const { AtomicU32::new(0) }; TOGGLE_IDS] }; TOGGLE_DOMAINS];
-
-/// The generation of (domain, cbid); 0 for ids that cannot be enabled.
-#[inline(always)]
-pub fn toggle_generation(domain: u32, cbid: u32) -> u32 {
-    match TOGGLES.get(domain as usize).and_then(|d| d.get(cbid as usize)) {
-        // Acquire pairs with `toggled`'s Release: a callback delivered because of an enable
-        // (MSPTI's own enable word orders it after the call) sees that toggle's generation.
-        Some(g) => g.load(Ordering::Acquire),
-        None => 0,
-    }
+/// Record a toggle of one id, or of a whole domain (`cbid` None), before the enable or disable
+/// call reaches MSPTI: a call open across it is discarded (toggles.rs).
+pub fn toggled(domain: u32, cbid: Option<u32>) {
+    // AcqRel: ordered with the run word's other updates; the callback's Acquire load sees it.
+    let before = RUN.fetch_add(1 << TOGGLES_SHIFT, Ordering::AcqRel);
+    toggles::mark(domain, cbid, toggles_of(before).wrapping_add(1));
 }
 
-/// Record a toggle of one id (before the enable or disable call reaches MSPTI).
-pub fn toggled(domain: u32, cbid: u32) {
-    if let Some(g) = TOGGLES.get(domain as usize).and_then(|d| d.get(cbid as usize)) {
-        g.fetch_add(1, Ordering::Release);
-    }
-}
-
-/// Record a toggle of a whole domain: every id in it.
-pub fn toggled_domain(domain: u32) {
-    if let Some(d) = TOGGLES.get(domain as usize) {
-        for g in d {
-            g.fetch_add(1, Ordering::Release);
-        }
-    }
-}
 /// Set when the callback caught a panic; recording stops for good.
 pub static POISONED: AtomicBool = AtomicBool::new(false);
 /// Set in a child process after fork(): the child never records into the inherited shards.
@@ -242,4 +224,19 @@ pub fn install_fork_handler() {
         // SAFETY: registers a handler that only stores two atomics (async-signal-safe).
         unsafe { pthread_atfork(None, None, Some(after_fork_in_child)) };
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_run_bumps_the_epoch_keeps_the_toggle_generation_and_sets_only_its_flags() {
+        let r = 5u64 << TOGGLES_SHIFT | 7 << EPOCH_SHIFT | RECORDING | EXEMPLARS;
+        let n = next_run(r, RECORDING);
+        assert_eq!((epoch_of(n), toggles_of(n), n & (RECORDING | EXEMPLARS)), (8, 5, RECORDING));
+        // The epoch wraps within its field, never into the toggle generation.
+        let top = 9u64 << TOGGLES_SHIFT | EPOCH_MASK << EPOCH_SHIFT;
+        assert_eq!((epoch_of(next_run(top, 0)), toggles_of(next_run(top, 0))), (0, 9));
+    }
 }
