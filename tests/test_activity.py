@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,15 @@ def driver(path: Path):
     return L
 
 
+def settled(fa) -> None:
+    """Wait until the stand-in's device thread has delivered every queued record (it delivers
+    later, as a device does; under load it may be starved for longer than a snapshot's settling)."""
+    deadline = time.monotonic() + 120
+    while not fa.fa_device_idle():
+        assert time.monotonic() < deadline, "the stand-in's device thread delivered nothing for 120 s"
+        time.sleep(0.001)
+
+
 @pytest.fixture
 def fa(fa_path):
     return driver(fa_path)
@@ -64,6 +74,7 @@ def test_counts_per_kernel_equal_the_records_emitted_on_the_stand_in(fa_path, fa
     with session(fa_path, activity=["kernel"]) as s:
         for i in range(300):
             fa.fa_launch(0, 1, b"MatMul" if i % 3 else b"Add", 1, 5000, 0)
+        settled(fa)
         snap = s.snapshot()
     k = snap.kernels()
     assert dict(zip(k["name"], k["num_calls"])) == {"MatMul": 200, "Add": 100}
@@ -79,6 +90,7 @@ def test_the_join_splits_api_queue_and_kernel_exactly_on_the_stand_ins_virtual_c
         for _ in range(50):
             fa.fa_launch(1, 2, b"MatMul", 1, 7000, 3000)
             fa.fa_memcpy(4096, 2)  # a runtime API record that is no launch's
+        settled(fa)
         snap = s.snapshot()
     launch = rows(snap.launches(), name="aclrtLaunchKernelV2").row(0, named=True)
     # Virtual clock, one tick (1 us) per reading: ENTER hook, callback, API start | end, callback,
@@ -106,6 +118,7 @@ def test_four_threads_launching_join_every_kernel_to_its_launch_on_the_stand_in(
             t.start()
         for t in ts:
             t.join()
+        settled(fa)
         snap = s.snapshot()
     la = snap.launches()
     assert la["kernel_num"].sum() == 4 * n and la["api_num"].sum() == 4 * n
@@ -123,6 +136,7 @@ def test_graph_replay_joins_every_replayed_kernel_to_its_one_launch_on_the_stand
         for _ in range(10):
             fa.fa_launch(0, 3, b"Graph", 1, 1000, 0)
             fa.fa_replay(4)
+        settled(fa)
         snap = s.snapshot()
     launch = rows(snap.launches(), name="aclrtLaunchKernel").row(0, named=True)
     assert launch["api_num"] == 10 and launch["kernel_num"] == 50
@@ -132,7 +146,7 @@ def test_graph_replay_joins_every_replayed_kernel_to_its_one_launch_on_the_stand
 def test_cann8_joins_through_external_correlation_on_the_stand_in(fa8_path):
     # In a fresh interpreter: the process-global external-correlation hooks start clean.
     code = f"""
-import ctypes, warnings
+import ctypes, time, warnings
 warnings.simplefilter("ignore")
 from mspti_lens import Session
 fa = ctypes.CDLL({str(fa8_path)!r})
@@ -142,6 +156,8 @@ with Session({str(fa8_path)!r}, enable=["LAUNCH"], activity=["kernel"]) as s:
     assert s.join == "external_correlation", s.join
     for _ in range(20):
         fa.fa_launch(0, 1, b"MatMul", 1, 4000, 0)
+    while not fa.fa_device_idle():  # the stand-in's device delivers later (see settled())
+        time.sleep(0.001)
     snap = s.snapshot()
 la = snap.launches().row(0, named=True)
 print(la["name"], la["kernel_num"], la["kernel_med_ns"], snap.meta["clock_bridge"])
@@ -160,6 +176,7 @@ def test_pool_exhaustion_is_counted_by_us_and_by_the_library_on_the_stand_in(fa_
         for _ in range(200):
             fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
         s._activity._pause_drain(False)
+        settled(fa)
         snap = s.snapshot()
     c = snap.device.counters
     written, dropped = fa.fa_emitted(2) + fa.fa_emitted(12), fa.fa_dropped_total()
@@ -174,6 +191,7 @@ def test_close_leaves_nothing_undelivered_on_the_stand_in(fa_path, fa):
     s = session(fa_path, activity=["kernel"]).start()
     for _ in range(100):
         fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+    settled(fa)  # every kernel is in MSPTI's buffers: what close must not leave behind
     s.close()  # no snapshot before: close flushes (FlushAll until quiet) and drains
     snap = s.snapshot()
     assert snap.kernels()["num_calls"].sum() == fa.fa_emitted(2) == 100
@@ -186,6 +204,7 @@ def test_mark_launches_is_the_guides_scenario_2_on_the_stand_in(fa_path, fa):
         assert s.enabled == ["MSPTI_CBID_RUNTIME_LAUNCH"] and set(s.activity) == {"kernel", "marker"}
         for _ in range(10):
             fa.fa_launch(0, 5, b"MatMul", 1, 5000, 0)
+        settled(fa)
         snap = s.snapshot()
     m = rows(snap.launches(), join="mstx_marks").row(0, named=True)
     # Host marks at ENTER (first) and EXIT (last): 7 ticks apart; the stream reaches the ENTER
@@ -216,6 +235,7 @@ def test_mstx_ranges_become_histograms_and_torch_npu_collectives_on_the_stand_in
         for _ in range(4):
             with comm.range(msg, stream=7):
                 pass
+        settled(fa)
         snap = s.snapshot()
     r = snap.ranges()
     assert rows(r, domain="default", name="train_step")["num_calls"][0] == 3
@@ -241,6 +261,7 @@ def test_unknown_record_kinds_and_null_buffers_are_skipped_safely_on_the_stand_i
         a.flush()
         fa.fa_memcpy(100, 4)
         fa.fa_null_complete()
+        settled(fa)
         snap = s.snapshot()
     m = snap.memcpy()
     assert dict(zip(m["direction"], m["num_calls"])) == {"HTOD": 1, "DTOD": 1}
@@ -266,6 +287,7 @@ def test_device_frames_save_and_load_with_the_snapshot_on_the_stand_in(fa_path, 
             fa.fa_memcpy(1 << 20, 2)
         fa.fa_hccl(b"HcclAllReduce", b"world", 100_000, 12.5)
         fa.fa_communication(b"HcclAllReduce", b"world", 4, 1 << 20, 100_000)
+        settled(fa)
         snap = s.snapshot()
     col = snap.collectives()
     assert set(col["from"]) == {"hccl", "communication"}
@@ -279,7 +301,7 @@ def test_device_frames_save_and_load_with_the_snapshot_on_the_stand_in(fa_path, 
 
 
 CHILD = """
-import ctypes, os, signal, sys, threading
+import ctypes, os, signal, sys, threading, time
 signal.alarm(60)  # watchdog: a hang fails the test instead of blocking CI
 from mspti_lens import Session
 path = sys.argv[1] if len(sys.argv) > 1 else {path!r}
@@ -306,7 +328,8 @@ print("ok")
         "os._exit(0) if False else None",  # interpreter exit with buffers in flight
         (
             "pid = os.fork()\nif pid == 0:\n    signal.alarm(20)\n    s.close()\n    os._exit(0)\n"
-            "os.waitpid(pid, 0)\nprint(s.snapshot().kernels()['num_calls'].sum() >= 500)"
+            "os.waitpid(pid, 0)\nwhile not fa.fa_device_idle():\n    time.sleep(0.001)\n"
+            "print(s.snapshot().kernels()['num_calls'].sum() >= 500)"
         ),
         "s.close()\nfa.fa_launch(0, 1, b'K', 1, 1000, 0)\nprint(s.snapshot().kernels()['num_calls'].sum())",
     ],
@@ -344,6 +367,7 @@ def test_runaway_kernel_names_end_in_one_other_row_on_the_stand_in(fa_path, fa):
     with session(fa_path, activity=["kernel"]) as s:
         for n in names:
             fa.fa_launch(0, 1, n, 1, 1000, 0)
+        settled(fa)
         snap = s.snapshot()
     k = snap.kernels()
     assert len(k) == 512 + 1  # the cap, then "(other)"
@@ -358,6 +382,7 @@ def test_flush_activity_is_public_chains_and_is_a_no_op_without_activity_on_the_
         for _ in range(5):
             fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
         assert s.flush_activity(settle=True) is s
+        settled(fa)
         assert s.snapshot().kernels()["num_calls"].sum() == 5
     with session(fa_path) as plain:
         assert plain.flush_activity() is plain and plain.activity == []

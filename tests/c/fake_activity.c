@@ -231,6 +231,8 @@ static struct { int is_kernel; Kernel k; Marker m; } devq[DMAX];
 static int devq_n;
 static pthread_mutex_t dev_mtx = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int device_paused;
+/* Set (under dev_mtx) while the device thread delivers what it took from the queue. */
+static _Atomic int delivering;
 
 static void *device(void *arg) {
     (void)arg;
@@ -239,13 +241,23 @@ static void *device(void *arg) {
         if (atomic_load(&device_paused)) continue;
         pthread_mutex_lock(&dev_mtx);
         int n = devq_n; static typeof(devq[0]) q[DMAX]; memcpy(q, devq, sizeof q[0] * n); devq_n = 0;
+        if (n) atomic_store(&delivering, 1);
         pthread_mutex_unlock(&dev_mtx);
         for (int i = 0; i < n; i++) {
             if (q[i].is_kernel) { if (on(2)) record(&q[i].k, sizeof q[i].k); }
             else if (on(1)) record(&q[i].m, sizeof q[i].m);
         }
+        atomic_store(&delivering, 0);
     }
     return NULL;
+}
+/* 1 when every queued device record has been delivered (the tests wait for it: the device
+ * thread, like a real one, delivers later, and a loaded machine may starve it for a while). */
+int fa_device_idle(void) {
+    pthread_mutex_lock(&dev_mtx);
+    int idle = devq_n == 0 && !atomic_load(&delivering);
+    pthread_mutex_unlock(&dev_mtx);
+    return idle;
 }
 /* Reserve device time on a stream: after what is queued there, not before `ready`. */
 static uint64_t schedule(uint32_t stream, uint64_t ready, uint64_t dur) {
