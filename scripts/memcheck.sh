@@ -233,9 +233,8 @@ RULES = [
     ("atomic", r"rdtsc \(clock\.rs"),
     # the counters are atomics too (owner-only load + store, read by snapshots)
     ("atomic", r"(add|bump|load) \(counters\.rs"),
-    # the key table's slots are atomics too (the owner's lookup, `recorder` on the callback's path;
-    # passed on with the shard)
-    ("atomic", r"(histogram|recorder|insert) \(shard\.rs"),
+    # the key table's slots are atomics too (the owner's lookup; passed on with the shard)
+    ("atomic", r"(histogram|insert) \(shard\.rs"),
     # every shared field of the exemplars is an atomic (slots and gate): the first frame outside
     # Rust's core library (atomic loads inline into bool::then and the like) is an exemplar access
     # (issue 13)

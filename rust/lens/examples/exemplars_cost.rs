@@ -1,6 +1,6 @@
 //! What keeping exemplars adds to each recorded pair (bench/exemplars.py runs this): the record
-//! the callback makes (`AtomicHistogram::record_and`) with and without `Exemplars::keep` behind the gate, on the same
-//! stream of durations. Each round times batches of 64 Ki records, the two sides alternating
+//! the callback makes (`AtomicHistogram::record_and`) with and without `Exemplars::keep` behind
+//! the gate, on the same stream of durations. Each round times batches of 64 Ki records, the two sides alternating
 //! batch by batch, on the thread's CPU clock, and keeps each side's best batch: a batch that other
 //! jobs interrupted only ever looks slower. Prints one JSON object.
 //!

@@ -93,14 +93,14 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
                 s.count_dropped();
                 return;
             };
-            let Some((hist, kh)) = s.recorder(key) else { return };
+            let Some(h) = s.histogram(key) else { return };
             // Acquire: the window's closer cleared this bank before advancing to it.
             let window = || WINDOW.load(Ordering::Acquire);
             if run & EXEMPLARS != 0 {
                 // A call past the exemplar gate (issue 13) is kept in the same write section.
-                hist.record_and(ns, window, |w| kh.exemplars.keep(ns, start, w));
+                h.hist.record_and(ns, window, |w| h.exemplars.keep(ns, start, w));
             } else {
-                hist.record(ns, window);
+                h.hist.record(ns, window);
             }
         }
         _ => {

@@ -59,15 +59,11 @@ pub struct KeyHistogram {
     pub exemplars: Exemplars,
 }
 
-/// 32 bytes: two slots per cache line, and the callback reads only its slot's line before the
-/// histogram's own.
 struct KeySlot {
     tag: AtomicU64,
     name: AtomicU64,
     /// Published last (Release): readers see tag, name and histogram once this is non-null.
     hist: AtomicPtr<KeyHistogram>,
-    /// `hist`'s recording histogram, so the callback does not load the KeyHistogram's line.
-    atomic: AtomicPtr<AtomicHistogram>,
 }
 
 #[derive(Clone, Copy)]
@@ -119,7 +115,6 @@ impl Shard {
                     tag: AtomicU64::new(0),
                     name: AtomicU64::new(0),
                     hist: AtomicPtr::new(std::ptr::null_mut()),
-                    atomic: AtomicPtr::new(std::ptr::null_mut()),
                 }
             }; KEY_SLOTS],
             keys_used: AtomicU32::new(0),
@@ -224,13 +219,8 @@ impl Shard {
     }
 
     /// The histogram of `key` on this thread, created on first sight (the only allocation).
-    pub fn histogram(&self, key: RawKey) -> Option<&KeyHistogram> {
-        self.recorder(key).map(|(_, kh)| kh)
-    }
-
-    /// `histogram`, with its recording histogram read from the key's slot (the callback's path).
     #[inline(always)]
-    pub fn recorder(&self, key: RawKey) -> Option<(&AtomicHistogram, &KeyHistogram)> {
+    pub fn histogram(&self, key: RawKey) -> Option<&KeyHistogram> {
         let tag = key.tag();
         let mut i = key.hash();
         // At most KEY_LIMIT of the KEY_SLOTS slots are ever used, so an empty slot ends the walk.
@@ -245,17 +235,15 @@ impl Shard {
             }
             if slot.tag.load(Ordering::Relaxed) == tag && slot.name.load(Ordering::Relaxed) == key.name as u64
             {
-                let a = slot.atomic.load(Ordering::Relaxed);
-                // SAFETY: published histograms are never freed (process lifetime), and `atomic` is
-                // the one `insert` stored with `hist`, before it.
-                return Some(unsafe { (&*a, &*h) });
+                // SAFETY: published histograms are never freed (process lifetime).
+                return Some(unsafe { &*h });
             }
             i = (i + 1) % KEY_SLOTS;
         }
     }
 
     #[cold]
-    fn insert(&self, slot: &KeySlot, key: RawKey) -> Option<(&AtomicHistogram, &KeyHistogram)> {
+    fn insert(&self, slot: &KeySlot, key: RawKey) -> Option<&KeyHistogram> {
         let used = self.keys_used.load(Ordering::Relaxed);
         if used as usize >= KEY_LIMIT {
             self.counters.bump(Counter::Dropped);
@@ -272,12 +260,9 @@ impl Shard {
         slot.tag.store(key.tag(), Ordering::Relaxed);
         slot.name.store(key.name as u64, Ordering::Relaxed);
         let p = Box::into_raw(kh);
-        // SAFETY: just leaked; lives for the process (and so does the histogram it owns).
-        let kh: &KeyHistogram = unsafe { &*p };
-        let a: &AtomicHistogram = &kh.hist;
-        slot.atomic.store(a as *const AtomicHistogram as *mut AtomicHistogram, Ordering::Relaxed);
         slot.hist.store(p, Ordering::Release);
-        Some((a, kh))
+        // SAFETY: just leaked; lives for the process.
+        Some(unsafe { &*p })
     }
 
     pub fn count_bad_site(&self) {
@@ -319,7 +304,6 @@ impl Drop for Shard {
     /// histograms they made.
     fn drop(&mut self) {
         for slot in self.keys.iter() {
-            slot.atomic.store(std::ptr::null_mut(), Ordering::Relaxed);
             let p = slot.hist.swap(std::ptr::null_mut(), Ordering::Relaxed);
             if !p.is_null() {
                 // SAFETY: `p` came from Box::into_raw in `insert` and, swapped out, is freed once.
@@ -610,7 +594,7 @@ mod tests {
         let s = Shard::new();
         let k = key(10);
         s.enter(k, 100, 1, 7); // its EXIT is never delivered: the id is disabled and re-enabled
-        super::super::toggles::mark(k.domain, Some(k.cbid), 9);
+        crate::core::toggles::mark(k.domain, Some(k.cbid), 9);
         // ... and the EXIT of a later call arrives (generation 7 -> 9).
         assert_eq!(s.exit(k, 1, 9, true), None);
         assert_eq!(s.counters()[Counter::Toggled], 1);
@@ -624,7 +608,7 @@ mod tests {
         let s = Shard::new();
         let k = key(11);
         s.enter(k, 100, 1, 19);
-        super::super::toggles::mark(k.domain, Some(12), 20);
+        crate::core::toggles::mark(k.domain, Some(12), 20);
         assert_eq!(s.exit(k, 1, 20, true), Some(100));
         assert_eq!(s.counters()[Counter::Toggled], 0);
     }
