@@ -238,14 +238,17 @@ def per_pair(b: Bench, rounds: int, n: int, n_python: int) -> dict:
     return res
 
 
-def side_by_side(b: Bench, names: tuple[str, ...], rounds: int, n: int, batches: int = 5) -> dict:
+SIDE_BY_SIDE_BATCHES = 5  # per configuration and round
+
+
+def side_by_side(b: Bench, names: tuple[str, ...], rounds: int, n: int) -> dict:
     """ns per pair of a few configurations that differ by about a nanosecond: batch by batch in
     alternation, so both sample the same moments of a shared machine; the best batch of each per
     round."""
     res: dict[str, list[float]] = {k: [] for k in names}
     for _ in range(rounds):
         best = dict.fromkeys(names, float("inf"))
-        for _ in range(batches):
+        for _ in range(SIDE_BY_SIDE_BATCHES):
             for name in names:
                 with b.config(name):
                     b.call_many(max(n // 10, 1000))
@@ -659,8 +662,9 @@ def render(q, p, mach, tsc_hz, pp, ex, clocks, sc, ts, mem, e2e, elapsed) -> str
         "round and their median is quoted. *Added* cost is the time per pair minus the no-subscriber time "
         "of the same round: what the callback costs the caller. The targets compare configurations that "
         "differ by a few ns, so they are measured again side by side: the configurations they name "
-        f"alternate batch by batch ({p['rounds']} rounds of 5 batches of {p['n'] // 2:,} calls each, best "
-        "batch per configuration and round), so every one samples the same moments of a shared machine."
+        f"alternate batch by batch ({p['rounds']} rounds of {SIDE_BY_SIDE_BATCHES} batches of "
+        f"{p['n'] // 2:,} calls each, best batch per configuration and round), so every one samples "
+        "the same moments of a shared machine."
     )
     w(
         "- The minimal C callback (the limit) reads the TSC at ENTER and EXIT, pushes/pops a thread-local "
