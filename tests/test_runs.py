@@ -495,3 +495,21 @@ def test_the_metrics_port_is_port_plus_the_local_rank_and_record_passes_it_on(tm
     assert hook.PROMETHEUS_VARIABLE not in record.child_env(_args(out=str(tmp_path)), env={})
     with pytest.raises(ValueError, match="0..65535"):
         record.main(_args(out=str(tmp_path), prometheus=70000))
+
+
+def test_a_window_with_device_records_and_no_finished_call_is_written_on_the_simulator(sim, tmp_path):
+    # A rank blocked in its first collective has device records and no finished host call; the
+    # window that holds them must be written (a CI run under load lost one rank's first allreduce).
+    from mspti_lens import Session
+    from mspti_lens.snapshot import Snapshot
+
+    with Session(library="sim", enable=[], activity=["kernel"]) as s:
+        sim.call("aclrtLaunchKernel", count=5)  # callbacks off: device records only
+        assert sim.activity.drain()
+        w = writer.WindowWriter(s, tmp_path, interval=3600)
+        path = w.write_window(final=False)
+        assert path is not None
+        assert Snapshot.load(path).kernels()["num_calls"].sum() == 5
+        assert w.write_window(final=True) is not None  # a rank with files writes its last window
+    with Session(library="sim", enable=[], activity=["kernel"]) as s:
+        assert writer.WindowWriter(s, tmp_path / "idle", interval=3600).write_window(final=True) is None

@@ -194,9 +194,13 @@ class WindowWriter:
                 self.calls += int(df["num_calls"].sum())
                 for name, total in zip(df["name"], df["total_ns"]):
                     self.keys[name] = self.keys.get(name, 0) + int(total)
-            if not self.calls:
-                # A process that has made no call yet leaves no files: launchers (torchrun's agent)
-                # and helpers (data-loader workers that inherit the rank's variables) are not ranks.
+            dev = getattr(snap, "device", None)
+            device_records = dev.counters.get("records", 0) if dev is not None else 0
+            if not self.seq and not self.calls and not device_records:
+                # A process that has recorded nothing yet leaves no files: launchers (torchrun's
+                # agent) and helpers (data-loader workers that inherit the rank's variables) are not
+                # ranks. Device records count: a rank blocked in its first collective has some and
+                # no finished call, and skipping that window would lose them.
                 return None
             self.seq += 1
             snap.meta.update(
