@@ -355,3 +355,54 @@ def test_main_job_prints_the_table_and_writes_plots(tmp_path):
     snap = __import__("mspti_lens").load(tmp_path / "snapshot.parquet")
     assert snap.simulated and snap.total_calls > 1000
     assert pl.DataFrame(snap.summary()).height > 5
+
+
+FORK_WHILE_INTERNING = r"""
+import ctypes, os, sys, threading, time
+from mspti_lens.backend import simulator_path
+L = ctypes.CDLL(simulator_path())
+L.msimLaunch.argtypes = [ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint64,
+                         ctypes.c_uint32, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32]
+stop, spun = threading.Event(), [0]
+def spin():  # every call interns a kernel name never seen before
+    while not stop.is_set():
+        L.msimLaunch(API, 0, 0, 0, 1, b"spinner_%d" % spun[0], None, 0)
+        spun[0] += 1
+API = int(sys.argv[1])
+t = threading.Thread(target=spin)
+t.start()
+while spun[0] < 100:
+    time.sleep(0.001)
+kids = []
+for c in range(int(sys.argv[2])):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if L.msimLaunch(API, 0, 0, 0, 1, b"child_%d" % c, None, 0) == 0 else 1)
+    kids.append(pid)
+deadline, hung, failed = time.monotonic() + 60, 0, 0  # generous: each child needs microseconds
+while kids and time.monotonic() < deadline:
+    for pid in list(kids):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            kids.remove(pid)
+            failed += os.waitstatus_to_exitcode(status) != 0
+    time.sleep(0.005)
+for pid in kids:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+stop.set()
+t.join()
+print(len(kids), failed)
+"""
+
+
+def test_forked_children_can_launch_while_another_thread_interns_names(sim, tmp_path):
+    # The record-name cache was a mutex: a child forked while another thread held it hung in its
+    # first launch with a new kernel name (1 in 60 in the report; most children here).
+    script = tmp_path / "fork_interning.py"
+    script.write_text(FORK_WHILE_INTERNING)
+    cmd = [__import__("sys").executable, "-W", "ignore", str(script), str(sim.api("aclrtLaunchKernel")), "80"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)  # watchdog
+    assert out.returncode == 0, out.stderr
+    hung, failed = map(int, out.stdout.split())
+    assert (hung, failed) == (0, 0), f"of 80 forked children {hung} hung and {failed} failed in msimLaunch"

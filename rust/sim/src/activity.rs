@@ -16,8 +16,8 @@
 //!   node launch while COMMUNICATION is enabled; records carry the thread's current id.
 
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::collections::{HashSet, VecDeque};
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
@@ -360,13 +360,18 @@ thread_local! {
 }
 
 extern "C" fn fork_prepare() {
-    // In the lock order every path uses: record lock, queue, callbacks, device channel.
-    let guards: Vec<Box<dyn std::any::Any>> = vec![
+    // In the lock order every path uses: record lock, queue, callbacks, device channel; then the
+    // leaf locks (nobody takes another lock while holding one of them), so a child finds each free.
+    let mut guards: Vec<Box<dyn std::any::Any>> = vec![
         Box::new(lock(&CURRENT)),
         Box::new(lock(&QUEUE)),
         Box::new(lock(&CALLBACKS)),
         Box::new(device::lock_channel()),
+        Box::new(lock(&EXTERNAL)),
+        Box::new(lock(&DISABLED_DOMAINS)),
     ];
+    guards.extend(device::leaf_guards());
+    guards.extend(crate::mstx::leaf_guards());
     FORK_GUARDS.with(|g| *g.borrow_mut() = guards);
 }
 
@@ -540,18 +545,10 @@ pub fn gettid() -> u32 {
     })
 }
 
-/// A string that stays valid for the life of the process, like the real library's name caches.
+/// A string that stays valid for the life of the process, like the real library's name caches
+/// (lock-free: see `crate::intern`).
 pub fn intern(s: &str) -> &'static CStr {
-    static NAMES: Mutex<Option<HashMap<String, &'static CStr>>> = Mutex::new(None);
-    let mut g = lock(&NAMES);
-    let map = g.get_or_insert_with(HashMap::new);
-    if let Some(c) = map.get(s) {
-        return c;
-    }
-    let clean: String = s.chars().filter(|&c| c != '\0').collect();
-    let c: &'static CStr = Box::leak(CString::new(clean).unwrap_or_default().into_boxed_c_str());
-    map.insert(s.to_owned(), c);
-    c
+    crate::intern::intern(s)
 }
 
 /// The runtime's internal name of an API in RUNTIME_API records (not the callback's

@@ -191,6 +191,11 @@ pub(crate) fn lock_channel() -> std::sync::MutexGuard<'static, impl Sized> {
     lock(&CHANNEL)
 }
 
+/// The device's leaf locks (timelines, communicator name), for the fork handlers.
+pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
+    vec![Box::new(lock(&TIMELINES)), Box::new(lock(&COMM_NAME))]
+}
+
 fn ensure_channel_thread() {
     if !CHANNEL_STARTED.swap(true, Ordering::AcqRel) {
         activity::install_fork_handlers();

@@ -16,6 +16,7 @@ pub mod activity;
 pub mod apis;
 pub mod clock;
 pub mod device;
+pub mod intern;
 pub mod jobs;
 pub mod models;
 pub mod mstx;

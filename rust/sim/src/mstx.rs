@@ -44,6 +44,11 @@ static RANGES: Mutex<Option<HashMap<u64, Range>>> = Mutex::new(None);
 
 const DEFAULT_DOMAIN: &CStr = c"default";
 
+/// MSTX's locks, for the fork handlers: neither is held while taking another lock.
+pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
+    vec![Box::new(lock(&DOMAINS)), Box::new(lock(&RANGES))]
+}
+
 pub fn reset() {
     MARK_ID.store(0, Ordering::Relaxed);
     *lock(&RANGES) = None;

@@ -1,0 +1,173 @@
+//! Strings that live for the life of the process (kernel, marker, domain and communicator
+//! names), as the real library's name caches keep them: records carry bare pointers to them.
+//!
+//! Lock-free, so a `fork()` child can never inherit it locked: a child of a process whose other
+//! thread was interning at the fork has no thread to release a lock, and its next launch would
+//! hang. The table is a fixed array of buckets, each a list that only ever grows at its head by
+//! compare-and-swap; entries are never removed or freed, so a reader may walk a list while
+//! another thread pushes onto it.
+
+use std::ffi::{CStr, CString};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+struct Entry {
+    key: Box<str>,
+    value: &'static CStr,
+    next: *const Entry,
+}
+
+const BUCKETS: usize = 4096;
+static TABLE: [AtomicPtr<Entry>; BUCKETS] = [const { AtomicPtr::new(ptr::null_mut()) }; BUCKETS];
+
+/// FNV-1a: stable, cheap, good enough to spread names over the buckets.
+fn bucket(s: &str) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h as usize) % BUCKETS
+}
+
+/// The entry for `s` in the list starting at `head`, stopping at `stop` (exclusive).
+fn find(mut at: *const Entry, stop: *const Entry, s: &str) -> Option<&'static CStr> {
+    while !at.is_null() && at != stop {
+        // SAFETY: entries are leaked when published and never freed or changed afterwards; the
+        // Acquire load that produced `at` (or its predecessor's) saw the entry's initialisation.
+        let e = unsafe { &*at };
+        if &*e.key == s {
+            return Some(e.value);
+        }
+        at = e.next;
+    }
+    None
+}
+
+/// The process-lifetime C string for `s` (NUL bytes dropped); equal strings get the same pointer.
+pub fn intern(s: &str) -> &'static CStr {
+    let slot = &TABLE[bucket(s)];
+    let mut head = slot.load(Ordering::Acquire);
+    if let Some(v) = find(head, ptr::null(), s) {
+        return v;
+    }
+    let clean: String = s.chars().filter(|&c| c != '\0').collect();
+    let value: &'static CStr = Box::leak(CString::new(clean).unwrap_or_default().into_boxed_c_str());
+    let mut entry = Box::new(Entry { key: s.into(), value, next: head });
+    loop {
+        let new = ptr::addr_of_mut!(*entry);
+        match slot.compare_exchange(head, new, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {
+                Box::leak(entry);
+                return value;
+            }
+            Err(now) => {
+                // Someone pushed first: they may have pushed this very string.
+                if let Some(v) = find(now, head, s) {
+                    // The leaked `value` is lost; a race on one new name costs one small string.
+                    return v;
+                }
+                head = now;
+                entry.next = head;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_strings_share_one_pointer_across_threads() {
+        let names: Vec<String> = (0..2000).map(|i| format!("kernel_{i}")).collect();
+        let ptrs: Vec<Vec<usize>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| sc.spawn(|| names.iter().map(|n| intern(n).as_ptr() as usize).collect::<Vec<_>>()))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for p in &ptrs[1..] {
+            assert_eq!(p, &ptrs[0]);
+        }
+        assert_eq!(intern("kernel_7").to_bytes(), b"kernel_7");
+        assert_eq!(intern("a\0b").to_bytes(), b"ab");
+    }
+
+    extern "C" {
+        fn fork() -> i32;
+        fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+        fn kill(pid: i32, sig: i32) -> i32;
+        fn _exit(code: i32) -> !;
+    }
+    const WNOHANG: i32 = 1;
+    const SIGKILL: i32 = 9;
+
+    /// Children forked while another thread interns new names in a tight loop must be able to
+    /// intern themselves. With a mutex, a fork taken while the other thread held it left the child
+    /// blocked for ever (most children hung here).
+    #[test]
+    fn forked_children_can_intern_while_another_thread_interns() {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        static STOP: AtomicBool = AtomicBool::new(false);
+        static SPUN: AtomicU64 = AtomicU64::new(0);
+        let spinner = std::thread::spawn(|| {
+            let mut i = 0u64;
+            while !STOP.load(Ordering::Relaxed) {
+                intern(&format!("spinner_name_{i}"));
+                i += 1;
+                SPUN.store(i, Ordering::Relaxed);
+            }
+        });
+        while SPUN.load(Ordering::Relaxed) < 1000 {
+            std::hint::spin_loop();
+        }
+        let mut children = Vec::new();
+        for c in 0..60 {
+            // SAFETY: the child only interns (no lock, only its own allocations) and _exits.
+            let pid = unsafe { fork() };
+            assert!(pid >= 0, "fork failed");
+            if pid == 0 {
+                let ok = intern(&format!("child_name_{c}")).to_bytes().starts_with(b"child_name_");
+                // SAFETY: leaves the child at once, running no destructors or atexit handlers.
+                unsafe { _exit(i32::from(!ok)) };
+            }
+            children.push(pid);
+        }
+        // One generous bound for all: a child that interns one name and exits takes microseconds.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let (mut hung, mut failed) = (0, 0);
+        while !children.is_empty() {
+            children.retain(|&pid| {
+                let mut status = 0;
+                // SAFETY: our own child; `status` is a valid out pointer.
+                let r = unsafe { waitpid(pid, &mut status, WNOHANG) };
+                if r == pid {
+                    failed += i32::from(status != 0);
+                    return false;
+                }
+                true
+            });
+            if std::time::Instant::now() > deadline {
+                for &pid in &children {
+                    let mut status = 0;
+                    // SAFETY: our own child, reaped right after.
+                    unsafe {
+                        kill(pid, SIGKILL);
+                        waitpid(pid, &mut status, 0);
+                    }
+                    hung += 1;
+                }
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        STOP.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+        assert_eq!(
+            (hung, failed),
+            (0, 0),
+            "of 60 forked children, {hung} hung interning a name, {failed} failed"
+        );
+    }
+}
