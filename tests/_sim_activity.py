@@ -18,7 +18,7 @@ ACL_API, NODE_API, RUNTIME_API, OVERHEAD = 10, 11, 12, 13
 ERAS = {"follow": 0, "cann8": 1, "cann26": 2, "newest": 3}
 STAT = {
     "records": 0, "dropped": 1, "requests": 2, "completes": 3, "null_completes": 4, "worker_completes": 5,
-    "flush_completes": 6, "partial_completes": 7, "kernels": 8,
+    "flush_completes": 6, "partial_completes": 7, "kernels": 8, "device_discarded": 9, "device_lost": 10,
 }  # fmt: skip
 
 

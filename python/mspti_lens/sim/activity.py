@@ -28,6 +28,8 @@ STATS = (
     "flush_completes",
     "partial_completes",
     "kernels",
+    "device_discarded",
+    "device_lost",
 )
 #: ``msptiActivityMemcpyKind`` values for :meth:`SimActivity.call_bytes`.
 COPY_KINDS = {"default": 0, "htoh": 1, "htod": 2, "dtoh": 3, "dtod": 4}
@@ -170,7 +172,9 @@ class SimActivity:
 
     def stat(self, name: str) -> int:
         """One counter: records written, dropped, buffer requests, completes (NULL, from
-        completing threads, from FlushAll, partial), kernels run."""
+        completing threads, from FlushAll, partial), kernels run, device records discarded because
+        their kind was disabled while they waited on the channel, device records lost because their
+        task was still unfinished when ``msptiUnsubscribe``'s bounded wait ended."""
         if name not in STATS:
             raise ValueError(f"unknown counter {name!r}; valid ones are {', '.join(STATS)}")
         return self.lib.msimActivityStat(STATS.index(name))

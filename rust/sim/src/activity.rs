@@ -141,7 +141,11 @@ pub const STAT_WORKER_COMPLETES: usize = 5;
 pub const STAT_FLUSH_COMPLETES: usize = 6;
 pub const STAT_PARTIAL_COMPLETES: usize = 7;
 pub const STAT_KERNELS: usize = 8;
-pub const STAT_COUNT: usize = 9;
+/// Device records that reached the channel's end after their kind was disabled (not written).
+pub const STAT_DEVICE_DISCARDED: usize = 9;
+/// Device records still unfinished when `msptiUnsubscribe`'s bounded wait ended (not written).
+pub const STAT_DEVICE_LOST: usize = 10;
+pub const STAT_COUNT: usize = 11;
 pub static STATS: [AtomicU64; STAT_COUNT] = [const { AtomicU64::new(0) }; STAT_COUNT];
 /// The dropped count `msptiActivityGetNumDroppedRecords` returns and resets.
 static DROPPED_SINCE_READ: AtomicU64 = AtomicU64::new(0);

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use mspti_abi::*;
 
-use crate::activity::{self, lock, stat_add, STAT_KERNELS};
+use crate::activity::{self, lock, stat_add, STAT_DEVICE_DISCARDED, STAT_DEVICE_LOST, STAT_KERNELS};
 use crate::clock;
 
 /// Latency model, ns (`msimSetDeviceModel`).
@@ -157,6 +157,10 @@ impl Lanes {
         self.lanes.clear();
         self.len = 0;
     }
+    /// When the device finishes the last task it has a record pending for.
+    fn last_done(&self) -> Option<u64> {
+        self.lanes.iter().filter_map(|l| l.1.back().map(|p| p.done)).max()
+    }
 }
 
 struct Channel {
@@ -262,9 +266,7 @@ fn channel_loop() {
             c.in_flight += batch.len() as u64;
             batch
         };
-        for p in &p {
-            activity::record_bytes(p.kind, &p.bytes[..p.len]);
-        }
+        write_all(&p);
         let mut c = lock(&CHANNEL);
         c.in_flight -= p.len() as u64;
         if c.drain_waiters > 0 {
@@ -282,14 +284,62 @@ pub fn flush_ready() {
         c.in_flight += now.len() as u64;
         now
     };
-    for p in &ready_now {
-        activity::record_bytes(p.kind, &p.bytes[..p.len]);
-    }
+    write_all(&ready_now);
     let mut c = lock(&CHANNEL);
     c.in_flight -= ready_now.len() as u64;
     if c.drain_waiters > 0 {
         DRAINED_CV.notify_all();
     }
+}
+
+/// Hand device records to the activity manager. A record whose kind was disabled while it waited
+/// on the channel is discarded, as MSPTI's parsers drop records of a kind that is off, and counted
+/// (`STAT_DEVICE_DISCARDED`): the simulator loses nothing without a counter.
+fn write_all(ps: &[Pending]) {
+    for p in ps {
+        if activity::kind_enabled(p.kind) {
+            activity::record_bytes(p.kind, &p.bytes[..p.len]);
+        } else {
+            stat_add(STAT_DEVICE_DISCARDED, 1);
+        }
+    }
+}
+
+/// How long `msptiUnsubscribe` waits, on the real clock, for the device to finish the work it was
+/// given before its profiling stops. Past it, what is still pending is counted as lost.
+pub const STOP_WAIT_MAX_MS: u64 = 2_000;
+
+/// `msptiUnsubscribe`'s stop of every device's profiling task (MSPTI's `ResetAllDevice`: each
+/// device's profiling task is stopped and its channels read to the end before the subscriber goes):
+/// wait until the device has finished every task it has a record pending for (virtual clock: at
+/// once; real clock: at most `STOP_WAIT_MAX_MS`), then write those records on this thread, after
+/// any batch the channel reader holds. Records of tasks still unfinished after the wait are
+/// dropped and counted (`STAT_DEVICE_LOST`).
+pub fn stop_and_flush() {
+    let last = lock(&CHANNEL).heap.last_done();
+    if let (Some(last), false) = (last, clock::is_virtual()) {
+        let deadline = std::time::Instant::now() + Duration::from_millis(STOP_WAIT_MAX_MS);
+        loop {
+            let now = activity::host_now();
+            if now >= last || std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_nanos((last - now).min(1_000_000)));
+        }
+    }
+    flush_ready();
+    // The reader may be writing a batch it took before the flush: let it finish (bounded).
+    let deadline = std::time::Instant::now() + Duration::from_millis(STOP_WAIT_MAX_MS);
+    let mut c = lock(&CHANNEL);
+    while c.in_flight > 0 && std::time::Instant::now() < deadline {
+        c.drain_waiters += 1;
+        c = DRAINED_CV.wait_timeout(c, Duration::from_millis(5)).unwrap_or_else(|e| e.into_inner()).0;
+        c.drain_waiters -= 1;
+    }
+    let lost = c.heap.len as u64;
+    c.heap.clear();
+    drop(c);
+    stat_add(STAT_DEVICE_LOST, lost);
 }
 
 /// Wait until the channel is empty (every pending device record written), at most `timeout_ms`.

@@ -75,6 +75,9 @@ pub extern "C" fn msptiUnsubscribe(subscriber: MsptiSubscriberHandle) -> MsptiRe
     if !std::ptr::eq(cur.cast::<MsptiSubscriber>(), subscriber) {
         return MSPTI_ERROR_INVALID_PARAMETER;
     }
+    // As MSPTI's ResetAllDevice before the subscriber goes: the device's records of work already
+    // launched reach the client's buffers now (its FlushAll then hands them over).
+    device::stop_and_flush();
     clear_enabled();
     SUBSCRIBER.store(std::ptr::null_mut(), Ordering::Release);
     MSPTI_SUCCESS
