@@ -124,8 +124,8 @@ def test_records_parsed_from_simulator_buffers_have_the_reference_layout(env):
     assert mk["name"] == "step" and mk["domain"] == "default" and mk["flag"] == 1
     assert mk["objectId"][0] == os.getpid()
     (co,) = c.records(COMMUNICATION)
-    assert co["count"] == (1 << 20) // 2 and co["name"] == "HcclAllReduce"
-    assert co["commName"] == "hccl_world_group"
+    assert co["count"] == (1 << 20) // 2 and co["dataType"] == 3 and co["name"] == "hcom_allReduce_"
+    assert co["commName"] == "hccl_world_group" and co["algType"] == "MESH"
 
 
 def test_newest_dev_reports_each_buffer_request_as_an_overhead_record_on_the_simulator(env):

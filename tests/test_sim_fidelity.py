@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 
 import pytest
-from _sim_activity import COMMUNICATION, HCCL, KERNEL, MARKER, STAT
+from _sim_activity import API, COMMUNICATION, HCCL, KERNEL, MARKER, STAT
 from test_sim_activity import Env
 
 HOST, DEVICE = 0, 1
@@ -113,3 +113,133 @@ def test_device_records_of_a_kind_disabled_while_they_wait_are_counted_on_the_si
     L.msptiActivityFlushAll(1)
     assert c.records(KERNEL) == []
     assert L.msimActivityStat(STAT["device_discarded"]) == 4
+
+
+# -- synchronize waits for the stream; the training loop synchronizes every step ---------------------
+
+RUNTIME, SYNCHRONIZE = 1, 9
+
+
+def test_every_stream_synchronize_of_the_training_loop_returns_with_its_stream_idle_on_the_simulator(env):
+    # The host ran ahead of the device without bound: after 20 steps each stream stayed busy
+    # 340 ms more. A synchronize returns when its stream's work is done, and each step ends in one.
+    L = env.lib
+    seen = []
+    sub = env.sub
+
+    def at_exit(domain, cbid, site):
+        if (domain, cbid, site) == (RUNTIME, SYNCHRONIZE, 1):  # on the training thread, its stream 0
+            seen.append((L.msimVirtualNow(), L.msimStreamFreeAt(0, 0)))
+
+    sub.close()
+    env.sub = sub = type(sub)(L, on_callback=at_exit)
+    sub.enable(RUNTIME, SYNCHRONIZE)
+    env.sim.run_workload("training", steps=8, ranks=8, threads=1, seed=4)
+    assert len(seen) == 8
+    assert all(free <= now for now, free in seen), seen
+    waits = [now - free for now, free in seen]  # each returns right when its stream went idle ...
+    assert max(waits) < 50_000  # ... give or take the call's own few µs
+
+
+def test_the_device_is_idle_when_a_training_job_returns_on_the_simulator(env):
+    L = env.lib
+    L.msimSetClock(0)
+    env.enable(KERNEL, COMMUNICATION)
+    c = env.collect(size=1 << 20, pool=64)
+    env.sim.run_workload("training", steps=10, ranks=8, threads=1, seed=4, time_scale=0.2)
+    now = now_ns(L)
+    assert L.msimStreamFreeAt(0, 0) <= now and L.msimStreamFreeAt(0, 1000) <= now
+    c.drain()
+    assert len(c.records(KERNEL)) == 10 * (150 + 6 * 50 + 40)
+
+
+def test_queue_delays_are_those_of_a_real_loop_and_differ_by_launch_function_on_the_simulator(sim):
+    # Scenario 2's queue delay (launch ENTER to kernel start) was ~90-136 ms for every launch
+    # function: the host ran ahead without bound. In a loop that synchronizes each step it is
+    # small, and longest for launches that follow long kernels.
+    from mspti_lens import Session
+
+    sim.set_clock("virtual")
+    with Session(library="sim", activity=["kernel"], clock="mspti") as s:
+        sim.run_workload("training", steps=20, ranks=8, threads=1, seed=2)
+        snap = s.snapshot()
+    q = {r["name"]: r["queue_med_ns"] for r in snap.launches().iter_rows(named=True)}
+    assert set(q) == {
+        "aclrtLaunchKernel",
+        "aclrtLaunchKernelV2",
+        "aclrtLaunchKernelWithConfig",
+        "aclrtLaunchKernelWithHostArgs",
+    }
+    assert all(5_000 < v < 1_000_000 for v in q.values()), q  # µs to a few hundred µs, never ms
+    assert max(q.values()) > 5 * min(q.values()), q  # each launch function has its own
+
+
+# -- records as CANN writes them ---------------------------------------------------------------------
+
+
+def test_communication_records_carry_hccls_op_name_data_type_and_algorithm_on_the_simulator(env):
+    L = env.lib
+    L.msimCallCollective.argtypes = [
+        ctypes.c_uint32,
+        ctypes.c_uint64,
+        ctypes.c_uint64,
+        ctypes.c_uint32,
+        ctypes.c_uint32,
+    ]
+    c = env.collect()
+    env.enable(HCCL, COMMUNICATION, API)
+    calls = [  # (api, count, HcclDataType, ranks)
+        ("HcclAllReduce", 1 << 20, 11, 8),  # bf16, one server
+        ("HcclAllGather", 1 << 18, 4, 16),  # fp32, two servers
+        ("HcclAlltoAllV", 1 << 10, 3, 32),
+        ("HcclReduceScatter", 1 << 25, 3, 24),  # 64 MiB
+        ("HcclBroadcast", 100, 0, 24),
+    ]
+    for api, count, dt, ranks in calls:
+        assert L.msimCallCollective(env.sim.api(api), 9_000, count, dt, ranks) == 0
+    assert L.msimCallCollective(env.sim.api("HcclAllReduce"), 9_000, 1, 13, 8) == -1  # no such type
+    assert L.msimCallCollective(env.sim.api("aclrtMalloc"), 9_000, 1, 3, 8) == -1  # no collective
+    c.drain()
+    cs, hs = c.records(COMMUNICATION), c.records(HCCL)
+    assert [x["name"] for x in cs] == [
+        "hcom_allReduce_", "hcom_allGather_", "hcom_alltoallv_", "hcom_reduceScatter_", "hcom_broadcast_"
+    ]  # fmt: skip
+    assert [h["name"] for h in hs] == [a for a, *_ in calls]  # HCCL records: the functions' names
+    assert [(x["dataType"], x["count"]) for x in cs] == [(dt, n) for _, n, dt, _ in calls]
+    assert [x["algType"] for x in cs] == ["MESH", "MESH-HD", "MESH-PAIRWISE", "MESH-PIPELINE", "MESH-NHR"]
+    sizes = (2, 4, 2, 2, 1)
+    for h, (_, n, _, _), size in zip(hs, calls, sizes):
+        assert h["bandWidth"] == pytest.approx(n * size / (h["end"] - h["start"]))
+    # test_mspti_communication.py: each COMMUNICATION record has an API record of its name and id.
+    api = {(r["correlationId"], r["name"]) for r in c.records(API)}
+    assert all((x["correlationId"], x["name"]) in api for x in cs)
+
+
+def test_the_training_workload_writes_cann_kernel_types_and_19_digit_timestamps_on_the_simulator(env):
+    c = env.collect(size=1 << 20, pool=64)
+    env.enable(KERNEL, COMMUNICATION, MARKER)
+    L = env.lib
+    L.msimVirtualSet(1_700_000_000_000_000_000)  # back to a thread's own start (Env sets 1 ms)
+    stream = L.msimStreamHandle(0)
+    L.mstxMarkA(b"step", stream)
+    env.sim.run_workload("training", steps=2, ranks=8, threads=1, seed=4)
+    c.drain()
+    ks = c.records(KERNEL)
+    types = {k["name"]: k["type"] for k in ks}
+    assert types["MatMulV2"] == "KERNEL_AICORE" and types["FlashAttentionScore"] == "KERNEL_MIX_AIC"
+    assert types["Add"] == types["LayerNormV3"] == "KERNEL_AIVEC"
+    comms = c.records(COMMUNICATION)
+    assert {x["dataType"] for x in comms} == {11, 4}  # bf16 gradients; fp32 broadcast and barrier
+    stamps = [v for r in ks + comms for v in (r["start"], r["end"])]
+    stamps += [m["timestamp"] for m in c.records(MARKER)]
+    assert all(len(str(t)) == 19 for t in stamps)  # the st regexes want \d{19}
+
+
+def test_virtual_clocks_start_on_a_clock_realtime_sized_base_on_the_simulator(sim):
+    import threading
+
+    got = []
+    t = threading.Thread(target=lambda: got.append(sim.lib.msimVirtualNow()))
+    t.start()
+    t.join()
+    assert got == [1_700_000_000_000_000_000]

@@ -307,7 +307,7 @@ def test_workload_latencies_look_like_the_real_priors(sim):
     assert 2_000 < launch["med_ns"] < 12_000  # a few µs ...
     assert launch["p999_ns"] > 10 * launch["med_ns"]  # ... with a long right tail
     sync = row["aclrtSynchronizeStream"]
-    assert sync["max_ns"] > 100 * sync["min_ns"]  # bimodal: µs when idle, ms when waiting
+    assert 250_000 < sync["med_ns"] < 20_000_000  # each step waits for the device's tail, in ms
     ar = row["HcclAllReduce"]
     assert 10_000 < ar["med_ns"] < 200_000 and ar["max_ns"] > 2_000_000  # enqueue cost, slow first calls
 

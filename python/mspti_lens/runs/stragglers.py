@@ -162,8 +162,11 @@ def vote(values: Sequence[float]) -> tuple[int | None, str, float, float]:
 
 
 def is_point_to_point(name: str) -> bool:
-    """Send/receive are not collectives every rank joins: msprof-analyze leaves them out."""
-    return "Send" in name or "Recv" in name
+    """Send/receive are not collectives every rank joins: msprof-analyze leaves them out. Names are
+    HCCL's functions (``HcclSend``) or, in COMMUNICATION records, its op names (``hcom_send_``,
+    ``hcom_receive_``, ``hcom_batchSendRecv_``)."""
+    n = name.lower()
+    return "send" in n or "recv" in n or "receive" in n
 
 
 STRAGGLER_COLUMNS = {

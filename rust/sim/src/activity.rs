@@ -612,13 +612,20 @@ pub fn subscribed() -> bool {
     !state::SUBSCRIBER.load(Ordering::Acquire).is_null()
 }
 
+/// Whether records are being made at all: a subscriber and some kind enabled.
+pub fn recording() -> bool {
+    any_enabled() && subscribed()
+}
+
 static NEXT_ADDRESS: AtomicU64 = AtomicU64::new(0x1240_0000_0000);
 
-/// The records of one hooked host call, made between its host work and its EXIT callback (as
-/// MSPTI's memory records are): device work of launches and collectives, MEMCPY / MEMSET /
-/// MEMORY records with the call's host window [t0, now], then ACL_API and RUNTIME_API records
-/// (26.x on) for runtime calls and API / NODE_API records for node-level (operator) calls, which
-/// carry the thread's id after the kernels' bumps.
+/// The device work and records of one hooked host call, made between its host work and its EXIT
+/// callback (as MSPTI's memory records are): device work of launches and collectives, MEMCPY /
+/// MEMSET / MEMORY records with the call's host window [t0, now], then ACL_API and RUNTIME_API
+/// records (26.x on) for runtime calls, API / NODE_API records for node-level (operator) calls,
+/// and the API record HCCL reports for a collective under its op name; all carry the thread's id
+/// after the kernels' bumps. A call made with a device spec (the workloads', `msimLaunch`'s) runs
+/// on the device whether or not anything records it, so a synchronize waits for it either way.
 pub fn host_call_records(
     domain: u32,
     cbid: u32,
@@ -626,16 +633,26 @@ pub fn host_call_records(
     t0: u64,
     spec: Option<device::CallSpec>,
 ) {
-    if !any_enabled() || !subscribed() {
+    let recording = recording();
+    if !recording && spec.is_none() {
         return;
     }
     let t1 = host_now();
     let spec = spec.unwrap_or_default();
+    if !recording {
+        if domain == MSPTI_CB_DOMAIN_HCCL {
+            device::submit_collective(function_name, cbid, &spec, t1);
+        } else if domain == MSPTI_CB_DOMAIN_RUNTIME && (10..=14).contains(&cbid) {
+            device::submit_kernels(&spec, t1);
+        }
+        return;
+    }
     let e = era();
     let memory_reported = e == AbiEra::NewestDev || hooked();
     let (dev, stream) = (device::thread_device(), device::thread_stream());
     if domain == MSPTI_CB_DOMAIN_HCCL {
-        device::submit_collective(function_name, spec.bytes, spec.ranks, t1);
+        device::submit_collective(function_name, cbid, &spec, t1);
+        api_record(MSPTI_ACTIVITY_KIND_API, crate::cann::comm_op_name(cbid), t0, t1);
     } else if domain == MSPTI_CB_DOMAIN_RUNTIME {
         match cbid {
             10..=14 => device::submit_kernels(&spec, t1),

@@ -66,6 +66,8 @@ pub fn find(name: &str) -> Option<u32> {
 }
 
 static CORRELATION: AtomicU64 = AtomicU64::new(0);
+/// `MSPTI_CBID_RUNTIME_STREAM_SYNCHRONIZED` (aclrtSynchronizeStream).
+const CBID_STREAM_SYNCHRONIZE: u32 = 9;
 static SYMBOL: &std::ffi::CStr = c"SimKernel_0";
 
 /// An address no process maps (non-canonical on x86-64, unmapped elsewhere): any read through a
@@ -192,6 +194,13 @@ pub fn call(api: u32, work_ns: u64) -> i32 {
         // A collective completes when every rank of its group has entered it (multi-process jobs).
         frame.ret = crate::multirank::wait_for_peers();
     }
+    let work_ns = if a.domain == MSPTI_CB_DOMAIN_RUNTIME && a.cbid == CBID_STREAM_SYNCHRONIZE {
+        // A stream synchronize returns when the stream's device work is done, or after its own
+        // cost if the stream is idle by then.
+        work_ns.max(device::sync_wait_ns())
+    } else {
+        work_ns
+    };
     clock::spend(work_ns);
     activity::host_call_records(a.domain, a.cbid, name, t0, spec);
     fire(a.domain, a.cbid, MSPTI_API_EXIT, name.as_ptr(), fidelity, &mut frame);

@@ -60,6 +60,9 @@ pub struct CallSpec {
     pub copy_kind: u32,
     /// Ranks of a collective's communicator.
     pub ranks: u32,
+    /// The `HcclDataType` of a collective's elements: its COMMUNICATION record's dataType, and
+    /// count = bytes / element size.
+    pub data_type: u32,
 }
 
 impl Default for CallSpec {
@@ -74,6 +77,7 @@ impl Default for CallSpec {
             bytes: 0,
             copy_kind: MSPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN,
             ranks: 8,
+            data_type: MSPTI_ACTIVITY_COMMUNICATION_FP16,
         }
     }
 }
@@ -404,12 +408,33 @@ pub fn free_at(device: u32, stream: u32) -> u64 {
     lock(&TIMELINES).as_ref().and_then(|m| m.get(&(device, stream)).copied()).unwrap_or(0)
 }
 
-static KERNEL_TYPE: &CStr = c"KERNEL_AICORE";
+/// When the last task of any stream ends (0 if nothing ran).
+pub fn latest_free() -> u64 {
+    lock(&TIMELINES).as_ref().and_then(|m| m.values().copied().max()).unwrap_or(0)
+}
+
+/// This thread's stream waits on the device for everything already queued on `other` (an event
+/// recorded there and waited on here, as DDP's optimizer waits for the gradient all-reduce): its
+/// next task starts no earlier than `other`'s last one ends. No host call, no callback.
+pub fn stream_wait(other: u32) {
+    let device = thread_device();
+    let mut g = lock(&TIMELINES);
+    let m = g.get_or_insert_with(HashMap::new);
+    let after = m.get(&(device, other)).copied().unwrap_or(0);
+    let own = m.entry((device, thread_stream())).or_insert(0);
+    *own = (*own).max(after);
+}
+
+/// How long a synchronize of this thread's stream called now waits for the device: until the
+/// stream's last task ends (0 if it is idle).
+pub fn sync_wait_ns() -> u64 {
+    free_at(thread_device(), thread_stream()).saturating_sub(activity::host_now())
+}
 
 /// Kernels of one launch call, submitted at `t_submit` on this thread's stream.
 pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
     let (device, stream) = (thread_device(), thread_stream());
-    let kernel_on = activity::kind_enabled(MSPTI_ACTIVITY_KIND_KERNEL) && activity::subscribed();
+    let kernel_on = activity::recording() && activity::kind_enabled(MSPTI_ACTIVITY_KIND_KERNEL);
     for i in 0..spec.kernels.max(1) as usize {
         let name = if spec.names.is_empty() { spec.kernel } else { spec.names[i % spec.names.len()] };
         // The task-track report bumps the thread's id per kernel while KERNEL is enabled; a
@@ -428,7 +453,7 @@ pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
                 end,
                 ds: MsptiIdPair::ds(device, stream),
                 correlation_id: corr,
-                type_: KERNEL_TYPE.as_ptr(),
+                type_: crate::cann::kernel_type(name).as_ptr(),
                 name: name.as_ptr(),
                 _pad: [0; 4],
             };
@@ -469,20 +494,23 @@ pub fn collective_start(t_submit: u64) -> u64 {
     t_submit.saturating_add(lat).max(free_at(thread_device(), thread_stream()))
 }
 
-/// A collective of `bytes` over `ranks` submitted at `t_submit` on this thread's stream: its
-/// device time (latency + ring transfer), HCCL and COMMUNICATION records. In a multi-process
-/// job its task starts where this rank arrived and ends a transfer after the group's last task
-/// started (`multirank::take_meeting`), as HCCL's device-side wait does: the last rank to arrive
-/// has the shortest collective.
-pub fn submit_collective(op: &'static CStr, bytes: u64, ranks: u32, t_submit: u64) {
+/// A collective (HCCL callback id `cbid`, function `op`) of `spec.bytes` over `spec.ranks`
+/// submitted at `t_submit` on this thread's stream: its device time (latency + ring transfer),
+/// HCCL and COMMUNICATION records. In a multi-process job its task starts where this rank arrived
+/// and ends a transfer after the group's last task started (`multirank::take_meeting`), as HCCL's
+/// device-side wait does: the last rank to arrive has the shortest collective. HCCL records carry
+/// the function name, COMMUNICATION records HCCL's op name (`hcom_allReduce_`), the data type,
+/// count and algorithm.
+pub fn submit_collective(op: &'static CStr, cbid: u32, spec: &CallSpec, t_submit: u64) {
+    let (bytes, ranks) = (spec.bytes, spec.ranks);
     let (device, stream) = (thread_device(), thread_stream());
     let n = f64::from(ranks.max(1));
     let moved = bytes as f64 * 2.0 * (n - 1.0) / n;
     let dur = COLLECTIVE_LATENCY_NS + (moved / LINK_BYTES_PER_NS) as u64;
     let meeting = crate::multirank::take_meeting();
-    let subscribed = activity::subscribed();
-    let hccl_on = activity::kind_enabled(MSPTI_ACTIVITY_KIND_HCCL) && activity::hooked() && subscribed;
-    let comm_on = activity::kind_enabled(MSPTI_ACTIVITY_KIND_COMMUNICATION) && subscribed;
+    let recording = activity::recording();
+    let hccl_on = recording && activity::kind_enabled(MSPTI_ACTIVITY_KIND_HCCL) && activity::hooked();
+    let comm_on = recording && activity::kind_enabled(MSPTI_ACTIVITY_KIND_COMMUNICATION);
     if hccl_on {
         // MSPTI's HCCL hook puts inner START/END marks around the op: they use mark ids.
         crate::mstx::take_mark_ids(2);
@@ -509,13 +537,13 @@ pub fn submit_collective(op: &'static CStr, bytes: u64, ranks: u32, t_submit: u6
     if comm_on {
         let r = MsptiActivityCommunication {
             kind: MSPTI_ACTIVITY_KIND_COMMUNICATION,
-            data_type: MSPTI_ACTIVITY_COMMUNICATION_FP16,
-            count: bytes / 2,
+            data_type: spec.data_type,
+            count: bytes / crate::cann::data_type_bytes(spec.data_type).unwrap_or(1),
             ds: MsptiIdPair::ds(device, stream),
             start,
             end,
-            alg_type: c"RING".as_ptr(),
-            name: op.as_ptr(),
+            alg_type: crate::cann::alg_type(cbid, ranks, bytes).as_ptr(),
+            name: crate::cann::comm_op_name(cbid).as_ptr(),
             comm_name: comm.as_ptr(),
             correlation_id: corr,
         };
@@ -650,11 +678,25 @@ pub extern "C" fn msimCallBytes(api: u32, host_ns: u64, bytes: u64, copy_kind: u
 }
 
 /// `aclrtSynchronizeStream` of this thread's stream: the call's host time is `host_ns` or, if
-/// longer, until the stream's last task ends (the virtual clock jumps there; the real one waits).
+/// longer, until the stream's last task ends (the virtual clock jumps there; the real one waits);
+/// every call of the API waits so (`apis::call`).
 #[no_mangle]
 pub extern "C" fn msimSynchronizeStream(host_ns: u64) -> i32 {
     let Some(api) = crate::apis::find("aclrtSynchronizeStream") else { return -1 };
-    let idle = free_at(thread_device(), thread_stream());
-    let now = activity::host_now();
-    crate::apis::call(api, host_ns.max(idle.saturating_sub(now)))
+    crate::apis::call(api, host_ns)
+}
+
+/// One collective of simulated HCCL API `api` taking `host_ns` on the host: `count` elements of
+/// `HcclDataType` `data_type` over `ranks` ranks, on this thread's stream (as `HcclAllReduce`'s
+/// arguments give them). Returns 0, or -1 if `api` is no HCCL API or `data_type` is unknown.
+#[no_mangle]
+pub extern "C" fn msimCallCollective(api: u32, host_ns: u64, count: u64, data_type: u32, ranks: u32) -> i32 {
+    let Some(a) = crate::apis::table().get(api as usize) else { return -1 };
+    let Some(size) = crate::cann::data_type_bytes(data_type) else { return -1 };
+    if a.domain != MSPTI_CB_DOMAIN_HCCL {
+        return -1;
+    }
+    let bytes = count.saturating_mul(size);
+    set_next(CallSpec { bytes, data_type, ranks: ranks.max(1), ..CallSpec::default() });
+    crate::apis::call(api, host_ns)
 }

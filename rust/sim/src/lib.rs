@@ -14,6 +14,7 @@ use mspti_abi::*;
 
 pub mod activity;
 pub mod apis;
+pub mod cann;
 pub mod clock;
 pub mod device;
 pub mod intern;

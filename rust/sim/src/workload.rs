@@ -5,7 +5,10 @@ use std::collections::HashSet;
 use std::sync::mpsc;
 use std::sync::Arc;
 
+use mspti_abi::{MSPTI_ACTIVITY_COMMUNICATION_FP16, MSPTI_ACTIVITY_COMMUNICATION_FP32};
+
 use crate::apis;
+use crate::clock;
 use crate::device::{self, CallSpec};
 use crate::jobs::Job;
 use crate::models::{self, Model, Rng};
@@ -144,36 +147,81 @@ impl Actor {
         self.run(api, model);
     }
 
-    /// A kernel launch, mostly through aclrtLaunchKernel, sometimes its newer variants.
-    fn launch(&mut self, a: &Apis) {
-        let (kernel, median_us) = KERNELS[self.dev.below(KERNELS.len() as u32) as usize];
+    /// One eager-mode operator: the framework's own host work (dispatch, shape inference, the op's
+    /// workspace query: no runtime call, so no callback), then its kernel launch through the launch
+    /// function that kind of kernel uses.
+    fn op(&mut self, a: &Apis, k: Kernel) {
+        clock::spend((models::FRAMEWORK_OP.sample(&mut self.rng) * self.scale) as u64);
+        self.launch(a, k);
+    }
+
+    /// A kernel launch.
+    fn launch(&mut self, a: &Apis, k: Kernel) {
+        let (kernel, median_us, via) = KERNELS[k as usize];
         let device_ns = self.dev.lognormal(median_us * 1e3, 0.2) * self.scale;
         device::set_next(CallSpec { kernel, device_ns: device_ns as u64, ..CallSpec::default() });
-        let r = self.rng.uniform();
-        let which = if r < 0.80 {
-            0
-        } else if r < 0.93 {
-            1
-        } else if r < 0.98 {
-            2
-        } else {
-            3
-        };
-        self.run(a.launch[which], &models::LAUNCH);
+        self.run(a.launch[via], &models::LAUNCH);
+    }
+
+    /// The operators of `seq`, in order, `n` in all (the sequence repeats).
+    fn ops(&mut self, a: &Apis, seq: &[Kernel], n: usize) {
+        for &k in seq.iter().cycle().take(n) {
+            self.op(a, k);
+        }
+    }
+
+    /// A collective of `bytes` in `data_type` elements over `ranks` ranks.
+    fn collective(&mut self, api: u32, ns: f64, bytes: u64, ranks: u32, data_type: u32) {
+        device::set_next(CallSpec { bytes, ranks, data_type, ..CallSpec::default() });
+        self.run_ns(api, ns);
     }
 }
 
-/// Kernels a transformer step launches, with their median device time (µs) at realistic scale.
-const KERNELS: [(&std::ffi::CStr, f64); 8] = [
-    (c"MatMulV2", 120.0),
-    (c"FlashAttentionScore", 250.0),
-    (c"LayerNormV3", 15.0),
-    (c"Add", 6.0),
-    (c"FastGelu", 10.0),
-    (c"Cast", 4.0),
-    (c"Transpose", 8.0),
-    (c"SoftmaxV2", 20.0),
+/// Kernels a transformer step launches.
+#[derive(Clone, Copy)]
+enum Kernel {
+    MatMul,
+    FlashAttention,
+    LayerNorm,
+    Add,
+    Gelu,
+    Cast,
+    Transpose,
+    Softmax,
+    AdamW,
+}
+use Kernel::*;
+
+/// Per kernel: its name, median device time (µs) at realistic scale, and the launch function
+/// (index into `Apis::launch`) it goes through: vector kernels through aclrtLaunchKernel, matrix
+/// multiplications through aclrtLaunchKernelV2, fused attention with a launch configuration, the
+/// fused optimizer (its tensor lists) with host-side arguments. Their task types follow from the
+/// names (`cann::kernel_type`).
+const KERNELS: [(&std::ffi::CStr, f64, usize); 9] = [
+    (c"MatMulV2", 120.0, 1),
+    (c"FlashAttentionScore", 250.0, 2),
+    (c"LayerNormV3", 15.0, 0),
+    (c"Add", 6.0, 0),
+    (c"FastGelu", 10.0, 0),
+    (c"Cast", 4.0, 0),
+    (c"Transpose", 8.0, 0),
+    (c"SoftmaxV2", 20.0, 0),
+    (c"ApplyAdamW", 150.0, 3),
 ];
+
+/// A transformer layer's forward operators.
+const FORWARD: [Kernel; 10] =
+    [LayerNorm, MatMul, FlashAttention, MatMul, Add, LayerNorm, MatMul, Gelu, MatMul, Add];
+/// Its backward operators (gradients of the above, last layer first).
+const BACKWARD: [Kernel; 10] =
+    [Add, MatMul, Gelu, MatMul, LayerNorm, MatMul, Softmax, FlashAttention, MatMul, Transpose];
+/// A fused optimizer's operators over chunks of the parameters (memory-bound, so the step ends
+/// with the device behind the host and the synchronize waits for it).
+const OPTIMIZER: [Kernel; 4] = [Cast, AdamW, AdamW, AdamW];
+/// `HcclDataType` BFP16: gradients of mixed-precision training.
+const BF16: u32 = 11;
+const FP16: u32 = MSPTI_ACTIVITY_COMMUNICATION_FP16;
+const FP32: u32 = MSPTI_ACTIVITY_COMMUNICATION_FP32;
 
 /// Messages from a training thread to its communication thread.
 enum Comm {
@@ -187,18 +235,18 @@ enum Comm {
 
 fn comm_thread(rx: mpsc::Receiver<Comm>, mut actor: Actor, a: Arc<Apis>, ranks: u32) {
     let mut seen: HashSet<(u32, u64)> = HashSet::new();
-    let mut hccl = |actor: &mut Actor, op: u32, bytes: u64| {
+    let mut hccl = |actor: &mut Actor, op: u32, bytes: u64, data_type: u32| {
         let first = seen.insert((op, bytes));
         let ns = models::hccl_host_ns(&mut actor.rng, bytes, ranks, first);
-        device::set_next(CallSpec { bytes, ranks, ..CallSpec::default() });
-        actor.run_ns(op, ns);
+        actor.collective(op, ns, bytes, ranks, data_type);
     };
     for msg in rx {
         match msg {
-            Comm::AllReduce(b) => hccl(&mut actor, a.allreduce, b),
-            Comm::AllGather(b) => hccl(&mut actor, a.allgather, b),
-            Comm::Broadcast(b) => hccl(&mut actor, a.broadcast, b),
-            Comm::Barrier => hccl(&mut actor, a.barrier, 0),
+            // Gradients in bf16, parameters broadcast in fp32, activations gathered in fp16.
+            Comm::AllReduce(b) => hccl(&mut actor, a.allreduce, b, BF16),
+            Comm::AllGather(b) => hccl(&mut actor, a.allgather, b, FP16),
+            Comm::Broadcast(b) => hccl(&mut actor, a.broadcast, b, FP32),
+            Comm::Barrier => hccl(&mut actor, a.barrier, 0, FP32),
             Comm::Flush(reply) => {
                 let _ = reply.send(());
             }
@@ -210,7 +258,13 @@ const MIB: u64 = 1 << 20;
 /// Gradient buckets of a ~350 M-parameter model in fp16 (DDP's 25 MiB default bucket size).
 const BUCKETS: [u64; 6] = [25 * MIB, 25 * MIB, 25 * MIB, 25 * MIB, 25 * MIB, 12 * MIB];
 
-fn training_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>, tx: mpsc::Sender<Comm>) {
+fn training_thread(
+    cfg: WorkloadConfig,
+    mut me: Actor,
+    a: Arc<Apis>,
+    tx: mpsc::Sender<Comm>,
+    comm_stream: u32,
+) {
     // Set-up, as torch_npu does on first use of a device.
     me.run(a.set_device, &models::SET_DEVICE);
     me.run(a.create_context, &models::CREATE_CONTEXT);
@@ -228,11 +282,9 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>, tx: mpsc::S
         // Forward: inputs to the device, then the layers' kernels.
         me.run_bytes(a.memcpy_async, &models::MEMCPY_ASYNC, 8 * MIB);
         me.run_bytes(a.memcpy_async, &models::MEMCPY_ASYNC, 8 * MIB);
-        for i in 0..150 {
-            me.launch(&a);
-            if i % 50 == 0 {
-                me.run_bytes(a.memset_async, &models::MEMSET_ASYNC, MIB);
-            }
+        for _ in 0..3 {
+            me.run_bytes(a.memset_async, &models::MEMSET_ASYNC, MIB);
+            me.ops(&a, &FORWARD, 50);
         }
         if me.rng.chance(0.05) {
             // The caching allocator grows now and then.
@@ -241,9 +293,7 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>, tx: mpsc::S
         }
         // Backward: kernels, handing each finished gradient bucket to the communication thread.
         for b in BUCKETS {
-            for _ in 0..50 {
-                me.launch(&a);
-            }
+            me.ops(&a, &BACKWARD, 50);
             let _ = tx.send(Comm::AllReduce(b));
         }
         if step % 10 == 9 {
@@ -252,11 +302,12 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>, tx: mpsc::S
         let (rtx, rrx) = mpsc::channel();
         let _ = tx.send(Comm::Flush(rtx));
         let _ = rrx.recv();
-        // Optimizer: fused kernels, wait for the stream, read the loss back.
-        for _ in 0..40 {
-            me.launch(&a);
-        }
-        me.run(a.sync, &models::STREAM_SYNC);
+        // Optimizer: its kernels wait on the device for the gradients' all-reduce; then the step
+        // waits for the stream (so the host never runs more than a step ahead of the device) and
+        // reads the loss back.
+        device::stream_wait(comm_stream);
+        me.ops(&a, &OPTIMIZER, 40);
+        me.run(a.sync, &models::SYNC_CALL);
         me.run_bytes(a.memcpy, &models::MEMCPY, 4);
         if step % 10 == 0 {
             me.run(a.mem_info, &models::MEM_GET_INFO);
@@ -314,7 +365,7 @@ fn graph_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>) {
             ..CallSpec::default()
         });
         me.run(a.launch[1], &models::LAUNCH);
-        me.run(a.sync, &models::STREAM_SYNC);
+        me.run(a.sync, &models::SYNC_CALL);
         me.run_bytes(a.memcpy, &models::MEMCPY, 4);
         me.job.tick();
     }
@@ -336,30 +387,24 @@ fn inference_thread(cfg: WorkloadConfig, mut me: Actor, a: Arc<Apis>) {
         }
         me.run_bytes(a.memcpy_async, &models::MEMCPY_ASYNC, 8 * MIB);
         // Prefill.
-        for _ in 0..200 {
-            me.launch(&a);
-        }
+        me.ops(&a, &FORWARD, 200);
         // Decode: per token, the layers' kernels and (tensor parallel) small all-reduces.
         let tokens = 16 + me.rng.below(32);
         for _ in 0..tokens {
             for layer_group in 0..4u32 {
-                for _ in 0..10 {
-                    me.launch(&a);
-                }
+                me.ops(&a, &FORWARD, 10);
                 if cfg.ranks > 1 {
                     let first = seen.insert(layer_group);
                     let ns = models::hccl_host_ns(&mut me.rng, 64 * 1024, cfg.ranks, first);
-                    device::set_next(CallSpec { bytes: 64 * 1024, ranks: cfg.ranks, ..CallSpec::default() });
-                    me.run_ns(a.allreduce, ns);
+                    me.collective(a.allreduce, ns, 64 * 1024, cfg.ranks, FP16);
                 }
             }
-            me.run(a.sync, &models::STREAM_SYNC);
+            me.run(a.sync, &models::SYNC_CALL);
             me.run_bytes(a.memcpy, &models::MEMCPY, 4);
         }
         if cfg.ranks > 1 && me.rng.chance(0.1) {
             let ns = models::hccl_host_ns(&mut me.rng, MIB, cfg.ranks, false);
-            device::set_next(CallSpec { bytes: MIB, ranks: cfg.ranks, ..CallSpec::default() });
-            me.run_ns(a.reduce_scatter, ns);
+            me.collective(a.reduce_scatter, ns, MIB, cfg.ranks, FP16);
         }
         me.job.tick();
     }
@@ -383,6 +428,13 @@ pub fn start(cfg: WorkloadConfig) -> Result<Arc<Job>, &'static str> {
     }
     let a = Arc::new(Apis::resolve());
     let job = Job::new(u64::from(cfg.steps) * u64::from(cfg.threads));
+    // On the virtual clock every thread of the job starts at one instant: after anything earlier
+    // (the device's last task, the starting thread's time), never before the clock's base.
+    let t0 = clock::VIRTUAL_BASE_NS.max(device::latest_free()).max(clock::virtual_now());
+    let begin = move |stream: u32| {
+        clock::virtual_set(t0);
+        device::set_thread_stream(stream);
+    };
     for t in 0..cfg.threads {
         let seed = cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(u64::from(t) * 2 + 1);
         let dev = Rng::new(seed ^ 0xde71ce);
@@ -396,21 +448,21 @@ pub fn start(cfg: WorkloadConfig) -> Result<Arc<Job>, &'static str> {
             let ranks = cfg.ranks;
             // Each compute thread launches on a stream of its own; its collectives go to another.
             job.spawn(format!("sim-comm-{t}"), move || {
-                device::set_thread_stream(COMM_STREAM_BASE + t);
+                begin(COMM_STREAM_BASE + t);
                 comm_thread(rx, comm, a3, ranks)
             });
             job.spawn(format!("sim-train-{t}"), move || {
-                device::set_thread_stream(compute_stream(t));
-                training_thread(cfg, me, a2, tx)
+                begin(compute_stream(t));
+                training_thread(cfg, me, a2, tx, COMM_STREAM_BASE + t)
             });
         } else if cfg.kind == GRAPH {
             job.spawn(format!("sim-graph-{t}"), move || {
-                device::set_thread_stream(compute_stream(t));
+                begin(compute_stream(t));
                 graph_thread(cfg, me, a2)
             });
         } else {
             job.spawn(format!("sim-infer-{t}"), move || {
-                device::set_thread_stream(compute_stream(t));
+                begin(compute_stream(t));
                 inference_thread(cfg, me, a2)
             });
         }
