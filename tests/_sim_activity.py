@@ -1,6 +1,6 @@
 """ctypes view of the simulator's Activity API and MSTX, for tests/test_sim_activity*.py.
 
-The record structs are written from the reference's offset table (``mspti_abi.md`` §3), not from
+The record structs are written from the upstream header's offsets (``mspti_activity.h``), not from
 the Rust definitions, so parsing the simulator's buffers with them checks its layouts.
 """
 

@@ -34,7 +34,7 @@ from _sim_activity import (
     bind,
 )
 
-# The reference's table (mspti_abi.md §3): size, and each field's offset in declaration order.
+# The upstream header's layouts (mspti_activity.h): size, and each field's offset in declaration order.
 REFERENCE_LAYOUTS = {
     "Marker": (56, [0, 4, 8, 12, 20, 28, 36, 44]),
     "Kernel": (56, [0, 4, 12, 20, 28, 36, 44]),

@@ -1,4 +1,4 @@
-"""The simulator is faithful to MSPTI 26.x (mspti_abi.md §4, §5c) and its workloads look real."""
+"""The simulator follows MSPTI 26.x (its callback ids, subscriber rules) and its workloads look real."""
 
 from __future__ import annotations
 

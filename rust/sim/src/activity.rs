@@ -2,7 +2,7 @@
 //! request callback, the complete callback on other threads or inside FlushAll), enabled kinds,
 //! correlation ids, external correlation, marker domains and the newest-dev extras.
 //!
-//! Behaviour follows `activity_mstx_multirank.md` §1.2-§1.7 and the real `ActivityManager`:
+//! Behaviour follows the real `ActivityManager` (upstream `csrc/activity/activity_manager.cpp`):
 //! - `record` takes the record lock (`buf_mtx_`), requests a buffer there when it has none, and
 //!   hands the current buffer over once it is >= 80 % full, at the next record; a record that does
 //!   not fit, or meets a NULL buffer, is dropped and counted.
@@ -54,7 +54,7 @@ pub fn era() -> AbiEra {
 }
 
 /// Every MSPTI symbol this library exports, with the first era a real library has it
-/// (`mspti_abi.md` §1). A real library of an older era has no such symbol: the simulator's
+/// (the headers of each era). A real library of an older era has no such symbol: the simulator's
 /// copy then returns `MSPTI_ERROR_INNER` without effect, and `msimHasSymbol` says 0, so a
 /// loader can treat it as absent.
 pub const SYMBOLS: [(&str, AbiEra); 30] = [

@@ -6,8 +6,11 @@
 //! is later; kernels on one stream never overlap. Its KERNEL record becomes available on the
 //! channel `record_delay` after the kernel ends (in virtual-clock mode at once), and is written
 //! then by the channel thread (`ParserManager`'s role), which may call the user's request callback.
-//! FlushAll does not wait for the channel; `msimDeviceDrain` does (tests), and from 26.x on
-//! `msptiActivityDisable` of a device kind writes what is already available.
+//! FlushAll does not wait for the channel; `msimDeviceDrain` does (tests), from 26.x on
+//! `msptiActivityDisable` of a device kind writes what is already available, and
+//! `msptiUnsubscribe` waits for the device's launched work and writes all of it (`stop_and_flush`).
+//! A launch made with a device spec runs here whether or not anything records it, so a stream
+//! synchronize waits for it either way.
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};

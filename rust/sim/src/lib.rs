@@ -1,7 +1,7 @@
 //! mspti-sim: a stand-in `libmspti.so` with a simulated ACL runtime and HCCL.
 //!
 //! It exports the real MSPTI callback-API symbols with the real C ABI and the subscriber rules of
-//! MSPTI 26.x (`shared/reference/mspti_abi.md` §5c), so mspti-lens loads it through the same
+//! MSPTI 26.x (upstream `csrc/callback/callback_manager.cpp`), so mspti-lens loads it through the same
 //! run-time loading path as a real library. Its simulated runtime entry points have names of
 //! their own (`msimCall`, `msim_aclrtLaunchKernel`, ...): loaded next to a real CANN it shadows
 //! nothing; the real names appear only as the `functionName` strings its callbacks carry.
@@ -534,7 +534,7 @@ macro_rules! named_entry_points {
     )*};
 }
 
-// Every API that fires a callback in MSPTI 26.x (`mspti_abi.md` §4a and §4c).
+// Every API that fires a callback in MSPTI 26.x (the callback ids of `mspti_cbid.h`).
 named_entry_points! {
     msim_aclrtSetDevice => "aclrtSetDevice",
     msim_aclrtResetDevice => "aclrtResetDevice",

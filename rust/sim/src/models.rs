@@ -1,4 +1,4 @@
-//! Latency models of host API time, grounded in `shared/reference/latency_priors.md`.
+//! Latency models of host API time, grounded in published traces and Huawei's MSPTI documentation.
 //!
 //! - Launches: tight around a few µs (cudaLaunchKernel p50 4-10 µs, p90 7-12, p99 17-150 in the
 //!   real traces) with a right tail two orders of magnitude long: a log-normal body plus a rare

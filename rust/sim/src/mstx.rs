@@ -1,7 +1,7 @@
-//! The simulated MSTX (`libms_tools_ext.so`, `mspti_abi.md` §7) with MSPTI's handlers injected:
+//! The simulated MSTX (`libms_tools_ext.so`, `ms_tools_ext.h`) with MSPTI's handlers injected:
 //! this library stands in for both, so `mstx*` calls produce MARKER records directly.
 //!
-//! As MSPTI's `mstx_parser.cpp` (`activity_mstx_multirank.md` §2): nothing happens (a range start
+//! As MSPTI's `mstx_parser.cpp` (upstream `csrc/activity/ascend/parser/`): nothing happens (a range start
 //! returns 0) unless a subscriber exists, MARKER is enabled and the domain is enabled; a NULL
 //! message or one of 255 bytes or more is rejected. A host record (flag 1/2/4, or 8/16/32 with a
 //! stream) is written synchronously on the calling thread with its name and domain; with a stream,

@@ -1,7 +1,7 @@
 //! The simulated libmspti's process-wide state: the one subscriber, the enable bitmaps, the
 //! fidelity mode, the LD_PRELOAD check, injected faults and the delivery counters.
 //!
-//! Rules are those of MSPTI 26.x (`mspti_abi.md` §5c): one subscriber (a second gets 2), subscribe
+//! Rules are those of MSPTI 26.x (upstream `csrc/callback/callback_manager.cpp`): one subscriber (a second gets 2), subscribe
 //! and unsubscribe clear every enable bit, enable-domain sets ids 1-36 / 1-12, cbid >= 64 or a bad
 //! domain or a wrong handle give 1, enable without a subscriber is a silent 0.
 
