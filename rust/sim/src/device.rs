@@ -703,3 +703,26 @@ pub extern "C" fn msimCallCollective(api: u32, host_ns: u64, count: u64, data_ty
     set_next(CallSpec { bytes, data_type, ranks: ranks.max(1), ..CallSpec::default() });
     crate::apis::call(api, host_ns)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The device's timelines are a mutex every launch takes: a child forked while another thread
+    /// held it must still be able to launch (the fork handlers hold it across the fork).
+    #[test]
+    fn forked_children_can_place_work_while_another_thread_launches() {
+        let (hung, failed) = crate::forktest::hung_children(
+            60,
+            |i| {
+                place(0, 41, i, 1_000);
+            },
+            |_| place(0, 41, 0, 1_000).1 > 0 && free_at(0, 41) > 0,
+        );
+        assert_eq!(
+            (hung, failed),
+            (0, 0),
+            "of 60 forked children, {hung} hung placing a task, {failed} failed"
+        );
+    }
+}

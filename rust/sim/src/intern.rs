@@ -94,76 +94,18 @@ mod tests {
         assert_eq!(intern("a\0b").to_bytes(), b"ab");
     }
 
-    extern "C" {
-        fn fork() -> i32;
-        fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
-        fn kill(pid: i32, sig: i32) -> i32;
-        fn _exit(code: i32) -> !;
-    }
-    const WNOHANG: i32 = 1;
-    const SIGKILL: i32 = 9;
-
     /// Children forked while another thread interns new names in a tight loop must be able to
     /// intern themselves. With a mutex, a fork taken while the other thread held it left the child
-    /// blocked for ever (most children hung here).
+    /// blocked for ever (53 of 60 children hung here).
     #[test]
     fn forked_children_can_intern_while_another_thread_interns() {
-        use std::sync::atomic::{AtomicBool, AtomicU64};
-        static STOP: AtomicBool = AtomicBool::new(false);
-        static SPUN: AtomicU64 = AtomicU64::new(0);
-        let spinner = std::thread::spawn(|| {
-            let mut i = 0u64;
-            while !STOP.load(Ordering::Relaxed) {
+        let (hung, failed) = crate::forktest::hung_children(
+            60,
+            |i| {
                 intern(&format!("spinner_name_{i}"));
-                i += 1;
-                SPUN.store(i, Ordering::Relaxed);
-            }
-        });
-        while SPUN.load(Ordering::Relaxed) < 1000 {
-            std::hint::spin_loop();
-        }
-        let mut children = Vec::new();
-        for c in 0..60 {
-            // SAFETY: the child only interns (no lock, only its own allocations) and _exits.
-            let pid = unsafe { fork() };
-            assert!(pid >= 0, "fork failed");
-            if pid == 0 {
-                let ok = intern(&format!("child_name_{c}")).to_bytes().starts_with(b"child_name_");
-                // SAFETY: leaves the child at once, running no destructors or atexit handlers.
-                unsafe { _exit(i32::from(!ok)) };
-            }
-            children.push(pid);
-        }
-        // One generous bound for all: a child that interns one name and exits takes microseconds.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        let (mut hung, mut failed) = (0, 0);
-        while !children.is_empty() {
-            children.retain(|&pid| {
-                let mut status = 0;
-                // SAFETY: our own child; `status` is a valid out pointer.
-                let r = unsafe { waitpid(pid, &mut status, WNOHANG) };
-                if r == pid {
-                    failed += i32::from(status != 0);
-                    return false;
-                }
-                true
-            });
-            if std::time::Instant::now() > deadline {
-                for &pid in &children {
-                    let mut status = 0;
-                    // SAFETY: our own child, reaped right after.
-                    unsafe {
-                        kill(pid, SIGKILL);
-                        waitpid(pid, &mut status, 0);
-                    }
-                    hung += 1;
-                }
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        STOP.store(true, Ordering::Relaxed);
-        spinner.join().unwrap();
+            },
+            |c| intern(&format!("child_name_{c}")).to_bytes().starts_with(b"child_name_"),
+        );
         assert_eq!(
             (hung, failed),
             (0, 0),

@@ -17,6 +17,8 @@ pub mod apis;
 pub mod cann;
 pub mod clock;
 pub mod device;
+#[cfg(test)]
+mod forktest;
 pub mod intern;
 pub mod jobs;
 pub mod models;
@@ -27,6 +29,17 @@ pub mod state;
 pub mod workload;
 
 use state::*;
+
+/// The fork handlers go in when the library is loaded, before any thread can hold a simulator
+/// lock: a lock is never taken in a process without them, so a `fork()` child finds every one free.
+#[used]
+#[link_section = ".init_array"]
+static INSTALL_FORK_HANDLERS: extern "C" fn() = {
+    extern "C" fn install() {
+        activity::install_fork_handlers();
+    }
+    install
+};
 
 /// The version `msptiGetVersion` reports (xxyyzz): the simulator follows MSPTI 26.x.
 pub const SIM_MSPTI_VERSION: u32 = 260_200;
