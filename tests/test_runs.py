@@ -513,3 +513,25 @@ def test_a_window_with_device_records_and_no_finished_call_is_written_on_the_sim
         assert w.write_window(final=True) is not None  # a rank with files writes its last window
     with Session(library="sim", enable=[], activity=["kernel"]) as s:
         assert writer.WindowWriter(s, tmp_path / "idle", interval=3600).write_window(final=True) is None
+
+
+def test_record_falls_back_to_host_calls_on_a_library_without_the_activity_api(tmp_path, fake_lib_path):
+    # COMMUNICATION records are on by default; the stand-in has no Activity API, so the first
+    # Session fails and the fallback without activity must get the subscriber slot.
+    prog = (
+        "import ctypes, sys\n"
+        "L = ctypes.CDLL(sys.argv[1])\n"
+        "L.fake_api_name.restype = ctypes.c_char_p\n"
+        "names = [L.fake_api_name(i).decode() for i in range(L.fake_api_count())]\n"
+        "L.fake_loop.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64]\n"
+        "L.fake_loop(names.index('aclrtMalloc'), None, 0, 11)\n"
+    )
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "mspti_lens", "record", "--out", str(out), "--library", str(fake_lib_path),
+           "--", sys.executable, "-c", prog, str(fake_lib_path)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSPTI_LENS_")}
+    p = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=WATCHDOG_S)
+    assert p.returncode == 0, p.stderr
+    assert "recording without activity records (ValueError" in p.stderr
+    assert "1 ranks on 1 host(s)" in p.stderr, p.stderr
+    assert mspti_lens.open_run(out).ranks()["calls"].to_list() == [11]
