@@ -46,6 +46,15 @@ WINDOW_NAME = re.compile(r"^window-(\d+)-pid(\d+)\.parquet$")
 EVENTS_GLOB = "events-*.parquet"
 
 
+# In the run's root, one per recorded process that forked: how many children it forked (they
+# are not recorded: a fork holds a copy of its parent's subscription, not one of its own).
+FORKS_GLOB = ".forks-*"
+
+
+def forks_name(host: str, pid: int) -> str:
+    return f".forks-{host}-pid{pid}"
+
+
 def events_name(seq: int, pid: int) -> str:
     return f"events-{seq:06d}-pid{pid}.parquet"
 
@@ -57,11 +66,18 @@ def window_name(seq: int, pid: int) -> str:
     return f"window-{seq:06d}-pid{pid}.parquet"
 
 
+# A rank is stored as a 64-bit signed integer (the run's rank column); larger ones are refused.
+MAX_RANK = (1 << 63) - 1
+
+
 def rank_identity(env: dict[str, str] | os._Environ = os.environ) -> tuple[int, str]:
-    """(rank, where it came from): the first rank variable that holds an integer, else the pid."""
+    """(rank, where it came from): the first rank variable that holds an integer, else the pid.
+    ValueError for a rank beyond :data:`MAX_RANK`: no run could hold it."""
     for var in RANK_VARIABLES:
         v = env.get(var, "").strip()
-        if v.isdigit():
+        if v.isascii() and v.isdigit():
+            if int(v) > MAX_RANK:
+                raise ValueError(f"{var}={v} is not a rank: ranks are 0..{MAX_RANK}")
             return int(v), var
     return os.getpid(), "pid"
 
@@ -138,7 +154,9 @@ class WindowWriter:
         self.host = host or host_name()
         self.rank, self.rank_source = rank or rank_identity()
         self.world_size = world_size() if self.rank_source != "pid" else None
+        self.out = Path(out)
         self.dir = rank_dir(out, self.host, self.rank)
+        self.forks = 0  # children this process forked (counted by the start hook)
         check_writable(out)
         self.argv = list(argv if argv is not None else sys.argv)
         self.started = time.time()
@@ -194,10 +212,17 @@ class WindowWriter:
                 self.session.close()
             if self.seq:
                 _say_line(self.summary_line())
+            self._note_forks()
         finally:
             self._finished = True
             self._redeliver()
         return True
+
+    def _note_forks(self) -> None:
+        """Leave the count of forked children in the run's root, for record's end report."""
+        if self.forks:
+            with contextlib.suppress(OSError):  # the report then just cannot mention them
+                (self.out / forks_name(self.host, self._pid)).write_text(f"{self.forks}\n")
 
     def defer_signal(self, signum: int) -> bool:
         """Called by a signal handler when :meth:`finish` returned False: the signal is delivered
