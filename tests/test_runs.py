@@ -555,15 +555,15 @@ def test_hosts_named_by_digits_stay_strings_in_every_frame(tmp_path):
 def test_device_events_of_digit_hosts_keep_their_names(tmp_path):
     from test_runs_instances import collective_rows, frame
 
-    _window(tmp_path, "7", 0, final=True, values=[5])
+    _window(tmp_path, "07", 0, final=True, values=[5])
     _window(tmp_path, "8", 1, final=True, values=[6])
     rows = frame([r for r in collective_rows(instances=2, late=1) if r["rank"] < 2])
     for (rank,), mine in rows.partition_by("rank", as_dict=True).items():
-        d = writer.rank_dir(tmp_path, "7" if rank == 0 else "8", rank)
+        d = writer.rank_dir(tmp_path, "07" if rank == 0 else "8", rank)
         mine.drop("host", "rank").write_parquet(d / writer.events_name(1, 100 + rank))
     ev = mspti_lens.open_run(tmp_path).collective_events()
     assert ev.schema["host"] == pl.String
-    assert sorted(set(ev.select("host", "rank").rows())) == [("7", 0), ("8", 1)]
+    assert sorted(set(ev.select("host", "rank").rows())) == [("07", 0), ("8", 1)]
 
 
 def test_a_renamed_rank_folder_is_skipped_naming_the_file_and_what_it_holds(tmp_path):
