@@ -139,7 +139,7 @@ def _serve_metrics(writer: Any, env: dict[str, str] | os._Environ) -> None:
 
 def _counted_fork() -> None:
     if _writer is not None:
-        _writer.forks += 1
+        _writer.note_fork()
 
 
 def _forked() -> None:

@@ -156,7 +156,7 @@ class WindowWriter:
         self.world_size = world_size() if self.rank_source != "pid" else None
         self.out = Path(out)
         self.dir = rank_dir(out, self.host, self.rank)
-        self.forks = 0  # children this process forked (counted by the start hook)
+        self.forks = 0  # children this process forked (note_fork, called by the start hook)
         check_writable(out)
         self.argv = list(argv if argv is not None else sys.argv)
         self.started = time.time()
@@ -212,17 +212,20 @@ class WindowWriter:
                 self.session.close()
             if self.seq:
                 _say_line(self.summary_line())
-            self._note_forks()
         finally:
             self._finished = True
             self._redeliver()
         return True
 
-    def _note_forks(self) -> None:
-        """Leave the count of forked children in the run's root, for record's end report."""
-        if self.forks:
-            with contextlib.suppress(OSError):  # the report then just cannot mention them
-                (self.out / forks_name(self.host, self._pid)).write_text(f"{self.forks}\n")
+    def note_fork(self) -> None:
+        """Count a child this process forked, in the run's root at once (record's end report
+        reads it; a fork server outlives the command, so its exit would be too late)."""
+        self.forks += 1
+        path = self.out / forks_name(self.host, self._pid)
+        tmp = self.out / f".{path.name}.tmp"
+        with contextlib.suppress(OSError):  # the report then just cannot mention them
+            tmp.write_text(f"{self.forks}\n")
+            os.replace(tmp, path)
 
     def defer_signal(self, signum: int) -> bool:
         """Called by a signal handler when :meth:`finish` returned False: the signal is delivered
