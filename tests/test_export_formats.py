@@ -474,3 +474,30 @@ def test_hdr_tags_of_one_name_under_two_callbacks_are_distinct(tmp_path):
         seen[h.get_tag()] = h.get_total_count()
     reader.close()
     assert seen == {"runtime/LAUNCH/<null>": 3, "runtime/CPU_LAUNCH/<null>": 1}
+
+
+def test_otlp_points_of_one_name_under_two_callbacks_keep_their_own_exemplars():
+    t0 = 1_700_000_000_000_000_000
+    slowest = pl.DataFrame(
+        {
+            "domain": ["runtime", "runtime"],
+            "callback": ["LAUNCH", "CPU_LAUNCH"],
+            "name": ["<null>", "<null>"],
+            "thread_id": [1, 2],
+            "start_unix_ns": [t0, t0],
+            "duration_ns": [900, 40],
+        }
+    )
+    snap = ValuesSnapshot(
+        {("runtime", "LAUNCH", "<null>"): [900, 100], ("runtime", "CPU_LAUNCH", "<null>"): [40]},
+        slowest=slowest,
+    )
+    (metric,) = to_otlp(snap)["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+    points = metric["exponentialHistogram"]["dataPoints"]
+    seen = {
+        next(a["value"]["stringValue"] for a in p["attributes"] if a["key"] == "callback"): [
+            e["asInt"] for e in p.get("exemplars", [])
+        ]
+        for p in points
+    }
+    assert seen == {"LAUNCH": ["900"], "CPU_LAUNCH": ["40"]}
