@@ -1,10 +1,12 @@
 """A recorded run: every rank's windows, read lazily and merged exactly.
 
-``mspti_lens.open_run(DIR)`` reads the hive-partitioned dataset ``DIR/host=H/rank=R/window-*.parquet``
-that ``python -m mspti_lens record`` writes (on a local disk, a shared file system, or any URL
-polars reads). Nothing holds ranks x calls: the per-key rows of every window are merged by a lazy
-polars query into one row per key and bucket, so memory grows with keys and buckets. A file that
-cannot be read (corrupt, or not a mspti-lens window) is skipped with a warning naming it.
+``mspti_lens.open_run(DIR)`` reads the files ``DIR/host=H/rank=R/window-*.parquet`` that
+``python -m mspti_lens record`` writes (on a local disk, a shared file system, or any URL polars
+reads). Nothing holds ranks x calls: the per-key rows of every window are merged by a lazy polars
+query into one row per key and bucket, so memory grows with keys and buckets. A file that cannot
+be read (corrupt, or not a mspti-lens window) is skipped with a warning naming it. A window's host
+and rank are those in its own metadata; the folder names must agree (a window in a renamed folder
+is skipped, named) and are never parsed as data (``host=7`` is the host named "7").
 """
 
 from __future__ import annotations
