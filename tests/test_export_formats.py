@@ -416,3 +416,88 @@ def test_perfetto_leaves_out_aggregate_frames_and_says_so():
     assert not [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     assert trace["otherData"]["not_drawn"] == ["kernels: the snapshot keeps statistics, not timed events"]
     assert len([e for e in trace["traceEvents"] if e["ph"] == "X"]) == 3
+
+
+# -- one name under two callbacks --------------------------------------------------------------------
+
+
+def _null_names_under_two_callbacks():
+    """A real Snapshot of a library that passes no function name: "<null>" under LAUNCH (3 calls
+    of 100 ns) and under CPU_LAUNCH (1 call of 50 ns), two keys with one (domain, name)."""
+    from mspti_lens import Snapshot, _native
+    from mspti_lens.snapshot import bucket_index
+
+    native = _native.NativeSnapshot.from_state(
+        [1, 1], [10, 11], ["<null>", "<null>"], [300, 50], [30_000, 2_500], [100, 50], [100, 50], [0, 0],
+        [0, 1], [bucket_index(100), bucket_index(50)], [3, 1], {},
+    )  # fmt: skip
+    return Snapshot(native, {"rank": 0, "host": "h", "simulated": True})
+
+
+def test_prometheus_text_series_of_one_name_under_two_callbacks_are_distinct():
+    parser = pytest.importorskip("prometheus_client.parser")
+    fams = {
+        f.name: f
+        for f in parser.text_string_to_metric_families(to_prometheus(_null_names_under_two_callbacks()))
+    }
+    counts = [s for s in fams[METRIC].samples if s.name.endswith("_count")]
+    label_sets = [tuple(sorted(s.labels.items())) for s in counts]
+    assert len(set(label_sets)) == len(label_sets) == 2  # no series shadows another
+    assert sorted((s.labels["callback"], s.labels["api"], s.value) for s in counts) == [
+        ("CPU_LAUNCH", "<null>", 1.0),
+        ("LAUNCH", "<null>", 3.0),
+    ]
+    buckets = [tuple(sorted(s.labels.items())) for s in fams[METRIC].samples if s.name.endswith("_bucket")]
+    assert len(set(buckets)) == len(buckets)
+
+
+def test_prometheus_protobuf_series_of_one_name_under_two_callbacks_are_distinct():
+    pytest.importorskip("google.protobuf")
+    fams = {f.name: f for f in _delimited(to_prometheus(_null_names_under_two_callbacks(), "protobuf"))}
+    seen = {
+        tuple(sorted((lp.name, lp.value) for lp in m.label)): m.histogram.sample_count
+        for m in fams[METRIC].metric
+    }
+    assert len(seen) == len(fams[METRIC].metric) == 2
+    assert sorted((dict(k)["callback"], n) for k, n in seen.items()) == [("CPU_LAUNCH", 1), ("LAUNCH", 3)]
+
+
+def test_hdr_tags_of_one_name_under_two_callbacks_are_distinct(tmp_path):
+    hdrh_log = pytest.importorskip("hdrh.log")
+    from hdrh.histogram import HdrHistogram
+
+    path = tmp_path / "two.hlog"
+    to_hdr_log(_null_names_under_two_callbacks(), path)
+    reader = hdrh_log.HistogramLogReader(str(path), HdrHistogram(1, 2**43, 3))
+    seen = {}
+    while (h := reader.get_next_interval_histogram()) is not None:
+        seen[h.get_tag()] = h.get_total_count()
+    reader.close()
+    assert seen == {"runtime/LAUNCH/<null>": 3, "runtime/CPU_LAUNCH/<null>": 1}
+
+
+def test_otlp_points_of_one_name_under_two_callbacks_keep_their_own_exemplars():
+    t0 = 1_700_000_000_000_000_000
+    slowest = pl.DataFrame(
+        {
+            "domain": ["runtime", "runtime"],
+            "callback": ["LAUNCH", "CPU_LAUNCH"],
+            "name": ["<null>", "<null>"],
+            "thread_id": [1, 2],
+            "start_unix_ns": [t0, t0],
+            "duration_ns": [900, 40],
+        }
+    )
+    snap = ValuesSnapshot(
+        {("runtime", "LAUNCH", "<null>"): [900, 100], ("runtime", "CPU_LAUNCH", "<null>"): [40]},
+        slowest=slowest,
+    )
+    (metric,) = to_otlp(snap)["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+    points = metric["exponentialHistogram"]["dataPoints"]
+    seen = {
+        next(a["value"]["stringValue"] for a in p["attributes"] if a["key"] == "callback"): [
+            e["asInt"] for e in p.get("exemplars", [])
+        ]
+        for p in points
+    }
+    assert seen == {"LAUNCH": ["900"], "CPU_LAUNCH": ["40"]}

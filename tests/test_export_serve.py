@@ -141,17 +141,91 @@ def test_many_concurrent_scrapes_all_get_the_metrics():
         assert results == [200] * 160
 
 
-def test_connections_over_the_limit_get_503_until_others_close():
-    with serve(0, workload(), max_connections=4, timeout=120) as srv:
-        held = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(4)]
+def test_connections_over_the_limit_get_503_only_while_every_one_is_being_answered():
+    release = threading.Event()
+    rendering = threading.Semaphore(0)
+
+    def source():
+        rendering.release()
+        release.wait(60)  # each scrape holds its connection while its snapshot is taken
+        return workload()
+
+    with serve(0, source, max_connections=2, min_interval=0, timeout=120) as srv:
+        busy = [threading.Thread(target=get, args=(srv.url,)) for _ in range(2)]
+        for t in busy:
+            t.start()
         try:
-            assert wait_until(lambda: srv._open >= 4)
+            assert rendering.acquire(timeout=60)  # the first is rendering, the second waits for it
+            assert wait_until(lambda: srv._open == 2 and not srv._idle)
             assert get(srv.url)[0] == 503
         finally:
-            for s in held:
-                s.close()
+            release.set()
+            for t in busy:
+                t.join(timeout=60)
         assert wait_until(lambda: srv._open == 0)
         assert get(srv.url)[0] == 200
+
+
+def test_idle_connections_are_closed_to_make_room_for_a_scrape():
+    # 70 connections that never send a request, then a real scrape: with the head timeout far
+    # away, the scrape is answered only if idle connections give way to it.
+    with serve(0, workload(), max_connections=64, timeout=600) as srv:
+        idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(70)]
+        try:
+            assert wait_until(
+                lambda: srv._open <= 64 and srv.answered.get(503, 0) == 0 and len(srv._idle) == 64
+            )
+            for _ in range(3):
+                assert get(srv.url)[0] == 200
+            assert srv.answered.get(503, 0) == 0
+            closed: set[int] = set()
+
+            def closed_by_the_server() -> int:
+                for i, s in enumerate(idle):  # closed without an answer: end of stream
+                    s.settimeout(0.0)
+                    try:
+                        if i not in closed and s.recv(1) == b"":
+                            closed.add(i)
+                    except BlockingIOError:
+                        pass
+                return len(closed)
+
+            # Room for the 6 connections over the limit, then for the first scrape (each one
+            # after it finds the room its predecessor left): the 7 oldest, in order.
+            assert wait_until(lambda: closed_by_the_server() >= 7)
+            assert sorted(closed) == list(range(7)) and srv._open == 63
+        finally:
+            for s in idle:
+                s.close()
+
+
+def test_the_answer_to_a_request_is_a_function_of_the_request_alone():
+    from http import HTTPStatus
+
+    from mspti_lens.export.serve import respond
+
+    def render(fmt: str) -> bytes:
+        return f"exposition in {fmt}".encode()
+
+    ok = respond(b"GET /metrics?x=1 HTTP/1.1\r\nAccept: text/plain\r\n\r\n", render)
+    assert (ok.status, ok.body, ok.head_only) == (HTTPStatus.OK, b"exposition in text", False)
+    assert ok.encode().startswith(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4")
+    proto = respond(f"GET /metrics HTTP/1.0\r\nAccept: {PROTOBUF_ACCEPT}\r\n\r\n".encode(), render)
+    assert (proto.body, proto.content_type) == (b"exposition in protobuf", PROTOBUF_CONTENT_TYPE)
+    head = respond(b"HEAD /metrics HTTP/1.1\r\n\r\n", render)
+    assert head.head_only and head.encode().endswith(b"\r\n\r\n")
+    post = respond(b"POST /metrics HTTP/1.1\r\n\r\n", render)
+    assert post.status == HTTPStatus.METHOD_NOT_ALLOWED and b"Allow: GET, HEAD\r\n" in post.encode()
+    assert respond(b"GET / HTTP/1.1\r\n\r\n", render).status == HTTPStatus.NOT_FOUND
+    assert respond(b"GARBAGE\r\n\r\n", render).status == HTTPStatus.BAD_REQUEST
+    assert respond(b"GET /metrics SPDY/3\r\n\r\n", render).status == HTTPStatus.BAD_REQUEST
+
+    def failing(fmt: str) -> bytes:
+        raise RuntimeError("boom")
+
+    err = respond(b"GET /metrics HTTP/1.1\r\n\r\n", failing)
+    assert err.status == HTTPStatus.INTERNAL_SERVER_ERROR and b"boom" in err.body
+    assert err.encode().startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
 
 
 def test_a_failing_source_is_a_500_and_the_server_keeps_serving():
@@ -185,6 +259,15 @@ def test_scrapes_within_min_interval_share_one_snapshot():
 def test_bad_arguments_are_clear_errors():
     with pytest.raises(ValueError, match="0..65535"):
         serve(70000, workload())
+    for bad in (-1, 0, float("nan"), float("inf"), "5", True):
+        with pytest.raises(ValueError, match=r"timeout must be a finite number of seconds > 0, not"):
+            serve(0, workload(), timeout=bad)
+    for bad in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"min_interval must be a finite number of seconds >= 0, not"):
+            serve(0, workload(), min_interval=bad)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match=r"max_connections must be an int >= 1, not"):
+            serve(0, workload(), max_connections=bad)
     with pytest.raises(ValueError, match="a Session, a Snapshot or a function"):
         serve(0, 42)
     with serve(0, workload()) as srv, pytest.raises(OSError, match="port=0 for a free one"):

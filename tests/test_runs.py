@@ -257,7 +257,8 @@ def test_open_run_of_nothing_says_what_to_do(tmp_path):
 
 
 def test_an_empty_run_has_empty_frames(tmp_path):
-    run = mspti_lens.open_run(tmp_path)
+    with pytest.warns(RunWarning, match="no windows in"):
+        run = mspti_lens.open_run(tmp_path)
     assert run.summary().height == 0 and run.by_rank().height == 0 and run.ranks().height == 0
     with pytest.raises(EmptyRunError):
         run.timeline()
@@ -513,3 +514,166 @@ def test_a_window_with_device_records_and_no_finished_call_is_written_on_the_sim
         assert w.write_window(final=True) is not None  # a rank with files writes its last window
     with Session(library="sim", enable=[], activity=["kernel"]) as s:
         assert writer.WindowWriter(s, tmp_path / "idle", interval=3600).write_window(final=True) is None
+
+
+def test_record_falls_back_to_host_calls_on_a_library_without_the_activity_api(tmp_path, fake_lib_path):
+    # COMMUNICATION records are on by default; the stand-in has no Activity API, so the first
+    # Session fails and the fallback without activity must get the subscriber slot.
+    prog = (
+        "import ctypes, sys\n"
+        "L = ctypes.CDLL(sys.argv[1])\n"
+        "L.fake_api_name.restype = ctypes.c_char_p\n"
+        "names = [L.fake_api_name(i).decode() for i in range(L.fake_api_count())]\n"
+        "L.fake_loop.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64]\n"
+        "L.fake_loop(names.index('aclrtMalloc'), None, 0, 11)\n"
+    )
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "mspti_lens", "record", "--out", str(out), "--library", str(fake_lib_path),
+           "--", sys.executable, "-c", prog, str(fake_lib_path)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSPTI_LENS_")}
+    p = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=WATCHDOG_S)
+    assert p.returncode == 0, p.stderr
+    assert "recording without activity records (ValueError" in p.stderr
+    assert "1 ranks on 1 host(s)" in p.stderr, p.stderr
+    assert mspti_lens.open_run(out).ranks()["calls"].to_list() == [11]
+
+
+# -- run folders whose names are numbers or disagree with their files -------------------------------
+def test_hosts_named_by_digits_stay_strings_in_every_frame(tmp_path):
+    _window(tmp_path, "7", 0, final=True, values=[5])
+    _window(tmp_path, "007", 1, final=True, values=[6, 7])
+    run = mspti_lens.open_run(tmp_path)
+    r = run.ranks()
+    assert r.schema["host"] == pl.String
+    assert r.select("host", "rank", "calls").rows() == [("7", 0, 1), ("007", 1, 2)]
+    by = run.by_rank()
+    assert by.select("host", "rank", "num_calls").rows() == [("007", 1, 2), ("7", 0, 1)]
+    assert run.timeline()["host"].to_list() == ["007", "7"]
+    assert run.summary()["num_calls"].to_list() == [3]
+
+
+def test_device_events_of_digit_hosts_keep_their_names(tmp_path):
+    from test_runs_instances import collective_rows, frame
+
+    _window(tmp_path, "07", 0, final=True, values=[5])
+    _window(tmp_path, "8", 1, final=True, values=[6])
+    rows = frame([r for r in collective_rows(instances=2, late=1) if r["rank"] < 2])
+    for (rank,), mine in rows.partition_by("rank", as_dict=True).items():
+        d = writer.rank_dir(tmp_path, "07" if rank == 0 else "8", rank)
+        mine.drop("host", "rank").write_parquet(d / writer.events_name(1, 100 + rank))
+    ev = mspti_lens.open_run(tmp_path).collective_events()
+    assert ev.schema["host"] == pl.String
+    assert sorted(set(ev.select("host", "rank").rows())) == [("07", 0), ("8", 1)]
+
+
+def test_a_renamed_rank_folder_is_skipped_naming_the_file_and_what_it_holds(tmp_path):
+    _window(tmp_path, "a", 0, final=True, values=[5])
+    _window(tmp_path, "a", 1, final=True, values=[6])
+    moved = tmp_path / "host=a" / "rank=77"
+    (tmp_path / "host=a" / "rank=0").rename(moved)
+    with pytest.warns(RunWarning) as caught:
+        run = mspti_lens.open_run(tmp_path)
+    (message,) = [str(w.message) for w in caught]
+    assert str(moved / writer.window_name(1, 100)) in message
+    assert "host=a/rank=77" in message and "host=a rank=0" in message
+    assert run.ranks().select("rank", "calls").rows() == [(1, 1)]
+    assert run.by_rank()["rank"].to_list() == [1]
+
+
+def test_a_rank_no_run_can_hold_is_refused_when_written_and_skipped_when_read(tmp_path):
+    with pytest.raises(ValueError, match=r"RANK=99999999999999999999999 is not a rank: ranks are 0\.\."):
+        writer.rank_identity({"RANK": "99999999999999999999999"})
+    p = python_with_hook(
+        {
+            hook.RECORD_VARIABLE: str(tmp_path),
+            hook.LIBRARY_VARIABLE: "sim",
+            "RANK": "99999999999999999999999",
+        },
+        "import mspti_lens.sim as s; s.Simulator().call('aclrtMalloc', 10, 3); print('ran')",
+    )
+    assert (p.returncode, p.stdout) == (0, "ran\n"), p.stderr
+    assert "not recording this process (ValueError: RANK=99999999999999999999999 is not a rank" in p.stderr
+    assert not list(tmp_path.iterdir())
+    # A window of such a rank (written by hand) is skipped, named; the rest of the run opens.
+    _window(tmp_path, "a", 0, final=True, values=[5])
+    _window(tmp_path, "a", 10**23, final=True, values=[6])
+    with pytest.warns(RunWarning, match=r"rank=100000000000000000000000/window-.*not a 64-bit integer"):
+        run = mspti_lens.open_run(tmp_path)
+    assert run.ranks().select("rank", "calls").rows() == [(0, 1)]
+
+
+# -- clear errors instead of silence -----------------------------------------------------------------
+def test_open_run_inside_or_above_a_run_says_where_its_root_is(tmp_path):
+    out = tmp_path / "runs" / "job1"
+    _window(out, "a", 0, final=True, values=[5])
+    with pytest.raises(ValueError, match=rf"one rank's folder of a run.*open_run\('{out}'\)"):
+        mspti_lens.open_run(out / "host=a" / "rank=0")
+    with pytest.raises(ValueError, match=rf"one host's folder of a run.*open_run\('{out}'\)"):
+        mspti_lens.open_run(out / "host=a")
+    with pytest.raises(
+        ValueError, match=rf"is not a run but holds 1 below it \({out}\).*open_run\('{out}'\)"
+    ):
+        mspti_lens.open_run(tmp_path / "runs")
+    with pytest.raises(ValueError, match=rf"holds 1 below it \({out}\)"):
+        mspti_lens.open_run(tmp_path)  # two levels above
+
+
+def test_open_run_on_a_folder_without_windows_says_what_is_there(tmp_path):
+    with pytest.warns(RunWarning, match=rf"no windows in {tmp_path} yet: it is empty\. A run root is"):
+        mspti_lens.open_run(tmp_path)
+    (tmp_path / "notes.txt").write_text("")
+    with pytest.warns(RunWarning, match=r"it holds 1 entries, none of a run \(notes\.txt\)"):
+        run = mspti_lens.open_run(tmp_path)
+    assert run.ranks().height == 0  # still a Run: a run being recorded may have no window yet
+
+
+def test_a_window_whose_column_types_differ_is_named_in_the_schema_error(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _window(tmp_path, "a", 0, final=True, values=[5])
+    _window(tmp_path, "a", 1, final=True, values=[6])
+    _window(tmp_path, "a", 2, final=True, values=[7])
+    odd = writer.rank_dir(tmp_path, "a", 1) / writer.window_name(1, 101)
+    t = pq.read_table(odd)
+    i = t.schema.get_field_index("count")
+    pq.write_table(t.set_column(i, "count", t.column("count").cast(pa.int32())), odd)
+    run = mspti_lens.open_run(tmp_path)
+    for frame in (run.summary, run.by_rank, run.ranks, run.timeline):
+        with pytest.raises(pl.exceptions.SchemaError, match=rf"{odd}: count is Int32 \(not UInt64\)"):
+            frame()
+
+
+def test_record_around_fork_started_workers_says_they_are_not_recorded_and_how_to_record_them(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import multiprocessing as mp, sys\n"
+        "import mspti_lens.sim as s\n"
+        "def work(i):\n"
+        "    s.Simulator().call('aclrtMalloc', 1000, 5)\n"
+        "    return i\n"
+        "if __name__ == '__main__':\n"
+        "    with mp.get_context(sys.argv[1]).Pool(2) as p:\n"
+        "        print(sum(p.map(work, range(4))), flush=True)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSPTI_LENS_")}
+
+    def run(method: str) -> str:
+        out = tmp_path / method
+        # Without activity records: the simulator's record threads are not forked into the
+        # children (what a forked child inherits of them is the simulator's own matter).
+        cmd = [sys.executable, "-m", "mspti_lens", "record", "--out", str(out), "--library", "sim",
+               "--activity", "none", "--", sys.executable, str(prog), method]  # fmt: skip
+        p = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=WATCHDOG_S)
+        assert (p.returncode, p.stdout) == (0, "6\n"), p.stderr
+        return p.stderr.splitlines()[-1]
+
+    for method in ("fork", "forkserver"):  # a fork server's children are forks too
+        said = run(method)
+        assert said.startswith(
+            f"mspti-lens: 0 ranks in {tmp_path / method}: 2 worker process(es) started with fork()"
+        )
+        assert "not recorded" in said and "'spawn' start method" in said
+    said = run("spawn")
+    assert "1 ranks on 1 host(s)" in said and "fork()" not in said
+    assert int(mspti_lens.open_run(tmp_path / "spawn").ranks()["calls"].sum()) == 20

@@ -248,3 +248,42 @@ def test_the_last_window_stays_readable_after_the_with_block_on_the_simulator(si
         sim.call("aclrtLaunchKernel", 0, 5)
     assert s.closed and s.snapshot().total_calls == 5
     assert s.snapshot() is s.snapshot()  # the same final window, not a new read
+
+
+# -- a constructor that fails, arguments refused at the call ---------------------------------------
+@pytest.mark.filterwarnings("ignore::mspti_lens.NotPreloadedWarning")
+def test_a_session_that_fails_in_its_constructor_gives_the_subscriber_slot_back_at_once(fake_lib_path, fake):
+    # The stand-in has no Activity API: asking for activity fails after subscribing. The
+    # exception is kept alive, as IPython keeps the last one (sys.last_value).
+    with pytest.raises(ValueError, match="no Activity API") as failed:
+        Session(library=fake_lib_path, activity=["communication"])
+    kept = failed.value
+    with Session(library=fake_lib_path, enable=["aclrtMalloc"]) as s:
+        fake.loop("aclrtMalloc", [], 3)
+        assert s.snapshot().total_calls == 3
+    assert kept.__traceback__ is not None  # the failed Session's frame is still referenced
+
+
+@pytest.mark.parametrize(
+    "options, says",
+    [
+        ({"interval": float("inf")}, "interval must be a finite number of seconds >= 0.001"),
+        ({"interval": float("nan")}, "interval must be a finite number of seconds >= 0.001"),
+        ({"activity_buffers": (-1, 8)}, r"two positive ints such as \(8 << 20, 8\), not \(-1, 8\)"),
+        ({"activity_buffers": (1 << 20, 10**30)}, "two positive ints"),
+        ({"activity_buffers": (1 << 20, 0), "activity": ["kernel"]}, "two positive ints"),
+        ({"activity_buffers": 8 << 20}, "bytes per buffer, number of buffers"),
+    ],
+)
+def test_bad_arguments_are_refused_at_the_call_before_subscribing_on_the_simulator(sim, options, says):
+    with pytest.raises(ValueError, match=says):
+        Session(library="sim", **options)
+    assert sim.enabled_mask(1) == 0
+    Session(library="sim").close()  # nothing was taken
+
+
+def test_buffers_outside_the_collectors_limits_are_refused_naming_them_on_the_simulator(sim):
+    with pytest.raises(ValueError, match="at least 1 KiB each") as failed:
+        Session(library="sim", activity=["kernel"], activity_buffers=(100, 8))
+    kept = failed.value  # noqa: F841 - the failed Session's frame stays referenced
+    Session(library="sim").close()  # the slot was given back

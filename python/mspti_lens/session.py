@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -20,6 +21,21 @@ from .snapshot import Snapshot, make_meta
 CLOCKS = ("auto", "tsc", "monotonic", "mspti")
 #: The latest Session (MSPTI allows one per process): what mspti_lens.serve() exposes by default.
 _active: weakref.ref[Session] | None = None
+
+
+def _check_buffers(buffers: object) -> tuple[int, int]:
+    """``activity_buffers`` as (bytes per buffer, number of buffers); the collector checks their
+    limits, naming them."""
+    if (
+        isinstance(buffers, (tuple, list))
+        and len(buffers) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 63 for v in buffers)
+    ):
+        return buffers[0], buffers[1]
+    raise ValueError(
+        "activity_buffers takes (bytes per buffer, number of buffers), two positive ints such as "
+        f"(8 << 20, 8), not {buffers!r}"
+    )
 
 
 class Session:
@@ -64,12 +80,15 @@ class Session:
     ):
         if clock not in CLOCKS:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
-        # issue 13: latency over time, one histogram per `interval` seconds (see timeline())
+        # Latency over time, one histogram per `interval` seconds (see timeline()).
         if interval is not None and (
-            isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval >= 0.001
+            isinstance(interval, bool)
+            or not isinstance(interval, (int, float))
+            or not (math.isfinite(interval) and interval >= 0.001)
         ):
             raise ValueError(
-                f"interval must be a number of seconds >= 0.001 (or None: no timeline), not {interval!r}"
+                f"interval must be a finite number of seconds >= 0.001 (or None: no timeline), "
+                f"not {interval!r}"
             )
         self._interval = None if interval is None else float(interval)
         if not isinstance(exemplars, bool):
@@ -97,27 +116,33 @@ class Session:
                 raise ValueError(f"mark_launches takes a stream handle (an int), not {mark_launches!r}")
             resolved = [resolve("LAUNCH")]
             kinds = sorted(set(kinds) | {"marker", "kernel"})
+        size, count = _check_buffers(activity_buffers)
         self._lib = load_library(library)
         self.backend: BackendInfo = info_of(self._lib)
-        self._native = _native.NativeSession(self._lib, mark_launches or 0, exemplars)
-        self._activity = None
-        if kinds or mark_launches is not None:
-            size, count = activity_buffers
-            self._activity = _native.NativeActivity(
-                self._native,
-                buffer_size=size,
-                buffers=count,
-                mark_stream=mark_launches,
-                device_events=self._device_events,
-            )
-            self._activity.enable(kinds)
         self._clock = clock
         self._lock = threading.Lock()
         self._window_start = time.time()
         self._preload_warned = False
         self._final: Snapshot | None = None
-        for d, c in resolved:
-            self._apply(d, c, True)
+        self._activity = None
+        self._native = _native.NativeSession(self._lib, mark_launches or 0, exemplars)
+        try:
+            if kinds or mark_launches is not None:
+                self._activity = _native.NativeActivity(
+                    self._native,
+                    buffer_size=size,
+                    buffers=count,
+                    mark_stream=mark_launches,
+                    device_events=self._device_events,
+                )
+                self._activity.enable(kinds)
+            for d, c in resolved:
+                self._apply(d, c, True)
+        except BaseException:
+            # MSPTI has one subscriber slot: give it back now, not when the exception (and
+            # this half-made Session with it) is freed; IPython keeps the last one alive.
+            self._release()
+            raise
         global _active
         _active = weakref.ref(self)
 
@@ -226,6 +251,15 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _release(self) -> None:
+        """Close the activity collector and the subscription, best effort (a failed constructor)."""
+        for part in (self._activity, self._native):
+            try:
+                if part is not None:
+                    part.close()
+            except Exception:  # noqa: BLE001, S110 - the constructor's own error is the one to raise
+                pass
 
     def __del__(self) -> None:
         try:

@@ -109,9 +109,23 @@ def encode(s: Series) -> str:
     return base64.b64encode(struct.pack(">ii", V2_COMPRESSED_COOKIE, len(compressed)) + compressed).decode()
 
 
-def _tag(s: Series) -> str:
-    # Tags may not hold the log's separators.
-    return f"{s.domain}/{s.api}".replace(",", "_").replace(" ", "_")
+def _tagger(series: list[Series]):
+    """The tag of each series: domain/api, or domain/callback/api for a (domain, api) that comes
+    under two callbacks anywhere in the log (a tag names one histogram, the same one in every
+    interval). Tags may not hold the log's separators."""
+    callbacks: dict[tuple[str, str], set[str]] = {}
+    for s in series:
+        callbacks.setdefault((s.domain, s.api), set()).add(s.callback)
+
+    def tag(s: Series) -> str:
+        t = (
+            f"{s.domain}/{s.callback}/{s.api}"
+            if len(callbacks[(s.domain, s.api)]) > 1
+            else f"{s.domain}/{s.api}"
+        )
+        return t.replace(",", "_").replace(" ", "_")
+
+    return tag
 
 
 def to_hdr_log(
@@ -137,12 +151,14 @@ def to_hdr_log(
         f"#[BaseTime: {base:.3f} (seconds since epoch)]",
         '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"',
     ]
-    for start, end, s in intervals:
-        for series in series_of(s):
+    every = [(start, end, series_of(s)) for start, end, s in intervals]
+    tag = _tagger([x for _, _, ss in every for x in ss])
+    for start, end, ss in every:
+        for series in ss:
             if not series.count:
                 continue
             lines.append(
-                f"Tag={_tag(series)},{float(start) - base:.3f},{max(float(end) - float(start), 0.0):.3f},"
+                f"Tag={tag(series)},{float(start) - base:.3f},{max(float(end) - float(start), 0.0):.3f},"
                 f"{series.max_ns / MAX_VALUE_UNIT_RATIO:.3f},{encode(series)}"
             )
     text = "\n".join(lines) + "\n"

@@ -62,13 +62,14 @@ def _point(s: Series, r: Resource, exemplars: list[dict]) -> dict:
     return p
 
 
-def _exemplars_by_api(snap: Any) -> dict[tuple[str, str], list[dict]]:
+def _exemplars_by_key(snap: Any) -> dict[tuple[str, str, str], list[dict]]:
+    """The slowest calls per key (domain, callback, name): a name may come under two callbacks."""
     df = frame_or_none(snap, "slowest")
-    out: dict[tuple[str, str], list[dict]] = {}
+    out: dict[tuple[str, str, str], list[dict]] = {}
     if df is None or not len(df):
         return out
     for row in df.iter_rows(named=True):
-        out.setdefault((row["domain"], row["name"]), []).append(
+        out.setdefault((row["domain"], row["callback"], row["name"]), []).append(
             {
                 "timeUnixNano": str(int(row["start_unix_ns"]) + int(row["duration_ns"])),
                 "asInt": str(int(row["duration_ns"])),
@@ -89,7 +90,7 @@ def to_otlp(
     with ``path``, also written there as JSON. ``rank``/``host`` default to the snapshot's
     metadata, the RANK environment variable and this host's name."""
     series, r = series_of(snap), resource_of(snap, rank, host)
-    ex = _exemplars_by_api(snap)
+    ex = _exemplars_by_key(snap)
     request = {
         "resourceMetrics": [
             {
@@ -112,7 +113,8 @@ def to_otlp(
                                 "exponentialHistogram": {
                                     "aggregationTemporality": CUMULATIVE,
                                     "dataPoints": [
-                                        _point(s, r, ex.get((s.domain, s.api), [])) for s in series
+                                        _point(s, r, ex.get((s.domain, s.callback, s.api), []))
+                                        for s in series
                                     ],
                                 },
                             }

@@ -5,7 +5,8 @@ Durations are in **nanoseconds** (``mspti_lens_call_duration_nanoseconds``): a n
 histogram's buckets are powers of 2^(2^-7) in the metric's own unit, so in ns they are exactly
 mspti-lens's buckets, while in seconds (1 ns = 2^-29.897 s) every bucket would straddle two.
 Classic buckets are the powers of two from 64 ns to 2^36 ns (69 s): boundaries of the
-exponential family, so their cumulative counts are exact too. Labels: domain, api, rank, host.
+exponential family, so their cumulative counts are exact too. Labels: domain, api, rank, host,
+callback (with domain and api, what makes a series' key unique).
 ``mspti_lens_info`` says whether the data is simulated.
 
 The protobuf encoder is a small hand encoder of ``io.prometheus.client.MetricFamily`` (the
@@ -36,7 +37,16 @@ _COUNTER, _GAUGE, _HISTOGRAM = 0, 1, 4
 
 
 def _labels(s: Series, r: Resource) -> list[tuple[str, str]]:
-    return [("domain", s.domain), ("api", s.api), ("rank", r.rank), ("host", r.host)]
+    # A key is (domain, callback, name): one name can come under two callbacks (a library that
+    # passes no name gives "<null>" under LAUNCH and CPU_LAUNCH alike), so the callback is a label
+    # too, else two series would share one label set and a scraper would drop one.
+    return [
+        ("domain", s.domain),
+        ("api", s.api),
+        ("rank", r.rank),
+        ("host", r.host),
+        ("callback", s.callback),
+    ]
 
 
 def classic_cumulative(s: Series) -> list[int]:

@@ -5,31 +5,90 @@ One daemon thread runs an asyncio loop that accepts scrapes; a second renders th
 cost one snapshot). Neither touches the callback: a snapshot reads the shards' counters without
 a lock the callback takes, and the callback never runs Python. A scrape that is malformed,
 slow (no complete request head within ``timeout`` seconds, or too slow to read the answer) or one
-too many (over ``max_connections`` open at once) is answered or dropped on its own; the server
-keeps serving. It binds 127.0.0.1 unless another address is given explicitly.
+too many is answered or dropped on its own; the server keeps serving. A connection over
+``max_connections`` closes the one that has waited longest without sending a request, so idle
+connections cannot starve a scrape; only when every open connection is being answered does it
+get 503. It binds 127.0.0.1 unless another address is given explicitly.
+
+:func:`respond` is what /metrics answers to a request head, apart from any socket; the server
+around it is the transport (accepting, reading the head, writing the answer, limits).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from . import prometheus
 
 MAX_HEAD_BYTES = 8192
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
+TEXT = "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Response:
+    """One HTTP answer: status, body, its content type; ``head_only`` for HEAD (no body sent)."""
+
+    status: HTTPStatus
+    body: bytes
+    content_type: str = TEXT
+    head_only: bool = False
+
+    def encode(self) -> bytes:
+        """The whole HTTP/1.1 message (one answer per connection, then close)."""
+        head = (
+            f"HTTP/1.1 {self.status.value} {self.status.phrase}\r\nContent-Type: {self.content_type}\r\n"
+            f"Content-Length: {len(self.body)}\r\nConnection: close\r\n"
+            + ("Allow: GET, HEAD\r\n" if self.status == HTTPStatus.METHOD_NOT_ALLOWED else "")
+            + "\r\n"
+        ).encode()
+        return head if self.head_only else head + self.body
+
+
+def respond(head: bytes, render: Callable[[str], bytes]) -> Response:
+    """The answer to one request head (the bytes up to and including its blank line), with
+    ``render(fmt)`` giving the exposition in the negotiated format. No sockets, no clock: the
+    whole of what /metrics answers, apart from the connection."""
+    try:
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, version = lines[0].split(" ")
+        if not version.startswith("HTTP/1."):
+            raise ValueError(version)
+        headers = {}
+        for line in lines[1:]:
+            if line:
+                k, _, v = line.partition(":")
+                headers[k.strip().lower()] = v.strip()
+    except ValueError:
+        return Response(HTTPStatus.BAD_REQUEST, b"malformed request\n")
+    if method not in ("GET", "HEAD"):
+        return Response(HTTPStatus.METHOD_NOT_ALLOWED, b"read-only: only GET and HEAD of /metrics\n")
+    if target.split("?", 1)[0] != "/metrics":
+        return Response(HTTPStatus.NOT_FOUND, b"only /metrics is served here\n", head_only=method == "HEAD")
+    fmt = prometheus.negotiate(headers.get("accept"))
+    try:
+        body = render(fmt)
+    except Exception as e:  # noqa: BLE001 - reported to the scraper, the server goes on
+        return Response(
+            HTTPStatus.INTERNAL_SERVER_ERROR, f"mspti-lens could not take a snapshot: {e}\n".encode()
+        )
+    return Response(HTTPStatus.OK, body, prometheus.content_type(fmt), head_only=method == "HEAD")
+
+
+def _seconds(name: str, value: Any, *, zero: bool) -> float:
+    """A finite number of seconds, > 0 (or >= 0 with ``zero``), else ValueError naming the range."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero):
+        valid = ">= 0" if zero else "> 0"
+        raise ValueError(f"{name} must be a finite number of seconds {valid}, not {value!r}")
+    return float(value)
 
 
 def _source_of(source: Any) -> Callable[[], Any]:
@@ -79,17 +138,20 @@ class MetricsServer:
             raise ValueError(f"port must be an int in 0..65535 (0 picks a free port), not {port!r}")
         if not isinstance(address, str) or not address:
             raise ValueError(f"address must be a host address such as '127.0.0.1', not {address!r}")
+        self.min_interval = _seconds("min_interval", min_interval, zero=True)
+        self.timeout = _seconds("timeout", timeout, zero=False)
+        if not isinstance(max_connections, int) or isinstance(max_connections, bool) or max_connections < 1:
+            raise ValueError(f"max_connections must be an int >= 1, not {max_connections!r}")
+        self.max_connections = max_connections
         self._snapshot = _source_of(source)
         self._rank, self._host = rank, host
-        self.min_interval, self.timeout, self.max_connections = (
-            float(min_interval),
-            float(timeout),
-            max_connections,
-        )
         self._cache: dict[str, tuple[float, bytes]] = {}
         self._render_lock = threading.Lock()
         self._renderer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mspti-lens-render")
         self._open = 0
+        # Connections still waiting for their request head, oldest first: the ones to close when
+        # a new connection would go over max_connections (an idle one must not starve a scrape).
+        self._idle: dict[asyncio.Task, None] = {}
         #: Scrapes answered, by HTTP status (for tests and for people).
         self.answered: dict[int, int] = {}
         self._loop = asyncio.new_event_loop()
@@ -149,64 +211,47 @@ class MetricsServer:
     # -- connections -------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._open += 1
+        me = asyncio.current_task()
         try:
-            if self._open > self.max_connections:
-                await self._reply(writer, 503, b"too many concurrent scrapes\n", head_only=False)
+            if self._open > self.max_connections and not self._close_oldest_idle():
+                busy = Response(HTTPStatus.SERVICE_UNAVAILABLE, b"too many concurrent scrapes\n")
+                await self._send(writer, busy)
                 return
+            if me is not None:
+                self._idle[me] = None
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.timeout)
             except asyncio.LimitOverrunError:
-                await self._reply(writer, 431, b"request head too large\n", head_only=False)
+                await self._send(
+                    writer, Response(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, b"request head too large\n")
+                )
                 return
             except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                 return  # a slow or vanished client: drop it
-            status, body, ctype, head_only = await self._answer(head)
-            await self._reply(writer, status, body, head_only=head_only, ctype=ctype)
+            finally:
+                self._idle.pop(me, None)  # type: ignore[arg-type]
+            answer = await self._loop.run_in_executor(self._renderer, respond, head, self.render)
+            await self._send(writer, answer)
         except asyncio.CancelledError:
-            pass  # close(): the connection is dropped; ending quietly keeps asyncio from logging it
+            pass  # close(), or an idle connection making room: dropped quietly
         except Exception:  # noqa: BLE001, S110 - one bad connection never stops the server
             pass
         finally:
             self._open -= 1
             writer.close()
 
-    async def _answer(self, head: bytes) -> tuple[int, bytes, str, bool]:
-        text = "text/plain; charset=utf-8"
-        try:
-            lines = head.decode("latin-1").split("\r\n")
-            method, target, version = lines[0].split(" ")
-            if not version.startswith("HTTP/1."):
-                raise ValueError(version)
-            headers = {}
-            for line in lines[1:]:
-                if line:
-                    k, _, v = line.partition(":")
-                    headers[k.strip().lower()] = v.strip()
-        except ValueError:
-            return 400, b"malformed request\n", text, False
-        if method not in ("GET", "HEAD"):
-            return 405, b"read-only: only GET and HEAD of /metrics\n", text, False
-        if target.split("?", 1)[0] != "/metrics":
-            return 404, b"only /metrics is served here\n", text, method == "HEAD"
-        fmt = prometheus.negotiate(headers.get("accept"))
-        try:
-            body = await self._loop.run_in_executor(self._renderer, self.render, fmt)
-        except Exception as e:  # noqa: BLE001 - reported to the scraper, the server goes on
-            return 500, f"mspti-lens could not take a snapshot: {e}\n".encode(), text, False
-        return 200, body, prometheus.content_type(fmt), method == "HEAD"
+    def _close_oldest_idle(self) -> bool:
+        """Drop the connection that has waited longest without sending a request; False if
+        every open connection is being answered."""
+        for task in self._idle:
+            del self._idle[task]
+            task.cancel()
+            return True
+        return False
 
-    async def _reply(
-        self, writer: asyncio.StreamWriter, status: int, body: bytes, *, head_only: bool, ctype: str = ""
-    ) -> None:
-        ctype = ctype or "text/plain; charset=utf-8"
-        head = (
-            f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {ctype}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n"
-            + ("Allow: GET, HEAD\r\n" if status == 405 else "")
-            + "\r\n"
-        ).encode()
-        self.answered[status] = self.answered.get(status, 0) + 1
-        writer.write(head if head_only else head + body)
+    async def _send(self, writer: asyncio.StreamWriter, answer: Response) -> None:
+        self.answered[answer.status.value] = self.answered.get(answer.status.value, 0) + 1
+        writer.write(answer.encode())
         try:
             await asyncio.wait_for(writer.drain(), self.timeout)
         except (asyncio.TimeoutError, ConnectionError):

@@ -47,7 +47,9 @@ def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
     if not out or _writer is not None:
         return _writer
     try:
-        from .writer import WindowWriter, check_writable, install_signal_handlers
+        from .writer import WindowWriter, check_writable, install_signal_handlers, rank_identity
+
+        rank = rank_identity(env)  # a rank no run can hold is refused before subscribing
 
         try:
             interval = float(env.get(INTERVAL_VARIABLE) or DEFAULT_INTERVAL)
@@ -84,10 +86,10 @@ def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
             session.start()
         for w in caught[:1]:
             _say(str(w.message).split(". ")[0] + ".")  # one line per process, not a paragraph
-        writer = WindowWriter(session, out, interval)
+        writer = WindowWriter(session, out, interval, rank=rank)
         writer.start()
         install_signal_handlers(writer)
-        os.register_at_fork(after_in_child=_forked)
+        os.register_at_fork(after_in_child=_forked, after_in_parent=_counted_fork)
         _writer = writer
         _serve_metrics(writer, env)
         return writer
@@ -133,6 +135,11 @@ def _serve_metrics(writer: Any, env: dict[str, str] | os._Environ) -> None:
         path.write_text(_server.url + "\n")
     except Exception as e:  # noqa: BLE001 - the recording and the program go on without /metrics
         _say(f"not serving /metrics for this process ({type(e).__name__}: {e}); recording goes on")
+
+
+def _counted_fork() -> None:
+    if _writer is not None:
+        _writer.note_fork()
 
 
 def _forked() -> None:

@@ -118,20 +118,53 @@ def main(args: argparse.Namespace) -> int:
     return 128 - rc if rc < 0 else rc  # a command killed by signal N: the shell's 128 + N
 
 
+def forked_children(out: str | os.PathLike) -> int:
+    """How many children the run's recorded processes forked (none of them is recorded)."""
+    from .writer import FORKS_GLOB
+
+    total = 0
+    for f in Path(out).glob(FORKS_GLOB):
+        try:
+            total += int(f.read_text().strip() or 0)
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def fork_advice(forks: int) -> str:
+    """What record says about forked children: that they are not recorded, and how to record them."""
+    return (
+        f"{forks} worker process(es) started with fork() were not recorded (a forked child holds a "
+        "copy of its parent's subscription, not its own); to record them, start them fresh with "
+        "the 'spawn' start method: multiprocessing.set_start_method('spawn') or "
+        "multiprocessing.get_context('spawn').Pool(...), torch.multiprocessing likewise"
+    )
+
+
 def _report(out: str, started: float) -> None:
+    import warnings
+
     from .run import open_run
 
+    forks = forked_children(out)
     try:
-        run = open_run(out)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an empty run is said here, in one line
+            run = open_run(out)
         ranks = run.ranks()
     except Exception as e:  # noqa: BLE001 - the job's own result stands; say why the run is unreadable
         print(f"mspti-lens: the run in {out} could not be read: {e}", file=sys.stderr)
+        return
+    if not ranks.height:
+        why = fork_advice(forks) if forks else "no recorded process made a traced call"
+        print(f"mspti-lens: 0 ranks in {out}: {why}", file=sys.stderr, flush=True)
         return
     incomplete = ranks.filter(~ranks["complete"])
     print(
         f"mspti-lens: {ranks.height} ranks on {ranks['host'].n_unique()} host(s) in {out}"
         + (f"; incomplete: {', '.join(map(str, incomplete['rank']))}" if incomplete.height else "")
-        + f"; open it with mspti_lens.open_run({out!r})",
+        + f"; open it with mspti_lens.open_run({out!r})"
+        + (f"; {fork_advice(forks)}" if forks else ""),
         file=sys.stderr,
         flush=True,
     )

@@ -1,10 +1,12 @@
 """A recorded run: every rank's windows, read lazily and merged exactly.
 
-``mspti_lens.open_run(DIR)`` reads the hive-partitioned dataset ``DIR/host=H/rank=R/window-*.parquet``
-that ``python -m mspti_lens record`` writes (on a local disk, a shared file system, or any URL
-polars reads). Nothing holds ranks x calls: the per-key rows of every window are merged by a lazy
-polars query into one row per key and bucket, so memory grows with keys and buckets. A file that
-cannot be read (corrupt, or not a mspti-lens window) is skipped with a warning naming it.
+``mspti_lens.open_run(DIR)`` reads the files ``DIR/host=H/rank=R/window-*.parquet`` that
+``python -m mspti_lens record`` writes (on a local disk, a shared file system, or any URL polars
+reads). Nothing holds ranks x calls: the per-key rows of every window are merged by a lazy polars
+query into one row per key and bucket, so memory grows with keys and buckets. A file that cannot
+be read (corrupt, or not a mspti-lens window) is skipped with a warning naming it. A window's host
+and rank are those in its own metadata; the folder names must agree (a window in a renamed folder
+is skipped, named) and are never parsed as data (``host=7`` is the host named "7").
 """
 
 from __future__ import annotations
@@ -128,15 +130,39 @@ FILE_SCHEMA = {
 }
 
 
+def folder_of(path: str) -> tuple[str, str] | None:
+    """(host, rank) as the folders ``host=H/rank=R`` holding a run's file name them, as text."""
+    parts = path.replace("\\", "/").split("/")
+    if len(parts) >= 3 and parts[-3].startswith("host=") and parts[-2].startswith("rank="):
+        return parts[-3].removeprefix("host="), parts[-2].removeprefix("rank=")
+    return None
+
+
+def _identity(path: str, meta: dict[str, Any]) -> tuple[str, int]:
+    """A window's host and rank: its own metadata, checked against the folders it is in (they
+    are names only: a renamed folder must not move a rank's data to another rank)."""
+    host, rank = str(meta["host"]), int(meta["rank"])
+    if not -(1 << 63) <= rank < 1 << 63:
+        raise ValueError(f"its rank {rank} is not a 64-bit integer")
+    folder = folder_of(path)
+    if folder is not None and folder != (host, str(rank)):
+        raise ValueError(
+            f"it is in folder host={folder[0]}/rank={folder[1]} but is the window of host={host} "
+            f"rank={rank} (was the folder renamed?); move it to host={host}/rank={rank}"
+        )
+    return host, rank
+
+
 def _file_row(path: str) -> dict[str, Any] | Exception:
     """One window file's row of :meth:`Run.files`, from its footer, or why it is unreadable."""
     try:
         head = _read_head(path)
         m, counters = dict(head.get("meta") or {}), dict(head.get("counters") or {})
+        host, rank = _identity(path, m)
         return {
             "path": path,
-            "host": str(m["host"]),
-            "rank": int(m["rank"]),
+            "host": host,
+            "rank": rank,
             "pid": int(m.get("pid") or 0),
             "window": int(m.get("window") or 0),
             "final": bool(m.get("final")),
@@ -165,6 +191,8 @@ class Run:
         self._rows: dict[str, dict[str, Any]] = {}
         self._event_paths: list[str] = []
         self.refresh()
+        if not self._rows and not self.skipped and not _is_url(self.root):
+            _check_run_root(Path(self.root.removeprefix("file://")))
 
     # -- files ---------------------------------------------------------------------------------
     def refresh(self) -> Run:
@@ -196,14 +224,22 @@ class Run:
         paths = self._files["path"].to_list()
         if not paths:
             raise EmptyRunError(f"the run at {self.root} has no readable windows yet")
-        return pl.scan_parquet(paths, hive_partitioning=True, include_file_paths="path")
+        # Host and rank come from each file's metadata (checked against its folders when read),
+        # not from hive partitioning, which would guess a type from the folder names (host=7).
+        ids = self._files.lazy().select("path", "host", "rank")
+        rows = pl.scan_parquet(paths, hive_partitioning=False, include_file_paths="path")
+        return rows.join(ids, on="path", how="inner")
 
     def _collect(self, query: Callable[[pl.LazyFrame], Any]) -> Any:
         """Run ``query`` on the scan; if a file turns out unreadable past its footer, skip it
         (checking each file) and run it again."""
         try:
             return query(self._scan())
-        except (pl.exceptions.PolarsError, OSError):
+        except (pl.exceptions.PolarsError, OSError) as e:
+            if isinstance(e, pl.exceptions.SchemaError):
+                odd = _odd_schemas(self._files["path"].to_list())
+                if odd:
+                    raise pl.exceptions.SchemaError(odd) from None
             for path in self._files["path"].to_list():
                 try:
                     pl.read_parquet(path)
@@ -406,11 +442,20 @@ class Run:
             except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
                 self._skip(path, e)
         self._event_paths = good
-        if not good:
+        # An event file has the host and rank of the windows in its folder (their metadata,
+        # checked against the folder's name); a folder without a readable window has no rank yet
+        # (its first window is being written) or none that can be trusted (skipped, named).
+        folders = {_folder_path(p): (r["host"], r["rank"]) for p, r in self._rows.items()}
+        ids = [(p, *folders[f]) for p in good if (f := _folder_path(p)) in folders]
+        if not ids:
             return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64})
-        lf = pl.scan_parquet(good, hive_partitioning=True).with_columns(
-            pl.col("host").cast(pl.String), pl.col("rank").cast(pl.Int64)
+        paths = [p for p, _, _ in ids]
+        who = pl.LazyFrame(
+            ids, schema={"_path": pl.String, "host": pl.String, "rank": pl.Int64}, orient="row"
         )
+        lf = pl.scan_parquet(paths, hive_partitioning=False, include_file_paths="_path")
+        lf = lf.join(who, on="_path", how="inner").drop("_path")
+        lf = lf.select("host", "rank", pl.exclude("host", "rank"))
         if kinds is not None:
             lf = lf.filter(pl.col("kind").is_in(list(kinds)))
         return lf.collect()
@@ -489,6 +534,78 @@ class Run:
         from .view import run_html
 
         return run_html(self)
+
+
+def _odd_schemas(paths: list[str]) -> str | None:
+    """Which windows' column types differ from those of most windows of the run, as a sentence
+    naming each such file and column, or None when they all agree."""
+    schemas: dict[str, dict[str, pl.DataType]] = {}
+    for path in paths:
+        try:
+            schemas[path] = dict(pl.read_parquet_schema(path))
+        except Exception:  # noqa: BLE001, S112 - an unreadable file is the caller's to skip
+            continue
+    kinds: dict[tuple, int] = {}
+    for sch in schemas.values():
+        kinds[tuple(sch.items())] = kinds.get(tuple(sch.items()), 0) + 1
+    if len(kinds) < 2:
+        return None
+    common = dict(max(kinds.items(), key=lambda kv: kv[1])[0])
+    odd = []
+    for path, sch in schemas.items():
+        diffs = [f"{c} is {t} (not {common.get(c, 'absent')})" for c, t in sch.items() if common.get(c) != t]
+        diffs += [f"{c} is missing" for c in common if c not in sch]
+        if diffs:
+            odd.append(f"{path}: {', '.join(diffs)}")
+    return (
+        f"{len(odd)} window file(s) of the run have column types unlike the other "
+        f"{len(schemas) - len(odd)}, so they cannot be read together: "
+        + "; ".join(odd[:8])
+        + ("; ..." if len(odd) > 8 else "")
+        + ". They were not written by this mspti-lens's writer: move them out of the run to read the rest"
+    )
+
+
+def _check_run_root(p: Path) -> None:
+    """A local run with no window at all: is ``p`` inside a run, or above runs? ValueError saying
+    where the run root is; else a RunWarning saying what is there (a run being recorded may
+    have written nothing yet, so an empty run is still a Run)."""
+    layout = "host=H/rank=R/window-*.parquet"
+    if p.name.startswith("rank=") and p.parent.name.startswith("host="):
+        raise ValueError(
+            f"{p} is one rank's folder of a run; open the run's root, the directory `record --out` "
+            f"wrote: open_run({str(p.parent.parent)!r})"
+        )
+    if p.name.startswith("host="):
+        raise ValueError(
+            f"{p} is one host's folder of a run; open the run's root, the directory `record --out` "
+            f"wrote: open_run({str(p.parent)!r})"
+        )
+    windows = f"host=*/rank=*/{WINDOW_GLOB}"
+    roots = sorted(
+        {str(f.parents[2]) for pattern in (f"*/{windows}", f"*/*/{windows}") for f in p.glob(pattern)}
+    )
+    if roots:
+        shown = ", ".join(roots[:5]) + (", ..." if len(roots) > 5 else "")
+        raise ValueError(
+            f"{p} is not a run but holds {len(roots)} below it ({shown}); open one of them, "
+            f"e.g. open_run({roots[0]!r})"
+        )
+    entries = sorted(e.name for e in p.iterdir() if not e.name.startswith("."))
+    shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+    found = f"it holds {len(entries)} entries, none of a run ({shown})" if entries else "it is empty"
+    warnings.warn(
+        RunWarning(
+            f"no windows in {p} yet: {found}. A run root is the directory `record --out` wrote, "
+            f"holding {layout}; a run being recorded shows its windows as they are written"
+        ),
+        stacklevel=3,
+    )
+
+
+def _folder_path(path: str) -> str:
+    """The folder of a run's file (local path or URL)."""
+    return path.replace("\\", "/").rpartition("/")[0]
 
 
 def _empty_native():

@@ -46,6 +46,15 @@ WINDOW_NAME = re.compile(r"^window-(\d+)-pid(\d+)\.parquet$")
 EVENTS_GLOB = "events-*.parquet"
 
 
+# In the run's root, one per recorded process that forked: how many children it forked (they
+# are not recorded: a fork holds a copy of its parent's subscription, not one of its own).
+FORKS_GLOB = ".forks-*"
+
+
+def forks_name(host: str, pid: int) -> str:
+    return f".forks-{host}-pid{pid}"
+
+
 def events_name(seq: int, pid: int) -> str:
     return f"events-{seq:06d}-pid{pid}.parquet"
 
@@ -57,11 +66,18 @@ def window_name(seq: int, pid: int) -> str:
     return f"window-{seq:06d}-pid{pid}.parquet"
 
 
+# A rank is stored as a 64-bit signed integer (the run's rank column); larger ones are refused.
+MAX_RANK = (1 << 63) - 1
+
+
 def rank_identity(env: dict[str, str] | os._Environ = os.environ) -> tuple[int, str]:
-    """(rank, where it came from): the first rank variable that holds an integer, else the pid."""
+    """(rank, where it came from): the first rank variable that holds an integer, else the pid.
+    ValueError for a rank beyond :data:`MAX_RANK`: no run could hold it."""
     for var in RANK_VARIABLES:
         v = env.get(var, "").strip()
-        if v.isdigit():
+        if v.isascii() and v.isdigit():
+            if int(v) > MAX_RANK:
+                raise ValueError(f"{var}={v} is not a rank: ranks are 0..{MAX_RANK}")
             return int(v), var
     return os.getpid(), "pid"
 
@@ -138,16 +154,26 @@ class WindowWriter:
         self.host = host or host_name()
         self.rank, self.rank_source = rank or rank_identity()
         self.world_size = world_size() if self.rank_source != "pid" else None
+        self.out = Path(out)
         self.dir = rank_dir(out, self.host, self.rank)
+        self.forks = 0  # children this process forked (note_fork, called by the start hook)
         check_writable(out)
         self.argv = list(argv if argv is not None else sys.argv)
         self.started = time.time()
         self.seq = 0
         self.calls = 0
         self.keys: dict[str, int] = {}
+        # Held for each window's write. Only the final write and the writer thread take it, and a
+        # signal handler never waits on it (see finish).
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._finished = False
+        # Taken once, without waiting, by the one call of finish that writes the final window.
+        self._finish_token = threading.Lock()
+        self._closing = False  # no periodic window after the final one
+        self._finished = False  # the final window is written (or failed) and the Session closed
+        # Signals that arrived while another finish was writing: re-delivered when it is done.
+        # A dict, so that whoever pops a signal (the finisher or the handler) delivers it once.
+        self._deferred: dict[int, bool] = {}
         self._pid = os.getpid()
         self._thread = threading.Thread(target=self._loop, name="mspti-lens-writer", daemon=True)
 
@@ -164,28 +190,61 @@ class WindowWriter:
             except Exception as e:  # noqa: BLE001 - a full disk must not end the program
                 print(f"mspti-lens: could not write a window to {self.dir}: {e}", file=sys.stderr)
 
-    def finish(self, reason: str = "exit") -> None:
-        """Write the last window (marked final), close the Session, print the rank's summary line."""
+    def finish(self, reason: str = "exit") -> bool:
+        """Write the last window (marked final), close the Session, print the rank's summary line.
+
+        Never waits for another call of itself: it may run in a signal handler that interrupted
+        the final write (a second SIGTERM, or SIGTERM during the atexit call), and waiting there
+        would wait forever on what the interrupted code holds. Returns False when another call
+        is writing the final window right now (it did nothing), else True."""
         if os.getpid() != self._pid:
-            return  # a forked child inherited this object: the parent owns the files
-        with self._lock:
-            if self._finished:
-                return
-            self._finished = True
-        self._stop.set()
+            return True  # a forked child inherited this object: the parent owns the files
+        if not self._finish_token.acquire(blocking=False):
+            return self._finished
         try:
-            self.write_window(final=True, reason=reason)
-        except Exception as e:  # noqa: BLE001 - the program's exit must go on
-            print(f"mspti-lens: could not write the last window to {self.dir}: {e}", file=sys.stderr)
-        with contextlib.suppress(Exception):  # closing at exit is best effort
-            self.session.close()
-        if self.seq:
-            print(self.summary_line(), file=sys.stderr, flush=True)
+            self._closing = True
+            self._stop.set()
+            try:
+                self.write_window(final=True, reason=reason)
+            except Exception as e:  # noqa: BLE001 - the program's exit must go on
+                _say_line(f"mspti-lens: could not write the last window to {self.dir}: {e}")
+            with contextlib.suppress(Exception):  # closing at exit is best effort
+                self.session.close()
+            if self.seq:
+                _say_line(self.summary_line())
+        finally:
+            self._finished = True
+            self._redeliver()
+        return True
+
+    def note_fork(self) -> None:
+        """Count a child this process forked, in the run's root at once (record's end report
+        reads it; a fork server outlives the command, so its exit would be too late)."""
+        self.forks += 1
+        path = self.out / forks_name(self.host, self._pid)
+        tmp = self.out / f".{path.name}.tmp"
+        with contextlib.suppress(OSError):  # the report then just cannot mention them
+            tmp.write_text(f"{self.forks}\n")
+            os.replace(tmp, path)
+
+    def defer_signal(self, signum: int) -> bool:
+        """Called by a signal handler when :meth:`finish` returned False: the signal is delivered
+        again once the final window is written. Returns False when that write ended meanwhile
+        and the handler must act on the signal itself."""
+        self._deferred[signum] = True
+        if self._finished and self._deferred.pop(signum, None) is not None:
+            return False  # the finisher was done before it could see it: the signal is ours again
+        return True
+
+    def _redeliver(self) -> None:
+        for signum in list(self._deferred):
+            if self._deferred.pop(signum, None) is not None:
+                os.kill(os.getpid(), signum)
 
     # -- windows -------------------------------------------------------------------------------
     def write_window(self, final: bool, reason: str | None = None) -> Path | None:
         with self._lock:
-            if self._finished and not final:
+            if self._closing and not final:
                 return None
             self._flush_activity(settle=final)
             snap = self.session.reset()
@@ -256,15 +315,29 @@ class WindowWriter:
         )
 
 
+def _say_line(text: str) -> None:
+    """One line on stderr, best effort: at exit or in a signal handler stderr may be closed, or
+    busy in the very write the signal interrupted."""
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()  # what the program wrote before stays before this line
+    with contextlib.suppress(OSError):
+        os.write(2, f"{text}\n".encode(errors="replace"))
+
+
 def install_signal_handlers(writer: WindowWriter) -> None:
     """On SIGTERM write the last window, then do what the program would have done (its own handler,
-    or die of the signal). SIGINT needs nothing: KeyboardInterrupt ends in atexit."""
+    or die of the signal). SIGINT needs nothing: KeyboardInterrupt ends in atexit.
+
+    A SIGTERM that arrives while the final window is being written (a second SIGTERM, or one
+    during the write at exit) does not wait for it: it is delivered again when the write is
+    done, so the window is written once and whole and the process still ends of the signal."""
     if threading.current_thread() is not threading.main_thread():
         return
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_term(signum: int, frame: Any) -> None:
-        writer.finish(reason="SIGTERM")
+        if not writer.finish(reason="SIGTERM") and writer.defer_signal(signum):
+            return
         if callable(previous):
             previous(signum, frame)
         elif previous != signal.SIG_IGN:

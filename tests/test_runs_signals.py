@@ -1,0 +1,201 @@
+"""SIGTERM while a recorded process writes its last window: the window is written once and whole,
+the process still ends of the signal, and nothing waits forever.
+
+Every process here has a watchdog timeout: a deadlock fails the test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import mspti_lens
+from mspti_lens.runs import hook
+
+pytestmark = pytest.mark.timeout(240)
+WATCHDOG_S = 90
+
+
+def _env(out: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSPTI_LENS_")}
+    env.update({hook.RECORD_VARIABLE: str(out), hook.LIBRARY_VARIABLE: "sim", hook.INTERVAL_VARIABLE: "3600"})
+    env["PYTHONPATH"] = hook.SITE_DIR
+    env.update(extra)
+    return env
+
+
+# A recorded process (the hook started it) whose final write sends SIGTERM to the process from
+# inside the write, while the write holds its lock: the signal lands in the write every time.
+SIGNAL_IN_THE_WRITE = """
+import os, signal, mspti_lens.sim as s
+from mspti_lens.runs import hook
+w = hook._writer
+s.Simulator().call("aclrtMalloc", 1000, 7)
+reset = w.session.reset
+def reset_and_signal():
+    os.kill(os.getpid(), signal.SIGTERM)
+    return reset()
+w.session.reset = reset_and_signal
+"""
+
+
+def _windows(out: Path) -> list[Path]:
+    return sorted(out.glob("host=*/rank=*/window-*.parquet"))
+
+
+def _one_final_window_of(out: Path, calls: int) -> None:
+    files = _windows(out)
+    assert len(files) == 1, files
+    r = mspti_lens.open_run(out).ranks().row(0, named=True)
+    assert (r["rank"], r["complete"], r["calls"]) == (5, True, calls)
+    assert mspti_lens.open_run(out).files()["final"].to_list() == [True]
+
+
+def test_sigterm_during_the_final_write_at_exit_is_delivered_after_it(tmp_path):
+    # The atexit write is under way when SIGTERM comes (Pool.terminate SIGTERMs workers already
+    # exiting): the handler must not wait on the write it interrupted.
+    code = SIGNAL_IN_THE_WRITE + "print('exiting', flush=True)\n"
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(tmp_path, RANK="5"),
+        capture_output=True,
+        text=True,
+        timeout=WATCHDOG_S,
+    )
+    assert p.returncode == -signal.SIGTERM, p.stderr  # it still ends of the signal, after the write
+    assert p.stdout == "exiting\n"
+    assert p.stderr.count("rank=5: 7 calls") == 1, p.stderr  # one final write, one summary line
+    _one_final_window_of(tmp_path, 7)
+
+
+def test_a_second_sigterm_during_the_final_write_is_delivered_after_it(tmp_path):
+    # The first SIGTERM's handler writes the final window; the second comes during that write
+    # (a scheduler and a launcher both forwarding a stop).
+    code = SIGNAL_IN_THE_WRITE + "os.kill(os.getpid(), signal.SIGTERM)\nprint('not reached', flush=True)\n"
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(tmp_path, RANK="5"),
+        capture_output=True,
+        text=True,
+        timeout=WATCHDOG_S,
+    )
+    assert p.returncode == -signal.SIGTERM, p.stderr
+    assert p.stdout == ""
+    assert p.stderr.count("rank=5: 7 calls") == 1, p.stderr
+    _one_final_window_of(tmp_path, 7)
+
+
+def test_a_program_handler_sees_each_sigterm_once_after_the_final_write(tmp_path):
+    # A program that handles SIGTERM itself goes on after it; each signal reaches its handler
+    # once, the second one only when the final window is written.
+    code = (
+        "import os, signal, sys\n"
+        "seen = []\n"
+        "signal.signal(signal.SIGTERM, lambda n, f: seen.append(n))\n"
+        "from mspti_lens.runs import hook\n"
+        "hook.start()\n" + SIGNAL_IN_THE_WRITE + "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "import glob\n"
+        "print(len(seen), len(glob.glob(sys.argv[1] + '/host=*/rank=*/window-*.parquet')), flush=True)\n"
+    )
+    env = _env(tmp_path, RANK="5")
+    env.pop("PYTHONPATH")  # started by the program, after its own handler, as a library would be
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WATCHDOG_S,
+    )
+    assert (p.returncode, p.stdout) == (0, "2 1\n"), p.stderr
+    _one_final_window_of(tmp_path, 7)
+
+
+def _record(out: Path, prog: Path, **popen: object) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "mspti_lens", "record", "--out", str(out), "--interval", "3600",
+           "--library", "sim", "--", sys.executable, str(prog)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSPTI_LENS_")}
+    env.update(popen.pop("env", {}))  # type: ignore[arg-type]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **popen)
+
+
+def test_record_around_a_spawn_pool_ends_and_keeps_the_workers_data_on_the_simulator(tmp_path):
+    # Leaving a spawn Pool's `with` block terminates its workers (SIGTERM), some of them already
+    # in their exit, writing their last window.
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        textwrap.dedent(
+            """
+            import multiprocessing as mp
+            import mspti_lens.sim as s
+
+            def work(i):
+                s.Simulator().call("aclrtMalloc", 1000, 5)
+                return i
+
+            if __name__ == "__main__":
+                with mp.get_context("spawn").Pool(4) as p:
+                    print(sum(p.map(work, range(8))), flush=True)
+            """
+        )
+    )
+    out = tmp_path / "run"
+    rec = _record(out, prog)
+    try:
+        stdout, err = rec.communicate(timeout=WATCHDOG_S)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.communicate()
+    assert (rec.returncode, stdout) == (0, "28\n"), err
+    ranks = mspti_lens.open_run(out).ranks()
+    assert int(ranks["calls"].sum()) == 8 * 5, (ranks, err)  # every worker's calls are in the run
+    assert ranks["complete"].all(), ranks
+
+
+def test_sigterms_a_few_ms_apart_end_the_recorded_process_with_its_last_window_on_the_simulator(tmp_path):
+    # SIGTERM again and again, 5 ms apart, until the process is gone: some land in its final
+    # write. It must end, of the signal, with its final window written once and whole.
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import time, mspti_lens.sim as s\n"
+        "s.Simulator().call('aclrtMalloc', 1000, 7)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    out = tmp_path / "run"
+    child = subprocess.Popen(
+        [sys.executable, str(prog)],
+        env=_env(out, RANK="5"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + WATCHDOG_S
+        sent = 0
+        while child.poll() is None and time.monotonic() < deadline:
+            try:
+                os.kill(child.pid, signal.SIGTERM)
+                sent += 1
+            except ProcessLookupError:
+                break
+            try:
+                child.wait(timeout=0.005)
+            except subprocess.TimeoutExpired:
+                pass
+        _, err = child.communicate(timeout=WATCHDOG_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == -signal.SIGTERM, (sent, err)
+    assert err.count("rank=5: 7 calls") == 1, err
+    _one_final_window_of(out, 7)
