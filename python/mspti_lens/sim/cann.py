@@ -129,9 +129,11 @@ def write_tree(directory: str | os.PathLike[str]) -> CannTree:
     root = Path(directory).expanduser().absolute()
     _check_target(root)
     simulator, bundled = _bundled()
-    root.mkdir(parents=True, exist_ok=True)
     lib64 = root / "lib64"
-    lib64.mkdir()
+    try:
+        lib64.mkdir(parents=True)
+    except OSError as e:
+        raise TreeError(f"{root} is not writable ({e.strerror})") from e
     shutil.copy2(simulator, lib64 / MSPTI)
     os.symlink(MSPTI, lib64 / HAL)
     for name in LIBRARIES:

@@ -80,7 +80,8 @@ static FILE *open_log(void)
 void DlogInnerForC(int moduleId, int level, const char *fmt, ...)
 {
     static const char *names[] = {"DEBUG", "INFO", "WARNING", "ERROR", "EVENT"};
-    if (fmt == NULL || level < 0 || level > 4) {
+    /* Below the threshold nothing is written, whether or not the caller checked it first. */
+    if (fmt == NULL || level < 0 || level > 4 || !CheckLogLevelForC(moduleId, level)) {
         return;
     }
     int saved = errno;
