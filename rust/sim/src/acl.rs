@@ -76,12 +76,16 @@ fn handle(lib: Lib) -> *mut c_void {
     h
 }
 
-/// The real `name` in `lib`, cached in `cache`; None (and one line on stderr) when it is missing,
-/// where upstream throws `THROW_FUNC_NOTFOUND`.
+/// `cache` value of a function found missing (no function lives at address 1).
+const MISSING: usize = 1;
+
+/// The real `name` in `lib`, cached in `cache`; None (and, the first time, one line on stderr)
+/// when it is missing, where upstream throws `THROW_FUNC_NOTFOUND`.
 fn real(lib: Lib, name: &CStr, cache: &AtomicUsize, own: usize) -> Option<usize> {
-    let f = cache.load(Ordering::Acquire);
-    if f != 0 {
-        return Some(f);
+    match cache.load(Ordering::Acquire) {
+        0 => {}
+        MISSING => return None,
+        f => return Some(f),
     }
     let h = handle(lib);
     let f = if h.is_null() {
@@ -96,6 +100,7 @@ fn real(lib: Lib, name: &CStr, cache: &AtomicUsize, own: usize) -> Option<usize>
             name.to_string_lossy(),
             LIB_FILES[lib as usize]
         );
+        cache.store(MISSING, Ordering::Release);
         return None;
     }
     cache.store(f, Ordering::Release);
