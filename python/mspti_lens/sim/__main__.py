@@ -11,4 +11,7 @@ if sys.argv[1:2] == ["cann"]:
 
 from .job import main
 
+if sys.argv[1:2] in (["-h"], ["--help"]):
+    # The job parser knows only its own commands.
+    print("python -m mspti_lens.sim cann DIR: write a simulated CANN toolkit tree (cann --help)\n")
 sys.exit(main())
