@@ -8,6 +8,11 @@
 //! - `MSPTI_SIM_LIBRARY` (compile-time env) names the built file, for Rust tests that dlopen it;
 //! - with the `python` feature (maturin turns it on) the file is copied to the package's bundled
 //!   path, where maturin picks it up (pyproject.toml `include`) after this crate is compiled.
+//!
+//! It also builds the simulated CANN tree's runtime libraries (rust/sim/cann/src/*.c: libascendcl.so,
+//! libhccl.so, libopapi.so, ...) with the target's C compiler, linked against the simulator under
+//! the name `libascend_hal.so`, and puts them and the tree's headers (rust/sim/cann/include) in the
+//! package too, so `python -m mspti_lens.sim cann DIR` needs no compiler (docs/simulated_cann.md).
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -15,6 +20,22 @@ use std::process::Command;
 
 /// The bundled simulator's place in the Python package (relative to the repository root).
 const BUNDLED: &str = "python/mspti_lens/sim/libmspti_sim.so";
+/// Where the simulated CANN tree's libraries and headers go in the package.
+const BUNDLED_CANN: &str = "python/mspti_lens/sim/cann_tree";
+
+/// The simulated CANN runtime libraries: file name, C sources (rust/sim/cann/src), libraries of
+/// the tree it links (besides libascend_hal.so, the simulator), built before it.
+const CANN_LIBS: &[(&str, &[&str], &[&str])] = &[
+    ("libc_sec.so", &["c_sec.c"], &[]),
+    ("libascendalog.so", &["ascendalog.c"], &[]),
+    ("libascendcl.so", &["ascendcl.c"], &["ascendalog"]),
+    ("libnnopbase.so", &["nnopbase.c"], &[]),
+    ("libopapi.so", &["opapi.c"], &["ascendcl"]),
+    ("libhccl.so", &["hccl.c"], &[]),
+    ("libms_tools_ext.so", &["ms_tools_ext.c"], &[]),
+    ("libmsprofiler.so", &["empty.c"], &[]),
+    ("libhcomm.so", &["empty.c"], &[]),
+];
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -22,7 +43,14 @@ fn main() {
     let sim_dir = root.join("rust/sim");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let target = env::var("TARGET").expect("cargo sets TARGET");
-    for p in ["rust/sim/src", "rust/sim/Cargo.toml", "rust/abi/src", "rust/abi/Cargo.toml", "Cargo.lock"] {
+    for p in [
+        "rust/sim/src",
+        "rust/sim/cann",
+        "rust/sim/Cargo.toml",
+        "rust/abi/src",
+        "rust/abi/Cargo.toml",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
 
@@ -48,11 +76,105 @@ fn main() {
     assert!(built.is_file(), "the simulator build produced no {}", built.display());
     println!("cargo:rustc-env=MSPTI_SIM_LIBRARY={}", built.display());
 
+    let cann = out.join("cann_tree");
+    build_cann(&root.join("rust/sim/cann"), &built, &cann, &target);
+    println!("cargo:rustc-env=MSPTI_SIM_CANN_TREE={}", cann.display());
+
     // Only in a tree that has the Python package (the repository, an sdist), not a lone crate.
     let package = root.join("python/mspti_lens");
     if env::var_os("CARGO_FEATURE_PYTHON").is_some() && package.is_dir() {
         install(&built, &root.join(BUNDLED));
+        install_tree(&cann, &root.join(BUNDLED_CANN));
     }
+}
+
+/// The C compiler for `target`: `CC_<target>` / `TARGET_CC` / `CC` as the cc crate reads them, else
+/// `cc` for the host and Debian's cross compiler name for aarch64.
+fn c_compiler(target: &str) -> std::ffi::OsString {
+    let host = env::var("HOST").unwrap_or_default();
+    for var in [format!("CC_{target}"), format!("CC_{}", target.replace('-', "_")), "TARGET_CC".to_owned()] {
+        if let Some(cc) = env::var_os(&var) {
+            return cc;
+        }
+    }
+    if target == host {
+        return env::var_os("CC").unwrap_or_else(|| "cc".into());
+    }
+    match target.split('-').next() {
+        Some("aarch64") => "aarch64-linux-gnu-gcc".into(),
+        _ => "cc".into(),
+    }
+}
+
+/// Compile the simulated CANN runtime libraries into `dest/lib64` and copy the headers into
+/// `dest/include`. Each library has its SONAME and finds its neighbours through `$ORIGIN`; the
+/// simulator is linked as `libascend_hal.so` (the tree links that name to libmspti.so).
+fn build_cann(src: &Path, sim: &Path, dest: &Path, target: &str) {
+    let lib64 = dest.join("lib64");
+    let _ = fs::remove_dir_all(dest);
+    fs::create_dir_all(&lib64).unwrap_or_else(|e| panic!("creating {}: {e}", lib64.display()));
+    let hal_dir = dest.join("hal");
+    fs::create_dir_all(&hal_dir).unwrap_or_else(|e| panic!("creating {}: {e}", hal_dir.display()));
+    fs::copy(sim, hal_dir.join("libascend_hal.so")).unwrap_or_else(|e| panic!("copying the simulator: {e}"));
+    let cc = c_compiler(target);
+    let include = src.join("include");
+    for (name, sources, links) in CANN_LIBS {
+        let mut cmd = Command::new(&cc);
+        cmd.args(["-shared", "-fPIC", "-O2", "-std=gnu11", "-Wall", "-Wextra", "-Werror"])
+            .arg("-I")
+            .arg(&include)
+            .arg("-I")
+            .arg(src.join("src"));
+        for s in *sources {
+            cmd.arg(src.join("src").join(s));
+        }
+        cmd.arg(format!("-Wl,-soname,{name}"))
+            .arg("-Wl,-rpath,$ORIGIN")
+            .arg("-Wl,--no-undefined")
+            .arg("-L")
+            .arg(&lib64)
+            .arg("-L")
+            .arg(&hal_dir);
+        for l in *links {
+            cmd.arg(format!("-l{l}"));
+        }
+        cmd.args(["-lascend_hal", "-ldl", "-lpthread", "-o"]).arg(lib64.join(name));
+        let status = cmd.status().unwrap_or_else(|e| {
+            panic!("could not run the C compiler {cc:?} for the simulated CANN tree (set CC_{target}): {e}")
+        });
+        assert!(status.success(), "compiling {name} of the simulated CANN tree failed: {status}");
+    }
+    copy_dir(&include, &dest.join("include"));
+    fs::remove_dir_all(&hal_dir).unwrap_or_else(|e| panic!("removing {}: {e}", hal_dir.display()));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap_or_else(|e| panic!("creating {}: {e}", to.display()));
+    for entry in fs::read_dir(from).unwrap_or_else(|e| panic!("reading {}: {e}", from.display())) {
+        let entry = entry.unwrap_or_else(|e| panic!("reading {}: {e}", from.display()));
+        let path = entry.path();
+        if path.is_dir() {
+            copy_dir(&path, &to.join(entry.file_name()));
+        } else {
+            fs::copy(&path, to.join(entry.file_name()))
+                .unwrap_or_else(|e| panic!("copying {}: {e}", path.display()));
+        }
+    }
+}
+
+/// Replace the package's copy of the tree's files: a new directory beside it, then renames, so a
+/// process reading the old copy keeps a whole one.
+fn install_tree(from: &Path, to: &Path) {
+    let tmp = to.with_extension("tmp");
+    let old = to.with_extension("old");
+    let _ = fs::remove_dir_all(&tmp);
+    let _ = fs::remove_dir_all(&old);
+    copy_dir(from, &tmp);
+    if to.exists() {
+        fs::rename(to, &old).unwrap_or_else(|e| panic!("moving {} aside: {e}", to.display()));
+    }
+    fs::rename(&tmp, to).unwrap_or_else(|e| panic!("installing {}: {e}", to.display()));
+    let _ = fs::remove_dir_all(&old);
 }
 
 /// Copy, then rename over the old file: processes that have the old one mapped keep it intact.

@@ -170,18 +170,45 @@ pub fn garbage(site: u32, name: *const c_char, salt: u64) -> MsptiCallbackData {
     }
 }
 
+/// Whether the wrapper of runtime callback `cbid` takes a new correlation id: MSPTI's launch
+/// wrappers (LAUNCH .. FFTS_LAUNCH) and its memory wrappers (MALLOC .. MEM_SET_PID_TO_SHAREABLE_HANDLE)
+/// call `UpdateAndReportCorrelationId`; device, context, stream and synchronize wrappers do not
+/// (upstream csrc/common/inject/acl_inject.cpp, acl_mem_inject.cpp). Huawei's st check of
+/// samples/mspti_external_correlation counts on it: launch, kernel, copy are ids 7, 8, 9.
+fn bumps_correlation(cbid: u32) -> bool {
+    (10..=36).contains(&cbid)
+}
+
 /// One simulated call: ENTER, `work_ns` of modelled work, EXIT. Returns 0, or -1 for an unknown API.
 pub fn call(api: u32, work_ns: u64) -> i32 {
+    let sync = table()
+        .get(api as usize)
+        .is_some_and(|a| a.domain == MSPTI_CB_DOMAIN_RUNTIME && a.cbid == CBID_STREAM_SYNCHRONIZE);
+    call_with(api, device::take_next(), work_ns, || {
+        // A stream synchronize returns when the stream's device work is done, or after its own
+        // cost if the stream is idle by then.
+        clock::spend(if sync { work_ns.max(device::sync_wait_ns()) } else { work_ns });
+        0
+    })
+}
+
+/// One call of `api` whose work is `body` (modelled work, or the real function an interception
+/// forwards to): ENTER, body, the call's records (`spec` says what it does on the device), EXIT.
+/// `work_ns` is what documented mode's `functionParams` report. Returns the body's result (a
+/// collective's peer wait failing wins), or -1 for an unknown API.
+pub fn call_with(api: u32, spec: Option<device::CallSpec>, work_ns: u64, body: impl FnOnce() -> i32) -> i32 {
     let Some(a) = table().get(api as usize) else { return -1 };
     let fidelity = state::fidelity();
-    let spec = device::take_next();
     let Some(name) = a.name(fidelity) else {
         // Not hooked in this library version: the call happens, no callback fires.
-        clock::spend(work_ns);
-        return 0;
+        return body();
     };
-    if a.domain == MSPTI_CB_DOMAIN_RUNTIME && activity::any_enabled() && activity::hooked() {
-        // Every hooked runtime wrapper bumps the thread's correlation id right before ENTER. Ids
+    if a.domain == MSPTI_CB_DOMAIN_RUNTIME
+        && bumps_correlation(a.cbid)
+        && activity::any_enabled()
+        && activity::hooked()
+    {
+        // The launch and memory wrappers bump the thread's correlation id right before ENTER. Ids
         // are seen only in records, so with no kind enabled the shared counter is left alone.
         activity::bump_correlation();
     }
@@ -194,14 +221,10 @@ pub fn call(api: u32, work_ns: u64) -> i32 {
         // A collective completes when every rank of its group has entered it (multi-process jobs).
         frame.ret = crate::multirank::wait_for_peers();
     }
-    let work_ns = if a.domain == MSPTI_CB_DOMAIN_RUNTIME && a.cbid == CBID_STREAM_SYNCHRONIZE {
-        // A stream synchronize returns when the stream's device work is done, or after its own
-        // cost if the stream is idle by then.
-        work_ns.max(device::sync_wait_ns())
-    } else {
-        work_ns
-    };
-    clock::spend(work_ns);
+    let ret = body();
+    if frame.ret == 0 {
+        frame.ret = ret;
+    }
     activity::host_call_records(a.domain, a.cbid, name, t0, spec);
     fire(a.domain, a.cbid, MSPTI_API_EXIT, name.as_ptr(), fidelity, &mut frame);
     frame.ret

@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 
 use mspti_abi::*;
 
+pub mod acl;
 pub mod activity;
 pub mod apis;
 pub mod cann;
