@@ -58,7 +58,7 @@ class Session:
         interval: float | None = None,
         activity: Iterable[str] | str = (),
         mark_launches: int | None = None,
-        activity_buffers: tuple[int, int] = (8 << 20, 8),
+        activity_buffers: tuple[int, ...] = device.DEFAULT_ACTIVITY_BUFFERS,
         device_events: int = device.DEFAULT_DEVICE_EVENTS,
         exemplars: bool = True,
     ):
@@ -102,11 +102,12 @@ class Session:
         self._native = _native.NativeSession(self._lib, mark_launches or 0, exemplars)
         self._activity = None
         if kinds or mark_launches is not None:
-            size, count = activity_buffers
+            size, count, *cap = activity_buffers  # (bytes, buffers at the start[, memory cap])
             self._activity = _native.NativeActivity(
                 self._native,
                 buffer_size=size,
                 buffers=count,
+                pool_cap=cap[0] if cap else None,
                 mark_stream=mark_launches,
                 device_events=self._device_events,
             )
@@ -158,8 +159,14 @@ class Session:
     def flush_activity(self, settle: bool = True) -> Session:
         """Hand the activity records MSPTI still holds to the collector now, so they land in the
         current window (MSPTI delivers a buffer only when it is full or flushed). ``settle`` also
-        waits briefly for device records that trail the flush. Nothing to do without activity
-        kinds. Returns self."""
+        waits for device records that trail the flush, on evidence: while launches seen under
+        LAUNCH have not had their kernel record, or the library (the simulator) says it holds
+        device records, and until two polls in a row bring nothing; at most
+        ``device.SETTLE_TIMEOUT_S`` seconds (2; ``session._activity.settle_timeout`` changes it).
+        A wait that ends at its bound counts ``settle_timeouts`` and stops waiting for those
+        launches, which stay counted as ``launches_pending`` (they join if their kernels come
+        later). Snapshots, ``stop()`` and ``close()`` settle the same way. Nothing to do without
+        activity kinds. Returns self."""
         if self._activity is not None:
             self._activity.flush(bool(settle))
         return self

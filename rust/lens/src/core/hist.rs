@@ -425,22 +425,166 @@ impl Histogram {
     /// Add `count` values of bucket `index` (None: the zero bucket), as read from a file.
     ///
     /// # Errors
-    /// A sentence when the bucket holds no integer value or lies outside the range.
-    pub fn add_bucket(&mut self, index: Option<i32>, count: u64) -> Result<(), String> {
+    /// The bucket holds no integer value or lies outside the range, or a count overflows.
+    pub fn add_bucket(&mut self, index: Option<i32>, count: u64) -> Result<(), BucketError> {
         let slot = match index {
             None => ZERO_SLOT,
-            Some(i) => index_slot(i).ok_or_else(|| {
-                format!(
-                    "bucket index {i} holds no integer-ns value at scale {SCALE} (valid: the indices \
-                     of 1..={RANGE_MAX_NS} ns, {MIN_INDEX}..={MAX_INDEX})"
-                )
-            })?,
+            Some(i) => index_slot(i).ok_or(BucketError::NoSuchBucket(i))?,
         };
-        self.counts[slot] = self.counts[slot].checked_add(count).ok_or("bucket count overflows")?;
-        self.count = self.count.checked_add(count).ok_or("count overflows")?;
+        let c = self.counts[slot].checked_add(count).ok_or(BucketError::CountOverflow)?;
+        self.count = self.count.checked_add(count).ok_or(BucketError::CountOverflow)?;
+        self.counts[slot] = c;
         Ok(())
     }
+
+    /// Set what the buckets do not say (values beyond the range, sums, extremes), as read from
+    /// a file, after `add_bucket` gave the buckets.
+    ///
+    /// # Errors
+    /// The histogram would be empty, `min` > `max`, or the count overflows; the histogram is
+    /// then unchanged.
+    pub fn set_totals(&mut self, t: Totals) -> Result<(), TotalsError> {
+        let count = self.count.checked_add(t.overflow).ok_or(TotalsError::CountOverflow)?;
+        if count == 0 {
+            return Err(TotalsError::Empty);
+        }
+        if let (Some(min), Some(max)) = (t.min, t.max) {
+            if min > max {
+                return Err(TotalsError::MinAboveMax { min, max });
+            }
+        }
+        self.count = count;
+        self.overflow = t.overflow;
+        self.sum = t.sum;
+        self.sum_sq = t.sum_sq;
+        self.min = t.min;
+        self.max = t.max;
+        Ok(())
+    }
+
+    /// A histogram of its buckets (index, count; None: the zero bucket) and totals, as a file
+    /// keeps them: every invariant checked.
+    ///
+    /// # Errors
+    /// A bucket as `add_bucket`, or the totals as `set_totals`, refuse them.
+    pub fn from_parts(
+        buckets: impl IntoIterator<Item = (Option<i32>, u64)>,
+        totals: Totals,
+    ) -> Result<Histogram, PartsError> {
+        let mut h = Histogram::default();
+        for (i, c) in buckets {
+            h.add_bucket(i, c).map_err(PartsError::Bucket)?;
+        }
+        h.set_totals(totals).map_err(PartsError::Totals)?;
+        Ok(h)
+    }
+
+    /// Every value, zero and overflow included.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Sum of values in ns.
+    pub fn sum(&self) -> u64 {
+        self.sum
+    }
+
+    /// Exact sum of squared values.
+    pub fn sum_sq(&self) -> u128 {
+        self.sum_sq
+    }
+
+    /// The smallest value (None when empty, or rebuilt from buckets alone).
+    pub fn min(&self) -> Option<u64> {
+        self.min
+    }
+
+    pub fn max(&self) -> Option<u64> {
+        self.max
+    }
+
+    /// Values > RANGE_MAX_NS: in count, sums and extremes, in no bucket.
+    pub fn overflow(&self) -> u64 {
+        self.overflow
+    }
 }
+
+/// What a histogram's buckets do not say, as `set_totals` takes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub overflow: u64,
+    pub sum: u64,
+    pub sum_sq: u128,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+}
+
+/// Why `add_bucket` refused a bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BucketError {
+    /// The index holds no integer-ns value at this scale, or lies outside the range.
+    NoSuchBucket(i32),
+    /// The bucket's or the histogram's count would overflow u64.
+    CountOverflow,
+}
+
+impl std::fmt::Display for BucketError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BucketError::NoSuchBucket(i) => write!(
+                f,
+                "bucket index {i} holds no integer-ns value at scale {SCALE} (valid: the indices of \
+                 1..={RANGE_MAX_NS} ns, {MIN_INDEX}..={MAX_INDEX})"
+            ),
+            BucketError::CountOverflow => write!(f, "bucket count overflows"),
+        }
+    }
+}
+
+impl std::error::Error for BucketError {}
+
+/// Why `set_totals` refused the totals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TotalsError {
+    /// No value at all: a histogram read back holds at least one.
+    Empty,
+    MinAboveMax {
+        min: u64,
+        max: u64,
+    },
+    /// Buckets plus overflow exceed u64.
+    CountOverflow,
+}
+
+impl std::fmt::Display for TotalsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TotalsError::Empty => write!(f, "it has no samples"),
+            TotalsError::MinAboveMax { min, max } => write!(f, "it has min {min} > max {max}"),
+            TotalsError::CountOverflow => write!(f, "its count overflows"),
+        }
+    }
+}
+
+impl std::error::Error for TotalsError {}
+
+/// Why `from_parts` refused a histogram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartsError {
+    Bucket(BucketError),
+    Totals(TotalsError),
+}
+
+impl std::fmt::Display for PartsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PartsError::Bucket(e) => e.fmt(f),
+            PartsError::Totals(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PartsError {}
 
 /// Slots of a recording bank: the buckets, then overflow (`OVERFLOW_SLOT`), so a record finds its
 /// counter with no branch.

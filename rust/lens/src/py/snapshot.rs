@@ -181,7 +181,7 @@ impl PySnapshot {
             let h = hs.get_mut(k as usize).ok_or_else(|| {
                 PyValueError::new_err(format!("bucket row names key {k}, but there are {n} keys"))
             })?;
-            h.add_bucket(i, c).map_err(PyValueError::new_err)?;
+            h.add_bucket(i, c).map_err(|e| PyValueError::new_err(e.to_string()))?;
         }
         let mut keys = Vec::with_capacity(n);
         for (i, mut h) in hs.into_iter().enumerate() {
