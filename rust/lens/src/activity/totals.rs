@@ -12,11 +12,23 @@ use super::layout::*;
 use super::tables::*;
 use crate::core::hist::Histogram;
 
-/// The tables of a window's rows, in their order (a row's `table`).
-pub const TABLES: [&str; 6] = ["kernels", "apis", "collectives", "memcpy", "ranges", "launches"];
-/// The metrics of a row (its `metric`): durations, then the second histograms of collectives
-/// (bandwidth in MB/s) and memory records (bytes), then a launch's three parts.
-pub const METRICS: [&str; 6] = ["duration", "bandwidth", "bytes", "api", "queue", "kernel"];
+/// The tables of a window's rows (a row's `table`).
+pub const KERNELS: &str = "kernels";
+pub const APIS: &str = "apis";
+pub const COLLECTIVES: &str = "collectives";
+pub const MEMCPY: &str = "memcpy";
+pub const RANGES: &str = "ranges";
+pub const LAUNCHES: &str = "launches";
+pub const TABLES: [&str; 6] = [KERNELS, APIS, COLLECTIVES, MEMCPY, RANGES, LAUNCHES];
+/// The metrics of a row (its `metric`): durations, the second histograms of collectives
+/// (bandwidth in MB/s) and memory records (bytes), and a launch's three parts.
+pub const DURATION: &str = "duration";
+pub const BANDWIDTH: &str = "bandwidth";
+pub const BYTES: &str = "bytes";
+pub const API: &str = "api";
+pub const QUEUE: &str = "queue";
+pub const KERNEL: &str = "kernel";
+pub const METRICS: [&str; 6] = [DURATION, BANDWIDTH, BYTES, API, QUEUE, KERNEL];
 
 #[derive(Clone, Debug)]
 pub struct HistRow {
@@ -185,16 +197,16 @@ pub(super) fn rows_of(st: &State, t: &mut ActivityTotals) {
             }
         };
     for (&(n, ty, _), r) in st.kernels.iter() {
-        push("kernels", [name(n), name(ty), String::new()], "duration", &r.hist, 0);
+        push(KERNELS, [name(n), name(ty), String::new()], DURATION, &r.hist, 0);
     }
     for (&(kind, n, _), r) in st.apis.iter() {
-        push("apis", [kind_name(kind).to_owned(), name(n), String::new()], "duration", &r.hist, 0);
+        push(APIS, [kind_name(kind).to_owned(), name(n), String::new()], DURATION, &r.hist, 0);
     }
     for (&(g, op, src), r) in st.collectives.iter() {
         let keys = [name(g), name(op), COLL_SOURCES.get(src as usize).copied().unwrap_or("?").to_owned()];
-        push("collectives", keys.clone(), "duration", &r.hist, r.bytes);
+        push(COLLECTIVES, keys.clone(), DURATION, &r.hist, r.bytes);
         if let Some(bw) = &r.second {
-            push("collectives", keys, "bandwidth", bw, r.bytes);
+            push(COLLECTIVES, keys, BANDWIDTH, bw, r.bytes);
         }
     }
     for (&(kind, sub, _), r) in st.memcpy.iter() {
@@ -213,21 +225,21 @@ pub(super) fn rows_of(st: &State, t: &mut ActivityTotals) {
             _ => String::new(),
         };
         let keys = [kind_name(kind).to_owned(), direction, String::new()];
-        push("memcpy", keys.clone(), "duration", &r.hist, r.bytes);
+        push(MEMCPY, keys.clone(), DURATION, &r.hist, r.bytes);
         if let Some(b) = &r.second {
-            push("memcpy", keys, "bytes", b, r.bytes);
+            push(MEMCPY, keys, BYTES, b, r.bytes);
         }
     }
     for (&(d, n, src), r) in st.ranges.iter() {
         let source = if src == RANGE_DEVICE { "device" } else { "host" };
-        push("ranges", [name(d), name(n), source.to_owned()], "duration", &r.hist, 0);
+        push(RANGES, [name(d), name(n), source.to_owned()], DURATION, &r.hist, 0);
     }
     for (&(n, src), r) in &st.launches.rows {
         let keys =
             [name(n), JOIN_SOURCES.get(src as usize).copied().unwrap_or("?").to_owned(), String::new()];
-        push("launches", keys.clone(), "api", &r.api, 0);
-        push("launches", keys.clone(), "queue", &r.queue, 0);
-        push("launches", keys, "kernel", &r.kernel, 0);
+        push(LAUNCHES, keys.clone(), API, &r.api, 0);
+        push(LAUNCHES, keys.clone(), QUEUE, &r.queue, 0);
+        push(LAUNCHES, keys, KERNEL, &r.kernel, 0);
     }
     for (&(d, n, dev), &c) in &st.marks {
         t.marks.push((name(d), name(n), dev == 1, c));

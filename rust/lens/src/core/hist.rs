@@ -283,21 +283,47 @@ pub fn nearest_rank(q: f64, n: u64) -> u64 {
     (rank as u64).clamp(1, n.max(1))
 }
 
+/// The q-quantile of sparse slot counts ((slot, count) in slot order) and `overflow` values
+/// beyond the range, whose exact extremes are unknown (an interval of the timeline, a
+/// difference of windows): `Histogram::quantile` with its lowest and highest buckets standing
+/// for min and max, and None when the rank falls beyond the range or there is no value.
+pub fn sparse_quantile(slots: &[(u32, u64)], overflow: u64, q: f64) -> Option<u64> {
+    let n = slots.iter().map(|s| s.1).sum::<u64>() + overflow;
+    let (first, last) = (slots.first()?, slots.last()?);
+    let rank = nearest_rank(q, n);
+    if rank > n - overflow {
+        return None;
+    }
+    let (lo, hi) = (slot_value(first.0 as usize), slot_value(last.0 as usize));
+    let mut seen = 0u64;
+    slots
+        .iter()
+        .find(|&&(_, c)| {
+            seen += c;
+            seen >= rank
+        })
+        .map(|&(slot, _)| slot_value(slot as usize).clamp(lo, hi))
+}
+
 /// A plain (non-atomic) histogram: the result of merging, the unit of statistics.
 #[derive(Clone, Debug, PartialEq)]
+///
+/// Its fields are private: it is made by recording, merging, taking a window, or from parts
+/// that `from_parts` (or `add_bucket` and `set_totals`) check, so count is always the sum of its
+/// buckets and overflow, and min <= max.
 pub struct Histogram {
     /// Per slot (see the module's Storage note).
-    pub counts: Vec<u64>,
+    counts: Vec<u64>,
     /// Every value, zero and overflow included.
-    pub count: u64,
+    count: u64,
     /// Sum of values in ns (exact below 2^64 ns, 584 years).
-    pub sum: u64,
+    sum: u64,
     /// Exact sum of squared values (exact below 2^128: any 2^44 values of the range).
-    pub sum_sq: u128,
-    pub min: Option<u64>,
-    pub max: Option<u64>,
+    sum_sq: u128,
+    min: Option<u64>,
+    max: Option<u64>,
     /// Values > RANGE_MAX_NS: in count, sum, sum_sq, min and max, in no bucket.
-    pub overflow: u64,
+    overflow: u64,
 }
 
 impl Default for Histogram {
@@ -340,6 +366,11 @@ impl Histogram {
 
     pub fn zero_count(&self) -> u64 {
         self.counts[ZERO_SLOT]
+    }
+
+    /// The count of one slot (see `slot_of`).
+    pub fn slot_count(&self, slot: usize) -> u64 {
+        self.counts.get(slot).copied().unwrap_or(0)
     }
 
     pub fn mean(&self) -> f64 {
@@ -759,6 +790,28 @@ impl AtomicHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sparse_quantile_is_the_quantile_of_its_histogram_with_bucket_extremes() {
+        let mut h = Histogram::default();
+        for v in [3u64, 3, 90, 1000, 1000, 5000, 123_456, RANGE_MAX_NS + 9] {
+            h.record(v);
+        }
+        let slots: Vec<(u32, u64)> = h.nonzero().map(|(s, c)| (s as u32, c)).collect();
+        let (lo, hi) = (slot_value(slots[0].0 as usize), slot_value(slots.last().unwrap().0 as usize));
+        let mut rebuilt = Histogram::default();
+        for &(s, c) in &slots {
+            rebuilt.add_bucket(slot_index(s as usize), c).unwrap();
+        }
+        rebuilt
+            .set_totals(Totals { overflow: h.overflow(), sum: 0, sum_sq: 0, min: Some(lo), max: Some(hi) })
+            .unwrap();
+        for q in [0.0, 0.1, 0.5, 0.7, 0.8, 0.875, 0.9, 1.0] {
+            let want = if q >= 0.9 { None } else { rebuilt.quantile(q) };
+            assert_eq!(sparse_quantile(&slots, h.overflow(), q), want, "q={q}");
+        }
+        assert_eq!(sparse_quantile(&[], 0, 0.5), None);
+    }
 
     /// Bits needed for b^128 (b^128 is never a power of two unless b is): exact big-integer powers.
     fn bits_of_pow128(b: u64) -> usize {
