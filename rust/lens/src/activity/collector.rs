@@ -46,6 +46,8 @@ pub struct Collector {
     /// A settle wait gave up on the library's own pending count: later ones do not wait on it
     /// until it has been seen at zero.
     library_pending_given_up: bool,
+    /// Dropped records (`lib_dropped`) already taken as the reason launches wait in vain.
+    drops_explained: u64,
     /// This collector in merged windows, and its snapshot number.
     id: u64,
     windows: u64,
@@ -121,6 +123,7 @@ impl Collector {
             anchored: false,
             settle_timeout: config.settle_timeout,
             library_pending_given_up: false,
+            drops_explained: 0,
             id: new_collector_id(),
             windows: 0,
         };
@@ -351,9 +354,12 @@ impl Collector {
     }
 
     /// Device records known to be missing now: launches whose kernel has not come (not yet
-    /// given up on), and what the library says it still holds (where it can say).
-    fn missing(&mut self) -> u64 {
-        let launches = lock(&self.shared.state).awaited_launches();
+    /// given up on, and more than the records the library says it dropped since the last wait
+    /// gave up, which can never come), and what the library says it still holds (where it can
+    /// say).
+    fn missing(&mut self) -> (u64, u64) {
+        let awaited = lock(&self.shared.state).awaited_launches();
+        let launches = awaited.saturating_sub(self.lib_dropped - self.drops_explained);
         let library = match self.shared.library_pending() {
             Some(0) => {
                 self.library_pending_given_up = false;
@@ -362,15 +368,16 @@ impl Collector {
             Some(n) if !self.library_pending_given_up => n,
             _ => 0,
         };
-        launches + library
+        (launches, library)
     }
 
     /// Flush what MSPTI holds and drain it. `settle`: keep flushing and draining while device
     /// records are known to be missing (`missing`), and until two polls in a row bring nothing
     /// (records with no such evidence, such as memory copies, trail FlushAll too), at most
-    /// `settle_timeout`. A wait that ends at the bound counts a `settle_timeouts` and gives up
-    /// on the launches it waited for (they stay `launches_pending`, and join if their kernels
-    /// come later), so each costs at most one wait.
+    /// `settle_timeout`. A wait that ends at the bound counts a `settle_timeouts`; one that ends
+    /// because the library dropped as many records as launches wait does not. Either gives up on
+    /// the launches it waited for (they stay `launches_pending`, and join if their kernels come
+    /// later), so each costs at most one wait.
     pub fn flush(&mut self, settle: bool) {
         if self.closed || FORKED.load(Ordering::Relaxed) {
             return;
@@ -386,20 +393,24 @@ impl Collector {
                 break;
             }
             quiet = if self.shared.pool.counters().completed == before { quiet + 1 } else { 0 };
-            let missing = self.missing();
-            if missing == 0 && quiet >= 2 {
+            let (launches, library) = self.missing();
+            if launches == 0 && library == 0 && quiet >= 2 {
+                // Every launch still waited for is one whose record the library dropped; the
+                // drops so far explain nothing later.
+                lock(&self.shared.state).give_up_waiting();
+                self.drops_explained = self.lib_dropped;
                 break;
             }
             if t0.elapsed() >= self.settle_timeout {
-                if missing > 0 {
-                    let mut st = lock(&self.shared.state);
-                    st.give_up_waiting();
-                    st.counters[D::SettleTimeouts] += 1;
-                    self.library_pending_given_up = self.shared.library_pending().is_some_and(|n| n > 0);
-                }
+                let mut st = lock(&self.shared.state);
+                st.give_up_waiting();
+                st.counters[D::SettleTimeouts] += 1;
+                self.drops_explained = self.lib_dropped;
+                self.library_pending_given_up = library > 0;
                 break;
             }
-            std::thread::sleep(if missing > 0 { Duration::from_millis(1) } else { Duration::from_millis(5) });
+            let missing = launches + library > 0;
+            std::thread::sleep(if missing { Duration::from_millis(1) } else { Duration::from_millis(5) });
         }
     }
 

@@ -1,8 +1,9 @@
 //! Our own activity buffers. MSPTI asks for a buffer from whatever thread is recording, possibly
 //! under its record lock (`request`), and hands a full one back, possibly under that same lock
-//! (`complete`, 26.x FlushAll). Both only touch atomics here: `request` takes a free slot with
-//! one compare-and-swap per slot tried, `complete` marks the slot ready with three stores and at
-//! most one wake-up. All parsing happens later on the drain thread.
+//! (`complete`, 26.x FlushAll). Both only touch atomics here (a request that grows the pool also
+//! allocates): `request` takes a free slot with one compare-and-swap per slot tried, `complete`
+//! marks the slot ready with three stores and at most one wake-up. All parsing happens later on
+//! the drain thread.
 //!
 //! The pool grows on demand, as CUPTI's clients allocate on request: a request that finds every
 //! buffer out (lent to MSPTI, or handed back and not yet drained) allocates a new chunk of as
@@ -21,6 +22,9 @@ use std::sync::atomic::Ordering;
 use std::thread::Thread;
 
 use super::loom_atomics::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+// Statistics and hints: std's atomics in model builds too, so the model explores the protocol
+// (slot states, chunk publication, growth), not every order of two counter increments.
+use std::sync::atomic::{AtomicU64 as StatU64, AtomicUsize as StatUsize};
 
 const FREE: u8 = 0;
 const LENT: u8 = 1;
@@ -148,16 +152,17 @@ pub struct Pool {
     /// One request grows the pool at a time.
     growing: AtomicBool,
     next_seq: AtomicU64,
-    hint: AtomicUsize,
+    hint: StatUsize,
     /// Buffers out now (LENT, READY or DRAINING), so `complete` knows the pressure without a scan.
-    out: AtomicUsize,
-    peak_in_use: AtomicU64,
-    requested: AtomicU64,
-    exhausted: AtomicU64,
-    completed: AtomicU64,
-    null_buffers: AtomicU64,
-    foreign: AtomicU64,
-    grown: AtomicU64,
+    /// Raised after a slot is taken and lowered before it is freed: never above the true count.
+    out: StatUsize,
+    peak_in_use: StatU64,
+    requested: StatU64,
+    exhausted: StatU64,
+    completed: StatU64,
+    null_buffers: StatU64,
+    foreign: StatU64,
+    grown: StatU64,
     /// The drain thread, woken when few buffers are left free.
     waker: std::sync::atomic::AtomicPtr<Thread>,
 }
@@ -191,15 +196,15 @@ impl Pool {
             total: AtomicUsize::new(buffers),
             growing: AtomicBool::new(false),
             next_seq: AtomicU64::new(0),
-            hint: AtomicUsize::new(0),
-            out: AtomicUsize::new(0),
-            peak_in_use: AtomicU64::new(0),
-            requested: AtomicU64::new(0),
-            exhausted: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
-            null_buffers: AtomicU64::new(0),
-            foreign: AtomicU64::new(0),
-            grown: AtomicU64::new(0),
+            hint: StatUsize::new(0),
+            out: StatUsize::new(0),
+            peak_in_use: StatU64::new(0),
+            requested: StatU64::new(0),
+            exhausted: StatU64::new(0),
+            completed: StatU64::new(0),
+            null_buffers: StatU64::new(0),
+            foreign: StatU64::new(0),
+            grown: StatU64::new(0),
             waker: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
         })
     }
@@ -238,18 +243,29 @@ impl Pool {
     pub fn lend(&self) -> Option<*mut u8> {
         self.requested.fetch_add(1, Ordering::Relaxed);
         let n = self.total.load(Ordering::Acquire);
-        let start = self.hint.load(Ordering::Relaxed);
-        for k in 0..n {
-            let i = (start + k) % n;
-            let Some((c, j)) = self.locate(i) else { continue };
-            let s = &c.slots[j];
-            if s.state.load(Ordering::Relaxed) == FREE
-                && s.state.compare_exchange(FREE, LENT, Ordering::Acquire, Ordering::Relaxed).is_ok()
-            {
-                self.hint.store((i + 1) % n, Ordering::Relaxed);
-                self.took();
-                // SAFETY: j < the chunk's length, so the offset stays inside its allocation.
-                return Some(unsafe { c.base.add(j * self.buffer_size) });
+        let start = self.hint.load(Ordering::Relaxed) % n.max(1);
+        // The chunks from the one holding the hint on, then the ones before it.
+        // No allocation: a request allocates only to grow.
+        let mut all: [Option<&Chunk>; MAX_CHUNKS] = [None; MAX_CHUNKS];
+        let mut count = 0;
+        for (slot, c) in all.iter_mut().zip(self.chunks()) {
+            *slot = Some(c);
+            count += 1;
+        }
+        let chunks = &all[..count];
+        let first = chunks.iter().flatten().position(|c| start < c.first + c.slots.len()).unwrap_or(0);
+        for (k, c) in chunks[first..].iter().chain(&chunks[..first]).flatten().enumerate() {
+            let from = if k == 0 { start - c.first.min(start) } else { 0 };
+            for j in (from..c.slots.len()).chain(0..if k == 0 { from } else { 0 }) {
+                let s = &c.slots[j];
+                if s.state.load(Ordering::Relaxed) == FREE
+                    && s.state.compare_exchange(FREE, LENT, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                {
+                    self.hint.store(c.first + j + 1, Ordering::Relaxed);
+                    self.took();
+                    // SAFETY: j < the chunk's length, so the offset stays inside its allocation.
+                    return Some(unsafe { c.base.add(j * self.buffer_size) });
+                }
             }
         }
         if let Some(b) = self.grow() {
@@ -364,8 +380,8 @@ impl Pool {
 
     /// Return a drained buffer to the free list.
     pub fn release(&self, slot: usize) {
-        self.slot(slot).state.store(FREE, Ordering::Release);
         self.out.fetch_sub(1, Ordering::Relaxed);
+        self.slot(slot).state.store(FREE, Ordering::Release);
     }
 
     /// Buffers now lent to MSPTI (not yet handed back).
