@@ -565,3 +565,6 @@ def test_a_moment_counter_merged_over_windows_is_the_latest_reading_not_a_sum_on
         settled(fa)
         other = s2.snapshot()
     assert merged.merge(other).device.counters["kernels_pending"] == 110
+    # One list of counters: what a window reports is what the declaration names, in its order.
+    assert list(other.device.counters) == list(device.COUNTERS) == list(device.COMBINE)
+    assert set(device.LOSS_COUNTERS) < set(device.COUNTERS) and "launches_pending" in device.LOSS_COUNTERS
