@@ -303,14 +303,20 @@ impl Pool {
         got
     }
 
-    /// The global slot of a buffer of this pool.
+    /// The chunk and local index of a buffer of this pool.
     #[inline]
-    pub(crate) fn slot_of(&self, buf: *mut u8) -> Option<usize> {
+    fn find(&self, buf: *mut u8) -> Option<(&Chunk, usize)> {
         self.chunks().find_map(|c| {
             let off = (buf as usize).checked_sub(c.base as usize)?;
             let i = off / self.buffer_size;
-            (off % self.buffer_size == 0 && i < c.slots.len()).then_some(c.first + i)
+            (off % self.buffer_size == 0 && i < c.slots.len()).then_some((c, i))
         })
+    }
+
+    /// The global slot of a buffer of this pool (the tests' view of `find`).
+    #[cfg(any(test, loom))]
+    pub(crate) fn slot_of(&self, buf: *mut u8) -> Option<usize> {
+        self.find(buf).map(|(c, i)| c.first + i)
     }
 
     fn slot(&self, i: usize) -> &Slot {
@@ -318,10 +324,21 @@ impl Pool {
         &c.slots[j]
     }
 
-    /// A buffer came back: mark it ready for the drain thread. O(1) per chunk, no lock.
+    /// A buffer came back: mark its slot (found by address, O(1) per chunk) ready for the drain
+    /// thread; false if it is not this pool's. No lock.
     #[inline]
-    pub(crate) fn give_back(&self, i: usize, valid: usize) {
-        let s = self.slot(i);
+    pub(crate) fn give_back_buffer(&self, buf: *mut u8, valid: usize) -> bool {
+        match self.find(buf) {
+            Some((c, j)) => {
+                self.ready(&c.slots[j], valid);
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline]
+    fn ready(&self, s: &Slot, valid: usize) {
         s.valid.store(valid.min(self.buffer_size), Ordering::Relaxed);
         s.seq.store(self.next_seq.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         // Release: the drain thread that sees READY also sees the records MSPTI wrote.
@@ -488,17 +505,15 @@ pub unsafe extern "C" fn on_complete(buffer: *mut u8, _size: usize, valid: usize
             }
             return;
         }
-        if let Some(p) = current {
-            if let Some(i) = p.slot_of(buffer) {
-                return p.give_back(i, valid);
-            }
+        if current.is_some_and(|p| p.give_back_buffer(buffer, valid)) {
+            return;
         }
         for p in &POOLS {
             // SAFETY: POOLS only holds leaked pools.
-            if let Some(p) = unsafe { p.load(Ordering::Acquire).as_ref() } {
-                if let Some(i) = p.slot_of(buffer) {
-                    return p.give_back(i, valid);
-                }
+            if unsafe { p.load(Ordering::Acquire).as_ref() }
+                .is_some_and(|p| p.give_back_buffer(buffer, valid))
+            {
+                return;
             }
         }
         match current {
@@ -527,8 +542,9 @@ mod tests {
         assert_eq!(slots, vec![0, 1, 2, 3, 4], "every buffer is a slot of its own");
         assert_eq!(p.slot_of(lent[4].wrapping_add(1)), None, "not a buffer's start");
         for (i, &b) in lent.iter().enumerate() {
-            p.give_back(p.slot_of(b).unwrap(), 100 + i);
+            assert!(p.give_back_buffer(b, 100 + i));
         }
+        assert!(!p.give_back_buffer(lent[4].wrapping_add(1), 1), "not a buffer of this pool");
         let ready = p.take_ready();
         assert_eq!(
             ready.iter().map(|r| r.1).collect::<Vec<_>>(),
@@ -600,7 +616,7 @@ mod loom_tests {
                                 assert_eq!(*p, 0);
                                 *p = id;
                             });
-                            m.pool.give_back(i, 512);
+                            assert!(m.pool.give_back_buffer(b, 512));
                             Some(i)
                         } else {
                             None
@@ -676,7 +692,7 @@ mod loom_tests {
                             assert_eq!(*p, 0, "a buffer lent twice");
                             *p = id;
                         });
-                        m.pool.give_back(i, 512);
+                        assert!(m.pool.give_back_buffer(b, 512));
                         Some(i)
                     })
                 })
