@@ -1,4 +1,4 @@
-"""Device activity (issue 11) on the C stand-in tests/c/fake_activity.c: a libmspti with the
+"""Device activity on the C stand-in tests/c/fake_activity.c: a libmspti with the
 Activity API that writes the packed record layouts with garbage in every unfilled field."""
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ def driver(path: Path):
     L.fa_memcpy.argtypes = [u64, u32]
     L.fa_hccl.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, ctypes.c_double]
     L.fa_communication.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u32, u64, u64]
+    L.fa_set_device_delay.argtypes = [u32]
+    L.fa_set_handover.argtypes = [ctypes.c_size_t]
+    L.fa_set_device_delay(0)
+    L.fa_set_handover(0)
+    L.fa_pause_device(0)
     L.fa_reset_counts()
     return L
 
@@ -169,9 +174,10 @@ print(la["name"], la["kernel_num"], la["kernel_med_ns"], snap.meta["clock_bridge
 
 @pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
 def test_pool_exhaustion_is_counted_by_us_and_by_the_library_on_the_stand_in(fa_path, fa):
-    # Two 1 KiB buffers and the drain held still: once both are handed back and not yet drained,
-    # every request answers NULL and the library drops (and counts) the record.
-    with session(fa_path, activity=["kernel"], activity_buffers=(1024, 2)) as s:
+    # Two 1 KiB buffers, a memory cap of those two and the drain held still: once both are handed
+    # back and not yet drained, every request answers NULL and the library drops (and counts) the
+    # record.
+    with session(fa_path, activity=["kernel"], activity_buffers=(1024, 2, 2048)) as s:
         s._activity._pause_drain(True)
         for _ in range(200):
             fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
@@ -183,7 +189,61 @@ def test_pool_exhaustion_is_counted_by_us_and_by_the_library_on_the_stand_in(fa_
     assert written + dropped == 400  # every record was either placed in our buffers or dropped
     assert dropped > 0 and c["pool_exhausted"] > 0
     assert c["library_dropped"] == dropped  # msptiActivityGetNumDroppedRecords, accumulated
+    assert c["pool_exhausted"] == dropped  # one NULL answer per dropped record: exact
     assert snap.kernels()["num_calls"].sum() == fa.fa_emitted(2)  # every placed kernel counted
+    assert c["pool_buffers"] == 2  # at its cap: never grown
+    # The launches whose kernel was dropped are not waited for: the library said it dropped them.
+    assert c["settle_timeouts"] == 0
+
+
+def _fill_while_the_drain_is_held(fa, s, launches: int) -> None:
+    """Launches whose records the stand-in hands over 32 KiB at a time (as a short flush period
+    does) while our drain thread is held still: only the pool's free buffers take them."""
+    fa.fa_set_handover(32 << 10)
+    s._activity._pause_drain(True)
+    for _ in range(launches):
+        fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+    settled(fa)  # every kernel record placed in a buffer (or dropped) before the drain runs again
+    s._activity._pause_drain(False)
+    fa.fa_set_handover(0)
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_the_pool_grows_on_demand_under_fast_small_hand_overs_and_drops_nothing_on_the_stand_in(fa_path, fa):
+    # 4,000 launches: 4,000 RUNTIME_API records (48 B) and 4,000 kernels (56 B), 416 KB, handed
+    # over in 32 KiB buffers: 13 buffers, while the pool starts with 8 and the drain never runs.
+    # A fixed pool of 8 drops over a third of them; one that grows on demand drops none.
+    size = 64 << 10
+    with session(fa_path, activity=["kernel"], activity_buffers=(size, 8)) as s:
+        _fill_while_the_drain_is_held(fa, s, 4000)
+        snap = s.snapshot()
+    c = snap.device.counters
+    assert fa.fa_dropped_total() == 0 and c["pool_exhausted"] == 0 and c["library_dropped"] == 0
+    assert snap.kernels()["num_calls"].sum() == 4000
+    assert rows(snap.launches(), name="aclrtLaunchKernel")["kernel_num"][0] == 4000
+    assert 13 <= c["pool_peak_in_use"] <= c["pool_buffers"] == 16  # grown once: 8 more
+    assert "pool_peak_in_use" not in snap.device.losses()
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_the_pool_stops_growing_at_its_memory_cap_and_counts_every_drop_on_the_stand_in(fa_path, fa):
+    size = 64 << 10
+    with session(fa_path, activity=["kernel"], activity_buffers=(size, 8, 10 * size)) as s:
+        _fill_while_the_drain_is_held(fa, s, 4000)
+        snap = s.snapshot()
+    c = snap.device.counters
+    dropped = fa.fa_dropped_total()
+    assert c["pool_buffers"] == 10 and c["pool_peak_in_use"] == 10  # the cap, reached
+    assert dropped > 0 and c["pool_exhausted"] == dropped == c["library_dropped"]
+    assert fa.fa_emitted(2) + fa.fa_emitted(12) + dropped == 8000
+    assert snap.kernels()["num_calls"].sum() == fa.fa_emitted(2)
+    assert snap.device.losses()["pool_exhausted"] == dropped
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_a_pool_cap_below_the_first_buffers_is_refused_with_the_fix(fa_path):
+    with pytest.raises(ValueError, match="memory cap .* is below what its first buffers take"):
+        session(fa_path, activity=["kernel"], activity_buffers=(1 << 20, 4, 1 << 20))
 
 
 @pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
@@ -386,3 +446,125 @@ def test_flush_activity_is_public_chains_and_is_a_no_op_without_activity_on_the_
         assert s.snapshot().kernels()["num_calls"].sum() == 5
     with session(fa_path) as plain:
         assert plain.flush_activity() is plain and plain.activity == []
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_kernels_that_trail_their_launches_by_300_ms_are_in_the_window_after_the_with_block_on_the_stand_in(
+    fa_path, fa
+):
+    # Every kernel record comes 300 ms after its launch: long after two quiet polls. The settle
+    # wait sees 2,000 launches whose kernel has not come and waits for them (the bound is raised
+    # so that a loaded machine cannot end the wait first; the wait ends on the records).
+    fa.fa_set_device_delay(300)
+    try:
+        with session(fa_path, activity=["kernel"]) as s:
+            s._activity.settle_timeout = 120.0
+            for _ in range(2000):
+                fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+        snap = s.snapshot()
+    finally:
+        fa.fa_set_device_delay(0)
+        settled(fa)
+    assert snap.kernels()["num_calls"].sum() == 2000
+    assert rows(snap.launches(), name="aclrtLaunchKernel")["kernel_num"][0] == 2000
+    c = snap.device.counters
+    assert (c["launches_pending"], c["settle_timeouts"], c["unjoined_launches"], c["unjoined_kernels"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_kernels_that_have_not_come_by_the_bound_are_counted_and_join_when_they_come_on_the_stand_in(
+    fa_path, fa
+):
+    with session(fa_path, activity=["kernel"]) as s:
+        s._activity.settle_timeout = 0.05
+        fa.fa_pause_device(1)  # the device holds every kernel record until told
+        try:
+            for _ in range(100):
+                fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+            first = s.snapshot()
+            again = s.snapshot()  # given up once: not waited for again
+        finally:
+            fa.fa_pause_device(0)
+        settled(fa)
+        late = s.snapshot()
+    c = first.device.counters
+    assert first.kernels()["num_calls"].sum() == 0
+    assert (c["launches_pending"], c["settle_timeouts"]) == (100, 1)
+    assert first.device.losses() == {"launches_pending": 100, "settle_timeouts": 1}
+    assert "100 launches pending" in first._title()  # what the snapshot's summary line shows
+    assert (again.device.counters["launches_pending"], again.device.counters["settle_timeouts"]) == (100, 1)
+    c = late.device.counters
+    assert late.kernels()["num_calls"].sum() == 100 and late.launches()["kernel_num"][0] == 100
+    assert (c["launches_pending"], c["late_kernels"], c["settle_timeouts"]) == (0, 100, 1)
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_launches_whose_kernel_never_comes_are_counted_in_the_last_window_on_the_stand_in(fa_path, fa):
+    s = session(fa_path, activity=["kernel"]).start()
+    s._activity.settle_timeout = 0.05
+    fa.fa_pause_device(1)
+    try:
+        for _ in range(30):
+            fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+        s.close()  # the last window is taken (settled, at most the bound) before the collector closes
+    finally:
+        fa.fa_pause_device(0)
+        settled(fa)
+    last = s.snapshot()
+    c = last.device.counters
+    assert (c["launches_pending"], c["settle_timeouts"], last.kernels()["num_calls"].sum()) == (30, 1, 0)
+    assert "30 launches pending" in last._title()
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_the_settle_bound_is_refused_outside_its_range_with_the_range(fa_path):
+    with session(fa_path, activity=["kernel"]) as s:
+        for bad in (-1.0, float("nan"), float("inf"), 1e9):
+            with pytest.raises(ValueError, match="seconds from 0 to 3600"):
+                s._activity.settle_timeout = bad
+        assert s._activity.settle_timeout == pytest.approx(2.0)
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_a_moment_counter_merged_over_windows_is_the_latest_reading_not_a_sum_on_the_stand_in(
+    fa_path, fa, tmp_path
+):
+    from mspti_lens import Snapshot, device
+
+    # Without LAUNCH callbacks no launch is logged, so every kernel waits for its launch:
+    # kernels_pending reads 25, 50, 75, 100 in four windows of 25 kernels.
+    windows = []
+    with session(fa_path, enable=["MEMCPY"], activity=["kernel"]) as s:
+        for _ in range(4):
+            for _ in range(25):
+                fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+            settled(fa)
+            windows.append(s.reset())
+    assert [w.device.counters["kernels_pending"] for w in windows] == [25, 50, 75, 100]
+    assert device.COMBINE["kernels_pending"] == "moment" and device.COMBINE["records"] == "sum"
+    merged = windows[0]
+    for w in windows[1:]:
+        merged = merged.merge(w)
+    shuffled = windows[3].merge(windows[1]).merge(windows[0].merge(windows[2]))
+    for m in (merged, shuffled):
+        assert m.device.counters["kernels_pending"] == 100  # not 250
+        assert m.device.counters["records"] == sum(w.device.counters["records"] for w in windows)
+    # Saved and loaded, a window still knows whose reading it is.
+    p = tmp_path / "w3.parquet"
+    windows[3].save(p)
+    assert Snapshot.load(p).merge(windows[2]).device.counters["kernels_pending"] == 100
+    # Another collector's (another process's, rank's) moment adds.
+    with session(fa_path, enable=["MEMCPY"], activity=["kernel"]) as s2:
+        for _ in range(10):
+            fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+        settled(fa)
+        other = s2.snapshot()
+    assert merged.merge(other).device.counters["kernels_pending"] == 110
+    # One list of counters: what a window reports is what the declaration names, in its order.
+    assert list(other.device.counters) == list(device.COUNTERS) == list(device.COMBINE)
+    assert set(device.LOSS_COUNTERS) < set(device.COUNTERS) and "launches_pending" in device.LOSS_COUNTERS

@@ -178,3 +178,29 @@ def test_a_thread_with_thousands_of_launches_per_buffer_joins_them_all_on_the_si
     assert la["api_num"] + c["spans_lost"] == 20_000, c
     assert la["kernel_num"] + c["kernels_pending"] == 20_000
     assert c["unjoined_kernels"] == 0 and c["ambiguous"] == 0
+
+
+@pytest.mark.parametrize("launch_callbacks", [True, False], ids=["launches", "library_count"])
+def test_kernels_whose_records_trail_by_300_ms_are_in_the_window_after_the_with_block_on_the_simulator(
+    sim, launch_callbacks
+):
+    from mspti_lens import Session
+
+    # The real clock, each record reaching the channel 300 ms after its kernel ends: long after
+    # two quiet polls. With LAUNCH on, the settle waits for 500 launches whose kernel has not
+    # come; without it only the simulator's count of records it still holds (msimDevicePending)
+    # says what is missing. The bound is raised so that a loaded machine cannot end the wait.
+    lib = bind(sim.lib)
+    sim.set_clock("real")
+    lib.msimSetDeviceModel(2000, 300_000_000, 1000)
+    api = sim.api("aclrtLaunchKernel")
+    enable = ["LAUNCH"] if launch_callbacks else ["MEMCPY"]
+    with Session(library="sim", enable=enable, activity=["kernel"]) as s:
+        s._activity.settle_timeout = 120.0
+        launch_all(lib, api, 1, 500, lambda i: 1, host_ns=1000, kernel_ns=1000)
+    snap = s.snapshot()
+    assert snap.kernels()["num_calls"].sum() == 500
+    c = snap.device.counters
+    assert (c["launches_pending"], c["settle_timeouts"]) == (0, 0)
+    if launch_callbacks:
+        assert snap.launches()["kernel_num"].sum() == 500 and c["unjoined_kernels"] == 0

@@ -46,6 +46,10 @@ __all__ = [
     "device_event_kinds",
     "DEVICE_EVENTS_DEFAULT",
     "DEVICE_EVENTS_MAX",
+    "ACTIVITY_BUFFERS_DEFAULT",
+    "ACTIVITY_POOL_CAP",
+    "ACTIVITY_SETTLE_TIMEOUT_S",
+    "DEVICE_COUNTERS",
     "mstx_library",
     "mstx_mark",
     "mstx_range_start",
@@ -198,10 +202,12 @@ class NativeActivity:
         cls,
         session: NativeSession,
         buffer_size: int = ...,
-        buffers: int = 8,
+        buffers: int = ...,
         flush_interval_ms: int = 500,
         mark_stream: int | None = None,
         device_events: int = ...,
+        pool_cap: int | None = None,
+        settle_timeout_s: float | None = None,
     ) -> NativeActivity: ...
     def enable(self, kinds: list[str]) -> None: ...
     def disable(self, kinds: list[str]) -> None: ...
@@ -219,6 +225,10 @@ class NativeActivity:
     def clock_bridge(self) -> str: ...
     @property
     def symbols(self) -> list[str]: ...
+    @property
+    def settle_timeout(self) -> float: ...
+    @settle_timeout.setter
+    def settle_timeout(self, seconds: float) -> None: ...
 
 @final
 class NativeDeviceSnapshot:
@@ -253,6 +263,7 @@ class NativeDeviceSnapshot:
         clock_bridge: str,
         kinds: list[str],
         events: dict[str, list[Any]] | None = None,
+        readings: list[tuple[int, int, dict[str, int]]] | None = None,
     ) -> NativeDeviceSnapshot: ...
 
 def activity_kinds() -> list[str]: ...
@@ -260,6 +271,12 @@ def device_event_kinds() -> list[str]: ...
 
 DEVICE_EVENTS_DEFAULT: int
 DEVICE_EVENTS_MAX: int
+# (bytes per buffer, buffers at the start); the pool's memory cap; the settle wait's bound (s).
+ACTIVITY_BUFFERS_DEFAULT: tuple[int, int]
+ACTIVITY_POOL_CAP: int
+ACTIVITY_SETTLE_TIMEOUT_S: float
+# (name, combine: sum | moment | peak | flag, counts a loss, meaning) of every device counter.
+DEVICE_COUNTERS: list[tuple[str, str, bool, str]]
 
 def mstx_library() -> str: ...
 def mstx_mark(message: str, stream: int = 0, domain: int = 0) -> None: ...

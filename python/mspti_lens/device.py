@@ -1,5 +1,5 @@
-"""Device time beside host time (issue 11): the frames of a snapshot's activity data, built from
-the native device snapshot (histograms stay native; no Python object per record)."""
+"""Device time beside host time: the frames of a snapshot's activity data, built from the native
+device snapshot (histograms stay native; no Python object per record)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,19 @@ DEVICE_EVENTS_SCHEMA: dict[str, pl.DataType] = {
 # The events' limit per window (Session(device_events=...)): 0 turns the log off.
 DEFAULT_DEVICE_EVENTS: int = _native.DEVICE_EVENTS_DEFAULT
 MAX_DEVICE_EVENTS: int = _native.DEVICE_EVENTS_MAX
+# Session(activity_buffers=(bytes per buffer, buffers at the start[, memory cap])): the defaults and
+# their reasons are in rust/lens/src/activity/config.rs. The pool grows on demand up to the cap.
+DEFAULT_ACTIVITY_BUFFERS: tuple[int, int] = tuple(_native.ACTIVITY_BUFFERS_DEFAULT)  # type: ignore[assignment]
+ACTIVITY_POOL_CAP: int = _native.ACTIVITY_POOL_CAP
+# The longest a settle (snapshot, stop, close, flush_activity) waits for device records known to
+# be missing (Session.flush_activity says on what evidence).
+SETTLE_TIMEOUT_S: float = _native.ACTIVITY_SETTLE_TIMEOUT_S
+# Every device counter, declared once in rust/lens/src/activity/counters.rs: name -> meaning; how
+# windows of it combine (sum: windows add; moment: each collector's latest reading, collectors add;
+# peak: each collector's highest, collectors add; flag: the highest); and which count a loss.
+COUNTERS: dict[str, str] = {name: meaning for name, _, _, meaning in _native.DEVICE_COUNTERS}
+COMBINE: dict[str, str] = {name: combine for name, combine, _, _ in _native.DEVICE_COUNTERS}
+LOSS_COUNTERS: tuple[str, ...] = tuple(name for name, _, loss, _ in _native.DEVICE_COUNTERS if loss)
 
 
 def check_kinds(kinds: Any) -> list[str]:
@@ -180,8 +193,14 @@ class DeviceData:
         """The window's device event log (DEVICE_EVENTS_SCHEMA), by start_ns."""
         return events_frame(self._native.events(), source)
 
+    def losses(self) -> dict[str, int]:
+        """The non-zero counters of :data:`LOSS_COUNTERS` (what summaries show), in their order."""
+        return {k: v for k, v in self.counters.items() if v and k in LOSS_COUNTERS}
+
     def merge(self, other: DeviceData) -> DeviceData:
-        """The exact sum: histograms add, marks and counters add, events concatenate."""
+        """The exact sum: histograms and marks add, events concatenate, and each counter combines
+        as :data:`COMBINE` declares it (a moment is each collector's latest reading, not a sum of
+        windows)."""
         return DeviceData(self._native.merge(other._native))
 
     # -- files ---------------------------------------------------------------------------------
@@ -214,6 +233,7 @@ class DeviceData:
                 str(s.get("clock_bridge", "")),
                 [str(k) for k in s.get("kinds", [])],
                 _event_columns(s.get("events")),
+                _readings(s.get("readings")),
             )
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise ValueError(f"malformed device data: {e}") from None
@@ -261,6 +281,13 @@ def _event_columns(e: Any) -> dict | None:
         raise TypeError("device events are not an object")
     keys = ("kind", "name", "group", "device_id", "stream_id", "correlation_id", "sequence", "start_ns")
     return {k: list(e[k]) for k in (*keys, "end_ns", "bytes")}
+
+
+def _readings(r: Any) -> list[tuple[int, int, dict[str, int]]] | None:
+    """A snapshot file's per-collector readings (None in files written before them)."""
+    if r is None:
+        return None
+    return [(int(c), int(w), {str(k): int(v) for k, v in dict(values).items()}) for c, w, values in r]
 
 
 def merge(a: Any, b: Any) -> DeviceData | None:

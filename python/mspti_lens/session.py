@@ -23,18 +23,18 @@ CLOCKS = ("auto", "tsc", "monotonic", "mspti")
 _active: weakref.ref[Session] | None = None
 
 
-def _check_buffers(buffers: object) -> tuple[int, int]:
-    """``activity_buffers`` as (bytes per buffer, number of buffers); the collector checks their
-    limits, naming them."""
+def _check_buffers(buffers: object) -> tuple[int, int, int | None]:
+    """``activity_buffers`` as (bytes per buffer, buffers at the start[, memory cap in bytes]);
+    the collector checks their limits, naming them."""
     if (
         isinstance(buffers, (tuple, list))
-        and len(buffers) == 2
+        and len(buffers) in (2, 3)
         and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 63 for v in buffers)
     ):
-        return buffers[0], buffers[1]
+        return buffers[0], buffers[1], (buffers[2] if len(buffers) == 3 else None)
     raise ValueError(
-        "activity_buffers takes (bytes per buffer, number of buffers), two positive ints such as "
-        f"(8 << 20, 8), not {buffers!r}"
+        "activity_buffers takes (bytes per buffer, buffers at the start[, memory cap in bytes]), "
+        f"positive ints such as {tuple(device.DEFAULT_ACTIVITY_BUFFERS)}, not {buffers!r}"
     )
 
 
@@ -74,7 +74,7 @@ class Session:
         interval: float | None = None,
         activity: Iterable[str] | str = (),
         mark_launches: int | None = None,
-        activity_buffers: tuple[int, int] = (8 << 20, 8),
+        activity_buffers: tuple[int, ...] = device.DEFAULT_ACTIVITY_BUFFERS,
         device_events: int = device.DEFAULT_DEVICE_EVENTS,
         exemplars: bool = True,
     ):
@@ -116,7 +116,7 @@ class Session:
                 raise ValueError(f"mark_launches takes a stream handle (an int), not {mark_launches!r}")
             resolved = [resolve("LAUNCH")]
             kinds = sorted(set(kinds) | {"marker", "kernel"})
-        size, count = _check_buffers(activity_buffers)
+        size, count, cap = _check_buffers(activity_buffers)
         self._lib = load_library(library)
         self.backend: BackendInfo = info_of(self._lib)
         self._clock = clock
@@ -132,6 +132,7 @@ class Session:
                     self._native,
                     buffer_size=size,
                     buffers=count,
+                    pool_cap=cap,
                     mark_stream=mark_launches,
                     device_events=self._device_events,
                 )
@@ -183,8 +184,14 @@ class Session:
     def flush_activity(self, settle: bool = True) -> Session:
         """Hand the activity records MSPTI still holds to the collector now, so they land in the
         current window (MSPTI delivers a buffer only when it is full or flushed). ``settle`` also
-        waits briefly for device records that trail the flush. Nothing to do without activity
-        kinds. Returns self."""
+        waits for device records that trail the flush, on evidence: while launches seen under
+        LAUNCH have not had their kernel record, or the library (the simulator) says it holds
+        device records, and until two polls in a row bring nothing; at most
+        ``device.SETTLE_TIMEOUT_S`` seconds (2; ``session._activity.settle_timeout`` changes it).
+        A wait that ends at its bound counts ``settle_timeouts`` and stops waiting for those
+        launches, which stay counted as ``launches_pending`` (they join if their kernels come
+        later). Snapshots, ``stop()`` and ``close()`` settle the same way. Nothing to do without
+        activity kinds. Returns self."""
         if self._activity is not None:
             self._activity.flush(bool(settle))
         return self

@@ -448,6 +448,8 @@ class Snapshot:
             extra.append(f"{self.unmatched} unmatched")
         if self.in_flight:
             extra.append(f"{self.in_flight} in flight")
+        if self.device is not None:  # device records lost or still missing (device.LOSS_COUNTERS)
+            extra.extend(f"{v:,} {k.replace('_', ' ')}" for k, v in self.device.losses().items())
         tail = f" ({', '.join(extra)})" if extra else ""
         return (
             f"mspti-lens snapshot · {self.label} · {n:,} calls in {len(self)} APIs · "

@@ -1,17 +1,19 @@
 /* A stand-in libmspti.so with the Activity API, written in C and built by the tests with gcc.
  *
- * It behaves like MSPTI where mspti-lens's activity collector depends on it
- * (shared/reference/activity_mstx_multirank.md §1.2-1.5, §2; mspti_abi.md §1b, §3):
- * - records are the packed layouts of mspti_abi.md §3, back to back; every byte a record does not
+ * It behaves like MSPTI where mspti-lens's activity collector depends on it (the upstream
+ * mspti_activity.h and csrc/activity/activity_manager.cpp; docs/reference.md):
+ * - records are the packed layouts of mspti_activity.h, back to back; every byte a record does not
  *   fill (padding, the name/domain of device and END markers) holds garbage (0xA5, or a wild
  *   pointer), so a collector that reads an unfilled field reads garbage;
  * - buffers come from the user's request callback on the recording thread; a NULL buffer drops
  *   the record (counted; newest-dev msptiActivityGetNumDroppedRecords returns and resets it) and
  *   is later handed to complete as (NULL, 0, 0), as 26.0/26.1 do;
- * - a buffer >= 80 % full is handed over by a completion thread; FlushAll completes the queued
+ * - a buffer >= 80 % full (or, after fa_set_handover(n), holding n bytes, as a short flush period
+ *   hands buffers over) is handed over by a completion thread; FlushAll completes the queued
  *   and the current buffer synchronously, under the record lock (26.x);
  * - device records (KERNEL, device MARKER) come later from a "device" thread, in stream order
- *   (a launch returns before its kernel runs; kernels queue behind each other);
+ *   (a launch returns before its kernel runs; kernels queue behind each other), at the earliest
+ *   fa_set_device_delay(ms) after they were queued (records that trail their launch);
  * - correlation ids: bumped per thread before ENTER and per kernel launched; RUNTIME_API records
  *   carry the thread's current id; external correlation is one process-global stack, and a pop
  *   with a NULL out pointer fails without popping.
@@ -111,6 +113,7 @@ static uint8_t *cur; static size_t cur_size, cur_off;
 static struct { uint8_t *b; size_t size, valid; } fullq[QMAX];
 static int fullq_n;
 static int null_pending;
+static _Atomic size_t handover;  /* 0: at 80 % full */
 static pthread_cond_t full_cv = PTHREAD_COND_INITIALIZER;
 
 int msptiActivityRegisterCallbacks(ReqFn r, CplFn c) { if (!r || !c) return 1; req_fn = r; cpl_fn = c; return 0; }
@@ -146,7 +149,8 @@ static void record(const void *rec, size_t n) {
     memcpy(cur + cur_off, rec, n);
     cur_off += n;
     atomic_fetch_add(&emitted[*(const uint32_t *)rec & 15], 1);
-    if (cur_off * 10 >= cur_size * 8) queue_full_locked();
+    size_t hand = atomic_load(&handover);
+    if (hand ? cur_off >= hand : cur_off * 10 >= cur_size * 8) queue_full_locked();
     pthread_mutex_unlock(&buf_mtx);
 }
 
@@ -227,12 +231,15 @@ static void bump(void) {
 #define STREAMS 16
 static uint64_t stream_free[STREAMS];
 #define DMAX 65536
-static struct { int is_kernel; Kernel k; Marker m; } devq[DMAX];
+static struct { int is_kernel; Kernel k; Marker m; uint64_t due; } devq[DMAX];
 static int devq_n;
 static pthread_mutex_t dev_mtx = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int device_paused;
 /* Set (under dev_mtx) while the device thread delivers what it took from the queue. */
 static _Atomic int delivering;
+static _Atomic uint64_t device_delay_ns;
+#include <time.h>
+static uint64_t mono_ns(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec; }
 
 static void *device(void *arg) {
     (void)arg;
@@ -240,7 +247,11 @@ static void *device(void *arg) {
         usleep(1000);
         if (atomic_load(&device_paused)) continue;
         pthread_mutex_lock(&dev_mtx);
-        int n = devq_n; static typeof(devq[0]) q[DMAX]; memcpy(q, devq, sizeof q[0] * n); devq_n = 0;
+        uint64_t now = mono_ns();
+        int n = 0;
+        while (n < devq_n && devq[n].due <= now) n++;  /* queued in order: the due ones lead */
+        static typeof(devq[0]) q[DMAX]; memcpy(q, devq, sizeof q[0] * n);
+        memmove(devq, devq + n, sizeof devq[0] * (devq_n - n)); devq_n -= n;
         if (n) atomic_store(&delivering, 1);
         pthread_mutex_unlock(&dev_mtx);
         for (int i = 0; i < n; i++) {
@@ -270,7 +281,7 @@ static void device_kernel(uint32_t stream, const char *name, uint64_t start, uin
     Kernel k; GARBAGE(k);
     k.kind = 2; k.start = start; k.end = start + dur; k.dev = 0; k.stream = stream; k.corr = corr;
     k.type = "KERNEL_AICORE"; k.name = name;
-    if (devq_n < DMAX) { devq[devq_n].is_kernel = 1; devq[devq_n].k = k; devq_n++; }
+    if (devq_n < DMAX) { devq[devq_n].is_kernel = 1; devq[devq_n].k = k; devq[devq_n].due = mono_ns() + atomic_load(&device_delay_ns); devq_n++; }
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -350,6 +361,10 @@ void fa_bad_record(uint32_t kind) {
 }
 void fa_null_complete(void) { cpl_fn(NULL, 0, 0); }
 void fa_pause_device(int p) { atomic_store(&device_paused, p); }
+/* Device records come no sooner than `ms` after they were queued (0: at the next 1 ms tick). */
+void fa_set_device_delay(uint32_t ms) { atomic_store(&device_delay_ns, (uint64_t)ms * 1000000ull); }
+/* Hand a buffer over once it holds `bytes` (0: at 80 % full, the default). */
+void fa_set_handover(size_t bytes) { atomic_store(&handover, bytes); }
 uint64_t fa_emitted(uint32_t kind) { return atomic_load(&emitted[kind & 15]); }
 uint64_t fa_dropped_total(void) { return atomic_load(&dropped_total); }
 uint64_t fa_now(void) { return atomic_load(&vclock); }
@@ -386,7 +401,7 @@ static void marker(uint32_t flag, uint64_t id, const char *msg, const char *doma
         pthread_mutex_lock(&dev_mtx);
         d.kind = 1; d.flag = flag; d.sourceKind = 1; d.timestamp = schedule(s, m.timestamp, 0); d.id = id;
         d.a = 0; d.b = s; d.name = WILD; d.domain = WILD;  /* never filled on device */
-        if (devq_n < DMAX) { devq[devq_n].is_kernel = 0; devq[devq_n].m = d; devq_n++; }
+        if (devq_n < DMAX) { devq[devq_n].is_kernel = 0; devq[devq_n].m = d; devq[devq_n].due = mono_ns() + atomic_load(&device_delay_ns); devq_n++; }
         pthread_mutex_unlock(&dev_mtx);
     }
 }

@@ -27,8 +27,8 @@ DEFAULT_ENABLE = "runtime,hccl"
 # On by default: one COMMUNICATION record per collective is cheap (no per-kernel records), and it
 # gives each collective instance its device start and end, which Run.stragglers() votes on.
 DEFAULT_ACTIVITY = "communication"
-# Buffers for collective records alone (about 100 bytes each): 4 x 1 MiB, not the 8 x 8 MiB a
-# kernel trace needs.
+# Buffers for collective records alone (about 100 bytes each): 4 x 1 MiB to start with, not the
+# DEFAULT_ACTIVITY_BUFFERS a kernel trace needs (the pool grows on demand either way).
 COMMUNICATION_BUFFERS = (1 << 20, 4)
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 
@@ -64,6 +64,7 @@ def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
         except OSError as e:
             _say(f"not recording this process: {e} (the output directory of `record --out`); it runs on")
             return None
+        from ..device import DEFAULT_ACTIVITY_BUFFERS
         from ..session import Session
 
         enable = [t for t in (env.get(ENABLE_VARIABLE) or DEFAULT_ENABLE).split(",") if t]
@@ -76,7 +77,8 @@ def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
                 "clock": env.get(CLOCK_VARIABLE) or "auto",
             }
             try:
-                buffers = COMMUNICATION_BUFFERS if set(kinds) <= {"communication", "hccl"} else (8 << 20, 8)
+                only_collectives = set(kinds) <= {"communication", "hccl"}
+                buffers = COMMUNICATION_BUFFERS if only_collectives else DEFAULT_ACTIVITY_BUFFERS
                 session = Session(**options, activity=kinds, activity_buffers=buffers)
             except Exception as e:  # noqa: BLE001 - callbacks alone are still worth recording
                 if not kinds:

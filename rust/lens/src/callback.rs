@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT};
 
-use crate::activity::hook;
+use crate::activity::launch_hooks as hook;
 use crate::core::clock;
 use crate::core::shard::{self, RawKey};
 use crate::core::windows::{self, EXEMPLARS, POISONED, RECORDING, RUN, WINDOW};

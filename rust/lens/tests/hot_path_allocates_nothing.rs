@@ -71,7 +71,7 @@ fn no_allocation_after_a_key_is_seen() {
         windows::end_run();
         assert_eq!(ALLOCS.with(|a| a.get()), 0, "clock {kind:?}");
         let snap = windows::snapshot();
-        let total: u64 = snap.keys.values().map(|h| h.count).sum();
+        let total: u64 = snap.keys.values().map(|h| h.count()).sum();
         assert_eq!(total, 100_002);
     }
 }

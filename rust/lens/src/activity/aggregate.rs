@@ -3,8 +3,9 @@
 
 use std::collections::VecDeque;
 
+use super::counters::{DeviceCounter as D, DeviceCounts};
 use super::events::{Event, Recorder, EVENT_COMMUNICATION, EVENT_HCCL, EVENT_KERNEL};
-use super::hook::{self, Span};
+use super::launch_hooks::{self as hook, Span};
 use super::layout as abi;
 use super::names::{json_string, FastMap as HashMap, Names, EMPTY};
 use super::records::{Bad, Record, Records, Sizes};
@@ -19,37 +20,6 @@ pub const CORRELATION_CAP: usize = 1 << 18;
 /// records have passed them (records of one thread arrive in time order), so this only bounds a
 /// thread whose API records stopped coming; the spans given up are counted.
 pub const SPANS_PER_THREAD: usize = 1 << 18;
-
-/// What could not become a clean histogram entry (cumulative; windows by difference).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    pub records: u64,
-    pub buffers: u64,
-    /// Records of a kind this build does not know, or cut off: the rest of their buffer is
-    /// skipped (`skipped_bytes`).
-    pub bad_records: u64,
-    pub skipped_bytes: u64,
-    /// Records with end < start (counted, not recorded).
-    pub negative: u64,
-    /// Range and launch-mark halves whose partner never came (given up when the table was full).
-    pub unpaired_markers: u64,
-    /// Kernels whose correlation id never met a launch (evicted, or left at close).
-    pub unjoined_kernels: u64,
-    /// Correlation ids seen on API records of two different launches (stale): not joined.
-    pub ambiguous: u64,
-    /// API records with correlation id 0 inside a launch (nothing bumped it): not joined.
-    pub zero_correlation: u64,
-    /// Kernels that began before their launch's ENTER on the bridged clock: not recorded.
-    pub clock_skew: u64,
-    /// External ids of spans that overlapped another pushed span (process-global stack).
-    pub overlapped: u64,
-    /// Spans overwritten in their ring before the drain read them.
-    pub spans_lost: u64,
-    /// Records of the tables' "(other)" rows.
-    pub into_other: u64,
-    pub names_overflow: u64,
-    pub bad_pointers: u64,
-}
 
 #[derive(Clone, Copy)]
 struct SpanEntry {
@@ -67,6 +37,10 @@ struct Link {
     ambiguous: bool,
     /// (tid, enter) of the span: the same span seen twice is not ambiguous.
     span: (u32, u64),
+    /// The launch is awaited: no kernel joined it yet (and it is not ambiguous).
+    awaited: bool,
+    /// A settle wait gave up on it (`give_up_waiting`); its kernel still joins if it comes.
+    given_up: bool,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -105,7 +79,7 @@ pub struct State {
     pub launches: Launches,
     /// The device event log (kernels and collectives, timed; bounded per window).
     pub events: Recorder,
-    pub counters: Counters,
+    pub counters: DeviceCounts,
     /// Mark pairing for `mark_launches` on (tid -> open ENTER mark (id, name, ts)).
     pub pair_launch_marks: bool,
     /// Whether kernels and API records take part in the host-device join (KERNEL with spans or
@@ -121,6 +95,9 @@ pub struct State {
     pending_kernels: HashMap<u64, Vec<(u64, u64)>>,
     pending_order: VecDeque<u64>,
     pending_kernel_count: usize,
+    /// Launches with a correlation id whose kernel has not come, waited for / given up on.
+    awaiting: u64,
+    awaiting_given_up: u64,
     retry_api: Vec<(u32, u64, u64, u64, u32)>,
     // -- markers --------------------------------------------------------------------------
     ranges_open: HashMap<u64, RangeEntry>,
@@ -148,7 +125,7 @@ impl Default for State {
             marks: HashMap::default(),
             launches: Launches::default(),
             events: Recorder::default(),
-            counters: Counters::default(),
+            counters: DeviceCounts::default(),
             pair_launch_marks: false,
             join_active: false,
             cursors: Vec::new(),
@@ -160,6 +137,8 @@ impl Default for State {
             pending_kernels: HashMap::default(),
             pending_order: VecDeque::new(),
             pending_kernel_count: 0,
+            awaiting: 0,
+            awaiting_given_up: 0,
             retry_api: Vec::new(),
             ranges_open: HashMap::default(),
             ranges_order: VecDeque::new(),
@@ -174,9 +153,9 @@ impl Default for State {
 }
 
 #[inline]
-fn dur(start: u64, end: u64, c: &mut Counters) -> Option<u64> {
+fn dur(start: u64, end: u64, c: &mut DeviceCounts) -> Option<u64> {
     if end < start {
-        c.negative += 1;
+        c[D::Negative] += 1;
         None
     } else {
         Some(end - start)
@@ -200,7 +179,7 @@ impl State {
         }
         let mut new: Vec<Span> = Vec::new();
         for (i, r) in rings.iter().enumerate() {
-            self.counters.spans_lost += hook::read_ring(r, i as u32, &mut self.cursors[i], &mut new);
+            self.counters[D::SpansLost] += hook::read_ring(r, i as u32, &mut self.cursors[i], &mut new);
         }
         let external = hook::hooks() & hook::EXTERNAL != 0;
         for s in new {
@@ -217,7 +196,7 @@ impl State {
                 q.push_back(e);
                 if q.len() > SPANS_PER_THREAD {
                     q.pop_front();
-                    self.counters.spans_lost += 1;
+                    self.counters[D::SpansLost] += 1;
                 }
             }
             if external {
@@ -239,22 +218,22 @@ impl State {
 
     /// Every record of one completed buffer.
     pub fn ingest_buffer(&mut self, bytes: &[u8]) {
-        self.counters.buffers += 1;
+        self.counters[D::Buffers] += 1;
         self.names.new_buffer();
         let sizes = self.sizes;
         let mut it = Records::new(bytes, &sizes);
         for r in it.by_ref() {
             match r {
                 Ok(rec) => {
-                    self.counters.records += 1;
+                    self.counters[D::Records] += 1;
                     self.ingest(rec);
                 }
                 Err(Bad::UnknownKind(_)) | Err(Bad::Truncated) => {
-                    self.counters.bad_records += 1;
+                    self.counters[D::BadRecords] += 1;
                 }
             }
         }
-        self.counters.skipped_bytes += it.skipped() as u64;
+        self.counters[D::SkippedBytes] += it.skipped() as u64;
     }
 
     fn ingest(&mut self, rec: Record) {
@@ -362,7 +341,7 @@ impl State {
                 }
                 if let Some(&(span, overlapped)) = self.by_external.get(&external_id) {
                     if overlapped {
-                        self.counters.overlapped += 1;
+                        self.counters[D::Overlapped] += 1;
                     } else {
                         self.link(correlation, span, (0, span.enter));
                     }
@@ -397,7 +376,7 @@ impl State {
         match hit {
             Some(s) => {
                 if corr == 0 {
-                    self.counters.zero_correlation += 1;
+                    self.counters[D::ZeroCorrelation] += 1;
                 } else {
                     self.link(corr, s, (tid, s.enter));
                 }
@@ -414,18 +393,38 @@ impl State {
         match self.links.get_mut(&corr) {
             Some(l) if l.span != span && !l.ambiguous => {
                 l.ambiguous = true;
-                self.counters.ambiguous += 1;
+                self.counters[D::Ambiguous] += 1;
+                // Its kernels will not join either launch: neither is awaited any more.
+                let l = *l;
+                self.stop_awaiting(l);
+                if let Some(l) = self.links.get_mut(&corr) {
+                    l.awaited = false;
+                }
             }
             Some(_) => {}
             None => {
                 self.links.insert(
                     corr,
-                    Link { name: s.name, enter: s.enter, source: s.source, ambiguous: false, span },
+                    Link {
+                        name: s.name,
+                        enter: s.enter,
+                        source: s.source,
+                        ambiguous: false,
+                        span,
+                        awaited: true,
+                        given_up: false,
+                    },
                 );
+                self.awaiting += 1;
                 self.links_order.push_back(corr);
                 if self.links_order.len() > CORRELATION_CAP {
                     if let Some(old) = self.links_order.pop_front() {
-                        self.links.remove(&old);
+                        if let Some(l) = self.links.remove(&old) {
+                            if l.awaited {
+                                self.stop_awaiting(l);
+                                self.counters[D::UnjoinedLaunches] += 1;
+                            }
+                        }
                     }
                 }
             }
@@ -438,16 +437,57 @@ impl State {
         }
     }
 
+    /// A link leaves the awaited count it is in.
+    fn stop_awaiting(&mut self, l: Link) {
+        if !l.awaited {
+            return;
+        }
+        if l.given_up {
+            self.awaiting_given_up -= 1;
+        } else {
+            self.awaiting -= 1;
+        }
+    }
+
+    /// Launches whose kernel has not come and that no settle wait has given up on yet.
+    pub fn awaited_launches(&self) -> u64 {
+        self.awaiting
+    }
+
+    /// A settle wait ran out: stop waiting for the launches it waited for (each costs one wait
+    /// at most); they stay counted as pending, and join if their kernels come.
+    pub fn give_up_waiting(&mut self) {
+        if self.awaiting == 0 {
+            return;
+        }
+        for l in self.links.values_mut() {
+            if l.awaited && !l.given_up {
+                l.given_up = true;
+            }
+        }
+        self.awaiting_given_up += self.awaiting;
+        self.awaiting = 0;
+    }
+
     fn kernel_join(&mut self, corr: u64, start: u64, end: u64) {
         if corr == 0 {
-            self.counters.unjoined_kernels += 1;
+            self.counters[D::UnjoinedKernels] += 1;
             return;
         }
         match self.links.get(&corr).copied() {
-            Some(l) if l.ambiguous => self.counters.unjoined_kernels += 1,
+            Some(l) if l.ambiguous => self.counters[D::UnjoinedKernels] += 1,
             Some(l) => {
+                if l.awaited {
+                    self.stop_awaiting(l);
+                    if l.given_up {
+                        self.counters[D::LateKernels] += 1;
+                    }
+                    if let Some(m) = self.links.get_mut(&corr) {
+                        m.awaited = false;
+                    }
+                }
                 if start < l.enter {
-                    self.counters.clock_skew += 1;
+                    self.counters[D::ClockSkew] += 1;
                     return;
                 }
                 let r = self.launches.row(l.name, l.source);
@@ -465,7 +505,7 @@ impl State {
                     let Some(old) = self.pending_order.pop_front() else { break };
                     if let Some(ks) = self.pending_kernels.remove(&old) {
                         self.pending_kernel_count -= ks.len();
-                        self.counters.unjoined_kernels += ks.len() as u64;
+                        self.counters[D::UnjoinedKernels] += ks.len() as u64;
                     }
                 }
             }
@@ -479,13 +519,19 @@ impl State {
 
     /// At close: whatever waits for a partner will not get one; count it.
     pub fn give_up_pending(&mut self) {
-        self.counters.unjoined_kernels += self.pending_kernel_count as u64;
+        self.counters[D::UnjoinedKernels] += self.pending_kernel_count as u64;
+        self.counters[D::UnjoinedLaunches] += self.awaiting + self.awaiting_given_up;
+        for l in self.links.values_mut() {
+            l.awaited = false;
+        }
+        self.awaiting = 0;
+        self.awaiting_given_up = 0;
         self.pending_kernels.clear();
         self.pending_order.clear();
         self.pending_kernel_count = 0;
         let open =
             self.ranges_open.values().filter(|r| !r.host_done || (r.with_device && !r.device_done)).count();
-        self.counters.unpaired_markers += (open + self.mark_pairs.len()) as u64;
+        self.counters[D::UnpairedMarkers] += (open + self.mark_pairs.len()) as u64;
         self.ranges_open.clear();
         self.ranges_order.clear();
         self.mark_pairs.clear();
@@ -556,12 +602,12 @@ impl State {
                 while self.ranges_order.len() > PENDING_CAP {
                     if let Some(old) = self.ranges_order.pop_front() {
                         if self.ranges_open.remove(&old).is_some() {
-                            self.counters.unpaired_markers += 1;
+                            self.counters[D::UnpairedMarkers] += 1;
                         }
                     }
                 }
             }
-            _ => self.counters.bad_records += 1,
+            _ => self.counters[D::BadRecords] += 1,
         }
     }
 
@@ -614,11 +660,11 @@ impl State {
                     if let Some(p) = self.mark_pairs.remove(&k) {
                         self.exit_to_enter.remove(&p.exit_id);
                     }
-                    self.counters.unpaired_markers += 1;
+                    self.counters[D::UnpairedMarkers] += 1;
                 }
             }
             Some(_) => {
-                self.counters.unpaired_markers += 1;
+                self.counters[D::UnpairedMarkers] += 1;
                 self.open_launch_mark.insert(tid, (id, name, ts));
             }
             None => {
@@ -633,7 +679,7 @@ impl State {
         while self.device_marks_order.len() > PENDING_CAP {
             if let Some(old) = self.device_marks_order.pop_front() {
                 if self.device_marks.remove(&old).is_some() {
-                    self.counters.unpaired_markers += 1;
+                    self.counters[D::UnpairedMarkers] += 1;
                 }
             }
         }
@@ -656,7 +702,7 @@ impl State {
         if d0 >= p.host_enter {
             r.queue.record(d0 - p.host_enter);
         } else {
-            self.counters.clock_skew += 1;
+            self.counters[D::ClockSkew] += 1;
         }
         r.kernel.record(d1.saturating_sub(d0));
     }
@@ -671,14 +717,16 @@ impl State {
     }
 
     /// Counters with the tables' and names' own.
-    pub fn all_counters(&self) -> Counters {
+    pub fn all_counters(&self) -> DeviceCounts {
         let mut c = self.counters;
-        c.into_other = [&self.kernels, &self.apis, &self.collectives, &self.memcpy, &self.ranges]
+        c[D::IntoOther] = [&self.kernels, &self.apis, &self.collectives, &self.memcpy, &self.ranges]
             .iter()
             .map(|t| t.into_other)
             .sum();
-        c.names_overflow = self.names.overflow;
-        c.bad_pointers = self.names.bad_pointers;
+        c[D::NamesOverflow] = self.names.overflow;
+        c[D::BadPointers] = self.names.bad_pointers;
+        c[D::KernelsPending] = self.pending_kernel_count as u64;
+        c[D::LaunchesPending] = self.awaiting + self.awaiting_given_up;
         c
     }
 }

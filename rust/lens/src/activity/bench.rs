@@ -61,16 +61,17 @@ pub fn aggregate_rate(records: usize, names: usize, api: bool) -> (u64, u64) {
     for b in &buffers {
         st.ingest_buffer(b);
     }
-    (t0.elapsed().as_nanos() as u64, st.counters.records)
+    (t0.elapsed().as_nanos() as u64, st.counters[super::counters::DeviceCounter::Records])
 }
 
 /// The complete callback's cost per buffer: `n` buffers of a dedicated pool are lent, then handed
 /// back through `on_complete` (the extern "C" entry MSPTI calls) in a timed loop; returns ns per
 /// call. `pressure`: most of the pool lent, so each completion also wakes the drain thread (a
 /// parked helper thread here).
-pub fn complete_cost(n: usize, pressure: bool) -> Result<f64, String> {
+pub fn complete_cost(n: usize, pressure: bool) -> Result<f64, pool::PoolError> {
     let total = if pressure { n + n / 8 } else { n * 8 };
-    let p = pool::pool(1024, total)?;
+    // Capped at its start: the measured hand-backs never grow it.
+    let p = pool::pool(1024, total, 1024 * total)?;
     let parked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let helper = {
         let done = parked.clone();

@@ -1,11 +1,14 @@
-//! MSTX (`libms_tools_ext.so`, mspti_abi.md §7) bound at run time: marks and ranges that MSPTI
+//! MSTX (`libms_tools_ext.so`, upstream ms_tools_ext.h) bound at run time: marks and ranges that MSPTI
 //! turns into MARKER records. Search order: `MSTX_LIBRARY`, a libms_tools_ext.so already mapped,
 //! the CANN locations, then an MSPTI library that exports the MSTX symbols itself (the
 //! simulator: one file stands in for both).
 
 use std::ffi::{c_char, c_void};
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+use crate::core::locks::lock;
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 
@@ -41,8 +44,8 @@ static CANDIDATES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// MSTX was not bound from a real libms_tools_ext.so, marks follow this library from now on (a
 /// stand-in session after a simulator session marks into the stand-in).
 pub fn offer(path: &Path) {
-    CANDIDATES.lock().unwrap_or_else(|e| e.into_inner()).push(path.to_path_buf());
-    let mut f = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    lock(&CANDIDATES).push(path.to_path_buf());
+    let mut f = lock(&FOUND);
     if f.as_ref().is_none_or(|(_, p, offered)| *offered && p != path) {
         if let Some(m) = open(path) {
             *f = Some((m, path.to_path_buf(), true));
@@ -102,20 +105,51 @@ pub fn candidates() -> Vec<PathBuf> {
         }
     }
     v.push(PathBuf::from("/usr/local/Ascend/ascend-toolkit/latest/lib64/libms_tools_ext.so"));
-    v.extend(CANDIDATES.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned());
+    v.extend(lock(&CANDIDATES).iter().cloned());
     v
 }
+
+/// No MSTX library was found: the places tried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotFound {
+    pub tried: Vec<PathBuf>,
+}
+
+impl fmt::Display for NotFound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no MSTX library (libms_tools_ext.so) was found; tried {}. On an Ascend machine run `source \
+             <CANN>/set_env.sh` or set MSTX_LIBRARY; without one, open a Session(library=\"sim\") first",
+            self.tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )
+    }
+}
+
+impl std::error::Error for NotFound {}
+
+/// A message MSTX cannot take: it holds a NUL character.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InnerNul;
+
+impl fmt::Display for InnerNul {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an MSTX message cannot contain a NUL character")
+    }
+}
+
+impl std::error::Error for InnerNul {}
 
 /// The bound MSTX functions and where they came from (searched once found).
 ///
 /// # Errors
-/// A sentence naming what was tried and the fix.
-pub fn functions() -> Result<Mstx, String> {
-    let mut f = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+/// `NotFound`, naming what was tried and the fix.
+pub fn functions() -> Result<Mstx, NotFound> {
+    let mut f = lock(&FOUND);
     if let Some((m, _, _)) = f.as_ref() {
         return Ok(*m);
     }
-    let offered = CANDIDATES.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let offered = lock(&CANDIDATES).clone();
     let tried = candidates();
     for p in &tried {
         if let Some(m) = open(p) {
@@ -123,24 +157,23 @@ pub fn functions() -> Result<Mstx, String> {
             return Ok(m);
         }
     }
-    Err(format!(
-        "no MSTX library (libms_tools_ext.so) was found; tried {}. On an Ascend machine run `source \
-         <CANN>/set_env.sh` or set MSTX_LIBRARY; without one, open a Session(library=\"sim\") first",
-        tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-    ))
+    Err(NotFound { tried })
 }
 
 /// Where MSTX was found, once it was.
 pub fn library() -> Option<PathBuf> {
-    FOUND.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, p, _)| p.clone())
+    lock(&FOUND).as_ref().map(|(_, p, _)| p.clone())
 }
 
 /// A message as MSTX takes it: NUL-terminated, cut to MAX_MESSAGE bytes (at a char boundary),
 /// inner NULs refused.
-pub fn message(s: &str) -> Result<std::ffi::CString, String> {
+///
+/// # Errors
+/// `InnerNul` for a message with a NUL character.
+pub fn message(s: &str) -> Result<std::ffi::CString, InnerNul> {
     let mut end = s.len().min(MAX_MESSAGE);
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    std::ffi::CString::new(&s[..end]).map_err(|_| "an MSTX message cannot contain a NUL character".to_owned())
+    std::ffi::CString::new(&s[..end]).map_err(|_| InnerNul)
 }

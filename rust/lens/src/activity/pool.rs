@@ -1,17 +1,30 @@
 //! Our own activity buffers. MSPTI asks for a buffer from whatever thread is recording, possibly
 //! under its record lock (`request`), and hands a full one back, possibly under that same lock
-//! (`complete`, 26.x FlushAll). Both only touch atomics here: `request` takes a free slot with
-//! one compare-and-swap per slot tried, `complete` marks the slot ready with three stores and at
-//! most one wake-up. All parsing happens later on the drain thread.
+//! (`complete`, 26.x FlushAll). Both only touch atomics here (a request that grows the pool also
+//! allocates): `request` takes a free slot with one compare-and-swap per slot tried, `complete`
+//! marks the slot ready with three stores and at most one wake-up. All parsing happens later on
+//! the drain thread.
 //!
-//! Buffers of a pool are one contiguous allocation, so `complete` finds a buffer's slot by
-//! arithmetic (O(1)). Pools live for the process: MSPTI may hand a buffer back after the session
-//! that lent it has closed.
+//! The pool grows on demand, as CUPTI's clients allocate on request: a request that finds every
+//! buffer out (lent to MSPTI, or handed back and not yet drained) allocates a new chunk of as
+//! many buffers as the pool has (doubling it), up to the pool's memory cap
+//! (`config::DEFAULT_POOL_CAP` unless asked otherwise). One request grows at a time; a request
+//! that finds another growing, or the cap reached, is answered with NULL and counted
+//! (`exhausted`), and MSPTI drops its record and counts it too. Chunks are never freed, so the
+//! pool's size is its peak.
+//!
+//! Buffers of a chunk are one contiguous allocation, so `complete` finds a buffer's slot by
+//! arithmetic (O(1) per chunk, at most `MAX_CHUNKS` of them). Pools live for the process: MSPTI
+//! may hand a buffer back after the session that lent it has closed.
 
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::fmt;
+use std::sync::atomic::Ordering;
 use std::thread::Thread;
 
-use super::sync::{AtomicU64, AtomicU8, AtomicUsize};
+use super::loom_atomics::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+// Statistics and hints: std's atomics in model builds too, so the model explores the protocol
+// (slot states, chunk publication, growth), not every order of two counter increments.
+use std::sync::atomic::{AtomicU64 as StatU64, AtomicUsize as StatUsize};
 
 const FREE: u8 = 0;
 const LENT: u8 = 1;
@@ -22,6 +35,51 @@ const DRAINING: u8 = 3;
 const ALIGN: usize = 4096;
 /// Distinct pools a process may create (one per buffer configuration).
 pub const MAX_POOLS: usize = 8;
+/// Chunks of one pool: the first holds the buffers asked for, each later one as many as the
+/// pool then has, so 32 chunks are far beyond any memory cap.
+pub const MAX_CHUNKS: usize = 32;
+/// The smallest buffer and the most buffers asked for at the start.
+pub const MIN_BUFFER_SIZE: usize = 1024;
+pub const MAX_START_BUFFERS: usize = 4096;
+
+/// Why a pool could not be had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoolError {
+    /// Buffers below `MIN_BUFFER_SIZE`, or a count outside 1..=`MAX_START_BUFFERS`.
+    BadShape { buffer_size: usize, buffers: usize },
+    /// A memory cap below what the start already takes.
+    CapBelowStart { cap: usize, start: usize },
+    /// The allocator refused the first chunk.
+    Allocation { buffer_size: usize, buffers: usize },
+    /// `MAX_POOLS` pools of other shapes exist already.
+    TooManyPools,
+}
+
+impl fmt::Display for PoolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PoolError::BadShape { buffer_size, buffers } => write!(
+                f,
+                "activity buffers must be at least {MIN_BUFFER_SIZE} bytes each and 1-{MAX_START_BUFFERS} \
+                 of them at the start (asked: {buffers} of {buffer_size} bytes)"
+            ),
+            PoolError::CapBelowStart { cap, start } => write!(
+                f,
+                "the activity pool's memory cap ({cap} bytes) is below what its first buffers take \
+                 ({start} bytes): raise the cap or ask for fewer or smaller buffers"
+            ),
+            PoolError::Allocation { buffer_size, buffers } => {
+                write!(f, "could not allocate {buffers} activity buffers of {buffer_size} bytes")
+            }
+            PoolError::TooManyPools => write!(
+                f,
+                "this process already made {MAX_POOLS} activity buffer pools of other shapes; reuse one"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PoolError {}
 
 struct Slot {
     state: AtomicU8,
@@ -30,115 +88,257 @@ struct Slot {
     seq: AtomicU64,
 }
 
+/// Buffers allocated together: global slots `first..first + slots.len()`.
+struct Chunk {
+    base: *mut u8,
+    first: usize,
+    slots: Box<[Slot]>,
+}
+
+impl Chunk {
+    /// A chunk of `n` buffers, the first of them already LENT when `lend_first`.
+    fn new(buffer_size: usize, n: usize, first: usize, lend_first: bool) -> Option<Chunk> {
+        let layout = std::alloc::Layout::from_size_align(buffer_size.checked_mul(n)?, ALIGN).ok()?;
+        if layout.size() == 0 {
+            return None;
+        }
+        // SAFETY: the layout has a non-zero size (checked above). Zeroed pages are only touched
+        // when MSPTI writes them.
+        let base = unsafe { std::alloc::alloc_zeroed(layout) };
+        if base.is_null() {
+            return None;
+        }
+        let slots = (0..n)
+            .map(|i| Slot {
+                state: AtomicU8::new(if lend_first && i == 0 { LENT } else { FREE }),
+                valid: AtomicUsize::new(0),
+                seq: AtomicU64::new(0),
+            })
+            .collect();
+        Some(Chunk { base, first, slots })
+    }
+}
+
 /// Counters of the buffer traffic (cumulative for the pool).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolCounters {
     pub requested: u64,
-    /// Requests answered with NULL because every buffer was lent or waiting: MSPTI drops the
-    /// records it could not place (its own count, where it exposes one, says how many).
+    /// Requests answered with NULL: every buffer was out and the pool could not grow (at its
+    /// cap, or another request was growing it). MSPTI drops the records it could not place (its
+    /// own count, where it exposes one, says how many).
     pub exhausted: u64,
     pub completed: u64,
     /// `complete` called with a NULL buffer (26.0/26.1 do after a NULL request).
     pub null_buffers: u64,
     /// `complete` called with a buffer that is not ours: ignored.
     pub foreign_buffers: u64,
+    /// The most buffers out at once (lent, or handed back and not yet released).
+    pub peak_in_use: u64,
+    /// Chunks added on demand.
+    pub grown: u64,
 }
 
 pub struct Pool {
-    base: *mut u8,
     pub buffer_size: usize,
-    slots: Box<[Slot]>,
+    /// Buffers of the first chunk.
+    start: usize,
+    /// The most buffers the memory cap allows.
+    max_buffers: usize,
+    chunks: [AtomicPtr<Chunk>; MAX_CHUNKS],
+    /// Chunks installed (each `chunks[i]` below it is set before it is published).
+    chunk_count: AtomicUsize,
+    /// Buffers allocated (published after their chunk).
+    total: AtomicUsize,
+    /// One request grows the pool at a time.
+    growing: AtomicBool,
     next_seq: AtomicU64,
-    hint: AtomicUsize,
-    /// Slots FREE now (so `complete` knows the pressure without a scan).
-    free: AtomicUsize,
-    requested: AtomicU64,
-    exhausted: AtomicU64,
-    completed: AtomicU64,
-    null_buffers: AtomicU64,
-    foreign: AtomicU64,
+    hint: StatUsize,
+    /// Buffers out now (LENT, READY or DRAINING), so `complete` knows the pressure without a scan.
+    /// Raised after a slot is taken and lowered before it is freed: never above the true count.
+    out: StatUsize,
+    peak_in_use: StatU64,
+    requested: StatU64,
+    exhausted: StatU64,
+    completed: StatU64,
+    null_buffers: StatU64,
+    foreign: StatU64,
+    grown: StatU64,
     /// The drain thread, woken when few buffers are left free.
-    waker: AtomicPtr<Thread>,
+    waker: std::sync::atomic::AtomicPtr<Thread>,
 }
 
-// SAFETY: `base` is a leaked allocation only ever written through slots that the atomic state
-// machine gives to one party at a time (MSPTI while LENT, the drain while DRAINING).
+// SAFETY: the chunks' memory is leaked and only ever written through slots that the atomic state
+// machine gives to one party at a time (MSPTI while LENT, the drain while DRAINING); chunk
+// pointers are published with Release after they are complete.
 unsafe impl Sync for Pool {}
-// SAFETY: as above; the raw pointer is never freed.
+// SAFETY: as above; the raw pointers are never freed.
 unsafe impl Send for Pool {}
 
-static POOLS: [AtomicPtr<Pool>; MAX_POOLS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_POOLS];
-static CURRENT: AtomicPtr<Pool> = AtomicPtr::new(std::ptr::null_mut());
+static POOLS: [std::sync::atomic::AtomicPtr<Pool>; MAX_POOLS] =
+    [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; MAX_POOLS];
+static CURRENT: std::sync::atomic::AtomicPtr<Pool> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
 /// Counted when `complete` finds no pool at all (called before any was made).
 static ORPHAN_COMPLETES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Pool {
-    pub(crate) fn new(buffer_size: usize, buffers: usize) -> Option<Pool> {
-        let layout = std::alloc::Layout::from_size_align(buffer_size.checked_mul(buffers)?, ALIGN).ok()?;
-        // SAFETY: the layout has a non-zero size (checked by the caller). Zeroed pages are only
-        // touched when MSPTI writes them.
-        let base = unsafe { std::alloc::alloc_zeroed(layout) };
-        if base.is_null() {
-            return None;
-        }
-        let slots = (0..buffers)
-            .map(|_| Slot { state: AtomicU8::new(FREE), valid: AtomicUsize::new(0), seq: AtomicU64::new(0) })
-            .collect();
+    /// A pool of `buffers` buffers at the start, growing on demand to at most `cap` bytes.
+    pub(crate) fn new(buffer_size: usize, buffers: usize, cap: usize) -> Option<Pool> {
+        let first = Chunk::new(buffer_size, buffers, 0, false)?;
+        let chunks: [AtomicPtr<Chunk>; MAX_CHUNKS] =
+            std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut()));
+        chunks[0].store(Box::into_raw(Box::new(first)), Ordering::Release);
         Some(Pool {
-            base,
             buffer_size,
-            slots,
+            start: buffers,
+            max_buffers: (cap / buffer_size).max(buffers),
+            chunks,
+            chunk_count: AtomicUsize::new(1),
+            total: AtomicUsize::new(buffers),
+            growing: AtomicBool::new(false),
             next_seq: AtomicU64::new(0),
-            hint: AtomicUsize::new(0),
-            free: AtomicUsize::new(buffers),
-            requested: AtomicU64::new(0),
-            exhausted: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
-            null_buffers: AtomicU64::new(0),
-            foreign: AtomicU64::new(0),
-            waker: AtomicPtr::new(std::ptr::null_mut()),
+            hint: StatUsize::new(0),
+            out: StatUsize::new(0),
+            peak_in_use: StatU64::new(0),
+            requested: StatU64::new(0),
+            exhausted: StatU64::new(0),
+            completed: StatU64::new(0),
+            null_buffers: StatU64::new(0),
+            foreign: StatU64::new(0),
+            grown: StatU64::new(0),
+            waker: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
         })
     }
 
+    /// Buffers allocated now (the pool's peak: it never shrinks).
     pub fn buffers(&self) -> usize {
-        self.slots.len()
+        self.total.load(Ordering::Acquire)
     }
 
-    /// Lend a free buffer, or None when all are out (the request then answers NULL).
+    /// The most bytes this pool may take.
+    pub fn cap(&self) -> usize {
+        self.max_buffers * self.buffer_size
+    }
+
+    /// The installed chunks.
+    fn chunks(&self) -> impl Iterator<Item = &Chunk> + '_ {
+        let n = self.chunk_count.load(Ordering::Acquire);
+        // SAFETY: chunks below chunk_count were stored (Release) before chunk_count was
+        // published, and are leaked: valid for the process.
+        self.chunks[..n].iter().filter_map(|c| unsafe { c.load(Ordering::Acquire).as_ref() })
+    }
+
+    /// The chunk and local index of global slot `i`.
+    fn locate(&self, i: usize) -> Option<(&Chunk, usize)> {
+        self.chunks().find(|c| i >= c.first && i < c.first + c.slots.len()).map(|c| (c, i - c.first))
+    }
+
+    fn took(&self) {
+        let out = self.out.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak_in_use.fetch_max(out as u64, Ordering::Relaxed);
+    }
+
+    /// Lend a free buffer, growing the pool if none is; None when none can be had (the
+    /// request then answers NULL).
     #[inline]
     pub fn lend(&self) -> Option<*mut u8> {
         self.requested.fetch_add(1, Ordering::Relaxed);
-        let n = self.slots.len();
-        let start = self.hint.load(Ordering::Relaxed);
-        for k in 0..n {
-            let i = (start + k) % n;
-            let s = &self.slots[i];
-            if s.state.load(Ordering::Relaxed) == FREE
-                && s.state.compare_exchange(FREE, LENT, Ordering::Acquire, Ordering::Relaxed).is_ok()
-            {
-                self.hint.store((i + 1) % n, Ordering::Relaxed);
-                self.free.fetch_sub(1, Ordering::Relaxed);
-                // SAFETY: i < n, so the offset stays inside the allocation.
-                return Some(unsafe { self.base.add(i * self.buffer_size) });
+        let n = self.total.load(Ordering::Acquire);
+        let start = self.hint.load(Ordering::Relaxed) % n.max(1);
+        // The chunks from the one holding the hint on, then the ones before it.
+        // No allocation: a request allocates only to grow.
+        let mut all: [Option<&Chunk>; MAX_CHUNKS] = [None; MAX_CHUNKS];
+        let mut count = 0;
+        for (slot, c) in all.iter_mut().zip(self.chunks()) {
+            *slot = Some(c);
+            count += 1;
+        }
+        let chunks = &all[..count];
+        let first = chunks.iter().flatten().position(|c| start < c.first + c.slots.len()).unwrap_or(0);
+        for (k, c) in chunks[first..].iter().chain(&chunks[..first]).flatten().enumerate() {
+            let from = if k == 0 { start - c.first.min(start) } else { 0 };
+            for j in (from..c.slots.len()).chain(0..if k == 0 { from } else { 0 }) {
+                let s = &c.slots[j];
+                if s.state.load(Ordering::Relaxed) == FREE
+                    && s.state.compare_exchange(FREE, LENT, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                {
+                    self.hint.store(c.first + j + 1, Ordering::Relaxed);
+                    self.took();
+                    // SAFETY: j < the chunk's length, so the offset stays inside its allocation.
+                    return Some(unsafe { c.base.add(j * self.buffer_size) });
+                }
             }
+        }
+        if let Some(b) = self.grow() {
+            return Some(b);
         }
         self.exhausted.fetch_add(1, Ordering::Relaxed);
         self.wake();
         None
     }
 
-    /// The slot of a buffer of this pool.
-    #[inline]
-    pub(crate) fn slot_of(&self, buf: *mut u8) -> Option<usize> {
-        let off = (buf as usize).checked_sub(self.base as usize)?;
-        let i = off / self.buffer_size;
-        (off % self.buffer_size == 0 && i < self.slots.len()).then_some(i)
+    /// Add a chunk as large as the pool (within the cap), its first buffer lent to the caller.
+    #[cold]
+    fn grow(&self) -> Option<*mut u8> {
+        if self.growing.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return None;
+        }
+        let total = self.total.load(Ordering::Acquire);
+        let k = self.chunk_count.load(Ordering::Acquire);
+        let add = total.min(self.max_buffers.saturating_sub(total));
+        let chunk =
+            if add == 0 || k >= MAX_CHUNKS { None } else { Chunk::new(self.buffer_size, add, total, true) };
+        let got = chunk.map(|c| {
+            let base = c.base;
+            self.chunks[k].store(Box::into_raw(Box::new(c)), Ordering::Release);
+            self.chunk_count.store(k + 1, Ordering::Release);
+            self.total.store(total + add, Ordering::Release);
+            self.hint.store(total + 1, Ordering::Relaxed);
+            self.grown.fetch_add(1, Ordering::Relaxed);
+            self.took();
+            base
+        });
+        self.growing.store(false, Ordering::Release);
+        // Growing means the drain is behind: wake it.
+        self.wake();
+        got
     }
 
-    /// A buffer came back: mark it ready for the drain thread. O(1), no lock.
+    /// The chunk and local index of a buffer of this pool.
     #[inline]
-    pub(crate) fn give_back(&self, i: usize, valid: usize) {
-        let s = &self.slots[i];
+    fn find(&self, buf: *mut u8) -> Option<(&Chunk, usize)> {
+        self.chunks().find_map(|c| {
+            let off = (buf as usize).checked_sub(c.base as usize)?;
+            let i = off / self.buffer_size;
+            (off % self.buffer_size == 0 && i < c.slots.len()).then_some((c, i))
+        })
+    }
+
+    /// The global slot of a buffer of this pool (the tests' view of `find`).
+    #[cfg(any(test, loom))]
+    pub(crate) fn slot_of(&self, buf: *mut u8) -> Option<usize> {
+        self.find(buf).map(|(c, i)| c.first + i)
+    }
+
+    fn slot(&self, i: usize) -> &Slot {
+        let (c, j) = self.locate(i).expect("a slot of this pool");
+        &c.slots[j]
+    }
+
+    /// A buffer came back: mark its slot (found by address, O(1) per chunk) ready for the drain
+    /// thread; false if it is not this pool's. No lock.
+    #[inline]
+    pub(crate) fn give_back_buffer(&self, buf: *mut u8, valid: usize) -> bool {
+        match self.find(buf) {
+            Some((c, j)) => {
+                self.ready(&c.slots[j], valid);
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline]
+    fn ready(&self, s: &Slot, valid: usize) {
         s.valid.store(valid.min(self.buffer_size), Ordering::Relaxed);
         s.seq.store(self.next_seq.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         // Release: the drain thread that sees READY also sees the records MSPTI wrote.
@@ -146,13 +346,14 @@ impl Pool {
         self.completed.fetch_add(1, Ordering::Relaxed);
         // Wake the drain only under pressure; otherwise its short poll picks the buffer up, so
         // the common completion makes no system call.
-        if self.free_count() * 4 < self.slots.len() {
+        let total = self.total.load(Ordering::Relaxed);
+        if self.free_count() * 4 < total {
             self.wake();
         }
     }
 
     fn free_count(&self) -> usize {
-        self.free.load(Ordering::Relaxed)
+        self.total.load(Ordering::Relaxed).saturating_sub(self.out.load(Ordering::Relaxed))
     }
 
     fn wake(&self) {
@@ -173,11 +374,13 @@ impl Pool {
     /// Take every ready buffer, in completion order, as (slot, valid bytes).
     pub fn take_ready(&self) -> Vec<(usize, usize)> {
         let mut v: Vec<(u64, usize, usize)> = Vec::new();
-        for (i, s) in self.slots.iter().enumerate() {
-            if s.state.load(Ordering::Acquire) == READY
-                && s.state.compare_exchange(READY, DRAINING, Ordering::Acquire, Ordering::Relaxed).is_ok()
-            {
-                v.push((s.seq.load(Ordering::Relaxed), i, s.valid.load(Ordering::Relaxed)));
+        for c in self.chunks() {
+            for (j, s) in c.slots.iter().enumerate() {
+                if s.state.load(Ordering::Acquire) == READY
+                    && s.state.compare_exchange(READY, DRAINING, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                {
+                    v.push((s.seq.load(Ordering::Relaxed), c.first + j, s.valid.load(Ordering::Relaxed)));
+                }
             }
         }
         v.sort_unstable();
@@ -186,20 +389,21 @@ impl Pool {
 
     /// The valid bytes of a slot taken by `take_ready`.
     pub fn bytes(&self, slot: usize, valid: usize) -> &[u8] {
+        let (c, j) = self.locate(slot).expect("a slot of this pool");
         // SAFETY: the slot is DRAINING, so MSPTI no longer writes it (it handed it back) and no
         // one else reads it; `valid` was clamped to the buffer size.
-        unsafe { std::slice::from_raw_parts(self.base.add(slot * self.buffer_size), valid) }
+        unsafe { std::slice::from_raw_parts(c.base.add(j * self.buffer_size), valid) }
     }
 
     /// Return a drained buffer to the free list.
     pub fn release(&self, slot: usize) {
-        self.slots[slot].state.store(FREE, Ordering::Release);
-        self.free.fetch_add(1, Ordering::Relaxed);
+        self.out.fetch_sub(1, Ordering::Relaxed);
+        self.slot(slot).state.store(FREE, Ordering::Release);
     }
 
     /// Buffers now lent to MSPTI (not yet handed back).
     pub fn lent(&self) -> usize {
-        self.slots.iter().filter(|s| s.state.load(Ordering::Relaxed) == LENT).count()
+        self.chunks().flat_map(|c| c.slots.iter()).filter(|s| s.state.load(Ordering::Relaxed) == LENT).count()
     }
 
     pub fn counters(&self) -> PoolCounters {
@@ -209,6 +413,8 @@ impl Pool {
             completed: self.completed.load(Ordering::Relaxed),
             null_buffers: self.null_buffers.load(Ordering::Relaxed),
             foreign_buffers: self.foreign.load(Ordering::Relaxed),
+            peak_in_use: self.peak_in_use.load(Ordering::Relaxed),
+            grown: self.grown.load(Ordering::Relaxed),
         }
     }
 }
@@ -220,26 +426,30 @@ pub fn all_pools() -> impl Iterator<Item = &'static Pool> {
     POOLS.iter().filter_map(|p| unsafe { p.load(Ordering::Acquire).as_ref() })
 }
 
-/// The pool for this configuration: the current one if it matches, else a new one (at most
-/// `MAX_POOLS` per process), which becomes current.
-pub fn pool(buffer_size: usize, buffers: usize) -> Result<&'static Pool, String> {
-    if buffer_size < 1024 || buffers == 0 || buffers > 4096 {
-        return Err(format!(
-            "activity buffers must be at least 1 KiB each and 1-4096 of them (asked: {buffers} of {buffer_size} bytes)"
-        ));
+/// The pool for this configuration (buffer size, buffers at the start, memory cap): an earlier
+/// one if it matches, else a new one (at most `MAX_POOLS` per process); it becomes current.
+pub fn pool(buffer_size: usize, buffers: usize, cap: usize) -> Result<&'static Pool, PoolError> {
+    if buffer_size < MIN_BUFFER_SIZE || buffers == 0 || buffers > MAX_START_BUFFERS {
+        return Err(PoolError::BadShape { buffer_size, buffers });
+    }
+    let start = buffer_size.checked_mul(buffers).ok_or(PoolError::BadShape { buffer_size, buffers })?;
+    if cap < start {
+        return Err(PoolError::CapBelowStart { cap, start });
     }
     for p in &POOLS {
         let p = p.load(Ordering::Acquire);
         // SAFETY: POOLS only holds leaked pools.
         if let Some(p) = unsafe { p.as_ref() } {
-            if p.buffer_size == buffer_size && p.buffers() == buffers {
+            if p.buffer_size == buffer_size
+                && p.start == buffers
+                && p.max_buffers == (cap / buffer_size).max(buffers)
+            {
                 CURRENT.store(p as *const Pool as *mut Pool, Ordering::Release);
                 return Ok(p);
             }
         }
     }
-    let p = Pool::new(buffer_size, buffers)
-        .ok_or_else(|| format!("could not allocate {buffers} activity buffers of {buffer_size} bytes"))?;
+    let p = Pool::new(buffer_size, buffers, cap).ok_or(PoolError::Allocation { buffer_size, buffers })?;
     let p: &'static Pool = Box::leak(Box::new(p));
     let raw = p as *const Pool as *mut Pool;
     for s in &POOLS {
@@ -248,7 +458,7 @@ pub fn pool(buffer_size: usize, buffers: usize) -> Result<&'static Pool, String>
             return Ok(p);
         }
     }
-    Err(format!("this process already made {MAX_POOLS} activity buffer pools of other sizes; reuse one"))
+    Err(PoolError::TooManyPools)
 }
 
 /// `msptiBuffersCallbackRequestFunc`: lend a buffer of the current pool; NULL when none is free
@@ -295,17 +505,15 @@ pub unsafe extern "C" fn on_complete(buffer: *mut u8, _size: usize, valid: usize
             }
             return;
         }
-        if let Some(p) = current {
-            if let Some(i) = p.slot_of(buffer) {
-                return p.give_back(i, valid);
-            }
+        if current.is_some_and(|p| p.give_back_buffer(buffer, valid)) {
+            return;
         }
         for p in &POOLS {
             // SAFETY: POOLS only holds leaked pools.
-            if let Some(p) = unsafe { p.load(Ordering::Acquire).as_ref() } {
-                if let Some(i) = p.slot_of(buffer) {
-                    return p.give_back(i, valid);
-                }
+            if unsafe { p.load(Ordering::Acquire).as_ref() }
+                .is_some_and(|p| p.give_back_buffer(buffer, valid))
+            {
+                return;
             }
         }
         match current {
@@ -313,6 +521,53 @@ pub unsafe extern "C" fn on_complete(buffer: *mut u8, _size: usize, valid: usize
             None => ORPHAN_COMPLETES.fetch_add(1, Ordering::Relaxed),
         };
     });
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_doubles_on_demand_up_to_its_cap_and_counts_every_refusal() {
+        // 2 buffers at the start, room for 5: 2, then 2 more, then the 1 the cap leaves.
+        let p = Pool::new(1024, 2, 5 * 1024).expect("pool");
+        let lent: Vec<*mut u8> = (0..5).map(|_| p.lend().expect("within the cap")).collect();
+        assert_eq!((p.buffers(), p.counters().grown), (5, 2));
+        assert_eq!(p.lend(), None, "the cap holds");
+        assert_eq!(p.lend(), None);
+        let c = p.counters();
+        assert_eq!((c.requested, c.exhausted, c.peak_in_use), (7, 2, 5));
+        let mut slots: Vec<usize> = lent.iter().map(|&b| p.slot_of(b).expect("ours")).collect();
+        slots.sort_unstable();
+        assert_eq!(slots, vec![0, 1, 2, 3, 4], "every buffer is a slot of its own");
+        assert_eq!(p.slot_of(lent[4].wrapping_add(1)), None, "not a buffer's start");
+        for (i, &b) in lent.iter().enumerate() {
+            assert!(p.give_back_buffer(b, 100 + i));
+        }
+        assert!(!p.give_back_buffer(lent[4].wrapping_add(1), 1), "not a buffer of this pool");
+        let ready = p.take_ready();
+        assert_eq!(
+            ready.iter().map(|r| r.1).collect::<Vec<_>>(),
+            vec![100, 101, 102, 103, 104],
+            "in completion order"
+        );
+        for (slot, valid) in ready {
+            assert_eq!(p.bytes(slot, valid).len(), valid);
+            p.release(slot);
+        }
+        assert_eq!((p.lent(), p.free_count()), (0, 5));
+        assert!(p.lend().is_some(), "released buffers are lent again, without growing");
+        assert_eq!(p.counters().grown, 2);
+    }
+
+    #[test]
+    fn shapes_and_caps_outside_their_ranges_are_refused_with_the_fix() {
+        assert_eq!(pool(512, 2, 1 << 20).err(), Some(PoolError::BadShape { buffer_size: 512, buffers: 2 }));
+        assert_eq!(pool(1024, 0, 1 << 20).err(), Some(PoolError::BadShape { buffer_size: 1024, buffers: 0 }));
+        let e = pool(4096, 4, 8192).err().expect("cap below the start");
+        assert_eq!(e, PoolError::CapBelowStart { cap: 8192, start: 16384 });
+        assert!(e.to_string().contains("raise the cap or ask for fewer or smaller buffers"));
+    }
 }
 
 /// Model tests of the slot protocol (`RUSTFLAGS="--cfg loom" cargo test -p mspti-lens --release
@@ -331,6 +586,8 @@ mod loom_tests {
         payload: [UnsafeCell<u64>; 2],
     }
 
+    static GREW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
     // SAFETY: the model's raw buffer memory is never touched; Pool is Sync.
     unsafe impl Sync for Model {}
     // SAFETY: as above.
@@ -345,7 +602,7 @@ mod loom_tests {
         b.preemption_bound = Some(3);
         b.check(|| {
             let m = Arc::new(Model {
-                pool: Pool::new(1024, 2).expect("pool"),
+                pool: Pool::new(1024, 2, 2048).expect("pool"),
                 payload: [UnsafeCell::new(0), UnsafeCell::new(0)],
             });
             let producers: Vec<_> = (1..=2u64)
@@ -359,7 +616,7 @@ mod loom_tests {
                                 assert_eq!(*p, 0);
                                 *p = id;
                             });
-                            m.pool.give_back(i, 512);
+                            assert!(m.pool.give_back_buffer(b, 512));
                             Some(i)
                         } else {
                             None
@@ -410,5 +667,80 @@ mod loom_tests {
         });
         // The model explored drains that raced a hand-back (else it proves nothing).
         assert!(RACED.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    }
+
+    #[test]
+    fn a_pool_grown_on_demand_lends_each_buffer_once_and_counts_every_refusal() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            // One buffer at the start, room for one more: two producers race for them (one
+            // lends the first, one grows the pool, or one is refused while the other grows)
+            // while the drain takes and releases what comes back.
+            let m = Arc::new(Model {
+                pool: Pool::new(1024, 1, 2048).expect("pool"),
+                payload: [UnsafeCell::new(0), UnsafeCell::new(0)],
+            });
+            let producers: Vec<_> = (1..=2u64)
+                .map(|id| {
+                    let m = m.clone();
+                    loom::thread::spawn(move || {
+                        let b = m.pool.lend()?;
+                        let i = m.pool.slot_of(b).expect("a lent buffer is the pool's");
+                        // SAFETY: a LENT slot belongs to its borrower alone (what loom checks).
+                        m.payload[i].with_mut(|p| unsafe {
+                            assert_eq!(*p, 0, "a buffer lent twice");
+                            *p = id;
+                        });
+                        assert!(m.pool.give_back_buffer(b, 512));
+                        Some(i)
+                    })
+                })
+                .collect();
+            let drain = {
+                let m = m.clone();
+                loom::thread::spawn(move || {
+                    let mut drained = Vec::new();
+                    for (slot, _) in m.pool.take_ready() {
+                        // SAFETY: a DRAINING slot belongs to the drain alone (what loom checks).
+                        m.payload[slot].with_mut(|p| unsafe {
+                            assert_ne!(*p, 0);
+                            *p = 0;
+                        });
+                        m.pool.release(slot);
+                        drained.push(slot);
+                    }
+                    drained
+                })
+            };
+            let lent: Vec<usize> = producers.into_iter().filter_map(|p| p.join().unwrap()).collect();
+            let mut drained = drain.join().unwrap();
+            for (slot, _) in m.pool.take_ready() {
+                // SAFETY: as above.
+                m.payload[slot].with_mut(|p| unsafe {
+                    assert_ne!(*p, 0);
+                    *p = 0;
+                });
+                m.pool.release(slot);
+                drained.push(slot);
+            }
+            drained.sort_unstable();
+            let mut want = lent.clone();
+            want.sort_unstable();
+            assert_eq!(drained, want, "every handed-back buffer is drained exactly once");
+            let c = m.pool.counters();
+            // Every request either got a buffer or was counted as refused: the drop count is exact.
+            assert_eq!(lent.len() as u64 + c.exhausted, 2);
+            assert!(m.pool.buffers() <= 2, "the cap holds");
+            assert_eq!(m.pool.buffers() == 2, c.grown == 1);
+            if c.grown == 1 {
+                GREW.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            assert!(c.peak_in_use <= m.pool.buffers() as u64);
+            assert_eq!(m.pool.lent(), 0);
+            assert_eq!(m.pool.free_count(), m.pool.buffers());
+        });
+        // The model explored interleavings that grew the pool (else it proves nothing of growth).
+        assert!(GREW.load(std::sync::atomic::Ordering::Relaxed) > 0);
     }
 }

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 
 pub type FnGetTimestamp = unsafe extern "C" fn(*mut u64) -> u32;
 pub type FnMark = unsafe extern "C" fn(*const c_char, *mut core::ffi::c_void);
+pub type FnDevicePending = unsafe extern "C" fn() -> u64;
 
 pub struct ActivityApi {
     pub register_callbacks: FnRegisterCallbacks,
@@ -30,6 +31,9 @@ pub struct ActivityApi {
     pub register_timestamp: Option<FnRegisterTimestamp>,
     /// The simulator exports MSTX too (one file stands in for libmspti and libms_tools_ext).
     pub mstx_mark: Option<FnMark>,
+    /// The simulator's count of device records it still holds (`msimDevicePending`); MSPTI has
+    /// no such call, so the settle wait uses it only where it exists.
+    pub device_pending: Option<FnDevicePending>,
     /// Which optional symbols exist, by name.
     pub present: Vec<&'static str>,
 }
@@ -50,7 +54,8 @@ pub fn bind(path: &Path) -> Result<ActivityApi> {
     macro_rules! opt {
         ($name:literal, $ty:ty) => {{
             // SAFETY: each symbol has this C type in every MSPTI release that has it
-            // (mspti_abi.md §1b); the library is never unloaded.
+            // (upstream mspti_activity.h; msimDevicePending is the simulator's, rust/sim/src/device.rs);
+            // the library is never unloaded.
             let s = unsafe { lib.get::<$ty>($name.as_bytes()) }.ok().map(|s| *s);
             if s.is_some() {
                 present.push($name);
@@ -78,6 +83,7 @@ pub fn bind(path: &Path) -> Result<ActivityApi> {
         get_timestamp: opt!("msptiGetTimestamp", FnGetTimestamp),
         register_timestamp: opt!("msptiActivityRegisterTimestampCallback", FnRegisterTimestamp),
         mstx_mark: opt!("mstxMarkA", FnMark),
+        device_pending: opt!("msimDevicePending", FnDevicePending),
         present: Vec::new(),
     };
     Ok(ActivityApi { present, ..api })

@@ -283,21 +283,47 @@ pub fn nearest_rank(q: f64, n: u64) -> u64 {
     (rank as u64).clamp(1, n.max(1))
 }
 
+/// The q-quantile of sparse slot counts ((slot, count) in slot order) and `overflow` values
+/// beyond the range, whose exact extremes are unknown (an interval of the timeline, a
+/// difference of windows): `Histogram::quantile` with its lowest and highest buckets standing
+/// for min and max, and None when the rank falls beyond the range or there is no value.
+pub fn sparse_quantile(slots: &[(u32, u64)], overflow: u64, q: f64) -> Option<u64> {
+    let n = slots.iter().map(|s| s.1).sum::<u64>() + overflow;
+    let (first, last) = (slots.first()?, slots.last()?);
+    let rank = nearest_rank(q, n);
+    if rank > n - overflow {
+        return None;
+    }
+    let (lo, hi) = (slot_value(first.0 as usize), slot_value(last.0 as usize));
+    let mut seen = 0u64;
+    slots
+        .iter()
+        .find(|&&(_, c)| {
+            seen += c;
+            seen >= rank
+        })
+        .map(|&(slot, _)| slot_value(slot as usize).clamp(lo, hi))
+}
+
 /// A plain (non-atomic) histogram: the result of merging, the unit of statistics.
 #[derive(Clone, Debug, PartialEq)]
+///
+/// Its fields are private: it is made by recording, merging, taking a window, or from parts
+/// that `from_parts` (or `add_bucket` and `set_totals`) check, so count is always the sum of its
+/// buckets and overflow, and min <= max.
 pub struct Histogram {
     /// Per slot (see the module's Storage note).
-    pub counts: Vec<u64>,
+    counts: Vec<u64>,
     /// Every value, zero and overflow included.
-    pub count: u64,
+    count: u64,
     /// Sum of values in ns (exact below 2^64 ns, 584 years).
-    pub sum: u64,
+    sum: u64,
     /// Exact sum of squared values (exact below 2^128: any 2^44 values of the range).
-    pub sum_sq: u128,
-    pub min: Option<u64>,
-    pub max: Option<u64>,
+    sum_sq: u128,
+    min: Option<u64>,
+    max: Option<u64>,
     /// Values > RANGE_MAX_NS: in count, sum, sum_sq, min and max, in no bucket.
-    pub overflow: u64,
+    overflow: u64,
 }
 
 impl Default for Histogram {
@@ -340,6 +366,11 @@ impl Histogram {
 
     pub fn zero_count(&self) -> u64 {
         self.counts[ZERO_SLOT]
+    }
+
+    /// The count of one slot (see `slot_of`).
+    pub fn slot_count(&self, slot: usize) -> u64 {
+        self.counts.get(slot).copied().unwrap_or(0)
     }
 
     pub fn mean(&self) -> f64 {
@@ -425,22 +456,166 @@ impl Histogram {
     /// Add `count` values of bucket `index` (None: the zero bucket), as read from a file.
     ///
     /// # Errors
-    /// A sentence when the bucket holds no integer value or lies outside the range.
-    pub fn add_bucket(&mut self, index: Option<i32>, count: u64) -> Result<(), String> {
+    /// The bucket holds no integer value or lies outside the range, or a count overflows.
+    pub fn add_bucket(&mut self, index: Option<i32>, count: u64) -> Result<(), BucketError> {
         let slot = match index {
             None => ZERO_SLOT,
-            Some(i) => index_slot(i).ok_or_else(|| {
-                format!(
-                    "bucket index {i} holds no integer-ns value at scale {SCALE} (valid: the indices \
-                     of 1..={RANGE_MAX_NS} ns, {MIN_INDEX}..={MAX_INDEX})"
-                )
-            })?,
+            Some(i) => index_slot(i).ok_or(BucketError::NoSuchBucket(i))?,
         };
-        self.counts[slot] = self.counts[slot].checked_add(count).ok_or("bucket count overflows")?;
-        self.count = self.count.checked_add(count).ok_or("count overflows")?;
+        let c = self.counts[slot].checked_add(count).ok_or(BucketError::CountOverflow)?;
+        self.count = self.count.checked_add(count).ok_or(BucketError::CountOverflow)?;
+        self.counts[slot] = c;
         Ok(())
     }
+
+    /// Set what the buckets do not say (values beyond the range, sums, extremes), as read from
+    /// a file, after `add_bucket` gave the buckets.
+    ///
+    /// # Errors
+    /// The histogram would be empty, `min` > `max`, or the count overflows; the histogram is
+    /// then unchanged.
+    pub fn set_totals(&mut self, t: Totals) -> Result<(), TotalsError> {
+        let count = self.count.checked_add(t.overflow).ok_or(TotalsError::CountOverflow)?;
+        if count == 0 {
+            return Err(TotalsError::Empty);
+        }
+        if let (Some(min), Some(max)) = (t.min, t.max) {
+            if min > max {
+                return Err(TotalsError::MinAboveMax { min, max });
+            }
+        }
+        self.count = count;
+        self.overflow = t.overflow;
+        self.sum = t.sum;
+        self.sum_sq = t.sum_sq;
+        self.min = t.min;
+        self.max = t.max;
+        Ok(())
+    }
+
+    /// A histogram of its buckets (index, count; None: the zero bucket) and totals, as a file
+    /// keeps them: every invariant checked.
+    ///
+    /// # Errors
+    /// A bucket as `add_bucket`, or the totals as `set_totals`, refuse them.
+    pub fn from_parts(
+        buckets: impl IntoIterator<Item = (Option<i32>, u64)>,
+        totals: Totals,
+    ) -> Result<Histogram, PartsError> {
+        let mut h = Histogram::default();
+        for (i, c) in buckets {
+            h.add_bucket(i, c).map_err(PartsError::Bucket)?;
+        }
+        h.set_totals(totals).map_err(PartsError::Totals)?;
+        Ok(h)
+    }
+
+    /// Every value, zero and overflow included.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Sum of values in ns.
+    pub fn sum(&self) -> u64 {
+        self.sum
+    }
+
+    /// Exact sum of squared values.
+    pub fn sum_sq(&self) -> u128 {
+        self.sum_sq
+    }
+
+    /// The smallest value (None when empty, or rebuilt from buckets alone).
+    pub fn min(&self) -> Option<u64> {
+        self.min
+    }
+
+    pub fn max(&self) -> Option<u64> {
+        self.max
+    }
+
+    /// Values > RANGE_MAX_NS: in count, sums and extremes, in no bucket.
+    pub fn overflow(&self) -> u64 {
+        self.overflow
+    }
 }
+
+/// What a histogram's buckets do not say, as `set_totals` takes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub overflow: u64,
+    pub sum: u64,
+    pub sum_sq: u128,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+}
+
+/// Why `add_bucket` refused a bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BucketError {
+    /// The index holds no integer-ns value at this scale, or lies outside the range.
+    NoSuchBucket(i32),
+    /// The bucket's or the histogram's count would overflow u64.
+    CountOverflow,
+}
+
+impl std::fmt::Display for BucketError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BucketError::NoSuchBucket(i) => write!(
+                f,
+                "bucket index {i} holds no integer-ns value at scale {SCALE} (valid: the indices of \
+                 1..={RANGE_MAX_NS} ns, {MIN_INDEX}..={MAX_INDEX})"
+            ),
+            BucketError::CountOverflow => write!(f, "bucket count overflows"),
+        }
+    }
+}
+
+impl std::error::Error for BucketError {}
+
+/// Why `set_totals` refused the totals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TotalsError {
+    /// No value at all: a histogram read back holds at least one.
+    Empty,
+    MinAboveMax {
+        min: u64,
+        max: u64,
+    },
+    /// Buckets plus overflow exceed u64.
+    CountOverflow,
+}
+
+impl std::fmt::Display for TotalsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TotalsError::Empty => write!(f, "it has no samples"),
+            TotalsError::MinAboveMax { min, max } => write!(f, "it has min {min} > max {max}"),
+            TotalsError::CountOverflow => write!(f, "its count overflows"),
+        }
+    }
+}
+
+impl std::error::Error for TotalsError {}
+
+/// Why `from_parts` refused a histogram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartsError {
+    Bucket(BucketError),
+    Totals(TotalsError),
+}
+
+impl std::fmt::Display for PartsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PartsError::Bucket(e) => e.fmt(f),
+            PartsError::Totals(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PartsError {}
 
 /// Slots of a recording bank: the buckets, then overflow (`OVERFLOW_SLOT`), so a record finds its
 /// counter with no branch.
@@ -615,6 +790,28 @@ impl AtomicHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sparse_quantile_is_the_quantile_of_its_histogram_with_bucket_extremes() {
+        let mut h = Histogram::default();
+        for v in [3u64, 3, 90, 1000, 1000, 5000, 123_456, RANGE_MAX_NS + 9] {
+            h.record(v);
+        }
+        let slots: Vec<(u32, u64)> = h.nonzero().map(|(s, c)| (s as u32, c)).collect();
+        let (lo, hi) = (slot_value(slots[0].0 as usize), slot_value(slots.last().unwrap().0 as usize));
+        let mut rebuilt = Histogram::default();
+        for &(s, c) in &slots {
+            rebuilt.add_bucket(slot_index(s as usize), c).unwrap();
+        }
+        rebuilt
+            .set_totals(Totals { overflow: h.overflow(), sum: 0, sum_sq: 0, min: Some(lo), max: Some(hi) })
+            .unwrap();
+        for q in [0.0, 0.1, 0.5, 0.7, 0.8, 0.875, 0.9, 1.0] {
+            let want = if q >= 0.9 { None } else { rebuilt.quantile(q) };
+            assert_eq!(sparse_quantile(&slots, h.overflow(), q), want, "q={q}");
+        }
+        assert_eq!(sparse_quantile(&[], 0, 0.5), None);
+    }
 
     /// Bits needed for b^128 (b^128 is never a power of two unless b is): exact big-integer powers.
     fn bits_of_pow128(b: u64) -> usize {

@@ -6,6 +6,7 @@ pub mod clock;
 pub mod counters;
 pub mod exemplars; // issue 13
 pub mod hist;
+pub mod locks;
 pub mod seqlock;
 pub mod shard;
 pub mod timeline; // issue 13

@@ -29,13 +29,13 @@ impl Sparse {
     fn delta(now: &Histogram, before: Option<&Histogram>) -> Sparse {
         let mut s = Sparse::default();
         for (i, c) in now.nonzero() {
-            let b = before.map_or(0, |h| h.counts[i]);
+            let b = before.map_or(0, |h| h.slot_count(i));
             if c > b {
                 s.buckets.push((i as u32, c - b));
                 s.count += c - b;
             }
         }
-        s.overflow = now.overflow.saturating_sub(before.map_or(0, |h| h.overflow));
+        s.overflow = now.overflow().saturating_sub(before.map_or(0, |h| h.overflow()));
         s
     }
 
@@ -205,33 +205,14 @@ impl Timeline {
 
     /// Every interval's calls per key, oldest first.
     pub fn rows(&self) -> Vec<Row> {
-        let mut scratch = Histogram::default();
         let mut out = Vec::new();
         for level in self.levels.iter().rev() {
             for iv in level {
                 for (&id, s) in &iv.keys {
-                    for &(i, c) in &s.buckets {
-                        scratch.counts[i as usize] = c;
-                    }
-                    scratch.count = s.count + s.overflow;
-                    scratch.overflow = s.overflow;
                     // An interval's exact extremes are unknown (it is a difference of windows):
                     // its lowest and highest buckets stand for them.
-                    scratch.min = s.buckets.first().map(|&(i, _)| hist::slot_value(i as usize));
-                    scratch.max = s.buckets.last().map(|&(i, _)| hist::slot_value(i as usize));
-                    let n = scratch.count;
-                    let q = |q: f64| {
-                        let beyond = s.overflow > 0 && hist::nearest_rank(q, n) > n - s.overflow;
-                        if beyond {
-                            None
-                        } else {
-                            scratch.quantile(q)
-                        }
-                    };
+                    let q = |q: f64| hist::sparse_quantile(&s.buckets, s.overflow, q);
                     let (p50, p99) = (q(0.5), q(0.99));
-                    for &(i, _) in &s.buckets {
-                        scratch.counts[i as usize] = 0;
-                    }
                     out.push(Row {
                         start_ns: iv.start_ns,
                         end_ns: iv.end_ns,

@@ -146,7 +146,7 @@ fn close_epoch(st: &mut WindowState) -> Totals {
 }
 
 fn window_of(st: &WindowState, mut now: Totals) -> Totals {
-    now.keys = st.open.iter().filter(|(_, h)| h.count > 0).map(|(k, h)| (k.clone(), h.clone())).collect();
+    now.keys = st.open.iter().filter(|(_, h)| h.count() > 0).map(|(k, h)| (k.clone(), h.clone())).collect();
     now.counters.subtract(&st.counters_base);
     now.exemplars =
         st.exemplars.iter().flat_map(|((_, k), v)| v.iter().map(move |e| (k.clone(), *e))).collect();

@@ -1,4 +1,4 @@
-//! Binding of the activity collector and MSTX (issue 11): converts, and nothing else.
+//! Binding of the activity collector and MSTX: converts, and nothing else.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -9,9 +9,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::session::PySession;
+use crate::activity::config::{self, DEFAULT_BUFFERS, DEFAULT_BUFFER_SIZE, DEFAULT_POOL_CAP};
+use crate::activity::counters::{DeviceCounter, DeviceCounts};
 use crate::activity::events::{Event, EventLog, Strings, EVENT_KINDS};
+use crate::activity::totals::{Reading, METRICS, TABLES};
 use crate::activity::{self, mstx, ActivityTotals, Collector, Config, HistRow};
-use crate::core::hist::{self, Histogram};
+use crate::core::hist::{self, Histogram, Totals};
+use crate::core::locks::lock;
 use crate::error::Error;
 
 fn to_py(e: Error) -> PyErr {
@@ -34,15 +38,17 @@ impl PyActivity {
         py: Python<'_>,
         f: impl FnOnce(&mut Collector) -> crate::Result<T> + Send,
     ) -> PyResult<T> {
-        py.detach(|| f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner()))).map_err(to_py)
+        py.detach(|| f(&mut lock(&self.inner))).map_err(to_py)
     }
 }
 
 #[pymethods]
 impl PyActivity {
     #[new]
-    #[pyo3(signature = (session, buffer_size=8<<20, buffers=8, flush_interval_ms=500, mark_stream=None,
-                        device_events=activity::events::DEFAULT_CAP))]
+    #[pyo3(signature = (session, buffer_size=DEFAULT_BUFFER_SIZE, buffers=DEFAULT_BUFFERS, flush_interval_ms=500,
+                        mark_stream=None, device_events=activity::events::DEFAULT_CAP, pool_cap=None,
+                        settle_timeout_s=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         session: &PySession,
@@ -51,20 +57,24 @@ impl PyActivity {
         flush_interval_ms: u64,
         mark_stream: Option<usize>,
         device_events: usize,
+        pool_cap: Option<usize>,
+        settle_timeout_s: Option<f64>,
     ) -> PyResult<PyActivity> {
-        let path = session.inner.lock().unwrap_or_else(|e| e.into_inner()).library().path.clone();
+        let path = lock(&session.inner).library().path.clone();
         let config = Config {
             buffer_size,
             buffers,
+            // The cap never refuses the buffers asked for at the start.
+            pool_cap: pool_cap.unwrap_or_else(|| DEFAULT_POOL_CAP.max(buffer_size.saturating_mul(buffers))),
             flush_interval: Duration::from_millis(flush_interval_ms.max(1)),
             mark_stream,
             device_events,
+            settle_timeout: settle_timeout_s.map_or(Ok(config::DEFAULT_SETTLE_TIMEOUT), settle_timeout)?,
         };
         let c = py.detach(move || Collector::new(&path, config)).map_err(to_py)?;
         let inner = Arc::new(Mutex::new(c));
         let i2 = inner.clone();
-        py.detach(|| session.inner.lock().unwrap_or_else(|e| e.into_inner()).attach_activity(i2))
-            .map_err(to_py)?;
+        py.detach(|| lock(&session.inner).attach_activity(i2)).map_err(to_py)?;
         Ok(PyActivity { inner })
     }
 
@@ -114,28 +124,86 @@ impl PyActivity {
 
     /// Hold the drain thread still (tests of pool exhaustion); explicit flushes still drain.
     fn _pause_drain(&self, paused: bool) {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).pause_drain(paused);
+        lock(&self.inner).pause_drain(paused);
     }
 
     #[getter]
     fn wanted(&self) -> Vec<&'static str> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).wanted()
+        lock(&self.inner).wanted()
     }
 
     #[getter]
     fn join(&self) -> String {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).join().describe()
+        lock(&self.inner).join().describe()
     }
 
     #[getter]
     fn clock_bridge(&self) -> &'static str {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clock_bridge()
+        lock(&self.inner).clock_bridge()
     }
 
     #[getter]
     fn symbols(&self) -> Vec<&'static str> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).api().present.clone()
+        lock(&self.inner).api().present.clone()
     }
+
+    /// The longest a settle (snapshot, stop, close, `flush(settle=True)`) waits, in seconds, for
+    /// device records known to be missing (see ACTIVITY_SETTLE_TIMEOUT_S).
+    #[getter]
+    fn get_settle_timeout(&self) -> f64 {
+        lock(&self.inner).settle_timeout().as_secs_f64()
+    }
+
+    #[setter]
+    fn set_settle_timeout(&self, seconds: f64) -> PyResult<()> {
+        let t = settle_timeout(seconds)?;
+        lock(&self.inner).set_settle_timeout(t).map_err(to_py)
+    }
+}
+
+/// A settle bound in seconds: finite, 0 ..= the maximum.
+fn settle_timeout(seconds: f64) -> PyResult<Duration> {
+    let max = config::MAX_SETTLE_TIMEOUT.as_secs_f64();
+    if !(0.0..=max).contains(&seconds) {
+        return Err(PyValueError::new_err(format!(
+            "settle_timeout is the longest a snapshot waits for device records known to be missing: \
+             seconds from 0 to {max}, not {seconds}"
+        )));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Counters by name, in declaration order (a dict keeps it).
+fn counters_dict<'py>(py: Python<'py>, c: &DeviceCounts) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in c.iter() {
+        d.set_item(k.name(), v)?;
+    }
+    Ok(d)
+}
+
+/// The per-collector readings as (collector, window, {counter: value}) for files.
+fn readings_list(r: &[Reading]) -> Vec<(u64, u64, BTreeMap<&'static str, u64>)> {
+    r.iter()
+        .map(|r| {
+            let v = r.values.iter().filter(|(c, _)| c.combine().per_collector()).map(|(c, v)| (c.name(), v));
+            (r.collector, r.window, v.collect())
+        })
+        .collect()
+}
+
+/// A reading as files keep it: (collector, window, {counter: value}).
+type ReadingColumns = (u64, u64, BTreeMap<String, u64>);
+
+/// Counters read back: known names only (a newer file's others are left out).
+fn counts_of(m: &BTreeMap<String, u64>) -> DeviceCounts {
+    let mut c = DeviceCounts::default();
+    for (k, v) in m {
+        if let Some(d) = DeviceCounter::from_name(k) {
+            c[d] = *v;
+        }
+    }
+    c
 }
 
 /// One window of device activity: histogram rows per table, marks, counters.
@@ -164,8 +232,8 @@ impl PyDeviceSnapshot {
             d.set_item(format!("key{i}"), r.iter().map(|x| x.keys[i].clone()).collect::<Vec<_>>())?;
         }
         d.set_item("metric", r.iter().map(|x| x.metric).collect::<Vec<_>>())?;
-        d.set_item("count", r.iter().map(|x| x.hist.count).collect::<Vec<_>>())?;
-        d.set_item("total", r.iter().map(|x| x.hist.sum).collect::<Vec<_>>())?;
+        d.set_item("count", r.iter().map(|x| x.hist.count()).collect::<Vec<_>>())?;
+        d.set_item("total", r.iter().map(|x| x.hist.sum()).collect::<Vec<_>>())?;
         d.set_item("mean", r.iter().map(|x| x.hist.mean()).collect::<Vec<_>>())?;
         d.set_item("min", r.iter().map(|x| x.hist.min_value()).collect::<Vec<_>>())?;
         d.set_item("max", r.iter().map(|x| x.hist.max_value()).collect::<Vec<_>>())?;
@@ -190,12 +258,12 @@ impl PyDeviceSnapshot {
                 upper.push(i.map_or(0.0, hist::bucket_upper));
                 count.push(c);
             }
-            if r.hist.overflow > 0 {
+            if r.hist.overflow() > 0 {
                 row.push(k as u32);
                 index.push(None);
                 lower.push(hist::RANGE_MAX_NS as f64);
                 upper.push(f64::INFINITY);
-                count.push(r.hist.overflow);
+                count.push(r.hist.overflow());
             }
         }
         let d = PyDict::new(py);
@@ -212,8 +280,9 @@ impl PyDeviceSnapshot {
         self.t.marks.clone()
     }
 
-    fn counters(&self) -> BTreeMap<&'static str, u64> {
-        self.t.counters.iter().copied().collect()
+    /// Every counter of `DEVICE_COUNTERS` by name, in its order.
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counters_dict(py, &self.t.counters)
     }
 
     /// join, clock_bridge, kinds.
@@ -250,11 +319,11 @@ impl PyDeviceSnapshot {
         }
         d.set_item("metric", r.iter().map(|x| x.metric).collect::<Vec<_>>())?;
         d.set_item("bytes", r.iter().map(|x| x.bytes).collect::<Vec<_>>())?;
-        d.set_item("sum", r.iter().map(|x| x.hist.sum).collect::<Vec<_>>())?;
-        d.set_item("sum_sq", r.iter().map(|x| x.hist.sum_sq).collect::<Vec<_>>())?;
-        d.set_item("min", r.iter().map(|x| x.hist.min).collect::<Vec<_>>())?;
-        d.set_item("max", r.iter().map(|x| x.hist.max).collect::<Vec<_>>())?;
-        d.set_item("overflow", r.iter().map(|x| x.hist.overflow).collect::<Vec<_>>())?;
+        d.set_item("sum", r.iter().map(|x| x.hist.sum()).collect::<Vec<_>>())?;
+        d.set_item("sum_sq", r.iter().map(|x| x.hist.sum_sq()).collect::<Vec<_>>())?;
+        d.set_item("min", r.iter().map(|x| x.hist.min()).collect::<Vec<_>>())?;
+        d.set_item("max", r.iter().map(|x| x.hist.max()).collect::<Vec<_>>())?;
+        d.set_item("overflow", r.iter().map(|x| x.hist.overflow()).collect::<Vec<_>>())?;
         // Buckets by their OTel index at scale 7 (None: the zero bucket), as snapshot files keep them.
         d.set_item(
             "buckets",
@@ -267,7 +336,8 @@ impl PyDeviceSnapshot {
             r.iter().map(|x| x.hist.nonzero().map(|(_, c)| c).collect::<Vec<_>>()).collect::<Vec<_>>(),
         )?;
         d.set_item("marks", self.t.marks.clone())?;
-        d.set_item("counters", self.counters())?;
+        d.set_item("counters", counters_dict(py, &self.t.counters)?)?;
+        d.set_item("readings", readings_list(&self.t.readings))?;
         d.set_item("join", &self.t.join)?;
         d.set_item("clock_bridge", &self.t.clock_bridge)?;
         d.set_item("kinds", self.t.kinds.clone())?;
@@ -279,7 +349,7 @@ impl PyDeviceSnapshot {
     /// snapshot).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (table, key0, key1, key2, metric, bytes, sum, sum_sq, min, max, overflow, buckets, counts, marks, counters, join, clock_bridge, kinds, events=None))]
+    #[pyo3(signature = (table, key0, key1, key2, metric, bytes, sum, sum_sq, min, max, overflow, buckets, counts, marks, counters, join, clock_bridge, kinds, events=None, readings=None))]
     fn from_state(
         table: Vec<String>,
         key0: Vec<String>,
@@ -300,9 +370,8 @@ impl PyDeviceSnapshot {
         clock_bridge: String,
         kinds: Vec<String>,
         events: Option<EventColumns>,
+        readings: Option<Vec<ReadingColumns>>,
     ) -> PyResult<PyDeviceSnapshot> {
-        const TABLES: [&str; 6] = ["kernels", "apis", "collectives", "memcpy", "ranges", "launches"];
-        const METRICS: [&str; 6] = ["duration", "bandwidth", "bytes", "api", "queue", "kernel"];
         let n = table.len();
         let lens = [key0.len(), key1.len(), key2.len(), metric.len(), bytes.len(), sum.len(), sum_sq.len()];
         if lens
@@ -328,25 +397,10 @@ impl PyDeviceSnapshot {
                     counts[i].len()
                 )));
             }
-            let mut h = Histogram::default();
-            for (&b, &c) in buckets[i].iter().zip(&counts[i]) {
-                h.add_bucket(b, c).map_err(bad)?;
-            }
-            h.overflow = overflow[i];
-            h.count = h.count.checked_add(h.overflow).ok_or_else(|| bad("count overflows".into()))?;
-            if h.count == 0 {
-                return Err(bad(format!("device row {i} has no samples")));
-            }
-            if let (Some(lo), Some(hi)) = (min[i], max[i]) {
-                if lo > hi {
-                    return Err(bad(format!("device row {i} has min {lo} > max {hi}")));
-                }
-            }
-            h.sum = sum[i];
-            h.sum_sq = sum_sq[i];
-            h.min = min[i];
-            h.max = max[i];
-            h.overflow = overflow[i];
+            let totals =
+                Totals { overflow: overflow[i], sum: sum[i], sum_sq: sum_sq[i], min: min[i], max: max[i] };
+            let parts = buckets[i].iter().copied().zip(counts[i].iter().copied());
+            let h = Histogram::from_parts(parts, totals).map_err(|e| bad(format!("device row {i}: {e}")))?;
             rows.push(HistRow {
                 table: t,
                 keys: [key0[i].clone(), key1[i].clone(), key2[i].clone()],
@@ -355,17 +409,21 @@ impl PyDeviceSnapshot {
                 bytes: bytes[i],
             });
         }
-        let names: Vec<&'static str> = counter_names();
-        let counters = counters
-            .into_iter()
-            .filter_map(|(k, v)| names.iter().find(|n| **n == k).map(|n| (*n, v)))
-            .collect();
+        let readings = readings.map(|r| {
+            r.iter()
+                .map(|(collector, window, values)| Reading {
+                    collector: *collector,
+                    window: *window,
+                    values: counts_of(values),
+                })
+                .collect()
+        });
         let kinds =
             kinds.iter().filter_map(|k| activity::kind_by_name(k).ok().map(activity::kind_name)).collect();
         let events = events.map_or_else(|| Ok(EventLog::default()), events_of)?;
-        Ok(PyDeviceSnapshot {
-            t: ActivityTotals { rows, marks, counters, join, clock_bridge, kinds, events },
-        })
+        let mut t = ActivityTotals { rows, marks, join, clock_bridge, kinds, events, ..Default::default() };
+        t.set_counters_read_back(counts_of(&counters), readings);
+        Ok(PyDeviceSnapshot { t })
     }
 }
 
@@ -452,10 +510,6 @@ pub fn device_event_kinds() -> Vec<&'static str> {
     EVENT_KINDS.to_vec()
 }
 
-fn counter_names() -> Vec<&'static str> {
-    activity::COUNTER_NAMES.to_vec()
-}
-
 /// The activity kinds by name.
 #[pyfunction]
 pub fn activity_kinds() -> Vec<&'static str> {
@@ -463,11 +517,11 @@ pub fn activity_kinds() -> Vec<&'static str> {
 }
 
 fn mstx_fns() -> PyResult<mstx::Mstx> {
-    mstx::functions().map_err(|e| to_py(Error::InvalidArgument(e)))
+    mstx::functions().map_err(|e| to_py(Error::InvalidArgument(e.to_string())))
 }
 
 fn message(s: &str) -> PyResult<std::ffi::CString> {
-    mstx::message(s).map_err(PyValueError::new_err)
+    mstx::message(s).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Where MSTX is bound from (binding it now if needed); raises with what was tried.
@@ -545,7 +599,8 @@ pub fn _bench_aggregate(py: Python<'_>, records: usize, names: usize, api: bool)
 #[pyfunction]
 #[pyo3(signature = (buffers, pressure=false))]
 pub fn _bench_complete(py: Python<'_>, buffers: usize, pressure: bool) -> PyResult<f64> {
-    py.detach(|| activity::bench::complete_cost(buffers, pressure)).map_err(PyValueError::new_err)
+    py.detach(|| activity::bench::complete_cost(buffers, pressure))
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -557,6 +612,16 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_event_kinds, m)?)?;
     m.add("DEVICE_EVENTS_DEFAULT", activity::events::DEFAULT_CAP)?;
     m.add("DEVICE_EVENTS_MAX", activity::events::MAX_CAP)?;
+    m.add("ACTIVITY_BUFFERS_DEFAULT", (DEFAULT_BUFFER_SIZE, DEFAULT_BUFFERS))?;
+    m.add("ACTIVITY_POOL_CAP", DEFAULT_POOL_CAP)?;
+    m.add("ACTIVITY_SETTLE_TIMEOUT_S", config::DEFAULT_SETTLE_TIMEOUT.as_secs_f64())?;
+    m.add(
+        "DEVICE_COUNTERS",
+        DeviceCounter::ALL
+            .iter()
+            .map(|c| (c.name(), c.combine().name(), c.is_loss(), c.meaning()))
+            .collect::<Vec<_>>(),
+    )?;
     m.add_function(wrap_pyfunction!(mstx_library, m)?)?;
     m.add_function(wrap_pyfunction!(mstx_mark, m)?)?;
     m.add_function(wrap_pyfunction!(mstx_range_start, m)?)?;

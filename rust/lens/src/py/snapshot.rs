@@ -57,13 +57,13 @@ impl PySnapshot {
         d.set_item("domain", self.keys.iter().map(|k| k.0).collect::<Vec<_>>())?;
         d.set_item("cbid", self.keys.iter().map(|k| k.1).collect::<Vec<_>>())?;
         d.set_item("name", self.keys.iter().map(|k| k.2.clone()).collect::<Vec<_>>())?;
-        d.set_item("count", self.keys.iter().map(|k| k.3.count).collect::<Vec<_>>())?;
-        d.set_item("total", self.keys.iter().map(|k| k.3.sum).collect::<Vec<_>>())?;
+        d.set_item("count", self.keys.iter().map(|k| k.3.count()).collect::<Vec<_>>())?;
+        d.set_item("total", self.keys.iter().map(|k| k.3.sum()).collect::<Vec<_>>())?;
         d.set_item("mean", self.keys.iter().map(|k| k.3.mean()).collect::<Vec<_>>())?;
         d.set_item("min", self.keys.iter().map(|k| k.3.min_value()).collect::<Vec<_>>())?;
         d.set_item("max", self.keys.iter().map(|k| k.3.max_value()).collect::<Vec<_>>())?;
         d.set_item("std", self.keys.iter().map(|k| k.3.std_sample()).collect::<Vec<_>>())?;
-        d.set_item("overflow", self.keys.iter().map(|k| k.3.overflow).collect::<Vec<_>>())?;
+        d.set_item("overflow", self.keys.iter().map(|k| k.3.overflow()).collect::<Vec<_>>())?;
         // A quantile is None when its rank falls among values beyond the range (never invented).
         for (i, &q) in quantiles.iter().enumerate() {
             d.set_item(format!("q{i}"), self.keys.iter().map(|k| k.3.quantile(q)).collect::<Vec<_>>())?;
@@ -85,12 +85,12 @@ impl PySnapshot {
                 upper.push(i.map_or(0.0, hist::bucket_upper));
                 count.push(c);
             }
-            if row.3.overflow > 0 {
+            if row.3.overflow() > 0 {
                 key.push(k as u32);
                 index.push(None);
                 lower.push(hist::RANGE_MAX_NS as f64);
                 upper.push(f64::INFINITY);
-                count.push(row.3.overflow);
+                count.push(row.3.overflow());
             }
         }
         let d = PyDict::new(py);
@@ -109,12 +109,12 @@ impl PySnapshot {
         d.set_item("domain", self.keys.iter().map(|k| k.0).collect::<Vec<_>>())?;
         d.set_item("cbid", self.keys.iter().map(|k| k.1).collect::<Vec<_>>())?;
         d.set_item("name", self.keys.iter().map(|k| k.2.clone()).collect::<Vec<_>>())?;
-        d.set_item("count", self.keys.iter().map(|k| k.3.count).collect::<Vec<_>>())?;
-        d.set_item("sum", self.keys.iter().map(|k| k.3.sum).collect::<Vec<_>>())?;
-        d.set_item("sum_sq", self.keys.iter().map(|k| k.3.sum_sq).collect::<Vec<_>>())?;
-        d.set_item("min", self.keys.iter().map(|k| k.3.min).collect::<Vec<_>>())?;
-        d.set_item("max", self.keys.iter().map(|k| k.3.max).collect::<Vec<_>>())?;
-        d.set_item("overflow", self.keys.iter().map(|k| k.3.overflow).collect::<Vec<_>>())?;
+        d.set_item("count", self.keys.iter().map(|k| k.3.count()).collect::<Vec<_>>())?;
+        d.set_item("sum", self.keys.iter().map(|k| k.3.sum()).collect::<Vec<_>>())?;
+        d.set_item("sum_sq", self.keys.iter().map(|k| k.3.sum_sq()).collect::<Vec<_>>())?;
+        d.set_item("min", self.keys.iter().map(|k| k.3.min()).collect::<Vec<_>>())?;
+        d.set_item("max", self.keys.iter().map(|k| k.3.max()).collect::<Vec<_>>())?;
+        d.set_item("overflow", self.keys.iter().map(|k| k.3.overflow()).collect::<Vec<_>>())?;
         d.set_item("zero", self.keys.iter().map(|k| k.3.zero_count()).collect::<Vec<_>>())?;
         Ok(d)
     }
@@ -181,25 +181,18 @@ impl PySnapshot {
             let h = hs.get_mut(k as usize).ok_or_else(|| {
                 PyValueError::new_err(format!("bucket row names key {k}, but there are {n} keys"))
             })?;
-            h.add_bucket(i, c).map_err(PyValueError::new_err)?;
+            h.add_bucket(i, c).map_err(|e| PyValueError::new_err(e.to_string()))?;
         }
         let mut keys = Vec::with_capacity(n);
         for (i, mut h) in hs.into_iter().enumerate() {
-            h.sum = sum[i];
-            h.sum_sq = sum_sq[i];
-            h.min = min[i];
-            h.max = max[i];
-            h.overflow = overflow[i];
-            h.count =
-                h.count.checked_add(h.overflow).ok_or_else(|| PyValueError::new_err("count overflows"))?;
-            if let (Some(lo), Some(hi)) = (h.min, h.max) {
-                if lo > hi {
-                    return Err(PyValueError::new_err(format!("key {i} has min {lo} > max {hi}")));
-                }
-            }
-            if h.count == 0 {
-                return Err(PyValueError::new_err(format!("key {i} ({}) has no samples", name[i])));
-            }
+            let totals = hist::Totals {
+                overflow: overflow[i],
+                sum: sum[i],
+                sum_sq: sum_sq[i],
+                min: min[i],
+                max: max[i],
+            };
+            h.set_totals(totals).map_err(|e| PyValueError::new_err(format!("key {i} ({}): {e}", name[i])))?;
             keys.push((domain[i], cbid[i], name[i].clone(), h));
         }
         let mut c = Counters::default();
@@ -226,7 +219,7 @@ impl PySnapshot {
         for v in values {
             h.record(v);
         }
-        let keys = if h.count > 0 { vec![(0, 0, name.to_owned(), h)] } else { vec![] };
+        let keys = if h.count() > 0 { vec![(0, 0, name.to_owned(), h)] } else { vec![] };
         PySnapshot { keys, counters: Counters::default(), in_flight: 0, threads: 0, exemplars: vec![] }
     }
 

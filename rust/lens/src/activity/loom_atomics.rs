@@ -2,6 +2,6 @@
 //! builds (the model tests in `pool.rs`). Process-wide statics stay std (loom's are not const).
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize};
+pub use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
 #[cfg(not(loom))]
-pub use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize};
+pub use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};

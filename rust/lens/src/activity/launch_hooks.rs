@@ -19,6 +19,8 @@ use std::ffi::{c_char, c_void};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::core::locks::lock;
+
 use mspti_abi::MSPTI_CB_DOMAIN_RUNTIME;
 
 use super::layout::{FnPopExternal, FnPushExternal, EXTERNAL_CUSTOM2};
@@ -75,7 +77,7 @@ static RING_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 /// The rings, in registry order (index = ring id in external correlation ids).
 pub fn rings() -> Vec<&'static Ring> {
-    RINGS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    lock(&RINGS).clone()
 }
 
 struct Mine {
@@ -119,7 +121,7 @@ pub fn os_tid() -> u32 {
 }
 
 fn claim() -> Option<(&'static Ring, u32)> {
-    let mut all = RINGS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut all = lock(&RINGS);
     for (i, r) in all.iter().enumerate() {
         if r.in_use.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
             return Some((r, i as u32));
