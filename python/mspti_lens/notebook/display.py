@@ -8,12 +8,12 @@ import base64
 import html
 import sys
 import time
-from typing import Any
 
 import polars as pl
 
 from ..catalog import DOMAINS, enableable
-from ..snapshot import COUNTERS, SIMULATED_BANNER_HTML, Snapshot, format_ns, frame_html
+from ..snapshot import COUNTERS, SIMULATED_BANNER_HTML, Snapshot
+from .tables import Table
 
 # Figures are rendered at this many pixels per CSS pixel, so they are sharp on HiDPI screens
 # (browsers scale the image down to its CSS size; at ratio 1 nothing is lost but bytes).
@@ -88,26 +88,8 @@ class Status(dict):
 
 
 def frame_text(df: pl.DataFrame, caption: str = "") -> str:
-    """A DataFrame as plain text: a header, aligned columns (text left, numbers right), no dtype
-    row, no quotes, no shape line."""
-    text_cols = {c for c, t in zip(df.columns, df.dtypes) if t == pl.String}
-
-    def show(v: object) -> str:
-        if v is None:
-            return ""
-        return f"{v:,}" if isinstance(v, int) else f"{v:,.1f}" if isinstance(v, float) else str(v)
-
-    rows = [[show(v) for v in r] for r in df.iter_rows()]
-    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(df.columns)]
-
-    def line(values: list[str]) -> str:
-        return "  ".join(
-            v.ljust(w) if c in text_cols else v.rjust(w) for c, v, w in zip(df.columns, values, widths)
-        ).rstrip()
-
-    out = [caption] if caption else []
-    out += [line(list(df.columns)), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-    return "\n".join(out)
+    """A DataFrame as plain text, every row, each column in its unit (:class:`Table`)."""
+    return Table(df, top=0).text(caption)
 
 
 def png_html(png: bytes, css_width: int, cls: str = "") -> str:
@@ -161,12 +143,12 @@ class ConfiguredSnapshot(Snapshot):
         head = self._title()
         if not len(self):
             return head + "\n(no calls recorded)" + (f" · {self.where}" if self.where else "")
-        return head + "\n" + frame_text(self.table(), self._caption())
+        return head + "\n" + self.table().text(self._caption())
 
     def _repr_html_(self) -> str:
         banner = SIMULATED_BANNER_HTML if self.simulated else ""
         if len(self):
-            body = frame_html(self.table(), self._caption())
+            body = self.table().html(self._caption())
         else:
             body = "<p>(no calls recorded)" + (f" · {html.escape(self.where)}" if self.where else "") + "</p>"
         img = png_html(self._figure[0], self._figure[1]) if self._figure else ""
@@ -176,70 +158,42 @@ class ConfiguredSnapshot(Snapshot):
         return self._figure[0] if self._figure else None
 
 
-def _pct(v: float | None) -> str:
-    if v is None or v != v:  # null, or NaN from a zero before
-        return ""
-    return f"{v:+,.1f} %".replace("-", "−")
-
-
-def _dur(v: float | None) -> str:
-    return "" if v is None else format_ns(float(v))
-
-
-class Table:
-    """Any DataFrame shown as a plain table (no dtype row, no quotes, every row); ``frame`` is the
-    DataFrame itself, and its other attributes are the frame's."""
-
-    def __init__(self, frame: pl.DataFrame, caption: str = ""):
-        self.frame, self.caption = frame, caption
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "frame":  # not set yet (during unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.frame, name)
-
-    def __len__(self) -> int:
-        return len(self.frame)
-
-    def shown(self) -> pl.DataFrame:
-        return self.frame
-
-    def _caption(self) -> str:
-        return self.caption
-
-    def __repr__(self) -> str:
-        return frame_text(self.shown(), self._caption())
-
-    def _repr_html_(self) -> str:
-        return frame_html(self.shown(), self._caption())
-
-
 class DiffTable(Table):
     """``%mspti diff A B``: the before/after frame of :meth:`Snapshot.diff` (``frame``), shown
-    with units and signed percentages."""
+    with units, signed changes ("—" where a side has no calls), numbers right, the largest
+    change of the median first."""
 
     COLUMNS = (("num_calls", "calls"), ("avg_ns", "avg"), ("med_ns", "med"), ("p99_ns", "p99"))
 
     def __init__(self, frame: pl.DataFrame, labels: tuple[str, str] = ("A", "B")):
-        super().__init__(frame)
+        super().__init__(frame, top=0)
         self.labels = labels
 
     def shown(self) -> pl.DataFrame:
-        """The frame as text cells: one column per side and measure, and the changes."""
-        a, b = "A", "B"  # the caption names them: short columns
-        f = self.frame
-        cols: dict[str, list] = {"domain": f["domain"].to_list(), "name": f["name"].to_list()}
+        """One column per side and measure, and the changes, sorted by |median change| (APIs
+        on one side only last)."""
+        f = self.frame.sort(
+            pl.col("med_change_pct").abs(), "domain", "name", descending=[True, False, False], nulls_last=True
+        )
+        cols: list[pl.Series] = [f["domain"], f["name"]]
         for c, title in self.COLUMNS:
-            for side, label in (("before", a), ("after", b)):
-                values = f[f"{c}_{side}"].to_list()
-                cols[f"{title} {label}"] = (
-                    ["" if v is None else f"{v:,}" for v in values]
-                    if c == "num_calls"
-                    else list(map(_dur, values))
-                )
+            for side, label in (("before", "A"), ("after", "B")):  # the caption names them
+                cols.append(f[f"{c}_{side}"].alias(f"{title} {label}"))
             if c != "num_calls":
-                cols[f"{title} Δ"] = [_pct(v) for v in f[f"{c.removesuffix('_ns')}_change_pct"].to_list()]
-        return pl.DataFrame(cols, schema={k: pl.String for k in cols})
+                cols.append(f[f"{c.removesuffix('_ns')}_change_pct"].alias(f"{title} Δ"))
+        return pl.DataFrame(cols)
+
+    def cells(self):
+        heads, rows, right = Table(
+            self.shown(),
+            top=0,
+            kinds={
+                **{f"{t} {s}": "count" for t in ("calls",) for s in "AB"},
+                **{f"{t} {s}": "time" for t in ("avg", "med", "p99") for s in "AB"},
+                **{f"{t} Δ": "change" for t in ("avg", "med", "p99")},
+            },
+        ).cells()
+        return heads, rows, right
 
     def _caption(self) -> str:
         return f"A (before): {self.labels[0]} · B (after): {self.labels[1]} · Δ: change from A to B"

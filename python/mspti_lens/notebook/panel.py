@@ -29,7 +29,8 @@ from ..catalog import DOMAINS, Callback, enableable
 from ..plots.host import KINDS
 from ..runs.view import refreshed_run_html
 from ..session import Session
-from ..snapshot import Snapshot, check_unit, format_ns, frame_html
+from ..snapshot import Snapshot, check_unit
+from .tables import Table
 
 PLOT_KINDS = KINDS  # defined once, with the dispatch, in mspti_lens.plots
 
@@ -68,7 +69,7 @@ class View:
     """What one refresh shows: the snapshot of the current window and the panel's state."""
 
     snapshot: Snapshot
-    table: pl.DataFrame
+    table: Any  # Snapshot.table(): a notebook.tables.Table (len() 0 when nothing was recorded)
     backend: str
     simulated: bool
     running: bool
@@ -105,7 +106,7 @@ class View:
         n = len(self.snapshot)
         shown = len(self.table)
         caption = f"{shown} of {n} APIs by total time" if shown < n else f"{n} APIs by total time"
-        return frame_html(self.table, caption + (" · SIMULATED" if self.simulated else ""))
+        return self.table.html(caption + (" · SIMULATED" if self.simulated else ""))
 
     def slowest_html(self) -> str:
         """The slowest calls kept (exemplars), slowest first: which call, on which thread, when."""
@@ -114,12 +115,12 @@ class View:
         shown = self.slowest.select(
             "name",
             "callback",
-            pl.col("thread_id").alias("thread"),
+            "thread_id",
             pl.col("start").dt.strftime("%H:%M:%S%.6f").alias("start (UTC)"),
-            pl.col("duration_ns").map_elements(format_ns, return_dtype=pl.String).alias("duration"),
+            "duration_ns",
         )
         caption = f"slowest {len(shown)} calls kept" + (" · SIMULATED" if self.simulated else "")
-        return frame_html(shown, caption)
+        return Table(shown, top=0).html(caption)
 
 
 class Panel:
@@ -319,7 +320,7 @@ class Panel:
         counters = snap.counters
         view = View(
             snapshot=snap,
-            table=snap.table(self.unit, self.top) if len(snap) else pl.DataFrame(),
+            table=snap.table(self.unit, self.top) if len(snap) else Table(pl.DataFrame()),
             backend=self.session.backend.label,
             simulated=self.session.backend.simulated,
             running=self.running,
