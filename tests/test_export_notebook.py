@@ -33,8 +33,9 @@ def test_exports_notebook_on_the_simulator(tmp_path_factory):
     # the two p99s are calls int(0.99 n + 0.5) and ceil(0.99 n); at the same call they agree
     # within one mspti-lens bucket (0.54 % wide) plus hdrh's own sub-bucket
     for api, hdrh_rank, n, our_rank, gap in re.findall(
-        r"(\w+): hdrh p99 [\d,]+ ns \(call ([\d,]+) of ([\d,]+)\), mspti-lens p99 [\d,]+ ns \(call ([\d,]+)\);"
-        r" hdrh at call [\d,]+: [\d,]+ ns, ([\d.]+)% from mspti-lens",
+        r"(\w+): hdrh p99 [\d,]+ ns \(call ([\d,]+) of ([\d,]+)\), "
+        r"mspti-lens p99 [\d,]+ ns \(call ([\d,]+)\); "
+        r"hdrh at call [\d,]+: [\d,]+ ns, ([\d.]+)% from mspti-lens",
         hdr,
     ):
         n_, h_, o_ = (int(x.replace(",", "")) for x in (n, hdrh_rank, our_rank))

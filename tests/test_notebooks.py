@@ -174,7 +174,10 @@ def test_scenario4_hccl_latency(tmp_path_factory):
     out = stdout(cell(nb, "hccl-ops"))
     assert "domains: ['hccl']" in out
     assert "HcclAllReduce" in out.splitlines()[1] and "HcclAllReduce" in out.splitlines()[2]
-    assert "p999" in texts(cell(nb, "percentiles")) and "&quot;" not in cell(nb, "percentiles").outputs[0]["data"]["text/html"]
+    assert (
+        "p999" in texts(cell(nb, "percentiles"))
+        and "&quot;" not in cell(nb, "percentiles").outputs[0]["data"]["text/html"]
+    )
     for tag in ("plot-hccl", "plot-allreduce", "plot-before-after"):
         assert images(cell(nb, tag)), tag
     assert "HcclAllReduce" in texts(cell(nb, "diff"))

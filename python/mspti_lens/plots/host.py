@@ -39,7 +39,44 @@ def _new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1):
         fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
     axes = fig.subplots(rows, cols, squeeze=False)
+    _show_sharp(fig)
     return fig, axes
+
+
+def _show_sharp(fig) -> None:
+    """In IPython, show this module's figures at the notebook's pixel ratio (a PNG at 2x with its
+    CSS size, as ``%config InlineBackend.figure_formats = {"retina"}`` would), whoever calls the
+    plot: a plain Figure's PNG is otherwise 1x. Other figures keep the printer they had."""
+    import sys
+
+    fig._mspti_lens = True
+    if "IPython" not in sys.modules:
+        return
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        return
+    from matplotlib.figure import Figure
+
+    formatter = shell.display_formatter.formatters["image/png"]
+    try:
+        before = formatter.lookup_by_type(Figure)
+    except KeyError:
+        before = None
+    if getattr(before, "_mspti_lens", False):
+        return
+
+    def png(f):
+        if not getattr(f, "_mspti_lens", False):
+            return before(f) if before is not None else None
+        from ..notebook.display import figure_bundle
+
+        data, metadata = figure_bundle(f)
+        return data["image/png"], metadata["image/png"]
+
+    png._mspti_lens = True  # type: ignore[attr-defined]
+    formatter.for_type(Figure, png)
 
 
 def to_png(fig, dpi: int = 100) -> bytes:
