@@ -507,7 +507,7 @@ def test_progress_in_jupyter_is_a_widget_counting_steps(ip, sim, monkeypatch):
     first, last = cap.outputs[0].data, cap.outputs[-1].data
     assert "application/vnd.jupyter.widget-view+json" in first
     # when it ends the bar becomes one line of static text counting steps (12, not 24 ticks)
-    assert re.match(r"training workload: 12/12 steps · [\d.]+ s$", last["text/plain"]), last
+    assert re.match(r"training workload: 12/12 steps · [\d.]+ s · [\d,.]+ steps/s$", last["text/plain"]), last
 
 
 def test_progress_in_a_terminal_is_a_bar_counting_steps(sim, capsys):
@@ -539,3 +539,38 @@ def test_panel_after_a_cell_opens_recording_and_close_leaves_a_static_view(ip, s
     assert "aclrtFree" in final[0] and "<img" in final[0] and "session closed" in final[0]
     # the live widget shows the same final view (not a blank output)
     assert "mspti-lens-final" in panel.widget.children[0].value
+
+
+def test_progress_is_on_by_default_in_jupyter_for_work_longer_than_the_threshold(ip, sim, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    import mspti_lens.notebook.display as nd
+    import mspti_lens.sim.driver as drv
+
+    monkeypatch.setattr(nd, "in_jupyter", lambda: True)
+    monkeypatch.setattr(drv, "AUTO_PROGRESS_S", 0.0)  # every job counts as long: a bar at once
+    with capture_output() as cap:
+        sim.run_workload("training", steps=30, ranks=8, threads=1)
+    assert "application/vnd.jupyter.widget-view+json" in cap.outputs[0].data
+    assert re.match(
+        r"training workload: 30/30 steps · [\d.]+ s · [\d,.]+ steps/s$", cap.outputs[-1].data["text/plain"]
+    )
+    monkeypatch.setattr(drv, "AUTO_PROGRESS_S", 10.0**9)  # no job is that long: no bar
+    with capture_output() as cap:
+        sim.run_workload("training", steps=3, ranks=8, threads=1)
+    assert not cap.outputs
+    with capture_output() as cap:  # nor in a %%mspti cell when told progress=False
+        ip.run_cell_magic(
+            "mspti", "--display none", "s.run_workload('training', steps=3, ranks=8, progress=False)"
+        )
+    assert not cap.outputs
+
+
+def test_the_progress_label_has_rate_and_time_left_while_it_runs():
+    pytest.importorskip("ipywidgets")
+    from mspti_lens.notebook.display import WidgetBar
+
+    bar = WidgetBar("training workload", 500, "steps", started=0.0)  # started long ago: a known rate
+    bar.update(100)
+    label = bar.label.value
+    assert re.search(r"100/500 steps · [\d.]+ s · [\d.,]+ steps/s · \d+:\d\d(:\d\d)? left", label), label
+    bar.close(100)

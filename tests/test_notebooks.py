@@ -89,7 +89,7 @@ def test_quickstart(tmp_path_factory):
     # one output for the snapshot (its table with the figure under it) after the progress line
     assert [o.output_type for o in prof.outputs] == ["display_data", "execute_result"], prof.outputs
     progress = prof.outputs[0]["data"]["text/plain"]
-    assert re.fullmatch(r"training workload: 20/20 steps · [\d.]+ s", progress), progress
+    assert re.fullmatch(r"training workload: 20/20 steps · [\d.]+ s · [\d,.]+ steps/s", progress), progress
     assert images(prof) and images(prof)[0][:4] == b"\x89PNG"
     page = prof.outputs[1]["data"]["text/html"]
     assert "SIMULATED DATA" in page and "<img" in page and "; `%config MsptiMagics.top = 0` for all" in page

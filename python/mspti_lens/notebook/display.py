@@ -219,17 +219,22 @@ def in_jupyter() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
-class WidgetBar:
-    """A progress bar as an ipywidgets IntProgress with a counting label; when it ends it is
-    replaced by one line of static text (so a saved notebook shows the outcome, not a dead
-    widget)."""
+def _clock(seconds: float) -> str:
+    m, sec = divmod(int(round(seconds)), 60)
+    return f"{m // 60}:{m % 60:02d}:{sec:02d}" if m >= 60 else f"{m}:{sec:02d}"
 
-    def __init__(self, what: str, total: int, unit: str):
+
+class WidgetBar:
+    """A progress bar as an ipywidgets IntProgress with a label counting done of total, the
+    rate and the time left (as tqdm.notebook shows them); when it ends it is replaced by one
+    line of static text (so a saved notebook shows the outcome, not a dead widget)."""
+
+    def __init__(self, what: str, total: int, unit: str, started: float | None = None):
         import ipywidgets as w
         from IPython.display import display
 
         self.what, self.total, self.unit = what, total, unit
-        self._t0 = time.perf_counter()
+        self._t0 = time.perf_counter() if started is None else started
         self.bar = w.IntProgress(value=0, min=0, max=max(total, 1), layout=w.Layout(width="300px"))
         self.label = w.HTML()
         self.box = w.HBox([w.HTML(f"<b>{html.escape(what)}</b>&nbsp;"), self.bar, self.label])
@@ -237,15 +242,22 @@ class WidgetBar:
         self._handle = display(self.box, display_id=True)
         self.update(0)
 
-    def _text(self, done: int) -> str:
-        return f"{done:,}/{self.total:,} {self.unit} · {time.perf_counter() - self._t0:.1f} s"
+    def _text(self, done: int, running: bool = True) -> str:
+        t = time.perf_counter() - self._t0
+        text = f"{done:,}/{self.total:,} {self.unit} · {t:.1f} s"
+        if done and t > 0:
+            rate = done / t
+            text += f" · {rate:,.1f} {self.unit}/s" if rate < 100 else f" · {rate:,.0f} {self.unit}/s"
+            if running and done < self.total:
+                text += f" · {_clock((self.total - done) / rate)} left"
+        return text
 
     def update(self, done: int, total: int | None = None) -> None:
         self.bar.value = min(done, self.total)
         self.label.value = "&nbsp;" + html.escape(self._text(done))
 
     def close(self, done: int, interrupted: bool = False) -> None:
-        text = f"{self.what}: {self._text(done)}" + (" · interrupted" if interrupted else "")
+        text = f"{self.what}: {self._text(done, running=False)}" + (" · interrupted" if interrupted else "")
         colour = "#842029" if interrupted else "#0a3622"
         if self._handle is not None:
             self._handle.update(
@@ -255,6 +267,13 @@ class WidgetBar:
         self.box.close()
         for child in self.box.children:
             child.close()
+
+    def replace(self, message: Message) -> None:
+        """Show ``message`` where the bar (or its closing line) is: one output, not two."""
+        if self._handle is not None:
+            self._handle.update(
+                {"text/plain": message.text, "text/html": message._repr_html_()}, raw=True
+            )
 
 
 __all__ = [

@@ -358,27 +358,38 @@ class MsptiMagics(Magics):
                 session.disable_activity(*kinds)
         self.windows.append(snap)
         self.cell = snap
-        interrupted = isinstance(result.error_in_exec, KeyboardInterrupt)
-        shown = self._present(snap, args, self.display, "interrupted" if interrupted else "")
-        if not interrupted:
-            return shown
-        if shown is not None:
-            display(shown)
-        raise UsageError(
-            f"the cell was interrupted; its workload stopped, and the {snap.total_calls:,} calls made "
-            "until then are " + ("shown above" if shown is not None else "kept (`%mspti summary`)")
+        error = result.error_in_exec
+        if not isinstance(error, KeyboardInterrupt):
+            return self._present(snap, args, self.display)
+        # Interrupted: one line (how far the job got, what the window holds), no table or plot
+        # to render and no traceback, so the prompt is back at once.
+        wrapped = self._wrap(snap, args, "interrupted")
+        self.last = wrapped
+        if args.out:
+            self._shell.user_ns[args.out] = wrapped
+        job = getattr(error, "mspti_lens_job", "the cell was interrupted")
+        name = f"`{args.out}`" if args.out else "`%mspti summary`"
+        text = (
+            f"{job}; the window holds the {snap.total_calls:,} calls made until then "
+            f"({len(snap)} APIs): {name}"
         )
+        raise CellInterrupted(text, getattr(error, "mspti_lens_bar", None))
 
     def _run_body(self, cell: str):
-        """Run the cell's code as IPython would, but without displaying its last value: the cell's
-        one output is the snapshot."""
+        """Run the cell's code as IPython would, but without displaying its last value (the
+        cell's one output is the snapshot), and without a traceback for a KeyboardInterrupt:
+        the magic says in one line what was interrupted."""
         shell = self._shell
         old = shell.ast_node_interactivity
+        old_exc = (shell.custom_exceptions, shell.CustomTB)
         shell.ast_node_interactivity = "none"
+        shell.set_custom_exc((KeyboardInterrupt,), lambda *a, **k: [])
         try:
             return shell.run_cell(cell, store_history=False)
         finally:
             shell.ast_node_interactivity = old
+            shell.custom_exceptions, shell.CustomTB = old_exc
+            _expect_interrupt(shell)
 
     def _present(self, snap: Snapshot, args, default: str, where: str = ""):
         """One output: the snapshot's table with its figure under it (or only one of them)."""
@@ -538,6 +549,32 @@ class MsptiMagics(Magics):
         return 1 if open_ else 0
 
 
+class CellInterrupted(KeyboardInterrupt):
+    """A ``%%mspti`` cell was interrupted: the workload stopped and its window is kept. IPython
+    shows it as its one line (no traceback), and Jupyter stops a Run All at it."""
+
+    def __init__(self, text: str, bar: Any = None):
+        super().__init__(text)
+        self.text, self.bar = text, bar
+
+
+def _expect_interrupt(shell) -> None:
+    """Let the shell show a :class:`CellInterrupted` as one line, if no other custom exception
+    handler is set (the user's own stays in charge)."""
+    if shell.custom_exceptions not in ((), (CellInterrupted,)):
+        return
+
+    def one_line(shell_, etype, value, tb, tb_offset=None):
+        message = Message(value.text, "warning")
+        if value.bar is not None and hasattr(value.bar, "replace"):
+            value.bar.replace(message)  # in place of the progress bar: one output
+        else:
+            display(message)
+        return []
+
+    shell.set_custom_exc((CellInterrupted,), one_line)
+
+
 # -- extension entry points --------------------------------------------------------------------------
 def load_message(magics: MsptiMagics) -> Message:
     """What ``%load_ext`` says: the backend, and on a real library whether callbacks can fire."""
@@ -572,6 +609,8 @@ def load_ipython_extension(ipython) -> None:
 
 
 def unload_ipython_extension(ipython) -> None:
+    if ipython.custom_exceptions == (CellInterrupted,):
+        ipython.set_custom_exc((), None)
     for m in [m for m in ipython.configurables if isinstance(m, MsptiMagics)]:
         m.close()
         ipython.configurables.remove(m)
