@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -574,3 +575,48 @@ def test_the_progress_label_has_rate_and_time_left_while_it_runs():
     label = bar.label.value
     assert re.search(r"100/500 steps · [\d.]+ s · [\d.,]+ steps/s · \d+:\d\d(:\d\d)? left", label), label
     bar.close(100)
+
+
+def test_small_texts_count_right_and_name_the_option_that_cut_the_table(ip, sim):
+    ip.run_line_magic("mspti", "start -d runtime")
+    sim.call("aclrtMalloc", 5000, 2)
+    one = ip.run_line_magic("mspti", "summary")
+    assert "in 1 API ·" in repr(one) and "1 APIs" not in repr(one) and "1 APIs" not in one._repr_html_()
+    for api in ("aclrtFree", "aclrtMemset", "aclrtMemcpy", "aclrtSynchronizeStream", "aclrtSetDevice"):
+        sim.call(api, 5000, 1)
+    cut = ip.run_line_magic("mspti", "summary -t 5")
+    assert "5 of 6 APIs; `-t 0` for all" in repr(cut) and "%config" not in repr(cut)
+    ip.run_line_magic("mspti", "reset")
+    ip.run_line_magic("mspti", "reset")
+    st = repr(ip.run_line_magic("mspti", "status"))
+    assert "2 earlier windows kept (closed by reset or %%mspti; `%mspti summary --all` merges them)" in st, st
+
+
+def test_help_texts_speak_of_the_product_not_of_tracker_numbers(ip):
+    from mspti_lens.notebook.magics import MsptiMagics
+
+    text = MsptiMagics.mspti.__doc__
+    assert not re.search(r"\bissue\b", text, re.I), text
+
+
+def test_a_session_with_an_interval_gives_the_magics_a_timeline(ip, sim):
+    from IPython.core.error import UsageError
+
+    with capture_output() as cap:
+        ip.run_line_magic("mspti", "start --interval 0.05 -d runtime")
+    assert magics(ip).session.interval == 0.05
+    job = sim.start_workload("training", steps=10**6, ranks=8)
+    try:
+        # evidence, not a sleep: poll until the timeline holds two intervals (bounded)
+        end = time.monotonic() + 120
+        while magics(ip).session.snapshot().timeline()["start"].n_unique() < 2:
+            assert time.monotonic() < end, "no second timeline interval in 120 s"
+            time.sleep(0.01)
+    finally:
+        job.cancel()
+        job.join(progress=False)
+    with capture_output() as cap:
+        ip.run_line_magic("mspti", "plot -k timeline")
+    assert any("image/png" in o.data for o in cap.outputs)
+    with pytest.raises(UsageError, match="a timeline every 0.05 s; run `%mspti close` first"):
+        ip.run_line_magic("mspti", "start --interval 1")

@@ -442,6 +442,8 @@ class Snapshot:
 
     # -- display -------------------------------------------------------------------------------
     def _title(self) -> str:
+        from .notebook.tables import count_of
+
         n = self.total_calls
         extra = []
         if self.unmatched:
@@ -450,7 +452,7 @@ class Snapshot:
             extra.append(f"{self.in_flight} in flight")
         tail = f" ({', '.join(extra)})" if extra else ""
         return (
-            f"mspti-lens snapshot · {self.label} · {n:,} calls in {len(self)} APIs · "
+            f"mspti-lens snapshot · {self.label} · {count_of(n, 'call')} in {count_of(len(self), 'API')} · "
             f"{self.duration_s:.2f} s{tail}"
         )
 
@@ -462,7 +464,7 @@ class Snapshot:
         """The summary for reading (a :class:`mspti_lens.notebook.tables.Table`; its ``frame`` is
         the polars frame, in ns): durations with units (per value, or all in ``unit``), the
         first ``top`` APIs by total time with a caption saying when rows are cut."""
-        from .notebook.tables import Table
+        from .notebook.tables import Table, count_of
 
         if unit is not None:
             check_unit(unit)
@@ -471,7 +473,7 @@ class Snapshot:
         df = self.summary().select(self.TABLE_COLUMNS).rename({"time_pct": "time_%"})
         n = len(df)
         if top is not None and top < n:
-            return Table(df.head(top), f"{top} of {n} APIs by total time", top=0, unit=unit)
+            return Table(df.head(top), f"{top} of {count_of(n, 'API')} by total time", top=0, unit=unit)
         return Table(df, top=0, unit=unit)
 
     def __repr__(self) -> str:

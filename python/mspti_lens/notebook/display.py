@@ -13,7 +13,7 @@ import polars as pl
 
 from ..catalog import DOMAINS, enableable
 from ..snapshot import COUNTERS, SIMULATED_BANNER_HTML, Snapshot
-from .tables import Table
+from .tables import Table, count_of
 
 # Figures are rendered at this many pixels per CSS pixel, so they are sharp on HiDPI screens
 # (browsers scale the image down to its CSS size; at ratio 1 nothing is lost but bytes).
@@ -62,12 +62,16 @@ class Status(dict):
         problems = [f"{k.replace('_', ' ')} {self[k]:,}" for k in (*COUNTERS, "in_flight") if self.get(k)]
         problems += [k for k in ("poisoned", "forked") if self.get(k) is True]
         kept = self.get("windows_kept", 0)
+        earlier = (
+            f" · {count_of(kept, 'earlier window')} kept (closed by reset or %%mspti; "
+            "`%mspti summary --all` merges them)"
+        )
         return [
             ("state", f"{self['state']} on {self['backend']} · clock {self.get('clock', '?')}"),
             ("enabled", enabled_per_domain(self.get("enabled", []))),
             (
                 "calls",
-                f"{self.get('calls', 0):,} in this window" + (f" · {kept} earlier kept" if kept else ""),
+                f"{self.get('calls', 0):,} in this window" + (earlier if kept else ""),
             ),
             ("counters", ", ".join(problems) if problems else "all 0 (every call paired)"),
             ("library", str(self["library"])),
@@ -122,11 +126,19 @@ class ConfiguredSnapshot(Snapshot):
     when its table is cut and which window it is (``where``); with ``figure`` set (a matplotlib
     figure), the figure is part of the same output, under the table."""
 
-    def __init__(self, snap: Snapshot, unit: str | None, top: int | None, where: str = ""):
+    def __init__(
+        self,
+        snap: Snapshot,
+        unit: str | None,
+        top: int | None,
+        where: str = "",
+        all_rows: str = "`%config MsptiMagics.top = 0`",
+    ):
         super().__init__(snap._native, snap.meta)
         self._unit, self._top, self.where = unit, (top or None), where
+        self._all_rows = all_rows  # how to see every row: the option that cut the table
         self._figure: tuple[bytes, int, int] | None = None
-        self.device = snap.device  # activity data (issue 11) travels with the snapshot
+        self.device = snap.device  # the activity data travels with the snapshot
 
     def table(self, unit: str | None = None, top: int | None = None):
         return super().table(unit or self._unit, top or self._top)
@@ -136,7 +148,9 @@ class ConfiguredSnapshot(Snapshot):
 
     def _caption(self) -> str:
         n, shown = len(self), len(self.table())
-        what = f"{shown} of {n} APIs; `%config MsptiMagics.top = 0` for all" if shown < n else f"{n} APIs"
+        what = (
+            f"{shown} of {count_of(n, 'API')}; {self._all_rows} for all" if shown < n else count_of(n, "API")
+        )
         return f"{what} · by total time" + (f" · {self.where}" if self.where else "")
 
     def __repr__(self) -> str:
@@ -271,9 +285,7 @@ class WidgetBar:
     def replace(self, message: Message) -> None:
         """Show ``message`` where the bar (or its closing line) is: one output, not two."""
         if self._handle is not None:
-            self._handle.update(
-                {"text/plain": message.text, "text/html": message._repr_html_()}, raw=True
-            )
+            self._handle.update({"text/plain": message.text, "text/html": message._repr_html_()}, raw=True)
 
 
 __all__ = [

@@ -30,6 +30,7 @@ from ..session import Session
 from ..snapshot import Snapshot
 from .display import ConfiguredSnapshot, DiffTable, Message, Status, figure_bundle
 from .panel import PLOT_KINDS
+from .tables import count_of
 
 DISPLAYS = ("both", "summary", "plot", "none")
 UNITS = ("auto", "ns", "us", "ms", "s")
@@ -64,7 +65,6 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "diff": Subcommand("A B", 2, "compare two snapshots (variable names or saved files)"),
     "close": Subcommand("", 0, "stop and unsubscribe (also done by %unload_ext)"),
-    # issue 12: a recorded job (mspti_lens.runs.view)
     "run": Subcommand("DIR", 1, "a recorded job's ranks, live (python -m mspti_lens record --out DIR)"),
 }
 COMMANDS = tuple(SUBCOMMANDS)
@@ -169,7 +169,14 @@ class MsptiMagics(Magics):
         return self.top if t is None else t
 
     def _wrap(self, snap: Snapshot, args, where: str = "") -> ConfiguredSnapshot:
-        return ConfiguredSnapshot(snap, self._unit(args), self._top(args), where)
+        cut_by_option = getattr(args, "top", None) is not None
+        all_rows = "`-t 0`" if cut_by_option else "`%config MsptiMagics.top = 0`"
+        return ConfiguredSnapshot(snap, self._unit(args), self._top(args), where, all_rows)
+
+    def _interval_text(self) -> str:
+        assert self.session is not None
+        i = self.session.interval
+        return "no timeline" if i is None else f"a timeline every {i:g} s"
 
     def _library(self, args) -> str | None:
         lib = args.library if getattr(args, "library", None) else self.library
@@ -181,6 +188,11 @@ class MsptiMagics(Magics):
 
     def _ensure_session(self, args, targets: list) -> Session:
         if self.session is not None and not self.session.closed:
+            if getattr(args, "interval", None) is not None and self.session.interval != args.interval:
+                raise UsageError(
+                    f"the open session keeps {self._interval_text()}; run `%mspti close` first to start "
+                    f"one with --interval {args.interval:g}"
+                )
             if getattr(args, "library", None):
                 raise UsageError(
                     f"a session is already open on {self.session.backend.label} "
@@ -190,7 +202,11 @@ class MsptiMagics(Magics):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SimulatedBackendWarning)
-                self.session = Session(self._library(args), enable=targets or DEFAULT_TARGETS)
+                self.session = Session(
+                    self._library(args),
+                    enable=targets or DEFAULT_TARGETS,
+                    interval=getattr(args, "interval", None),
+                )
         except SessionError as e:
             raise UsageError(f"{e} (the magics need their own)") from None
         self.windows = []
@@ -277,7 +293,7 @@ class MsptiMagics(Magics):
         "--activity",
         action="append",
         metavar="KIND",
-        help="also collect this activity kind (device time, issue 11): kernel, marker, communication, hccl, "
+        help="also collect this activity kind (device time): kernel, marker, communication, hccl, "
         "memcpy, ... (repeat it or separate with commas); see snapshot.kernels(), .launches()",
     )
     @argument(
@@ -297,6 +313,14 @@ class MsptiMagics(Magics):
         metavar="DIR",
         default=None,
         help="panel: also show this recorded run's ranks (python -m mspti_lens record --out DIR)",
+    )
+    @argument(
+        "--interval",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="start, %%%%mspti: a new session keeps latency over time, one histogram per SECONDS "
+        "(for -k timeline)",
     )
     @argument("--all", action="store_true", help="summary/plot/save: every window of the session")
     @argument(
@@ -370,8 +394,8 @@ class MsptiMagics(Magics):
         job = getattr(error, "mspti_lens_job", "the cell was interrupted")
         name = f"`{args.out}`" if args.out else "`%mspti summary`"
         text = (
-            f"{job}; the window holds the {snap.total_calls:,} calls made until then "
-            f"({len(snap)} APIs): {name}"
+            f"{job}; the window holds the {count_of(snap.total_calls, 'call')} made until then "
+            f"({count_of(len(snap), 'API')}): {name}"
         )
         raise CellInterrupted(text, getattr(error, "mspti_lens_bar", None))
 
@@ -485,7 +509,7 @@ class MsptiMagics(Magics):
         self.panels.append(panel)
         return panel
 
-    def _cmd_run(self, args):  # issue 12: a recorded run's ranks, live (mspti_lens.runs.view)
+    def _cmd_run(self, args):  # a recorded run's ranks, live (mspti_lens.runs.view)
         from ..runs.view import open_view
 
         view = open_view(args.paths[0], every=self.refresh)
@@ -512,7 +536,10 @@ class MsptiMagics(Magics):
         else:
             snap.save(path)
             back = "mspti_lens.load(path) reads it back"
-        return Message(f"saved {snap.total_calls:,} calls ({len(snap)} APIs) of {where} to {path}; {back}")
+        return Message(
+            f"saved {count_of(snap.total_calls, 'call')} ({count_of(len(snap), 'API')}) of {where} "
+            f"to {path}; {back}"
+        )
 
     def _cmd_diff(self, args):
         refs = tuple(args.paths)

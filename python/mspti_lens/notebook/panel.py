@@ -30,7 +30,7 @@ from ..plots.host import KINDS
 from ..runs.view import refreshed_run_html
 from ..session import Session
 from ..snapshot import Snapshot, check_unit
-from .tables import Table
+from .tables import Table, count_of
 
 PLOT_KINDS = KINDS  # defined once, with the dispatch, in mspti_lens.plots
 
@@ -105,7 +105,11 @@ class View:
             return "<p><i>(no calls recorded in this window)</i></p>"
         n = len(self.snapshot)
         shown = len(self.table)
-        caption = f"{shown} of {n} APIs by total time" if shown < n else f"{n} APIs by total time"
+        caption = (
+            f"{shown} of {count_of(n, 'API')} by total time"
+            if shown < n
+            else f"{count_of(n, 'API')} by total time"
+        )
         return self.table.html(caption + (" · SIMULATED" if self.simulated else ""))
 
     def slowest_html(self) -> str:
@@ -205,7 +209,7 @@ class Panel:
             self.session.disable(domain)
         return self.refresh()
 
-    # Activity kinds (device time, issue 11): toggled like domains, collected natively.
+    # Activity kinds (device time): toggled like domains, collected natively.
     @property
     def activity_kinds(self) -> list[str]:
         from ..device import KINDS

@@ -41,6 +41,11 @@ _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 MISSING = "—"
 
 
+def count_of(n: int, word: str, plural: str | None = None) -> str:
+    """``1 API``, ``22 APIs``, ``1,024 calls``: a count with its noun in the right number."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
 def column_kind(name: str, dtype: Any) -> str:
     """The kind of a column (see :data:`COLUMN_UNITS`) from its name and dtype."""
     if dtype == pl.String or dtype == pl.Categorical:
@@ -231,6 +236,7 @@ __all__ = [
     "MAX_ROWS",
     "Table",
     "column_kind",
+    "count_of",
     "format_bytes",
     "format_cell",
     "format_change",

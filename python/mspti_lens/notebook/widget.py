@@ -90,7 +90,7 @@ class ControlPanel:
             t.add_class("mspti-lens-domain")
             t.observe(lambda ch, d=d: self._on_toggle(d, ch), names="value")
             self.toggles[d] = t
-        # Activity kinds (device time, issue 11): the three a step's split needs.
+        # Activity kinds (device time): the three a step's split needs.
         self.activity = {
             k: w.ToggleButton(value=p.activity_enabled(k), description=k, layout=w.Layout(width="110px"))
             for k in ("kernel", "marker", "communication")

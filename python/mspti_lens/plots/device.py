@@ -1,4 +1,4 @@
-"""Figures of device time beside host time (issue 11). They read the Snapshot's device frames
+"""Figures of device time beside host time. They read the Snapshot's device frames
 (:meth:`Snapshot.launches`, :meth:`~Snapshot.kernels`, :meth:`~Snapshot.collectives`) and the
 device histograms; no statistics of their own. Titles say when the data is simulated."""
 

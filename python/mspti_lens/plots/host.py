@@ -234,7 +234,7 @@ def distribution(
             label, style = _PCT_STYLE.get(q, (f"p{q * 100:g}", ":"))
             ax.axvline(v, color="C3", linestyle=style, linewidth=1.1, label=f"{label} {format_ns(v)}")
         slow = snap.slowest().filter(pl.col("name") == name)["duration_ns"] if snap is not None else []
-        if len(slow):  # issue 13: the slowest calls kept, as ticks on the duration axis
+        if len(slow):  # the slowest calls kept, as ticks on the duration axis
             ax.plot(slow, [0] * len(slow), "|", color="C1", markersize=14, label=f"slowest {len(slow)}")
         ax.set_title(f"{name} · {int(total):,} call{'' if total == 1 else 's'}", fontsize=10)
         _ns_axis(ax)
