@@ -58,7 +58,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "summary": Subcommand("[--all]", 0, "the table of the last %%mspti cell or of the current window"),
     "plot": Subcommand("[-k KIND] [--density]", 0, "a figure of it: " + " | ".join(PLOT_KINDS)),
     "panel": Subcommand(
-        "[--run DIR]", 0, "the live control panel (starts recording); --run DIR also shows a recorded run"
+        "[--run DIR]",
+        0,
+        "the live control panel (starts recording); --run DIR: a recorded run's panel instead",
     ),
     "save": Subcommand(
         "PATH", 1, "write it as .parquet (a snapshot mspti_lens.load reads) or .csv (the table)"
@@ -312,7 +314,7 @@ class MsptiMagics(Magics):
         "--run",
         metavar="DIR",
         default=None,
-        help="panel: also show this recorded run's ranks (python -m mspti_lens record --out DIR)",
+        help="panel: show this recorded run (python -m mspti_lens record --out DIR) instead of recording",
     )
     @argument(
         "--interval",
@@ -492,29 +494,33 @@ class MsptiMagics(Magics):
         self._show_plot(snap, args)
 
     def _cmd_panel(self, args):
+        if args.run is not None:  # a recorded run: its files only, no session of the notebook
+            return self._run_panel(args.run)
         from .widget import ControlPanel
 
-        run = None
-        if args.run is not None:  # opened first: a bad folder is said before recording starts
-            from ..runs.run import open_run
-
-            run = open_run(os.path.expanduser(args.run))
         session = self._ensure_session(args, self._targets(args))
         if not session.running:
             session.start()  # a panel is for watching calls arrive
         self.cell = None
         panel = ControlPanel(
-            session, interval=self.refresh, unit=self._unit(args), top=self._top(args) or 10**6, run=run
+            session, interval=self.refresh, unit=self._unit(args), top=self._top(args) or 10**6
         )
         self.panels.append(panel)
         return panel
 
-    def _cmd_run(self, args):  # a recorded run's ranks, live (mspti_lens.runs.view)
-        from ..runs.view import open_view
+    def _cmd_run(self, args):
+        return self._run_panel(args.paths[0])
 
-        view = open_view(args.paths[0], every=self.refresh)
-        self.panels.append(view)
-        return view
+    def _run_panel(self, path: str):
+        """A recorded run's panel: read from its folder, refreshed while ranks run; it opens no
+        session (nothing of the notebook is recorded, the subscriber slot stays free)."""
+        from ..runs.run import open_run
+        from .runpanel import RunPanel
+
+        run = open_run(os.path.expanduser(path))
+        panel = RunPanel(run, every=max(self.refresh, 1.0))
+        self.panels.append(panel)
+        return panel
 
     def _cmd_save(self, args):
         path = os.path.expanduser(args.paths[0])

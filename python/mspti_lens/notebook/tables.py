@@ -20,8 +20,8 @@ import polars as pl
 from ..snapshot import UNITS, format_ns
 
 # How a column is shown, by its name: the first pattern that matches the whole name wins.
-# Kinds: time (ns durations), seconds (durations in s), clock_ns / clock_s (wall-clock instants
-# as Unix time), bytes, gbps (GB/s), pct (percent), id (integers that name something: no
+# Kinds: time (ns durations), seconds (durations in s), age (seconds ago), clock_ns / clock_s
+# (wall-clock instants as Unix time), bytes, gbps (GB/s), pct (percent), id (integers that name something: no
 # thousands separators), count (integers) and number (other floats); text otherwise.
 COLUMN_UNITS: tuple[tuple[str, str], ...] = (
     (r"(thread_id|device_id|stream_id|correlation_id|context_id|pid|tid|rank|slow_rank|late_rank"
@@ -29,7 +29,8 @@ COLUMN_UNITS: tuple[tuple[str, str], ...] = (
     (r"(start|end)_ns|\w*_unix_ns", "clock_ns"),
     (r"last_update|first_update|window_start|window_end|written|\w*_unix", "clock_s"),
     (r"\w*_ns", "time"),
-    (r"age_s|\w*_s", "seconds"),
+    (r"age_s", "age"),
+    (r"\w*_s", "seconds"),
     (r"bytes|bytes_\w+|\w+_bytes", "bytes"),
     (r"\w*_gbps", "gbps"),
     (r"\w*_pct|\w*_%|\w* Δ", "pct"),
@@ -109,6 +110,11 @@ def format_cell(v: Any, kind: str, unit: str | None = None) -> str:
         return MISSING
     if kind == "time":
         return format_ns(float(v), unit)
+    if kind == "age":
+        a = float(v)
+        return (
+            f"{a:.0f} s ago" if a < 90 else f"{a / 60:.0f} min ago" if a < 5400 else f"{a / 3600:.1f} h ago"
+        )
     if kind == "seconds":
         return format_ns(float(v) * 1e9, unit)
     if kind == "clock_ns":
