@@ -28,6 +28,7 @@ from .panel import PLOT_KINDS, Panel, View
 UNIT_CHOICES = ("auto", "ns", "us", "ms", "s")
 MAX_PLOT_WIDTH = 960  # CSS pixels; wider figures are scaled down (still sharp: rendered at 2x)
 PLOT_EVERY_S = 3.0  # a HiDPI figure costs far more than the table: redraw it at most this often
+DISCONNECTED_AFTER_S = 10.0  # no heartbeat for this long: the panel says it is disconnected
 _ICONS = {"all": "check-square", "some": "minus-square", "none": "square-o"}
 
 
@@ -92,7 +93,9 @@ class ControlPanel:
             self.toggles[d] = t
         # Activity kinds (device time): the three a step's split needs.
         self.activity = {
-            k: w.ToggleButton(value=p.activity_enabled(k), description=k, layout=w.Layout(width="110px"))
+            k: w.ToggleButton(
+                value=p.activity_enabled(k), description=k, layout=w.Layout(width="auto", min_width="110px")
+            )
             for k in ("kernel", "marker", "communication")
         }
         for k, t in self.activity.items():
@@ -100,7 +103,7 @@ class ControlPanel:
         self.search = w.Text(
             placeholder="search callbacks: launch, HcclAll, memcpy...",
             continuous_update=True,
-            layout=w.Layout(width="520px"),
+            layout=w.Layout(width="520px", flex="0 0 auto"),  # never squeezed by its row
         )
         self.checkboxes = {}
         for o in p.search(""):
@@ -108,19 +111,28 @@ class ControlPanel:
                 description=o.label,
                 indent=False,
                 tooltip=o.key,
-                layout=w.Layout(width="max-content", margin="0"),  # never cut the label
+                layout=w.Layout(width="auto", margin="0", overflow="visible"),  # never cut the label
                 style={"description_width": "initial"},
             )
             cb.observe(lambda ch, key=o.key: self._on_check(key, ch), names="value")
             self.checkboxes[o.key] = cb
         self.callbacks = w.VBox(
             list(self.checkboxes.values()),
-            layout=w.Layout(height="210px", overflow="auto", width="520px", border="1px solid #ddd"),
+            # one scrollbar: the list scrolls up and down; labels are never wider than the list
+            layout=w.Layout(
+                height="210px",
+                overflow="hidden auto",  # CSS: x hidden, y scrolls
+                width="520px",
+                flex="0 0 auto",
+                border="1px solid #ddd",
+            ),
         )
         self.callbacks.add_class("mspti-lens-picker")
         self.search.observe(lambda ch: self._filter_picker(), names="value")
         self.buttons = {
-            name: w.Button(description=name, icon=icon, tooltip=tip, layout=w.Layout(width="90px"))
+            name: w.Button(
+                description=name, icon=icon, tooltip=tip, layout=w.Layout(width="auto", min_width="90px")
+            )
             for name, icon, tip in (
                 ("start", "play", "start (or resume) recording"),
                 ("stop", "stop", "stop recording; data is kept"),
@@ -171,9 +183,12 @@ class ControlPanel:
             ]
         )
         self.title = w.HTML("<b>mspti-lens</b> · host latency of Runtime and HCCL API calls")
+        self.heartbeat = w.HTML()  # says "disconnected" once the kernel stops answering
+        self.heartbeat.add_class("mspti-lens-heartbeat")
+        self._beats = 0
         self.widget = w.VBox(
             [
-                self.title,
+                w.HBox([self.title, self.heartbeat]),
                 self.status,
                 w.HBox([controls, actions]),
                 self.table,
@@ -257,8 +272,8 @@ class ControlPanel:
         """Every Panel action and refresh lands here: bring the widgets in line with the view."""
         with self._syncing_state():
             self.status.value = view.status_html()
-            self.table.value = view.table_html()
-            self.slowest.value = view.slowest_html()
+            if not self.show_plot or view.calls == 0:  # else the table goes with its plot
+                self._show_tables(view)
             if view.run_html is not None:
                 self.run_view.value = view.run_html
             on = set(view.enabled)
@@ -276,6 +291,26 @@ class ControlPanel:
             self.buttons["start"].disabled = view.running
             self.buttons["stop"].disabled = not view.running
         self.refreshes += 1
+
+    def _show_tables(self, view: View) -> None:
+        self.table.value = view.table_html()
+        self.slowest.value = view.slowest_html()
+
+    def _beat(self) -> None:
+        """Tell the front end the kernel is alive: the heartbeat's HTML is replaced, which restarts
+        a CSS timer; when no beat comes for :data:`DISCONNECTED_AFTER_S` (the kernel restarted or
+        died) the timer reveals "disconnected", so a dead panel never says "running"."""
+        self._beats += 1
+        after = max(DISCONNECTED_AFTER_S, 4 * self.interval)
+        self.heartbeat.value = (
+            f"<!-- beat {self._beats} -->"
+            "<style>@keyframes mspti-lens-stale { to { visibility: visible; } }</style>"
+            "<span class='mspti-lens-disconnected' style='visibility:hidden;margin-left:8px;"
+            "color:#842029;background:#f8d7da;padding:1px 6px;font-weight:bold;"
+            f"animation:mspti-lens-stale 0s linear {after:g}s forwards'>"
+            f"disconnected: no word from the kernel for {after:g} s (restarted or stopped); this panel "
+            "no longer records or acts. Run %mspti panel again.</span>"
+        )
 
     # -- refreshing ------------------------------------------------------------------------------
     def refresh(self, plot: bool = True, throttle: bool = False) -> View:
@@ -306,11 +341,13 @@ class ControlPanel:
                 self.plot.width = str(min(width, MAX_PLOT_WIDTH))
                 self.plot.layout.display = ""
                 self._plotted_at = time.monotonic()
+            self._show_tables(view)  # the table and the plot show the same snapshot
             self._plotted_calls, self._plotted_kind = view.calls, self.panel.plot_kind
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
+                self._beat()
                 if self.panel.session.closed:
                     self.finish("session closed")
                     break
@@ -325,11 +362,13 @@ class ControlPanel:
         if self._thread is not None and self._thread.is_alive():
             return
         self._stop.clear()
+        self._beat()
         self._thread = threading.Thread(target=self._loop, name="mspti-lens-panel", daemon=True)
         self._thread.start()
 
     def stop_auto_refresh(self) -> None:
         self._stop.set()
+        self.heartbeat.value = ""  # no beats on purpose: never a false "disconnected"
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout=5 * self.interval + 5)
