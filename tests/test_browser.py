@@ -655,7 +655,7 @@ def test_a_panel_says_it_is_disconnected_after_a_kernel_restart(page, lab):
     page.wait_for_selector(badge, state="attached")
     visible = (
         f"() => {{ const b = document.querySelector('{badge}');"
-        " return b && getComputedStyle(b).visibility === 'visible'; }}"
+        " return b && getComputedStyle(b).visibility === 'visible'; }"
     )
     assert not page.evaluate(visible)  # alive: the beats keep it hidden
     page.get_by_role("menuitem", name="Kernel", exact=True).click()
@@ -665,3 +665,14 @@ def test_a_panel_says_it_is_disconnected_after_a_kernel_restart(page, lab):
     page.wait_for_function(visible)
     shot(page, 2, "views.8-disconnected-after-restart")
     assert "disconnected" in output_text(page, 2)
+    running = page.evaluate(
+        "() => [...document.querySelectorAll('.mspti-lens-panel .mspti-lens-running')]"
+        ".map(e => e.getBoundingClientRect().width)"
+    )
+    assert running and max(running) == 0, running  # no "● running" of a dead kernel
+    # whole labels: no button or toggle of the panel is cut ("re…", "runtime · 36 …")
+    cut = page.evaluate(
+        "() => [...document.querySelectorAll('.mspti-lens-panel button')]"
+        ".filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.innerText)"
+    )
+    assert cut == [], cut

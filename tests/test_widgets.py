@@ -392,6 +392,10 @@ def test_a_live_panel_beats_and_a_silent_one_says_it_is_disconnected(session, si
         # hidden while beats keep replacing it; shown by the CSS timer once they stop
         assert "disconnected" in page and "visibility:hidden" in page and "animation:mspti-lens-stale" in page
         assert "@keyframes mspti-lens-stale" in page and "10s forwards" in page
+        # and the "running" mark fades by itself unless the beats keep rewriting it
+        assert wait_for(
+            lambda: "animation:mspti-lens-gone 0s linear 10s forwards'>● running" in panel.status.value
+        )
     finally:
         panel.stop_auto_refresh()
     assert panel.heartbeat.value == ""  # stopped on purpose: never a false alarm

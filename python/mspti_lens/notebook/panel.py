@@ -89,9 +89,20 @@ class View:
             f"{self.unmatched:,} unmatched · {self.in_flight:,} in flight"
         )
 
-    def status_html(self) -> str:
+    def status_html(self, live_for: float | None = None) -> str:
+        """The status line; ``live_for`` (seconds) makes the "running" mark vanish by itself
+        unless the line is rewritten within that time (a live panel rewrites it)."""
         colour = "#664d03" if self.simulated else "#0a3622"
-        state = '<span style="color:#198754">● running</span>' if self.running else "■ stopped"
+        if not self.running:
+            state = "■ stopped"
+        elif live_for:
+            state = (
+                "<style>@keyframes mspti-lens-gone { to { font-size: 0; } }</style>"
+                "<span class='mspti-lens-running' style='color:#198754;"
+                f"animation:mspti-lens-gone 0s linear {live_for:g}s forwards'>● running</span>"
+            )
+        else:
+            state = '<span style="color:#198754">● running</span>'
         err = f' · <span style="color:#b02a37">{html.escape(self.error)}</span>' if self.error else ""
         return (
             f'<span style="color:{colour};font-weight:bold">{html.escape(self.backend)}</span> · {state}'

@@ -36,7 +36,7 @@ COLUMN_UNITS: tuple[tuple[str, str], ...] = (
     (r"\w*_pct|\w*_%|\w* Δ", "pct"),
 )  # fmt: skip
 # The suffix a column's header loses because every cell carries its unit.
-_HEADER_SUFFIX = {"time": "_ns", "gbps": "_gbps"}
+_HEADER_SUFFIX = {"time": "_ns", "clock_ns": "_ns", "gbps": "_gbps"}
 MAX_ROWS = 50  # rows a Table shows unless told (``top=0``: every row)
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 MISSING = "—"

@@ -86,7 +86,9 @@ class ControlPanel:
         for d in p.domains:
             t = w.ToggleButton(
                 tooltip=f"trace every {d} API (msptiEnableDomain); a partly enabled domain shows how many",
-                layout=w.Layout(width="160px"),
+                layout=w.Layout(
+                    width="auto", min_width="160px", flex="0 0 auto"
+                ),  # "runtime · 36 of 36" whole
             )
             t.add_class("mspti-lens-domain")
             t.observe(lambda ch, d=d: self._on_toggle(d, ch), names="value")
@@ -94,7 +96,9 @@ class ControlPanel:
         # Activity kinds (device time): the three a step's split needs.
         self.activity = {
             k: w.ToggleButton(
-                value=p.activity_enabled(k), description=k, layout=w.Layout(width="auto", min_width="110px")
+                value=p.activity_enabled(k),
+                description=k,
+                layout=w.Layout(width="auto", min_width="110px", flex="0 0 auto"),
             )
             for k in ("kernel", "marker", "communication")
         }
@@ -131,7 +135,10 @@ class ControlPanel:
         self.search.observe(lambda ch: self._filter_picker(), names="value")
         self.buttons = {
             name: w.Button(
-                description=name, icon=icon, tooltip=tip, layout=w.Layout(width="auto", min_width="90px")
+                description=name,
+                icon=icon,
+                tooltip=tip,
+                layout=w.Layout(width="auto", min_width="90px", flex="0 0 auto"),
             )
             for name, icon, tip in (
                 ("start", "play", "start (or resume) recording"),
@@ -149,11 +156,19 @@ class ControlPanel:
         )
         self.message = w.HTML()
         self.unit = w.Dropdown(
-            options=UNIT_CHOICES, value=p.unit or "auto", description="unit", layout=w.Layout(width="150px")
+            options=UNIT_CHOICES,
+            value=p.unit or "auto",
+            description="unit",
+            style={"description_width": "initial"},
+            layout=w.Layout(width="auto", min_width="130px", flex="0 0 auto"),
         )
         self.unit.observe(lambda ch: self._act(lambda: p.set_unit(ch["new"])), names="value")
         self.kind = w.Dropdown(
-            options=PLOT_KINDS, value=p.plot_kind, description="plot", layout=w.Layout(width="200px")
+            options=PLOT_KINDS,
+            value=p.plot_kind,
+            description="plot",
+            style={"description_width": "initial"},
+            layout=w.Layout(width="auto", min_width="200px", flex="0 0 auto"),
         )
         self.kind.observe(self._on_kind, names="value")
         self.table = w.HTML()
@@ -162,35 +177,41 @@ class ControlPanel:
         self.run_view.layout.display = "none" if p.run is None else ""
         self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
 
+        _LABEL = w.Layout(width="80px", flex="0 0 auto")  # noqa: N806 - one layout for the row labels
         controls = w.VBox(
             [
-                w.HBox([w.HTML("<b>domains</b>", layout=w.Layout(width="70px")), *self.toggles.values()]),
-                w.HBox([w.HTML("<b>device</b>", layout=w.Layout(width="70px")), *self.activity.values()]),
+                w.HBox([w.HTML("<b>domains</b>", layout=_LABEL), *self.toggles.values()]),
+                w.HBox([w.HTML("<b>device</b>", layout=_LABEL), *self.activity.values()]),
                 w.HBox(
                     [
-                        w.HTML("<b>callbacks</b>", layout=w.Layout(width="70px")),
+                        w.HTML("<b>callbacks</b>", layout=_LABEL),
                         w.VBox([self.search, self.callbacks]),
                     ]
                 ),
-            ]
+            ],
+            layout=w.Layout(flex="0 0 auto", margin="0 12px 0 0"),
         )
         actions = w.VBox(
             [
-                w.HBox(list(self.buttons.values())),
+                w.HBox(list(self.buttons.values()), layout=w.Layout(flex_flow="row wrap")),
                 w.HBox([self.export_path, self.unit]),
                 w.HBox([self.kind]),
                 self.message,
             ]
         )
-        self.title = w.HTML("<b>mspti-lens</b> · host latency of Runtime and HCCL API calls")
-        self.heartbeat = w.HTML()  # says "disconnected" once the kernel stops answering
+        self.title = w.HTML(
+            "<b>mspti-lens</b> · host latency of Runtime and HCCL API calls",
+            layout=w.Layout(flex="0 0 auto"),
+        )
+        self.heartbeat = w.HTML(layout=w.Layout(flex="1 1 auto"))  # "disconnected" once the kernel is gone
         self.heartbeat.add_class("mspti-lens-heartbeat")
         self._beats = 0
         self.widget = w.VBox(
             [
                 w.HBox([self.title, self.heartbeat]),
                 self.status,
-                w.HBox([controls, actions]),
+                # side by side when there is room, else the actions go under the controls
+                w.HBox([controls, actions], layout=w.Layout(flex_flow="row wrap")),
                 self.table,
                 self.slowest,
                 self.plot,
@@ -271,7 +292,7 @@ class ControlPanel:
     def _on_view(self, view: View) -> None:
         """Every Panel action and refresh lands here: bring the widgets in line with the view."""
         with self._syncing_state():
-            self.status.value = view.status_html()
+            self.status.value = self._status(view)
             if not self.show_plot or view.calls == 0:  # else the table goes with its plot
                 self._show_tables(view)
             if view.run_html is not None:
@@ -296,6 +317,12 @@ class ControlPanel:
         self.table.value = view.table_html()
         self.slowest.value = view.slowest_html()
 
+    def _status(self, view: View) -> str:
+        """The status line; while auto-refreshing its "running" mark is live for as long as
+        beats come (see :meth:`_beat`), and the line is rewritten at every beat."""
+        live = max(DISCONNECTED_AFTER_S, 4 * self.interval) if self.auto_refreshing else None
+        return view.status_html(live_for=live) + f"<!-- {self._beats} -->"
+
     def _beat(self) -> None:
         """Tell the front end the kernel is alive: the heartbeat's HTML is replaced, which restarts
         a CSS timer; when no beat comes for :data:`DISCONNECTED_AFTER_S` (the kernel restarted or
@@ -311,6 +338,9 @@ class ControlPanel:
             f"disconnected: no word from the kernel for {after:g} s (restarted or stopped); this panel "
             "no longer records or acts. Run %mspti panel again.</span>"
         )
+        view = self.panel.last
+        if view is not None and self.auto_refreshing:
+            self.status.value = self._status(view)
 
     # -- refreshing ------------------------------------------------------------------------------
     def refresh(self, plot: bool = True, throttle: bool = False) -> View:
