@@ -420,5 +420,5 @@ def test_table_and_plot_show_the_same_snapshot_and_labels_are_never_cut(session,
     assert panel.activity["communication"].layout.width == "auto"
     assert all(b.layout.width == "auto" for b in panel.buttons.values())
     assert panel.callbacks.layout.overflow == "hidden auto"
-    assert panel.search.layout.flex == "0 0 auto"
+    assert panel.search.layout.flex == "0 0 auto" and panel.callbacks.layout.width == "max-content"
     panel.close()

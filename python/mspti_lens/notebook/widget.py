@@ -107,7 +107,7 @@ class ControlPanel:
         self.search = w.Text(
             placeholder="search callbacks: launch, HcclAll, memcpy...",
             continuous_update=True,
-            layout=w.Layout(width="520px", flex="0 0 auto"),  # never squeezed by its row
+            layout=w.Layout(width="100%", min_width="520px", flex="0 0 auto"),  # the list's width, whole
         )
         self.checkboxes = {}
         for o in p.search(""):
@@ -115,18 +115,19 @@ class ControlPanel:
                 description=o.label,
                 indent=False,
                 tooltip=o.key,
-                layout=w.Layout(width="auto", margin="0", overflow="visible"),  # never cut the label
+                layout=w.Layout(width="max-content", margin="0"),  # never cut the label
                 style={"description_width": "initial"},
             )
             cb.observe(lambda ch, key=o.key: self._on_check(key, ch), names="value")
             self.checkboxes[o.key] = cb
         self.callbacks = w.VBox(
             list(self.checkboxes.values()),
-            # one scrollbar: the list scrolls up and down; labels are never wider than the list
+            # one scrollbar: the list is as wide as its longest label and scrolls up and down only
             layout=w.Layout(
                 height="210px",
                 overflow="hidden auto",  # CSS: x hidden, y scrolls
-                width="520px",
+                width="max-content",
+                min_width="520px",
                 flex="0 0 auto",
                 border="1px solid #ddd",
             ),
