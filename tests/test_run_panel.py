@@ -69,7 +69,7 @@ def test_the_run_panel_shows_a_running_job_and_settles_when_it_ends(tmp_path, si
         assert job.returncode == 0, stderr
         wait_for("the panel to see every rank finish", lambda: not panel.auto_refreshing)
         view = panel.last
-        assert view is not None and not view.running and panel.refreshes >= 2
+        assert view is not None and not view.running and view.finished and panel.refreshes >= 2
         assert "every rank has finished" in panel.status.value
         page = panel.body.value
         assert "4 ranks reporting on 2 host(s)" in view.headline

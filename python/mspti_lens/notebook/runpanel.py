@@ -34,6 +34,7 @@ SUMMARY_COLUMNS = (
     "max_ns",
 )
 SUMMARY_TOP = 10
+WATCHED = ("running", "stale")  # rank statuses the panel keeps refreshing for
 MAX_PLOT_WIDTH = 760  # CSS pixels
 PLOT_EVERY_S = 5.0  # the heat map is redrawn at most this often (and only when the run changed)
 
@@ -78,7 +79,8 @@ class RunView:
     verdict: str
     summary_html: str
     ranks_html: str
-    running: bool  # a rank still running: keep refreshing
+    running: bool  # a rank still running or stale: keep refreshing
+    finished: bool  # every rank complete
     simulated: bool
     calls: int
     heatmap: str | None  # the function of the heat map
@@ -118,7 +120,9 @@ def run_view(run: Any) -> RunView:
             top=0,
             kinds={"last update": "age"},
         ).html(),
-        running=bool((ranks["status"] == "running").any()) if len(ranks) else True,
+        # a stale rank may still write (a loaded machine) or hang: keep watching it
+        running=bool(ranks["status"].is_in(WATCHED).any()) if len(ranks) else True,
+        finished=bool((ranks["status"] == "complete").all()) if len(ranks) else False,
         simulated=bool(files["simulated"].any()) if len(files) else False,
         calls=int(summary["num_calls"].sum()) if len(summary) else 0,
         heatmap=heatmap_api(run),
@@ -171,7 +175,13 @@ class RunPanel:
                     raise
                 return self.last
             self.last = view
-            state = "● running" if view.running else "■ every rank has finished"
+            state = (
+                "● running"
+                if view.running
+                else "■ every rank has finished"
+                if view.finished
+                else "■ no rank is running (some did not finish: see their status)"
+            )
             self.status.value = (
                 f"<span class='mspti-lens-run-state'>{state} · refreshed "
                 f"{time.strftime('%H:%M:%S', time.localtime(view.taken_at))}</span>"
