@@ -627,20 +627,25 @@ def test_the_exports_notebook_runs_to_the_end(page, lab):
     shutil.copy(ROOT / "notebooks" / "exports.ipynb", folder / "exports.ipynb")
     open_notebook(page, lab, "exports.ipynb")
     run_menu(page, "Run All Cells")
-    n = page.evaluate(f"() => document.querySelectorAll('{NB} .jp-CodeCell').length")
+    # the last cell's output on screen (JupyterLab follows Run All), then the kernel idle
     page.wait_for_function(
-        r"""([nb, n]) => { const p = [...document.querySelectorAll(nb + ' .jp-CodeCell .jp-InputPrompt')];
-             return p.length === n && p.every(e => /\[\d+\]/.test(e.innerText)); }""",
-        arg=[NB, n],
+        f"() => document.querySelector('{NB}').innerText"
+        ".includes('# TYPE mspti_lens_call_duration_nanoseconds histogram')"
     )
     wait_idle(page)
-    errors = page.locator(f"{NB} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-    body = page.locator(NB).inner_text()
     page.screenshot(path=str(ARTIFACTS / "browser-views.2-exports.png"), full_page=True)
-    assert "Traceback" not in body and "Error" not in body.replace("ModuleNotFoundError", "Error"), body[
-        -2000:
-    ]
-    assert errors.count() == 0
+    texts, stderr = [], []
+    cells = page.locator(f"{NB} .jp-Cell")
+    for k in range(cells.count()):  # JupyterLab renders only the cells near the view: visit each
+        cells.nth(k).scroll_into_view_if_needed()
+        area = cells.nth(k).locator(".jp-Cell-outputArea")
+        texts.append(area.inner_text() if area.count() else "")
+        boxes = cells.nth(k).locator("[data-mime-type='application/vnd.jupyter.stderr']")
+        stderr += [boxes.nth(j).inner_text() for j in range(boxes.count())]
+    body = "\n".join(texts)
+    # as nbclient's check: no error output, no traceback; log lines on stderr (HTA's) are fine
+    assert not [e for e in stderr if "Traceback" in e or "Error" in e], stderr
+    assert "Traceback" not in body and "skipped" not in body, body[-2000:]
     assert "% from mspti-lens" in body and "calls in all ==" in body
 
 
