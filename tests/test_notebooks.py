@@ -191,6 +191,12 @@ def test_section5_where_step_time_goes(tmp_path_factory):
     for tag in ("plot-split", "plot-kernels"):
         assert images(cell(nb, tag)), tag
     assert "unjoined 0, ambiguous 0" in stdout(cell(nb, "counters"))
+    # the queue note is there exactly when the window's queue delays add up to more than it lasted
+    note = stdout(cell(nb, "queue-note"))
+    m = re.search(r"queue delays add up to ([\d,.]+) s in a ([\d,.]+) s window", note)
+    assert m, note
+    total, wall = (float(x.replace(",", "")) for x in m.groups())
+    assert ("ran ahead of the device" in note) == (total > wall), note
     assert "same launches after load: True" in stdout(cell(nb, "save"))
 
 
