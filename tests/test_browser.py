@@ -524,7 +524,7 @@ def test_quickstart_panel_in_jupyterlab(page, lab):
     assert (ARTIFACTS / "browser-quickstart.png").stat().st_size > 10_000
 
 
-# -- device time, whole jobs, exports, restarts (the device-time and whole-job issue) -----------------
+# -- device time, whole jobs, exports, restarts ------------------------------------------------------
 DEVICE = SETUP + [
     (
         "record",

@@ -103,7 +103,7 @@ def test_an_axis_unit_follows_its_range():
         assert ax.get_xlabel() == f"time per call ({unit})"
 
 
-# -- device and job plots (issue: device time and whole jobs read as well as the magics) ---------
+# -- device and job plots: as readable as the host-latency ones ------------------------------------
 @pytest.fixture(scope="module")
 def device_snap():
     from mspti_lens.sim import Simulator
