@@ -277,7 +277,7 @@ def test_panel_command_returns_a_live_panel(ip, sim):
     ip.run_line_magic("config", "MsptiMagics.library = 'sim'")
 
 
-def test_panel_run_shows_a_recorded_run_beside_the_calls(ip, sim, tmp_path):
+def test_panel_run_shows_the_recorded_run_without_recording_the_notebook(ip, sim, tmp_path):
     from IPython.core.error import UsageError
 
     import mspti_lens
@@ -293,9 +293,12 @@ def test_panel_run_shows_a_recorded_run_beside_the_calls(ip, sim, tmp_path):
         ip.run_line_magic("mspti", f"panel --run {tmp_path / 'nothing'}")
     assert magics(ip).session is None  # a bad folder is said before recording starts
     panel = ip.run_line_magic("mspti", f"panel --run {tmp_path}")
-    assert panel.panel.run is not None and panel.panel.running
-    assert "MISSING" in panel.run_view.value and "complete" in panel.run_view.value  # rank 1 of 2
+    assert magics(ip).session is None and not sim.subscribed  # the run's files only
+    page = panel.body.value
+    assert ">missing<" in page and ">complete<" in page  # rank 1 of 2 never reported
+    assert "HcclAllReduce" in page and panel.last.heatmap == "HcclAllReduce"
     assert "--run DIR" in ip.find_line_magic("mspti").__doc__
+    panel.close()
 
 
 @pytest.mark.parametrize(

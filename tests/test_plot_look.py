@@ -172,9 +172,10 @@ def test_launch_split_notes_queue_delays_longer_than_the_window(device_snap):
 def test_plots_called_directly_show_at_twice_the_css_size_in_ipython(device_snap):
     import struct
 
+    from IPython.terminal.interactiveshell import TerminalInteractiveShell
     from IPython.testing.globalipapp import start_ipython
 
-    ip = start_ipython()
+    ip = start_ipython() or TerminalInteractiveShell.instance()
     formatter = ip.display_formatter.formatters["image/png"]
     was = formatter.enabled
     formatter.enabled = True  # as in a Jupyter kernel

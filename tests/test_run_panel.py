@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("IPython")
 pytest.importorskip("ipywidgets")
 
+from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
@@ -47,8 +48,10 @@ def test_the_run_panel_shows_a_running_job_and_settles_when_it_ends(tmp_path, si
         sys.executable, "-m", "mspti_lens.sim", "job", "--steps", "40", "--step-delay", "0.05",
         "--ranks", "4", "--hosts", "2", "--slow-rank", "2",
     ]  # fmt: skip
-    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    shell = start_ipython()
+    log = tmp_path / "record.log"
+    with open(log, "w") as f:  # a file, not a pipe: nothing left open if the test fails early
+        job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
+    shell = start_ipython() or TerminalInteractiveShell.instance()
     with capture_output():
         shell.run_line_magic("load_ext", "mspti_lens")
     from mspti_lens.notebook.magics import MsptiMagics
@@ -65,8 +68,8 @@ def test_the_run_panel_shows_a_running_job_and_settles_when_it_ends(tmp_path, si
         first = panel.last
         assert first is not None and first.running
         assert "running" in panel.status.value
-        _, stderr = job.communicate(timeout=BOUND_S)
-        assert job.returncode == 0, stderr
+        job.wait(timeout=BOUND_S)
+        assert job.returncode == 0, log.read_text()
         wait_for("the panel to see every rank finish", lambda: not panel.auto_refreshing)
         view = panel.last
         assert view is not None and not view.running and view.finished and panel.refreshes >= 2
