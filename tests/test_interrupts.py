@@ -10,6 +10,7 @@ a failure, never a hung test run."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -106,12 +107,11 @@ def test_interrupting_a_replay_stops_its_threads_on_the_simulator(sim):
 
 def test_interrupting_a_profiled_cell_stops_the_job_and_the_next_cell_counts_its_own_calls(sim):
     pytest.importorskip("IPython")
-    from IPython.core.error import UsageError
     from IPython.terminal.interactiveshell import TerminalInteractiveShell
     from IPython.testing.globalipapp import start_ipython
     from IPython.utils.capture import capture_output
 
-    from mspti_lens.notebook.magics import MsptiMagics
+    from mspti_lens.notebook.magics import CellInterrupted, MsptiMagics
 
     shell = start_ipython() or TerminalInteractiveShell.instance()
     shell.user_ns["s"] = sim
@@ -126,13 +126,21 @@ def test_interrupting_a_profiled_cell_stops_the_job_and_the_next_cell_counts_its
             shell.run_cell_magic("mspti", "--display none", "s.call('aclrtMalloc', 1000, 1)")
         stopper = Interrupter(sim, lambda: magics.session.snapshot().total_calls > 0)
         try:
-            with capture_output() as cap, pytest.raises(UsageError, match="interrupted"):
+            with capture_output() as cap, pytest.raises(CellInterrupted) as raised:
                 shell.run_cell_magic(
                     "mspti", "--display summary -o cut", "s.run_workload('training', steps=10**6, ranks=8)"
                 )
         finally:
             stopper.done()
-        assert "KeyboardInterrupt" in cap.stdout + cap.stderr
+        # one line: how far the job got and what the window holds; no traceback of the workload
+        text = raised.value.text
+        assert re.fullmatch(
+            r"training workload interrupted after [\d,]+ of 1,000,000 steps; the window holds the "
+            r"[\d,]+ calls made until then \(\d+ APIs\): `cut`",
+            text,
+        ), text
+        assert "Traceback" not in cap.stdout + cap.stderr and "driver.py" not in cap.stdout + cap.stderr
+        assert isinstance(raised.value, KeyboardInterrupt)  # a Run All stops at it
         assert sim_threads() == before
         assert shell.user_ns["cut"].total_calls > 0  # the calls made until the interrupt are kept
         # the next two cells count their own calls only

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -276,7 +277,7 @@ def test_panel_command_returns_a_live_panel(ip, sim):
     ip.run_line_magic("config", "MsptiMagics.library = 'sim'")
 
 
-def test_panel_run_shows_a_recorded_run_beside_the_calls(ip, sim, tmp_path):
+def test_panel_run_shows_the_recorded_run_without_recording_the_notebook(ip, sim, tmp_path):
     from IPython.core.error import UsageError
 
     import mspti_lens
@@ -292,9 +293,12 @@ def test_panel_run_shows_a_recorded_run_beside_the_calls(ip, sim, tmp_path):
         ip.run_line_magic("mspti", f"panel --run {tmp_path / 'nothing'}")
     assert magics(ip).session is None  # a bad folder is said before recording starts
     panel = ip.run_line_magic("mspti", f"panel --run {tmp_path}")
-    assert panel.panel.run is not None and panel.panel.running
-    assert "MISSING" in panel.run_view.value and "complete" in panel.run_view.value  # rank 1 of 2
+    assert magics(ip).session is None and not sim.subscribed  # the run's files only
+    page = panel.body.value
+    assert ">missing<" in page and ">complete<" in page  # rank 1 of 2 never reported
+    assert "HcclAllReduce" in page and panel.last.heatmap == "HcclAllReduce"
     assert "--run DIR" in ip.find_line_magic("mspti").__doc__
+    panel.close()
 
 
 @pytest.mark.parametrize(
@@ -507,7 +511,7 @@ def test_progress_in_jupyter_is_a_widget_counting_steps(ip, sim, monkeypatch):
     first, last = cap.outputs[0].data, cap.outputs[-1].data
     assert "application/vnd.jupyter.widget-view+json" in first
     # when it ends the bar becomes one line of static text counting steps (12, not 24 ticks)
-    assert re.match(r"training workload: 12/12 steps · [\d.]+ s$", last["text/plain"]), last
+    assert re.match(r"training workload: 12/12 steps · [\d.]+ s · [\d,.]+ steps/s$", last["text/plain"]), last
 
 
 def test_progress_in_a_terminal_is_a_bar_counting_steps(sim, capsys):
@@ -539,3 +543,83 @@ def test_panel_after_a_cell_opens_recording_and_close_leaves_a_static_view(ip, s
     assert "aclrtFree" in final[0] and "<img" in final[0] and "session closed" in final[0]
     # the live widget shows the same final view (not a blank output)
     assert "mspti-lens-final" in panel.widget.children[0].value
+
+
+def test_progress_is_on_by_default_in_jupyter_for_work_longer_than_the_threshold(ip, sim, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    import mspti_lens.notebook.display as nd
+    import mspti_lens.sim.driver as drv
+
+    monkeypatch.setattr(nd, "in_jupyter", lambda: True)
+    monkeypatch.setattr(drv, "AUTO_PROGRESS_S", 0.0)  # every job counts as long: a bar at once
+    with capture_output() as cap:
+        sim.run_workload("training", steps=30, ranks=8, threads=1)
+    assert "application/vnd.jupyter.widget-view+json" in cap.outputs[0].data
+    assert re.match(
+        r"training workload: 30/30 steps · [\d.]+ s · [\d,.]+ steps/s$", cap.outputs[-1].data["text/plain"]
+    )
+    monkeypatch.setattr(drv, "AUTO_PROGRESS_S", 10.0**9)  # no job is that long: no bar
+    with capture_output() as cap:
+        sim.run_workload("training", steps=3, ranks=8, threads=1)
+    assert not cap.outputs
+    with capture_output() as cap:  # nor in a %%mspti cell when told progress=False
+        ip.run_cell_magic(
+            "mspti", "--display none", "s.run_workload('training', steps=3, ranks=8, progress=False)"
+        )
+    assert not cap.outputs
+
+
+def test_the_progress_label_has_rate_and_time_left_while_it_runs():
+    pytest.importorskip("ipywidgets")
+    from mspti_lens.notebook.display import WidgetBar
+
+    bar = WidgetBar("training workload", 500, "steps", started=0.0)  # started long ago: a known rate
+    bar.update(100)
+    label = bar.label.value
+    assert re.search(r"100/500 steps · [\d.]+ s · [\d.,]+ steps/s · \d+:\d\d(:\d\d)? left", label), label
+    bar.close(100)
+
+
+def test_small_texts_count_right_and_name_the_option_that_cut_the_table(ip, sim):
+    ip.run_line_magic("mspti", "start -d runtime")
+    sim.call("aclrtMalloc", 5000, 2)
+    one = ip.run_line_magic("mspti", "summary")
+    assert "in 1 API ·" in repr(one) and "1 APIs" not in repr(one) and "1 APIs" not in one._repr_html_()
+    for api in ("aclrtFree", "aclrtMemset", "aclrtMemcpy", "aclrtSynchronizeStream", "aclrtSetDevice"):
+        sim.call(api, 5000, 1)
+    cut = ip.run_line_magic("mspti", "summary -t 5")
+    assert "5 of 6 APIs; `-t 0` for all" in repr(cut) and "%config" not in repr(cut)
+    ip.run_line_magic("mspti", "reset")
+    ip.run_line_magic("mspti", "reset")
+    st = repr(ip.run_line_magic("mspti", "status"))
+    assert "2 earlier windows kept (closed by reset or %%mspti; `%mspti summary --all` merges them)" in st, st
+
+
+def test_help_texts_speak_of_the_product_not_of_tracker_numbers(ip):
+    from mspti_lens.notebook.magics import MsptiMagics
+
+    text = MsptiMagics.mspti.__doc__
+    assert not re.search(r"\bissue\b", text, re.I), text
+
+
+def test_a_session_with_an_interval_gives_the_magics_a_timeline(ip, sim):
+    from IPython.core.error import UsageError
+
+    with capture_output() as cap:
+        ip.run_line_magic("mspti", "start --interval 0.05 -d runtime")
+    assert magics(ip).session.interval == 0.05
+    job = sim.start_workload("training", steps=10**6, ranks=8)
+    try:
+        # evidence, not a sleep: poll until the timeline holds two intervals (bounded)
+        end = time.monotonic() + 120
+        while magics(ip).session.snapshot().timeline()["start"].n_unique() < 2:
+            assert time.monotonic() < end, "no second timeline interval in 120 s"
+            time.sleep(0.01)
+    finally:
+        job.cancel()
+        job.join(progress=False)
+    with capture_output() as cap:
+        ip.run_line_magic("mspti", "plot -k timeline")
+    assert any("image/png" in o.data for o in cap.outputs)
+    with pytest.raises(UsageError, match="a timeline every 0.05 s; run `%mspti close` first"):
+        ip.run_line_magic("mspti", "start --interval 1")

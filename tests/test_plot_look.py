@@ -101,3 +101,133 @@ def test_an_axis_unit_follows_its_range():
         ax.plot([lo, hi], [0, 1])
         _ns_axis(ax)
         assert ax.get_xlabel() == f"time per call ({unit})"
+
+
+# -- device and job plots: as readable as the host-latency ones ------------------------------------
+@pytest.fixture(scope="module")
+def device_snap():
+    from mspti_lens.sim import Simulator
+
+    s = Simulator()
+    s.reset()
+    with Session(library="sim", activity=["kernel", "communication"]) as session:
+        s.run_workload("training", steps=3, ranks=8, threads=1, seed=5)
+        return session.snapshot()
+
+
+def device_figures(snap):
+    return {
+        "launch_split": plots.launch_split(snap),
+        "kernels": plots.kernel_distributions(snap, top=4),
+        "collectives": plots.collectives(snap),
+    }
+
+
+@pytest.mark.parametrize("kind", ["launch_split", "kernels", "collectives"])
+def test_device_plots_have_time_units_legends_off_the_data_and_labels_inside(device_snap, kind):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = device_figures(device_snap)[kind]
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    axes = time_axes(fig)
+    assert axes, kind
+    for ax in axes:
+        assert re.search(r"\((ns|µs|ms|s)\)$", ax.get_xlabel()), ax.get_xlabel()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    assert legends, kind
+    areas = [ax.get_window_extent(renderer) for ax in fig.axes if ax.get_visible() and ax.axison]
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        assert all(t.get_fontsize() >= 8 for t in legend.get_texts())
+        assert not any(box.overlaps(a) for a in areas), (kind, box)
+        assert box.x1 <= fig.bbox.x1 + 1 and box.x0 >= -1
+    for ax in axes:  # every value label inside its axes, not cut at the edge
+        area = ax.get_window_extent(renderer)
+        for t in ax.texts:
+            b = t.get_window_extent(renderer)
+            assert area.x0 <= b.x0 and b.x1 <= area.x1 + 0.5, (kind, t.get_text(), b, area)
+
+
+def test_launch_split_notes_queue_delays_longer_than_the_window(device_snap):
+    la = device_snap.launches()
+    total = float(la["queue_total_ns"].sum())
+    assert total > 0
+    short = type(device_snap)(device_snap._native, dict(device_snap.meta))
+    short.device = device_snap.device
+    # a window shorter than the queue delays it holds: launches waited at the same time
+    short.meta["window_end"] = short.meta["window_start"] + total / 1e9 / 10
+    long = type(device_snap)(device_snap._native, dict(device_snap.meta))
+    long.device = device_snap.device
+    long.meta["window_end"] = long.meta["window_start"] + total / 1e9 * 10
+    note = plots.device.queue_note(short)
+    assert note and "queue delays add up to" in note and "ran ahead of the device" in note
+    assert plots.device.queue_note(long) is None
+    texts = [t.get_text() for t in plots.launch_split(short).texts]
+    assert any("queue delays add up to" in t for t in texts), texts
+    assert not any("queue delays" in t for t in plots.launch_split(long).texts)
+
+
+def test_plots_called_directly_show_at_twice_the_css_size_in_ipython(device_snap):
+    import struct
+
+    from IPython.terminal.interactiveshell import TerminalInteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+
+    ip = start_ipython() or TerminalInteractiveShell.instance()
+    formatter = ip.display_formatter.formatters["image/png"]
+    was = formatter.enabled
+    formatter.enabled = True  # as in a Jupyter kernel
+    try:
+        for kind, fig in device_figures(device_snap).items():
+            data, metadata = ip.display_formatter.format(fig)
+            png = data["image/png"]
+            w, h = struct.unpack(">II", png[16:24])
+            css = metadata["image/png"]
+            assert (w, h) == (2 * css["width"], 2 * css["height"]), (kind, w, h, css)
+        other = matplotlib.figure.Figure()  # a figure of the user's own keeps its printer
+        assert ip.display_formatter.format(other)[1].get("image/png", {}).get("width") is None
+    finally:
+        formatter.enabled = was
+
+
+class _FakeRun:
+    """Two ranks whose windows are numbered alike but lie at different times of the run."""
+
+    def __init__(self):
+        t0 = 1_000.0
+        rows = []
+        # rank 2: its windows 1-2 are the run's seconds 1.5-2.5; rank 6: its windows 1-2 are 0.5-1.5
+        for rank, start in ((2, 1.5), (6, 0.5)):
+            for w in (1, 2):
+                a = t0 + start + (w - 1) * 0.5
+                rows.append(("h", rank, w, a, a + 0.5, "hccl", "HcclAllReduce", 4, 4_000_000 * rank, 1, 2))
+        rows.append(("h", 6, 0, t0, t0 + 0.5, "hccl", "HcclAllReduce", 1, 1_000, 1_000, 1_000))
+        cols = ["host", "rank", "window", "window_start", "window_end", "domain", "name", "num_calls",
+                "total_ns", "min_ns", "max_ns"]  # fmt: skip
+        import polars as pl
+
+        t = pl.DataFrame(rows, schema=cols, orient="row")
+        self._t = t.with_columns((pl.col("total_ns") / pl.col("num_calls")).alias("avg_ns"))
+        self._f = pl.DataFrame({"interval_s": [0.5, 0.5], "simulated": [True, True]})
+
+    def timeline(self):
+        return self._t
+
+    def files(self):
+        return self._f
+
+
+def test_the_rank_heatmap_is_on_the_runs_time_axis_and_explains_empty_cells():
+    fig = plots.rank_heatmap(_FakeRun(), "HcclAllReduce")
+    ax = fig.axes[0]
+    grid = ax.images[0].get_array()
+    import numpy as np
+
+    filled = {r: [c for c in range(grid.shape[1]) if not np.ma.is_masked(grid[r, c])] for r in range(2)}
+    # row 0 is rank 2 (seconds 1.5-2.5: columns 3, 4), row 1 rank 6 (0-1.5: columns 0, 1, 2)
+    assert filled == {0: [3, 4], 1: [0, 1, 2]}, filled
+    assert "time since the run's first window (s)" in ax.get_xlabel()
+    assert any("grey: the rank finished no HcclAllReduce call" in t.get_text() for t in fig.texts)
+    assert fig.axes[1].get_ylabel() == "avg (µs)"

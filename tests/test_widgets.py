@@ -381,3 +381,44 @@ def test_the_panel_shows_a_recorded_run_and_refreshes_it(session, tmp_path):
     plain.close()
     with pytest.raises(TypeError, match="folder of a recorded run"):
         Panel(session, run=42)
+
+
+def test_a_live_panel_beats_and_a_silent_one_says_it_is_disconnected(session, sim):
+    panel = ControlPanel(session, interval=0.05)
+    try:
+        beats = panel._beats
+        assert wait_for(lambda: panel._beats >= beats + 3)  # the refresh thread beats
+        page = panel.heartbeat.value
+        # hidden while beats keep replacing it; shown by the CSS timer once they stop
+        assert "disconnected" in page and "visibility:hidden" in page and "animation:mspti-lens-stale" in page
+        assert "@keyframes mspti-lens-stale" in page and "10s forwards" in page
+        # and the "running" mark fades by itself unless the beats keep rewriting it
+        assert wait_for(
+            lambda: "animation:mspti-lens-gone 0s linear 10s forwards'>● running" in panel.status.value
+        )
+    finally:
+        panel.stop_auto_refresh()
+    assert panel.heartbeat.value == ""  # stopped on purpose: never a false alarm
+    panel.close()
+
+
+def test_table_and_plot_show_the_same_snapshot_and_labels_are_never_cut(session, sim):
+    panel = ControlPanel(session, interval=0.05, auto_refresh=False)
+    session.start()
+    sim.call("aclrtMalloc", 1000, 3)
+    panel.refresh()  # plot drawn: the table goes with it
+    table = panel.table.value
+    assert ">3<" in table
+    sim.call("aclrtMalloc", 1000, 4)
+    panel.refresh(throttle=True)  # too soon to redraw the plot: the table waits for it too
+    assert panel.table.value == table and "7 calls" in panel.status.value.replace("<b>", "").replace(
+        "</b>", ""
+    )
+    panel.refresh()
+    assert ">7<" in panel.table.value
+    # no fixed widths that cut "communication" or "reset"; the callback list scrolls one way only
+    assert panel.activity["communication"].layout.width == "auto"
+    assert all(b.layout.width == "auto" for b in panel.buttons.values())
+    assert panel.callbacks.layout.overflow == "hidden auto"
+    assert panel.search.layout.flex == "0 0 auto" and panel.callbacks.layout.width == "max-content"
+    panel.close()

@@ -279,6 +279,11 @@ class Session:
         return self._native.running
 
     @property
+    def interval(self) -> float | None:
+        """Seconds per timeline interval (``Session(interval=...)``), None without a timeline."""
+        return self._interval
+
+    @property
     def closed(self) -> bool:
         return self._native.closed
 

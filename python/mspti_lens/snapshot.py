@@ -442,6 +442,8 @@ class Snapshot:
 
     # -- display -------------------------------------------------------------------------------
     def _title(self) -> str:
+        from .notebook.tables import count_of
+
         n = self.total_calls
         extra = []
         if self.unmatched:
@@ -452,46 +454,40 @@ class Snapshot:
             extra.extend(f"{v:,} {k.replace('_', ' ')}" for k, v in self.device.losses().items())
         tail = f" ({', '.join(extra)})" if extra else ""
         return (
-            f"mspti-lens snapshot · {self.label} · {n:,} calls in {len(self)} APIs · "
+            f"mspti-lens snapshot · {self.label} · {count_of(n, 'call')} in {count_of(len(self), 'API')} · "
             f"{self.duration_s:.2f} s{tail}"
         )
 
-    def table(self, unit: str | None = None, top: int | None = None) -> pl.DataFrame:
-        """The summary formatted for reading: durations as text in ``unit`` (auto if None)."""
+    #: The summary columns :meth:`table` shows, in this order.
+    TABLE_COLUMNS = ("domain", "name", "num_calls", "time_pct", "total_ns", "avg_ns", "min_ns", "med_ns",
+                     "p90_ns", "p99_ns", "p999_ns", "max_ns", "stddev_ns")  # fmt: skip
+
+    def table(self, unit: str | None = None, top: int | None = None):
+        """The summary for reading (a :class:`mspti_lens.notebook.tables.Table`; its ``frame`` is
+        the polars frame, in ns): durations with units (per value, or all in ``unit``), the
+        first ``top`` APIs by total time with a caption saying when rows are cut."""
+        from .notebook.tables import Table, count_of
+
         if unit is not None:
             check_unit(unit)
-        df = self.summary()
-        if top is not None:
-            if not isinstance(top, int) or isinstance(top, bool) or top < 1:
-                raise ValueError(f"top must be a positive int (rows to show), not {top!r}")
-            df = df.head(top)
-        fmt = [
-            c for c in ("avg_ns", "min_ns", "med_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "stddev_ns")
-        ]
-        return df.select(
-            "domain",
-            "name",
-            "num_calls",
-            pl.col("time_pct").round(1).alias("time_%"),
-            *[
-                pl.col(c)
-                .map_elements(lambda v: format_ns(float(v), unit), return_dtype=pl.String)
-                .alias(c.removesuffix("_ns"))
-                for c in ["total_ns", *fmt]
-            ],
-        )
+        if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 1):
+            raise ValueError(f"top must be a positive int (rows to show), not {top!r}")
+        df = self.summary().select(self.TABLE_COLUMNS).rename({"time_pct": "time_%"})
+        n = len(df)
+        if top is not None and top < n:
+            return Table(df.head(top), f"{top} of {count_of(n, 'API')} by total time", top=0, unit=unit)
+        return Table(df, top=0, unit=unit)
 
     def __repr__(self) -> str:
         if not len(self):
             return self._title() + "\n(no calls recorded)"
-        with pl.Config(tbl_rows=40, tbl_cols=20, tbl_width_chars=200, tbl_hide_dataframe_shape=True):
-            return self._title() + "\n" + repr(self.table())
+        return self._title() + "\n" + self.table().text()
 
     def _repr_html_(self) -> str:
         import html
 
         banner = SIMULATED_BANNER_HTML if self.simulated else ""
-        body = frame_html(self.table()) if len(self) else "<p>(no calls recorded)</p>"
+        body = self.table().html() if len(self) else "<p>(no calls recorded)</p>"
         return f"{banner}<div><b>{html.escape(self._title())}</b></div>{body}"
 
 
@@ -503,30 +499,11 @@ SIMULATED_BANNER_HTML = (
 
 
 def frame_html(df: pl.DataFrame, caption: str = "") -> str:
-    """A DataFrame as a plain HTML table for notebooks: every row, text left, numbers right, no
-    dtype row or quoting (polars' own HTML cuts rows and quotes strings)."""
-    import html
+    """A DataFrame as an HTML table for notebooks, every row, each column in its unit
+    (:class:`mspti_lens.notebook.tables.Table`)."""
+    from .notebook.tables import Table
 
-    cols = df.columns
-    text_cols = {c for c, t in zip(cols, df.dtypes) if t == pl.String}
-
-    def cell(tag: str, c: str, text: str) -> str:
-        align = "left" if c in text_cols else "right"
-        style = f"text-align:{align};padding:1px 6px;white-space:nowrap"
-        return f"<{tag} style='{style}'>{html.escape(text)}</{tag}>"
-
-    def show(v: object) -> str:
-        return f"{v:,}" if isinstance(v, int) else f"{v:.1f}" if isinstance(v, float) else str(v)
-
-    head = "".join(cell("th", c, c) for c in cols)
-    rows = "".join(
-        "<tr>" + "".join(cell("td", c, show(v)) for c, v in zip(cols, r)) + "</tr>" for r in df.iter_rows()
-    )
-    cap = f"<caption style='text-align:left'>{html.escape(caption)}</caption>" if caption else ""
-    return (
-        f"<table style='border-collapse:collapse;font-size:12px'>{cap}"
-        f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
-    )
+    return Table(df, top=0).html(caption)
 
 
 def stat_columns(s: dict[str, Any]) -> dict[str, pl.Series]:

@@ -4,7 +4,10 @@ HdrHistogram is log-*linear* (2048 linear sub-buckets per power of two at 3 sign
 <= 0.05 % wide), so each of mspti-lens's exponential buckets (<= 0.27 % wide) is recorded at one
 value: its upper bound, clamped to the exact [min, max] (the exact max for the top bucket, the
 exact min for the bottom one); zero-ns calls at 0, calls beyond the range at the exact max.
-A reader's quantiles are therefore within one mspti-lens bucket of mspti-lens's own.
+A reader's quantile is therefore within one mspti-lens bucket of mspti-lens's own *at the same
+rank*. The ranks differ: HdrHistogram's ``get_value_at_percentile(p)`` takes call
+``int(p/100 * n + 0.5)`` (rounded to the nearest), mspti-lens ``ceil(q * n)`` (nearest rank), so
+in a sparse tail the two p99s are neighbouring calls and may be far apart.
 
 Encoding (big-endian): a 40-byte V2 header (cookie, payload length, normalizing index offset,
 significant digits, lowest and highest trackable value, integer-to-double ratio), then the

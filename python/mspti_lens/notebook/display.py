@@ -8,12 +8,12 @@ import base64
 import html
 import sys
 import time
-from typing import Any
 
 import polars as pl
 
 from ..catalog import DOMAINS, enableable
-from ..snapshot import COUNTERS, SIMULATED_BANNER_HTML, Snapshot, format_ns, frame_html
+from ..snapshot import COUNTERS, SIMULATED_BANNER_HTML, Snapshot
+from .tables import Table, count_of
 
 # Figures are rendered at this many pixels per CSS pixel, so they are sharp on HiDPI screens
 # (browsers scale the image down to its CSS size; at ratio 1 nothing is lost but bytes).
@@ -62,12 +62,16 @@ class Status(dict):
         problems = [f"{k.replace('_', ' ')} {self[k]:,}" for k in (*COUNTERS, "in_flight") if self.get(k)]
         problems += [k for k in ("poisoned", "forked") if self.get(k) is True]
         kept = self.get("windows_kept", 0)
+        earlier = (
+            f" · {count_of(kept, 'earlier window')} kept (closed by reset or %%mspti; "
+            "`%mspti summary --all` merges them)"
+        )
         return [
             ("state", f"{self['state']} on {self['backend']} · clock {self.get('clock', '?')}"),
             ("enabled", enabled_per_domain(self.get("enabled", []))),
             (
                 "calls",
-                f"{self.get('calls', 0):,} in this window" + (f" · {kept} earlier kept" if kept else ""),
+                f"{self.get('calls', 0):,} in this window" + (earlier if kept else ""),
             ),
             ("counters", ", ".join(problems) if problems else "all 0 (every call paired)"),
             ("library", str(self["library"])),
@@ -88,26 +92,8 @@ class Status(dict):
 
 
 def frame_text(df: pl.DataFrame, caption: str = "") -> str:
-    """A DataFrame as plain text: a header, aligned columns (text left, numbers right), no dtype
-    row, no quotes, no shape line."""
-    text_cols = {c for c, t in zip(df.columns, df.dtypes) if t == pl.String}
-
-    def show(v: object) -> str:
-        if v is None:
-            return ""
-        return f"{v:,}" if isinstance(v, int) else f"{v:,.1f}" if isinstance(v, float) else str(v)
-
-    rows = [[show(v) for v in r] for r in df.iter_rows()]
-    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(df.columns)]
-
-    def line(values: list[str]) -> str:
-        return "  ".join(
-            v.ljust(w) if c in text_cols else v.rjust(w) for c, v, w in zip(df.columns, values, widths)
-        ).rstrip()
-
-    out = [caption] if caption else []
-    out += [line(list(df.columns)), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-    return "\n".join(out)
+    """A DataFrame as plain text, every row, each column in its unit (:class:`Table`)."""
+    return Table(df, top=0).text(caption)
 
 
 def png_html(png: bytes, css_width: int, cls: str = "") -> str:
@@ -140,11 +126,19 @@ class ConfiguredSnapshot(Snapshot):
     when its table is cut and which window it is (``where``); with ``figure`` set (a matplotlib
     figure), the figure is part of the same output, under the table."""
 
-    def __init__(self, snap: Snapshot, unit: str | None, top: int | None, where: str = ""):
+    def __init__(
+        self,
+        snap: Snapshot,
+        unit: str | None,
+        top: int | None,
+        where: str = "",
+        all_rows: str = "`%config MsptiMagics.top = 0`",
+    ):
         super().__init__(snap._native, snap.meta)
         self._unit, self._top, self.where = unit, (top or None), where
+        self._all_rows = all_rows  # how to see every row: the option that cut the table
         self._figure: tuple[bytes, int, int] | None = None
-        self.device = snap.device  # activity data (issue 11) travels with the snapshot
+        self.device = snap.device  # the activity data travels with the snapshot
 
     def table(self, unit: str | None = None, top: int | None = None):
         return super().table(unit or self._unit, top or self._top)
@@ -154,19 +148,21 @@ class ConfiguredSnapshot(Snapshot):
 
     def _caption(self) -> str:
         n, shown = len(self), len(self.table())
-        what = f"{shown} of {n} APIs; `%config MsptiMagics.top = 0` for all" if shown < n else f"{n} APIs"
+        what = (
+            f"{shown} of {count_of(n, 'API')}; {self._all_rows} for all" if shown < n else count_of(n, "API")
+        )
         return f"{what} · by total time" + (f" · {self.where}" if self.where else "")
 
     def __repr__(self) -> str:
         head = self._title()
         if not len(self):
             return head + "\n(no calls recorded)" + (f" · {self.where}" if self.where else "")
-        return head + "\n" + frame_text(self.table(), self._caption())
+        return head + "\n" + self.table().text(self._caption())
 
     def _repr_html_(self) -> str:
         banner = SIMULATED_BANNER_HTML if self.simulated else ""
         if len(self):
-            body = frame_html(self.table(), self._caption())
+            body = self.table().html(self._caption())
         else:
             body = "<p>(no calls recorded)" + (f" · {html.escape(self.where)}" if self.where else "") + "</p>"
         img = png_html(self._figure[0], self._figure[1]) if self._figure else ""
@@ -176,70 +172,42 @@ class ConfiguredSnapshot(Snapshot):
         return self._figure[0] if self._figure else None
 
 
-def _pct(v: float | None) -> str:
-    if v is None or v != v:  # null, or NaN from a zero before
-        return ""
-    return f"{v:+,.1f} %".replace("-", "−")
-
-
-def _dur(v: float | None) -> str:
-    return "" if v is None else format_ns(float(v))
-
-
-class Table:
-    """Any DataFrame shown as a plain table (no dtype row, no quotes, every row); ``frame`` is the
-    DataFrame itself, and its other attributes are the frame's."""
-
-    def __init__(self, frame: pl.DataFrame, caption: str = ""):
-        self.frame, self.caption = frame, caption
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "frame":  # not set yet (during unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.frame, name)
-
-    def __len__(self) -> int:
-        return len(self.frame)
-
-    def shown(self) -> pl.DataFrame:
-        return self.frame
-
-    def _caption(self) -> str:
-        return self.caption
-
-    def __repr__(self) -> str:
-        return frame_text(self.shown(), self._caption())
-
-    def _repr_html_(self) -> str:
-        return frame_html(self.shown(), self._caption())
-
-
 class DiffTable(Table):
     """``%mspti diff A B``: the before/after frame of :meth:`Snapshot.diff` (``frame``), shown
-    with units and signed percentages."""
+    with units, signed changes ("—" where a side has no calls), numbers right, the largest
+    change of the median first."""
 
     COLUMNS = (("num_calls", "calls"), ("avg_ns", "avg"), ("med_ns", "med"), ("p99_ns", "p99"))
 
     def __init__(self, frame: pl.DataFrame, labels: tuple[str, str] = ("A", "B")):
-        super().__init__(frame)
+        super().__init__(frame, top=0)
         self.labels = labels
 
     def shown(self) -> pl.DataFrame:
-        """The frame as text cells: one column per side and measure, and the changes."""
-        a, b = "A", "B"  # the caption names them: short columns
-        f = self.frame
-        cols: dict[str, list] = {"domain": f["domain"].to_list(), "name": f["name"].to_list()}
+        """One column per side and measure, and the changes, sorted by |median change| (APIs
+        on one side only last)."""
+        f = self.frame.sort(
+            pl.col("med_change_pct").abs(), "domain", "name", descending=[True, False, False], nulls_last=True
+        )
+        cols: list[pl.Series] = [f["domain"], f["name"]]
         for c, title in self.COLUMNS:
-            for side, label in (("before", a), ("after", b)):
-                values = f[f"{c}_{side}"].to_list()
-                cols[f"{title} {label}"] = (
-                    ["" if v is None else f"{v:,}" for v in values]
-                    if c == "num_calls"
-                    else list(map(_dur, values))
-                )
+            for side, label in (("before", "A"), ("after", "B")):  # the caption names them
+                cols.append(f[f"{c}_{side}"].alias(f"{title} {label}"))
             if c != "num_calls":
-                cols[f"{title} Δ"] = [_pct(v) for v in f[f"{c.removesuffix('_ns')}_change_pct"].to_list()]
-        return pl.DataFrame(cols, schema={k: pl.String for k in cols})
+                cols.append(f[f"{c.removesuffix('_ns')}_change_pct"].alias(f"{title} Δ"))
+        return pl.DataFrame(cols)
+
+    def cells(self):
+        heads, rows, right = Table(
+            self.shown(),
+            top=0,
+            kinds={
+                **{f"{t} {s}": "count" for t in ("calls",) for s in "AB"},
+                **{f"{t} {s}": "time" for t in ("avg", "med", "p99") for s in "AB"},
+                **{f"{t} Δ": "change" for t in ("avg", "med", "p99")},
+            },
+        ).cells()
+        return heads, rows, right
 
     def _caption(self) -> str:
         return f"A (before): {self.labels[0]} · B (after): {self.labels[1]} · Δ: change from A to B"
@@ -265,17 +233,22 @@ def in_jupyter() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
-class WidgetBar:
-    """A progress bar as an ipywidgets IntProgress with a counting label; when it ends it is
-    replaced by one line of static text (so a saved notebook shows the outcome, not a dead
-    widget)."""
+def _clock(seconds: float) -> str:
+    m, sec = divmod(int(round(seconds)), 60)
+    return f"{m // 60}:{m % 60:02d}:{sec:02d}" if m >= 60 else f"{m}:{sec:02d}"
 
-    def __init__(self, what: str, total: int, unit: str):
+
+class WidgetBar:
+    """A progress bar as an ipywidgets IntProgress with a label counting done of total, the
+    rate and the time left (as tqdm.notebook shows them); when it ends it is replaced by one
+    line of static text (so a saved notebook shows the outcome, not a dead widget)."""
+
+    def __init__(self, what: str, total: int, unit: str, started: float | None = None):
         import ipywidgets as w
         from IPython.display import display
 
         self.what, self.total, self.unit = what, total, unit
-        self._t0 = time.perf_counter()
+        self._t0 = time.perf_counter() if started is None else started
         self.bar = w.IntProgress(value=0, min=0, max=max(total, 1), layout=w.Layout(width="300px"))
         self.label = w.HTML()
         self.box = w.HBox([w.HTML(f"<b>{html.escape(what)}</b>&nbsp;"), self.bar, self.label])
@@ -283,15 +256,22 @@ class WidgetBar:
         self._handle = display(self.box, display_id=True)
         self.update(0)
 
-    def _text(self, done: int) -> str:
-        return f"{done:,}/{self.total:,} {self.unit} · {time.perf_counter() - self._t0:.1f} s"
+    def _text(self, done: int, running: bool = True) -> str:
+        t = time.perf_counter() - self._t0
+        text = f"{done:,}/{self.total:,} {self.unit} · {t:.1f} s"
+        if done and t > 0:
+            rate = done / t
+            text += f" · {rate:,.1f} {self.unit}/s" if rate < 100 else f" · {rate:,.0f} {self.unit}/s"
+            if running and done < self.total:
+                text += f" · {_clock((self.total - done) / rate)} left"
+        return text
 
     def update(self, done: int, total: int | None = None) -> None:
         self.bar.value = min(done, self.total)
         self.label.value = "&nbsp;" + html.escape(self._text(done))
 
     def close(self, done: int, interrupted: bool = False) -> None:
-        text = f"{self.what}: {self._text(done)}" + (" · interrupted" if interrupted else "")
+        text = f"{self.what}: {self._text(done, running=False)}" + (" · interrupted" if interrupted else "")
         colour = "#842029" if interrupted else "#0a3622"
         if self._handle is not None:
             self._handle.update(
@@ -301,6 +281,11 @@ class WidgetBar:
         self.box.close()
         for child in self.box.children:
             child.close()
+
+    def replace(self, message: Message) -> None:
+        """Show ``message`` where the bar (or its closing line) is: one output, not two."""
+        if self._handle is not None:
+            self._handle.update({"text/plain": message.text, "text/html": message._repr_html_()}, raw=True)
 
 
 __all__ = [

@@ -30,6 +30,7 @@ from ..session import Session
 from ..snapshot import Snapshot
 from .display import ConfiguredSnapshot, DiffTable, Message, Status, figure_bundle
 from .panel import PLOT_KINDS
+from .tables import count_of
 
 DISPLAYS = ("both", "summary", "plot", "none")
 UNITS = ("auto", "ns", "us", "ms", "s")
@@ -57,14 +58,15 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "summary": Subcommand("[--all]", 0, "the table of the last %%mspti cell or of the current window"),
     "plot": Subcommand("[-k KIND] [--density]", 0, "a figure of it: " + " | ".join(PLOT_KINDS)),
     "panel": Subcommand(
-        "[--run DIR]", 0, "the live control panel (starts recording); --run DIR also shows a recorded run"
+        "[--run DIR]",
+        0,
+        "the live control panel (starts recording); --run DIR: a recorded run's panel instead",
     ),
     "save": Subcommand(
         "PATH", 1, "write it as .parquet (a snapshot mspti_lens.load reads) or .csv (the table)"
     ),
     "diff": Subcommand("A B", 2, "compare two snapshots (variable names or saved files)"),
     "close": Subcommand("", 0, "stop and unsubscribe (also done by %unload_ext)"),
-    # issue 12: a recorded job (mspti_lens.runs.view)
     "run": Subcommand("DIR", 1, "a recorded job's ranks, live (python -m mspti_lens record --out DIR)"),
 }
 COMMANDS = tuple(SUBCOMMANDS)
@@ -169,7 +171,14 @@ class MsptiMagics(Magics):
         return self.top if t is None else t
 
     def _wrap(self, snap: Snapshot, args, where: str = "") -> ConfiguredSnapshot:
-        return ConfiguredSnapshot(snap, self._unit(args), self._top(args), where)
+        cut_by_option = getattr(args, "top", None) is not None
+        all_rows = "`-t 0`" if cut_by_option else "`%config MsptiMagics.top = 0`"
+        return ConfiguredSnapshot(snap, self._unit(args), self._top(args), where, all_rows)
+
+    def _interval_text(self) -> str:
+        assert self.session is not None
+        i = self.session.interval
+        return "no timeline" if i is None else f"a timeline every {i:g} s"
 
     def _library(self, args) -> str | None:
         lib = args.library if getattr(args, "library", None) else self.library
@@ -181,6 +190,11 @@ class MsptiMagics(Magics):
 
     def _ensure_session(self, args, targets: list) -> Session:
         if self.session is not None and not self.session.closed:
+            if getattr(args, "interval", None) is not None and self.session.interval != args.interval:
+                raise UsageError(
+                    f"the open session keeps {self._interval_text()}; run `%mspti close` first to start "
+                    f"one with --interval {args.interval:g}"
+                )
             if getattr(args, "library", None):
                 raise UsageError(
                     f"a session is already open on {self.session.backend.label} "
@@ -190,7 +204,11 @@ class MsptiMagics(Magics):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SimulatedBackendWarning)
-                self.session = Session(self._library(args), enable=targets or DEFAULT_TARGETS)
+                self.session = Session(
+                    self._library(args),
+                    enable=targets or DEFAULT_TARGETS,
+                    interval=getattr(args, "interval", None),
+                )
         except SessionError as e:
             raise UsageError(f"{e} (the magics need their own)") from None
         self.windows = []
@@ -277,7 +295,7 @@ class MsptiMagics(Magics):
         "--activity",
         action="append",
         metavar="KIND",
-        help="also collect this activity kind (device time, issue 11): kernel, marker, communication, hccl, "
+        help="also collect this activity kind (device time): kernel, marker, communication, hccl, "
         "memcpy, ... (repeat it or separate with commas); see snapshot.kernels(), .launches()",
     )
     @argument(
@@ -296,7 +314,15 @@ class MsptiMagics(Magics):
         "--run",
         metavar="DIR",
         default=None,
-        help="panel: also show this recorded run's ranks (python -m mspti_lens record --out DIR)",
+        help="panel: show this recorded run (python -m mspti_lens record --out DIR) instead of recording",
+    )
+    @argument(
+        "--interval",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="start, %%%%mspti: a new session keeps latency over time, one histogram per SECONDS "
+        "(for -k timeline)",
     )
     @argument("--all", action="store_true", help="summary/plot/save: every window of the session")
     @argument(
@@ -358,27 +384,38 @@ class MsptiMagics(Magics):
                 session.disable_activity(*kinds)
         self.windows.append(snap)
         self.cell = snap
-        interrupted = isinstance(result.error_in_exec, KeyboardInterrupt)
-        shown = self._present(snap, args, self.display, "interrupted" if interrupted else "")
-        if not interrupted:
-            return shown
-        if shown is not None:
-            display(shown)
-        raise UsageError(
-            f"the cell was interrupted; its workload stopped, and the {snap.total_calls:,} calls made "
-            "until then are " + ("shown above" if shown is not None else "kept (`%mspti summary`)")
+        error = result.error_in_exec
+        if not isinstance(error, KeyboardInterrupt):
+            return self._present(snap, args, self.display)
+        # Interrupted: one line (how far the job got, what the window holds), no table or plot
+        # to render and no traceback, so the prompt is back at once.
+        wrapped = self._wrap(snap, args, "interrupted")
+        self.last = wrapped
+        if args.out:
+            self._shell.user_ns[args.out] = wrapped
+        job = getattr(error, "mspti_lens_job", "the cell was interrupted")
+        name = f"`{args.out}`" if args.out else "`%mspti summary`"
+        text = (
+            f"{job}; the window holds the {count_of(snap.total_calls, 'call')} made until then "
+            f"({count_of(len(snap), 'API')}): {name}"
         )
+        raise CellInterrupted(text, getattr(error, "mspti_lens_bar", None))
 
     def _run_body(self, cell: str):
-        """Run the cell's code as IPython would, but without displaying its last value: the cell's
-        one output is the snapshot."""
+        """Run the cell's code as IPython would, but without displaying its last value (the
+        cell's one output is the snapshot), and without a traceback for a KeyboardInterrupt:
+        the magic says in one line what was interrupted."""
         shell = self._shell
         old = shell.ast_node_interactivity
+        old_exc = (shell.custom_exceptions, shell.CustomTB)
         shell.ast_node_interactivity = "none"
+        shell.set_custom_exc((KeyboardInterrupt,), lambda *a, **k: [])
         try:
             return shell.run_cell(cell, store_history=False)
         finally:
             shell.ast_node_interactivity = old
+            shell.custom_exceptions, shell.CustomTB = old_exc
+            _expect_interrupt(shell)
 
     def _present(self, snap: Snapshot, args, default: str, where: str = ""):
         """One output: the snapshot's table with its figure under it (or only one of them)."""
@@ -457,29 +494,33 @@ class MsptiMagics(Magics):
         self._show_plot(snap, args)
 
     def _cmd_panel(self, args):
+        if args.run is not None:  # a recorded run: its files only, no session of the notebook
+            return self._run_panel(args.run)
         from .widget import ControlPanel
 
-        run = None
-        if args.run is not None:  # opened first: a bad folder is said before recording starts
-            from ..runs.run import open_run
-
-            run = open_run(os.path.expanduser(args.run))
         session = self._ensure_session(args, self._targets(args))
         if not session.running:
             session.start()  # a panel is for watching calls arrive
         self.cell = None
         panel = ControlPanel(
-            session, interval=self.refresh, unit=self._unit(args), top=self._top(args) or 10**6, run=run
+            session, interval=self.refresh, unit=self._unit(args), top=self._top(args) or 10**6
         )
         self.panels.append(panel)
         return panel
 
-    def _cmd_run(self, args):  # issue 12: a recorded run's ranks, live (mspti_lens.runs.view)
-        from ..runs.view import open_view
+    def _cmd_run(self, args):
+        return self._run_panel(args.paths[0])
 
-        view = open_view(args.paths[0], every=self.refresh)
-        self.panels.append(view)
-        return view
+    def _run_panel(self, path: str):
+        """A recorded run's panel: read from its folder, refreshed while ranks run; it opens no
+        session (nothing of the notebook is recorded, the subscriber slot stays free)."""
+        from ..runs.run import open_run
+        from .runpanel import RunPanel
+
+        run = open_run(os.path.expanduser(path))
+        panel = RunPanel(run, every=max(self.refresh, 1.0))
+        self.panels.append(panel)
+        return panel
 
     def _cmd_save(self, args):
         path = os.path.expanduser(args.paths[0])
@@ -501,7 +542,10 @@ class MsptiMagics(Magics):
         else:
             snap.save(path)
             back = "mspti_lens.load(path) reads it back"
-        return Message(f"saved {snap.total_calls:,} calls ({len(snap)} APIs) of {where} to {path}; {back}")
+        return Message(
+            f"saved {count_of(snap.total_calls, 'call')} ({count_of(len(snap), 'API')}) of {where} "
+            f"to {path}; {back}"
+        )
 
     def _cmd_diff(self, args):
         refs = tuple(args.paths)
@@ -538,6 +582,32 @@ class MsptiMagics(Magics):
         return 1 if open_ else 0
 
 
+class CellInterrupted(KeyboardInterrupt):
+    """A ``%%mspti`` cell was interrupted: the workload stopped and its window is kept. IPython
+    shows it as its one line (no traceback), and Jupyter stops a Run All at it."""
+
+    def __init__(self, text: str, bar: Any = None):
+        super().__init__(text)
+        self.text, self.bar = text, bar
+
+
+def _expect_interrupt(shell) -> None:
+    """Let the shell show a :class:`CellInterrupted` as one line, if no other custom exception
+    handler is set (the user's own stays in charge)."""
+    if shell.custom_exceptions not in ((), (CellInterrupted,)):
+        return
+
+    def one_line(shell_, etype, value, tb, tb_offset=None):
+        message = Message(value.text, "warning")
+        if value.bar is not None and hasattr(value.bar, "replace"):
+            value.bar.replace(message)  # in place of the progress bar: one output
+        else:
+            display(message)
+        return []
+
+    shell.set_custom_exc((CellInterrupted,), one_line)
+
+
 # -- extension entry points --------------------------------------------------------------------------
 def load_message(magics: MsptiMagics) -> Message:
     """What ``%load_ext`` says: the backend, and on a real library whether callbacks can fire."""
@@ -572,6 +642,8 @@ def load_ipython_extension(ipython) -> None:
 
 
 def unload_ipython_extension(ipython) -> None:
+    if ipython.custom_exceptions == (CellInterrupted,):
+        ipython.set_custom_exc((), None)
     for m in [m for m in ipython.configurables if isinstance(m, MsptiMagics)]:
         m.close()
         ipython.configurables.remove(m)

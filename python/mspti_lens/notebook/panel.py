@@ -29,7 +29,8 @@ from ..catalog import DOMAINS, Callback, enableable
 from ..plots.host import KINDS
 from ..runs.view import refreshed_run_html
 from ..session import Session
-from ..snapshot import Snapshot, check_unit, format_ns, frame_html
+from ..snapshot import Snapshot, check_unit
+from .tables import Table, count_of
 
 PLOT_KINDS = KINDS  # defined once, with the dispatch, in mspti_lens.plots
 
@@ -68,7 +69,7 @@ class View:
     """What one refresh shows: the snapshot of the current window and the panel's state."""
 
     snapshot: Snapshot
-    table: pl.DataFrame
+    table: Any  # Snapshot.table(): a notebook.tables.Table (len() 0 when nothing was recorded)
     backend: str
     simulated: bool
     running: bool
@@ -88,9 +89,20 @@ class View:
             f"{self.unmatched:,} unmatched · {self.in_flight:,} in flight"
         )
 
-    def status_html(self) -> str:
+    def status_html(self, live_for: float | None = None) -> str:
+        """The status line; ``live_for`` (seconds) makes the "running" mark vanish by itself
+        unless the line is rewritten within that time (a live panel rewrites it)."""
         colour = "#664d03" if self.simulated else "#0a3622"
-        state = '<span style="color:#198754">● running</span>' if self.running else "■ stopped"
+        if not self.running:
+            state = "■ stopped"
+        elif live_for:
+            state = (
+                "<style>@keyframes mspti-lens-gone { to { font-size: 0; } }</style>"
+                "<span class='mspti-lens-running' style='color:#198754;"
+                f"animation:mspti-lens-gone 0s linear {live_for:g}s forwards'>● running</span>"
+            )
+        else:
+            state = '<span style="color:#198754">● running</span>'
         err = f' · <span style="color:#b02a37">{html.escape(self.error)}</span>' if self.error else ""
         return (
             f'<span style="color:{colour};font-weight:bold">{html.escape(self.backend)}</span> · {state}'
@@ -104,8 +116,12 @@ class View:
             return "<p><i>(no calls recorded in this window)</i></p>"
         n = len(self.snapshot)
         shown = len(self.table)
-        caption = f"{shown} of {n} APIs by total time" if shown < n else f"{n} APIs by total time"
-        return frame_html(self.table, caption + (" · SIMULATED" if self.simulated else ""))
+        caption = (
+            f"{shown} of {count_of(n, 'API')} by total time"
+            if shown < n
+            else f"{count_of(n, 'API')} by total time"
+        )
+        return self.table.html(caption + (" · SIMULATED" if self.simulated else ""))
 
     def slowest_html(self) -> str:
         """The slowest calls kept (exemplars), slowest first: which call, on which thread, when."""
@@ -114,12 +130,12 @@ class View:
         shown = self.slowest.select(
             "name",
             "callback",
-            pl.col("thread_id").alias("thread"),
+            "thread_id",
             pl.col("start").dt.strftime("%H:%M:%S%.6f").alias("start (UTC)"),
-            pl.col("duration_ns").map_elements(format_ns, return_dtype=pl.String).alias("duration"),
+            "duration_ns",
         )
         caption = f"slowest {len(shown)} calls kept" + (" · SIMULATED" if self.simulated else "")
-        return frame_html(shown, caption)
+        return Table(shown, top=0).html(caption)
 
 
 class Panel:
@@ -204,7 +220,7 @@ class Panel:
             self.session.disable(domain)
         return self.refresh()
 
-    # Activity kinds (device time, issue 11): toggled like domains, collected natively.
+    # Activity kinds (device time): toggled like domains, collected natively.
     @property
     def activity_kinds(self) -> list[str]:
         from ..device import KINDS
@@ -319,7 +335,7 @@ class Panel:
         counters = snap.counters
         view = View(
             snapshot=snap,
-            table=snap.table(self.unit, self.top) if len(snap) else pl.DataFrame(),
+            table=snap.table(self.unit, self.top) if len(snap) else Table(pl.DataFrame()),
             backend=self.session.backend.label,
             simulated=self.session.backend.simulated,
             running=self.running,

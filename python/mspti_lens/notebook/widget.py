@@ -28,6 +28,7 @@ from .panel import PLOT_KINDS, Panel, View
 UNIT_CHOICES = ("auto", "ns", "us", "ms", "s")
 MAX_PLOT_WIDTH = 960  # CSS pixels; wider figures are scaled down (still sharp: rendered at 2x)
 PLOT_EVERY_S = 3.0  # a HiDPI figure costs far more than the table: redraw it at most this often
+DISCONNECTED_AFTER_S = 10.0  # no heartbeat for this long: the panel says it is disconnected
 _ICONS = {"all": "check-square", "some": "minus-square", "none": "square-o"}
 
 
@@ -85,14 +86,20 @@ class ControlPanel:
         for d in p.domains:
             t = w.ToggleButton(
                 tooltip=f"trace every {d} API (msptiEnableDomain); a partly enabled domain shows how many",
-                layout=w.Layout(width="160px"),
+                layout=w.Layout(
+                    width="auto", min_width="160px", flex="0 0 auto"
+                ),  # "runtime · 36 of 36" whole
             )
             t.add_class("mspti-lens-domain")
             t.observe(lambda ch, d=d: self._on_toggle(d, ch), names="value")
             self.toggles[d] = t
-        # Activity kinds (device time, issue 11): the three a step's split needs.
+        # Activity kinds (device time): the three a step's split needs.
         self.activity = {
-            k: w.ToggleButton(value=p.activity_enabled(k), description=k, layout=w.Layout(width="110px"))
+            k: w.ToggleButton(
+                value=p.activity_enabled(k),
+                description=k,
+                layout=w.Layout(width="auto", min_width="110px", flex="0 0 auto"),
+            )
             for k in ("kernel", "marker", "communication")
         }
         for k, t in self.activity.items():
@@ -100,7 +107,7 @@ class ControlPanel:
         self.search = w.Text(
             placeholder="search callbacks: launch, HcclAll, memcpy...",
             continuous_update=True,
-            layout=w.Layout(width="520px"),
+            layout=w.Layout(width="100%", min_width="520px", flex="0 0 auto"),  # the list's width, whole
         )
         self.checkboxes = {}
         for o in p.search(""):
@@ -115,12 +122,25 @@ class ControlPanel:
             self.checkboxes[o.key] = cb
         self.callbacks = w.VBox(
             list(self.checkboxes.values()),
-            layout=w.Layout(height="210px", overflow="auto", width="520px", border="1px solid #ddd"),
+            # one scrollbar: the list is as wide as its longest label and scrolls up and down only
+            layout=w.Layout(
+                height="210px",
+                overflow="hidden auto",  # CSS: x hidden, y scrolls
+                width="max-content",
+                min_width="520px",
+                flex="0 0 auto",
+                border="1px solid #ddd",
+            ),
         )
         self.callbacks.add_class("mspti-lens-picker")
         self.search.observe(lambda ch: self._filter_picker(), names="value")
         self.buttons = {
-            name: w.Button(description=name, icon=icon, tooltip=tip, layout=w.Layout(width="90px"))
+            name: w.Button(
+                description=name,
+                icon=icon,
+                tooltip=tip,
+                layout=w.Layout(width="auto", min_width="90px", flex="0 0 auto"),
+            )
             for name, icon, tip in (
                 ("start", "play", "start (or resume) recording"),
                 ("stop", "stop", "stop recording; data is kept"),
@@ -137,11 +157,19 @@ class ControlPanel:
         )
         self.message = w.HTML()
         self.unit = w.Dropdown(
-            options=UNIT_CHOICES, value=p.unit or "auto", description="unit", layout=w.Layout(width="150px")
+            options=UNIT_CHOICES,
+            value=p.unit or "auto",
+            description="unit",
+            style={"description_width": "initial"},
+            layout=w.Layout(width="auto", min_width="130px", flex="0 0 auto"),
         )
         self.unit.observe(lambda ch: self._act(lambda: p.set_unit(ch["new"])), names="value")
         self.kind = w.Dropdown(
-            options=PLOT_KINDS, value=p.plot_kind, description="plot", layout=w.Layout(width="200px")
+            options=PLOT_KINDS,
+            value=p.plot_kind,
+            description="plot",
+            style={"description_width": "initial"},
+            layout=w.Layout(width="auto", min_width="200px", flex="0 0 auto"),
         )
         self.kind.observe(self._on_kind, names="value")
         self.table = w.HTML()
@@ -150,32 +178,41 @@ class ControlPanel:
         self.run_view.layout.display = "none" if p.run is None else ""
         self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
 
+        _LABEL = w.Layout(width="80px", flex="0 0 auto")  # noqa: N806 - one layout for the row labels
         controls = w.VBox(
             [
-                w.HBox([w.HTML("<b>domains</b>", layout=w.Layout(width="70px")), *self.toggles.values()]),
-                w.HBox([w.HTML("<b>device</b>", layout=w.Layout(width="70px")), *self.activity.values()]),
+                w.HBox([w.HTML("<b>domains</b>", layout=_LABEL), *self.toggles.values()]),
+                w.HBox([w.HTML("<b>device</b>", layout=_LABEL), *self.activity.values()]),
                 w.HBox(
                     [
-                        w.HTML("<b>callbacks</b>", layout=w.Layout(width="70px")),
+                        w.HTML("<b>callbacks</b>", layout=_LABEL),
                         w.VBox([self.search, self.callbacks]),
                     ]
                 ),
-            ]
+            ],
+            layout=w.Layout(flex="0 0 auto", margin="0 12px 0 0"),
         )
         actions = w.VBox(
             [
-                w.HBox(list(self.buttons.values())),
+                w.HBox(list(self.buttons.values()), layout=w.Layout(flex_flow="row wrap")),
                 w.HBox([self.export_path, self.unit]),
                 w.HBox([self.kind]),
                 self.message,
             ]
         )
-        self.title = w.HTML("<b>mspti-lens</b> · host latency of Runtime and HCCL API calls")
+        self.title = w.HTML(
+            "<b>mspti-lens</b> · host latency of Runtime and HCCL API calls",
+            layout=w.Layout(flex="0 0 auto"),
+        )
+        self.heartbeat = w.HTML(layout=w.Layout(flex="1 1 auto"))  # "disconnected" once the kernel is gone
+        self.heartbeat.add_class("mspti-lens-heartbeat")
+        self._beats = 0
         self.widget = w.VBox(
             [
-                self.title,
+                w.HBox([self.title, self.heartbeat]),
                 self.status,
-                w.HBox([controls, actions]),
+                # side by side when there is room, else the actions go under the controls
+                w.HBox([controls, actions], layout=w.Layout(flex_flow="row wrap")),
                 self.table,
                 self.slowest,
                 self.plot,
@@ -256,9 +293,9 @@ class ControlPanel:
     def _on_view(self, view: View) -> None:
         """Every Panel action and refresh lands here: bring the widgets in line with the view."""
         with self._syncing_state():
-            self.status.value = view.status_html()
-            self.table.value = view.table_html()
-            self.slowest.value = view.slowest_html()
+            self.status.value = self._status(view)
+            if not self.show_plot or view.calls == 0:  # else the table goes with its plot
+                self._show_tables(view)
             if view.run_html is not None:
                 self.run_view.value = view.run_html
             on = set(view.enabled)
@@ -276,6 +313,35 @@ class ControlPanel:
             self.buttons["start"].disabled = view.running
             self.buttons["stop"].disabled = not view.running
         self.refreshes += 1
+
+    def _show_tables(self, view: View) -> None:
+        self.table.value = view.table_html()
+        self.slowest.value = view.slowest_html()
+
+    def _status(self, view: View) -> str:
+        """The status line; while auto-refreshing its "running" mark is live for as long as
+        beats come (see :meth:`_beat`), and the line is rewritten at every beat."""
+        live = max(DISCONNECTED_AFTER_S, 4 * self.interval) if self.auto_refreshing else None
+        return view.status_html(live_for=live) + f"<!-- {self._beats} -->"
+
+    def _beat(self) -> None:
+        """Tell the front end the kernel is alive: the heartbeat's HTML is replaced, which restarts
+        a CSS timer; when no beat comes for :data:`DISCONNECTED_AFTER_S` (the kernel restarted or
+        died) the timer reveals "disconnected", so a dead panel never says "running"."""
+        self._beats += 1
+        after = max(DISCONNECTED_AFTER_S, 4 * self.interval)
+        self.heartbeat.value = (
+            f"<!-- beat {self._beats} -->"
+            "<style>@keyframes mspti-lens-stale { to { visibility: visible; } }</style>"
+            "<span class='mspti-lens-disconnected' style='visibility:hidden;margin-left:8px;"
+            "color:#842029;background:#f8d7da;padding:1px 6px;font-weight:bold;"
+            f"animation:mspti-lens-stale 0s linear {after:g}s forwards'>"
+            f"disconnected: no word from the kernel for {after:g} s (restarted or stopped); this panel "
+            "no longer records or acts. Run %mspti panel again.</span>"
+        )
+        view = self.panel.last
+        if view is not None and self.auto_refreshing:
+            self.status.value = self._status(view)
 
     # -- refreshing ------------------------------------------------------------------------------
     def refresh(self, plot: bool = True, throttle: bool = False) -> View:
@@ -306,11 +372,13 @@ class ControlPanel:
                 self.plot.width = str(min(width, MAX_PLOT_WIDTH))
                 self.plot.layout.display = ""
                 self._plotted_at = time.monotonic()
+            self._show_tables(view)  # the table and the plot show the same snapshot
             self._plotted_calls, self._plotted_kind = view.calls, self.panel.plot_kind
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
+                self._beat()
                 if self.panel.session.closed:
                     self.finish("session closed")
                     break
@@ -325,11 +393,13 @@ class ControlPanel:
         if self._thread is not None and self._thread.is_alive():
             return
         self._stop.clear()
+        self._beat()
         self._thread = threading.Thread(target=self._loop, name="mspti-lens-panel", daemon=True)
         self._thread.start()
 
     def stop_auto_refresh(self) -> None:
         self._stop.set()
+        self.heartbeat.value = ""  # no beats on purpose: never a false "disconnected"
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout=5 * self.interval + 5)

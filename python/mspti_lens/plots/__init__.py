@@ -17,7 +17,7 @@ from .host import (
     to_png,
 )
 from .runs import rank_heatmap
-from .timeline import timeline  # issue 13
+from .timeline import timeline
 
 __all__ = [
     "BINS_PER_DECADE",

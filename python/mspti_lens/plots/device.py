@@ -1,4 +1,4 @@
-"""Figures of device time beside host time (issue 11). They read the Snapshot's device frames
+"""Figures of device time beside host time. They read the Snapshot's device frames
 (:meth:`Snapshot.launches`, :meth:`~Snapshot.kernels`, :meth:`~Snapshot.collectives`) and the
 device histograms; no statistics of their own. Titles say when the data is simulated."""
 
@@ -9,7 +9,7 @@ import polars as pl
 
 from .. import device
 from ..snapshot import Snapshot, format_ns
-from .host import _new_figure, _ns_axis, _title
+from .host import _legend_outside, _new_figure, _ns_axis, _title
 
 _SPLIT = (("api", "API (host)", "#4C72B0"), ("queue", "queue (ENTER to kernel start)", "#DD8452"),
           ("kernel", "kernel (device)", "#55A868"))  # fmt: skip
@@ -25,14 +25,37 @@ def _empty(ax, text: str) -> None:
     ax.set_axis_off()
 
 
+def queue_note(snap: Snapshot) -> str | None:
+    """What a launch split cannot show by itself: when the queue delays of a window add up to
+    more than its wall time, many launches waited at once (the host ran ahead of the device), so
+    the sum is not time anyone spent; None otherwise."""
+    la = snap.launches()
+    wall_ns = snap.duration_s * 1e9
+    if not len(la) or "queue_total_ns" not in la.columns or wall_ns <= 0:
+        return None
+    total = float(la["queue_total_ns"].fill_null(0).sum())
+    if total <= wall_ns:
+        return None
+    return (
+        f"queue delays add up to {format_ns(total)} in a {format_ns(wall_ns)} window: launches waited "
+        "in the queue at the same time (the host ran ahead of the device), so read them per launch, "
+        "not as a sum"
+    )
+
+
 def launch_split(snap: Snapshot, stat: str = "med", title: str | None = None):
     """Per launch function (and join): API time, queue delay and kernel time side by side, as
-    nsys's cuda_kern_exec_sum splits them. ``stat`` is ``"med"``, ``"avg"`` or ``"p99"``."""
+    nsys's cuda_kern_exec_sum splits them. ``stat`` is ``"med"``, ``"avg"`` or ``"p99"``.
+
+    The queue delay of a launch is its kernel's device start minus the launch's ENTER: how long
+    the work waited for the device. Far above the kernel time, it means the host ran ahead of the
+    device (device-bound: faster launches would not help). A note under the title says when a
+    window's queue delays add up to more than its wall time (:func:`queue_note`)."""
     _check(snap)
     if stat not in ("med", "avg", "p99"):
         raise ValueError(f"unknown stat {stat!r}; valid stats are med, avg, p99")
     la = snap.launches()
-    fig, axes = _new_figure((9, 1.2 + 0.6 * max(len(la), 1)))
+    fig, axes = _new_figure((9, 1.6 + 0.6 * max(len(la), 1)))
     ax = axes[0][0]
     if not len(la):
         _empty(ax, device.EMPTY_NOTE + '\n(launches need "kernel" and the LAUNCH callback)')
@@ -40,19 +63,29 @@ def launch_split(snap: Snapshot, stat: str = "med", title: str | None = None):
     labels = [f"{n}\n[{j}]" for n, j in zip(la["name"], la["join"])]
     y = np.arange(len(la))
     h = 0.26
+    texts = []
     for k, (metric, label, color) in enumerate(_SPLIT):
         vals = la[f"{metric}_{stat}_ns"].fill_null(0).cast(pl.Float64).to_numpy()
         ax.barh(y + (k - 1) * h, np.where(vals > 0, vals, np.nan), height=h, label=label, color=color)
-        for yi, v in zip(y + (k - 1) * h, vals):
-            if v > 0:
-                ax.text(v, yi, " " + format_ns(v), va="center", fontsize=7)
+        texts += [(v, yi) for yi, v in zip(y + (k - 1) * h, vals) if v > 0]
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
-    _ns_axis(ax)
-    ax.set_xlabel(f"{stat} per launch")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo, hi * 6)  # room for the value labels inside the axes
+    for v, yi in texts:
+        ax.text(v, yi, " " + format_ns(v), va="center", fontsize=7, clip_on=True)
+    _ns_axis(ax, f"{stat} per launch")
+    _legend_outside(ax)
     ax.set_title(_title(title or "Where a launch's time goes: API, queue, kernel", snap.simulated))
-    fig.tight_layout()
+    note = queue_note(snap)
+    if note:
+        fig.text(
+            0.01, 0.005, "Note: " + note, fontsize=7.5, color="#842029", ha="left", va="bottom", wrap=True
+        )
+        fig.tight_layout(rect=(0, 0.09, 1, 1))
+    else:
+        fig.tight_layout()
     return fig
 
 
@@ -78,10 +111,9 @@ def kernel_distributions(snap: Snapshot, top: int = 8, title: str | None = None)
         counts, _ = np.histogram(mid, bins=edges, weights=sub["count"].cast(pl.Float64).to_numpy())
         share = counts / max(counts.sum(), 1)
         ax.step(edges[:-1], share, where="post", label=name)
-    _ns_axis(ax)
-    ax.set_xlabel("kernel duration on the device")
-    ax.set_ylabel("share of launches")
-    ax.legend(fontsize=8)
+    _ns_axis(ax, "kernel duration on the device")
+    ax.set_ylabel("share of launches", fontsize=9)
+    _legend_outside(ax)
     ax.set_title(
         _title(title or f"Kernel duration distributions (top {len(k)} by total time)", snap.simulated)
     )
@@ -110,9 +142,7 @@ def collectives(snap: Snapshot, title: str | None = None):
     ax.barh(y + 0.2, hst, height=0.4, label="host API (callback)", color="#4C72B0")
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
-    _ns_axis(ax)
-    ax.set_xlabel("median time per call")
-    ax.legend(fontsize=8)
+    _ns_axis(ax, "median time per call")
     bw = (
         col["bw_med_gbps"].fill_null(np.nan).to_numpy()
         if "bw_med_gbps" in col.columns
@@ -123,5 +153,6 @@ def collectives(snap: Snapshot, title: str | None = None):
     bx.invert_yaxis()
     bx.set_xlabel("median bandwidth, GB/s (waits included)")
     fig.suptitle(_title(title or "Collectives: device time and bandwidth beside host time", snap.simulated))
-    fig.tight_layout()
+    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig

@@ -39,7 +39,44 @@ def _new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1):
         fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
     axes = fig.subplots(rows, cols, squeeze=False)
+    _show_sharp(fig)
     return fig, axes
+
+
+def _show_sharp(fig) -> None:
+    """In IPython, show this module's figures at the notebook's pixel ratio (a PNG at 2x with its
+    CSS size, as ``%config InlineBackend.figure_formats = {"retina"}`` would), whoever calls the
+    plot: a plain Figure's PNG is otherwise 1x. Other figures keep the printer they had."""
+    import sys
+
+    fig._mspti_lens = True
+    if "IPython" not in sys.modules:
+        return
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        return
+    from matplotlib.figure import Figure
+
+    formatter = shell.display_formatter.formatters["image/png"]
+    try:
+        before = formatter.lookup_by_type(Figure)
+    except KeyError:
+        before = None
+    if getattr(before, "_mspti_lens", False):
+        return
+
+    def png(f):
+        if not getattr(f, "_mspti_lens", False):
+            return before(f) if before is not None else None
+        from ..notebook.display import figure_bundle
+
+        data, metadata = figure_bundle(f)
+        return data["image/png"], metadata["image/png"]
+
+    png._mspti_lens = True  # type: ignore[attr-defined]
+    formatter.for_type(Figure, png)
 
 
 def to_png(fig, dpi: int = 100) -> bytes:
@@ -197,7 +234,7 @@ def distribution(
             label, style = _PCT_STYLE.get(q, (f"p{q * 100:g}", ":"))
             ax.axvline(v, color="C3", linestyle=style, linewidth=1.1, label=f"{label} {format_ns(v)}")
         slow = snap.slowest().filter(pl.col("name") == name)["duration_ns"] if snap is not None else []
-        if len(slow):  # issue 13: the slowest calls kept, as ticks on the duration axis
+        if len(slow):  # the slowest calls kept, as ticks on the duration axis
             ax.plot(slow, [0] * len(slow), "|", color="C1", markersize=14, label=f"slowest {len(slow)}")
         ax.set_title(f"{name} · {int(total):,} call{'' if total == 1 else 's'}", fontsize=10)
         _ns_axis(ax)

@@ -77,6 +77,16 @@ class JobResult:
 # How often a waiting join wakes up: it waits in Python (never blocked in C), so a
 # KeyboardInterrupt (Jupyter's stop button) surfaces at once and the job can be cancelled.
 POLL_S = 0.02
+# In Jupyter a job still running after this many seconds gets a progress bar unless told not to.
+AUTO_PROGRESS_S = 1.0
+
+
+def _in_jupyter() -> bool:
+    try:
+        from ..notebook.display import in_jupyter
+    except ImportError:
+        return False
+    return in_jupyter()
 
 
 class Job:
@@ -119,28 +129,40 @@ class Job:
         self, progress: Callable[[int, int], None] | bool | None = None, interval: float = 0.2
     ) -> JobResult:
         """Wait for the job, calling ``progress(done, total)`` every ``interval`` seconds
-        (``progress=True``: a progress bar, see :func:`progress_bar`).
+        (``progress=True``: a progress bar, see :func:`progress_bar`; ``None``: a bar in
+        Jupyter once the job has run for :data:`AUTO_PROGRESS_S`, none elsewhere).
 
         Interruptible: on KeyboardInterrupt (or any exception while waiting) the job is cancelled
         and its threads are joined before the exception propagates, so nothing of it keeps
-        running into later windows."""
+        running into later windows. The KeyboardInterrupt carries one line saying how far the
+        job got (``exc.mspti_lens_job``), for ``%%mspti`` to show instead of a traceback."""
         if self._result is not None:
             return self._result
         bar = None
+        auto = progress is None and _in_jupyter()
         try:
             if progress is True:
                 bar = progress_bar(self.what, self.units()[1], self.unit)
             show = bar.update if bar is not None else progress if callable(progress) else None
             next_show = 0.0
             while not self._sim.lib.msimJobFinished(self.handle):
+                if auto and bar is None and time.perf_counter() - self._t0 >= AUTO_PROGRESS_S:
+                    bar = progress_bar(self.what, self.units()[1], self.unit, started=self._t0)
+                    show = bar.update
                 if show is not None and time.perf_counter() >= next_show:
                     show(*self.units())
                     next_show = time.perf_counter() + interval
                 time.sleep(min(POLL_S, interval))
-        except BaseException:
+        except BaseException as e:
             self.stop()
+            done, total = self.units()
+            if isinstance(e, KeyboardInterrupt):
+                e.mspti_lens_job = (  # type: ignore[attr-defined]
+                    f"{self.what} interrupted after {done:,} of {total:,} {self.unit}"
+                )
+                e.mspti_lens_bar = bar  # type: ignore[attr-defined]  # its line can be replaced
             if bar is not None:
-                bar.close(self.units()[0], interrupted=True)
+                bar.close(done, interrupted=True)
             raise
         result = self._reap()
         if bar is not None:
@@ -200,14 +222,15 @@ class TerminalBar:
         self.stream.flush()
 
 
-def progress_bar(what: str, total: int, unit: str):
+def progress_bar(what: str, total: int, unit: str, started: float | None = None):
     """A progress bar with ``update(done)`` and ``close(done, interrupted)``: an ipywidgets bar
-    in Jupyter, a terminal bar on stderr elsewhere."""
+    in Jupyter (with rate and time left; ``started``: the job's ``perf_counter`` start), a
+    terminal bar on stderr elsewhere."""
     try:
         from ..notebook.display import WidgetBar, in_jupyter
 
         if in_jupyter():
-            return WidgetBar(what, total, unit)
+            return WidgetBar(what, total, unit, started=started)
     except ImportError:  # no IPython / ipywidgets: a terminal it is
         pass
     return TerminalBar(what, total, unit)
@@ -423,13 +446,14 @@ class Simulator:
             raise ValueError(f"the simulator rejected the workload settings {cfg!r}")
         return Job(self, h, f"{kind} workload", unit="steps", per_unit=threads)
 
-    def run_workload(self, kind: str = "training", *, progress: bool = False, **kw) -> JobResult:
+    def run_workload(self, kind: str = "training", *, progress: bool | None = None, **kw) -> JobResult:
         """Run a workload to the end (see :meth:`start_workload`); ``progress=True`` shows a bar
-        counting steps (a widget in Jupyter, a terminal bar elsewhere). Interruptible: a
-        KeyboardInterrupt stops the workload's threads before it propagates."""
+        counting steps (a widget in Jupyter, a terminal bar elsewhere), ``None`` (the default)
+        one in Jupyter for workloads longer than about a second, ``False`` none. Interruptible:
+        a KeyboardInterrupt stops the workload's threads before it propagates."""
         job = self.start_workload(kind, **kw)
         try:
-            return job.join(progress=bool(progress))
+            return job.join(progress=progress)
         finally:
             job.stop()  # a no-op after a clean join; after an interrupt the threads are gone
 
@@ -449,7 +473,7 @@ class Simulator:
             raise ValueError("the simulator rejected the replay (an unknown API index or site)")
         return Job(self, h, "replay")
 
-    def replay(self, trace, *, progress: bool = False) -> JobResult:
+    def replay(self, trace, *, progress: bool | None = None) -> JobResult:
         """Replay a :class:`mspti_lens.sim.Trace` (or a path to a Kineto trace) to the end.
 
         On the real clock a call longer than the histogram's range is not waited out: it is left
@@ -459,7 +483,7 @@ class Simulator:
         too_long = Counter(c.api for c in tr.calls if longest is not None and c.dur_ns > longest)
         job = self.start_replay(tr.events(self, longest_ns=longest))
         try:
-            result = job.join(progress=bool(progress))
+            result = job.join(progress=progress)
         finally:
             job.stop()
         return replace(result, not_replayed=dict(too_long))

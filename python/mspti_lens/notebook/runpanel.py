@@ -1,0 +1,257 @@
+"""The panel of a recorded run (``%mspti panel --run DIR``, ``%mspti run DIR``): the run's
+headline, the stragglers verdict, the merged summary, the rank heat map and every rank's status,
+re-read from disk every few seconds while any rank is still running. It only reads the run's
+files: no session is opened, nothing of the notebook is recorded and the MSPTI subscriber slot
+stays free. Formatting only: every number comes from the Run (:mod:`mspti_lens.runs.run`).
+
+:class:`RunView` builds what is shown (testable without a front end); :class:`RunPanel` is its
+ipywidgets front end, ending in a static view like the control panel's."""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from .display import SIMULATED_BANNER_HTML, render_figure
+from .tables import Table, count_of
+
+RANK_COLUMNS = ("host", "rank", "status", "windows", "calls", "age_s")
+SUMMARY_COLUMNS = (
+    "domain",
+    "name",
+    "num_calls",
+    "time_pct",
+    "total_ns",
+    "avg_ns",
+    "med_ns",
+    "p99_ns",
+    "max_ns",
+)
+SUMMARY_TOP = 10
+WATCHED = ("running", "stale")  # rank statuses the panel keeps refreshing for
+MAX_PLOT_WIDTH = 760  # CSS pixels
+PLOT_EVERY_S = 5.0  # the heat map is redrawn at most this often (and only when the run changed)
+
+
+def verdict(run: Any) -> str:
+    """One sentence: the slow rank by the stragglers rules, or why there is none (yet)."""
+    try:
+        s = run.slow_ranks()
+    except Exception as e:  # noqa: BLE001 - said in the panel, never raised in a refresh
+        return f"no stragglers verdict yet ({e})"
+    named = s.filter(pl.col("slow_affect_count") > 0) if len(s) else s
+    if not len(named):
+        n = int(s["instances"].max()) if len(s) else 0  # type: ignore[arg-type]
+        return (
+            f"no slow rank: no rank was named in any of {count_of(n, 'collective instance')}"
+            if n
+            else "no collective instances compared yet (no rank has finished a collective)"
+        )
+    t = named.row(0, named=True)
+    return (
+        f"slow rank: {t['rank']} on {t['host']} (named in {t['slow_affect_count']} of "
+        f"{count_of(int(t['instances']), 'collective instance')} by msprof-analyze's rule, the rank "
+        f"whose collectives are short, and in {t['late_count']} by HTA's latest device start)"
+    )
+
+
+def heatmap_api(run: Any) -> str | None:
+    """The function the heat map shows: the HCCL call with the most total time, else the call
+    with the most total time, else None (nothing recorded yet)."""
+    s = run.summary()
+    if not len(s):
+        return None
+    hccl = s.filter(pl.col("domain") == "hccl")
+    return str((hccl if len(hccl) else s).sort("total_ns", descending=True)["name"][0])
+
+
+@dataclass
+class RunView:
+    """What one refresh of a run shows."""
+
+    headline: str
+    verdict: str
+    summary_html: str
+    ranks_html: str
+    running: bool  # a rank still running or stale: keep refreshing
+    finished: bool  # every rank complete
+    simulated: bool
+    calls: int
+    heatmap: str | None  # the function of the heat map
+    taken_at: float = 0.0
+
+    def html(self, png: bytes | None = None, width: int = 0) -> str:
+        from .display import png_html
+
+        img = png_html(png, width) if png else ""
+        banner = SIMULATED_BANNER_HTML if self.simulated else ""
+        return (
+            f"<div class='mspti-lens-run-panel'>{banner}<div><b>{html.escape(self.headline)}</b></div>"
+            f"<div class='mspti-lens-verdict' style='margin:4px 0'>{html.escape(self.verdict)}</div>"
+            f"{self.summary_html}{img}{self.ranks_html}</div>"
+        )
+
+
+def run_view(run: Any) -> RunView:
+    """The run as shown now (``run`` already refreshed by the caller)."""
+    from ..runs.view import headline
+
+    ranks = run.ranks()
+    summary = run.summary()
+    files = run.files()
+    cols = [c for c in SUMMARY_COLUMNS if c in summary.columns]
+    return RunView(
+        headline=headline(run),
+        verdict=verdict(run),
+        summary_html=Table(
+            summary.select(cols), f"every rank merged · top {SUMMARY_TOP} by total time", top=SUMMARY_TOP
+        ).html()
+        if len(summary)
+        else "<p><i>(no calls recorded yet)</i></p>",
+        ranks_html=Table(
+            ranks.select([c for c in RANK_COLUMNS if c in ranks.columns]).rename({"age_s": "last update"}),
+            "ranks",
+            top=0,
+            kinds={"last update": "age"},
+        ).html(),
+        # a stale rank may still write (a loaded machine) or hang: keep watching it
+        running=bool(ranks["status"].is_in(WATCHED).any()) if len(ranks) else True,
+        finished=bool((ranks["status"] == "complete").all()) if len(ranks) else False,
+        simulated=bool(files["simulated"].any()) if len(files) else False,
+        calls=int(summary["num_calls"].sum()) if len(summary) else 0,
+        heatmap=heatmap_api(run),
+        taken_at=time.time(),
+    )
+
+
+class RunPanel:
+    """ipywidgets view of a recorded run, refreshed every ``every`` seconds while a rank is
+    running (then once more, and it stays as it is). ``finish()``/``close()`` stop it and leave
+    a static view."""
+
+    def __init__(self, run: Any, every: float = 2.0, auto_refresh: bool = True):
+        import ipywidgets as w
+
+        if not every > 0:
+            raise ValueError(f"every must be > 0 seconds, not {every!r}")
+        self.run, self.every = run, float(every)
+        self._w = w
+        self.body = w.HTML()
+        self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
+        self.status = w.HTML()
+        self.widget = w.VBox([self.status, self.body, self.plot])
+        self.widget.add_class("mspti-lens-run-panel")
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._plotted: tuple[int, str | None] | None = None
+        self._plotted_at = float("-inf")
+        self._png: tuple[bytes, int] | None = None
+        self._handles: list[Any] = []
+        self.last: RunView | None = None
+        self.errors: list[str] = []
+        self.refreshes = 0
+        self.finished = False
+        self.refresh(force_plot=True)
+        if auto_refresh:
+            self._thread = threading.Thread(target=self._loop, name="mspti-lens-run-panel", daemon=True)
+            self._thread.start()
+
+    def refresh(self, force_plot: bool = False) -> RunView:
+        """Re-read the run and redraw (the heat map when the run changed, at most every
+        :data:`PLOT_EVERY_S` unless ``force_plot``)."""
+        with self._lock:
+            try:
+                view = run_view(self.run.refresh())
+            except Exception as e:  # noqa: BLE001 - a run being written may be unreadable a moment
+                self.status.value = f"<i>cannot read the run now ({html.escape(str(e))}); retrying</i>"
+                if self.last is None:
+                    raise
+                return self.last
+            self.last = view
+            state = (
+                "● running"
+                if view.running
+                else "■ every rank has finished"
+                if view.finished
+                else "■ no rank is running (some did not finish: see their status)"
+            )
+            self.status.value = (
+                f"<span class='mspti-lens-run-state'>{state} · refreshed "
+                f"{time.strftime('%H:%M:%S', time.localtime(view.taken_at))}</span>"
+            )
+            self.body.value = view.html()
+            key = (view.calls, view.heatmap)
+            due = force_plot or time.monotonic() - self._plotted_at >= PLOT_EVERY_S
+            if view.heatmap is not None and key != self._plotted and due:
+                from .. import plots
+
+                png, width, _ = render_figure(plots.rank_heatmap(self.run, view.heatmap))
+                self._png = (png, min(width, MAX_PLOT_WIDTH))
+                self.plot.value, self.plot.width = png, str(self._png[1])
+                self._plotted, self._plotted_at = key, time.monotonic()
+            self.plot.layout.display = "" if self._png else "none"
+            self.refreshes += 1
+            return view
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                view = self.refresh()
+                if not view.running:
+                    self.refresh(force_plot=True)  # the finished run, heat map included
+                    break
+            except Exception:  # keep the reason, keep the panel
+                self.errors.append(traceback.format_exc())
+
+    @property
+    def auto_refreshing(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def final_html(self, why: str) -> str:
+        view = self.last
+        assert view is not None
+        png, width = self._png or (None, 0)
+        head = f"<div><b>mspti-lens</b> · {html.escape(why)}</div>"
+        return f"<div class='mspti-lens-final'>{head}{view.html(png, width)}</div>"
+
+    def finish(self, why: str = "closed") -> None:
+        """Stop refreshing and leave the static view (in the front end and the saved notebook)."""
+        if self.finished:
+            return
+        self._stop.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout=5 * self.every + 5)
+        page = self.final_html(why)
+        self.widget.children = [self._w.HTML(page)]
+        for h in self._handles:
+            h.update({"text/html": page, "text/plain": f"mspti-lens run panel ({why})"}, raw=True)
+        self.finished = True
+
+    def close(self) -> None:
+        self.finish("panel closed")
+
+    def _repr_mimebundle_(self, **kw: Any):
+        return self.widget._repr_mimebundle_(**kw)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        bundle = dict(self.widget._repr_mimebundle_())
+        view = self.last
+        bundle["text/plain"] = f"mspti-lens run panel: {view.headline if view else self.run.root}"
+        self._handles.append(display(bundle, raw=True, display_id=True))
+
+    def __repr__(self) -> str:
+        v = self.last
+        return f"<mspti_lens RunPanel {v.headline if v else ''}>"
+
+
+__all__ = ["RunPanel", "RunView", "heatmap_api", "run_view", "verdict"]

@@ -1,0 +1,97 @@
+"""`%mspti panel --run DIR` (and `%mspti run DIR`) on a simulated job being recorded: the panel
+shows the run's headline, the stragglers verdict, the merged summary, the rank heat map and the
+rank status, refreshes while ranks run and settles once every rank has finished; it opens no
+session (the notebook is not recorded, the subscriber slot stays free). Evidence-driven: it waits
+for the run's first windows and for the job's exit, with generous bounds."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("IPython")
+pytest.importorskip("ipywidgets")
+
+from IPython.terminal.interactiveshell import TerminalInteractiveShell
+from IPython.testing.globalipapp import start_ipython
+from IPython.utils.capture import capture_output
+
+from mspti_lens import open_run
+
+BOUND_S = 240.0
+pytestmark = pytest.mark.filterwarnings("ignore::mspti_lens.errors.SimulatedBackendWarning")
+
+
+def wait_for(what: str, cond, bound: float = BOUND_S):
+    end = time.monotonic() + bound
+    while not cond():
+        assert time.monotonic() < end, f"{what}: not within {bound} s"
+        time.sleep(0.05)
+
+
+def first_windows(out) -> bool:
+    try:
+        return len(open_run(str(out)).ranks()) > 0
+    except (OSError, ValueError):
+        return False
+
+
+def test_the_run_panel_shows_a_running_job_and_settles_when_it_ends(tmp_path, sim):
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "mspti_lens", "record", "--out", str(out), "--interval", "0.3",
+        "--library", "sim", "--clock", "mspti", "--",
+        sys.executable, "-m", "mspti_lens.sim", "job", "--steps", "40", "--step-delay", "0.05",
+        "--ranks", "4", "--hosts", "2", "--slow-rank", "2",
+    ]  # fmt: skip
+    log = tmp_path / "record.log"
+    with open(log, "w") as f:  # a file, not a pipe: nothing left open if the test fails early
+        job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
+    shell = start_ipython() or TerminalInteractiveShell.instance()
+    with capture_output():
+        shell.run_line_magic("load_ext", "mspti_lens")
+    from mspti_lens.notebook.magics import MsptiMagics
+    from mspti_lens.notebook.runpanel import RunPanel
+
+    magics = next(m for m in shell.configurables if isinstance(m, MsptiMagics))
+    try:
+        wait_for("the run's first windows", lambda: first_windows(out))
+        shell.run_line_magic("config", "MsptiMagics.refresh = 0.2")
+        panel = shell.run_line_magic("mspti", f"panel --run {out}")
+        assert isinstance(panel, RunPanel)
+        # nothing of the notebook is recorded: no session, the subscriber slot is free
+        assert magics.session is None and not sim.subscribed
+        first = panel.last
+        assert first is not None and first.running
+        assert "running" in panel.status.value
+        job.wait(timeout=BOUND_S)
+        assert job.returncode == 0, log.read_text()
+        wait_for("the panel to see every rank finish", lambda: not panel.auto_refreshing)
+        view = panel.last
+        assert view is not None and not view.running and view.finished and panel.refreshes >= 2
+        assert "every rank has finished" in panel.status.value
+        page = panel.body.value
+        assert "4 ranks reporting on 2 host(s)" in view.headline
+        assert view.verdict.startswith("slow rank: 2 on sim-host-1"), view.verdict
+        # the summary and the rank status read like the magic tables: one cell per value
+        assert "HcclAllReduce" in page and re.search(r">[\d.]+ (µs|ms)<", page)
+        cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
+        assert "sim-host-1" in cells and "2" in cells and "complete" in cells
+        assert any(re.fullmatch(r"\d+ s ago", c) for c in cells), cells
+        assert "&quot;" not in page
+        assert view.heatmap == "HcclAllReduce" and panel.plot.value[:4] == b"\x89PNG"
+        # `%mspti run DIR` is the same panel; closing the magics leaves its static view
+        again = shell.run_line_magic("mspti", f"run {out}")
+        assert isinstance(again, RunPanel) and magics.session is None
+        with capture_output():
+            shell.run_line_magic("mspti", "close")
+        assert panel.finished and "mspti-lens-final" in panel.widget.children[0].value
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+        shell.run_line_magic("unload_ext", "mspti_lens")
