@@ -428,8 +428,10 @@ def test_the_mspti_run_magic_shows_a_run_and_names_the_valid_commands(tmp_path):
     with capture_output():
         shell.run_line_magic("load_ext", "mspti_lens")
     try:
-        view = shell.run_line_magic("mspti", f"run {tmp_path}")
-        assert "MISSING" in view.value and "complete" in view.value  # rank 1 of 2 never reported
+        panel = shell.run_line_magic("mspti", f"run {tmp_path}")
+        shown = panel.last.ranks_html  # the run panel's rank status table
+        assert "missing" in shown and "complete" in shown  # rank 1 of 2 never reported
+        panel.close()
         with pytest.raises(UsageError, match="one PATH"):
             shell.run_line_magic("mspti", "run")
         with pytest.raises(UsageError, match="record one with"):

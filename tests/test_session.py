@@ -269,10 +269,11 @@ def test_a_session_that_fails_in_its_constructor_gives_the_subscriber_slot_back_
     [
         ({"interval": float("inf")}, "interval must be a finite number of seconds >= 0.001"),
         ({"interval": float("nan")}, "interval must be a finite number of seconds >= 0.001"),
-        ({"activity_buffers": (-1, 8)}, r"two positive ints such as \(8 << 20, 8\), not \(-1, 8\)"),
-        ({"activity_buffers": (1 << 20, 10**30)}, "two positive ints"),
-        ({"activity_buffers": (1 << 20, 0), "activity": ["kernel"]}, "two positive ints"),
-        ({"activity_buffers": 8 << 20}, "bytes per buffer, number of buffers"),
+        ({"activity_buffers": (-1, 8)}, r"positive ints such as \(8388608, 8\), not \(-1, 8\)"),
+        ({"activity_buffers": (1 << 20, 10**30)}, "positive ints such as"),
+        ({"activity_buffers": (1 << 20, 0), "activity": ["kernel"]}, "positive ints such as"),
+        ({"activity_buffers": (1 << 20, 8, 0)}, "memory cap in bytes"),
+        ({"activity_buffers": 8 << 20}, r"bytes per buffer, buffers at the start\[, memory cap in bytes\]"),
     ],
 )
 def test_bad_arguments_are_refused_at_the_call_before_subscribing_on_the_simulator(sim, options, says):
@@ -283,7 +284,7 @@ def test_bad_arguments_are_refused_at_the_call_before_subscribing_on_the_simulat
 
 
 def test_buffers_outside_the_collectors_limits_are_refused_naming_them_on_the_simulator(sim):
-    with pytest.raises(ValueError, match="at least 1 KiB each") as failed:
+    with pytest.raises(ValueError, match="at least 1024 bytes each") as failed:
         Session(library="sim", activity=["kernel"], activity_buffers=(100, 8))
     kept = failed.value  # noqa: F841 - the failed Session's frame stays referenced
     Session(library="sim").close()  # the slot was given back
