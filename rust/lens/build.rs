@@ -3,9 +3,12 @@
 //! `pip install git+...` and cross-built wheels.
 //!
 //! maturin builds one cdylib per package, so the simulator is built here by a nested `cargo build`
-//! with its own target directory (under OUT_DIR: no lock shared with the outer build) and the outer
-//! build's target triple. Then:
-//! - `MSPTI_SIM_LIBRARY` (compile-time env) names the built file, for Rust tests that dlopen it;
+//! with its own target directory and the outer build's target triple. That directory is `sim/`
+//! beside the outer build's `build/` (target/[TRIPLE/]PROFILE/sim): one per target and profile,
+//! shared by every feature set and by check, build and test (clippy, `cargo test`, `make dev` and
+//! memcheck reuse one simulator build), and no lock is shared with the outer build. Then:
+//! - `MSPTI_SIM_LIBRARY` (compile-time env) names this build's copy of it, for Rust tests that
+//!   dlopen it (`cargo test` needs no separate simulator build, for the host or a cross target);
 //! - with the `python` feature (maturin turns it on) the file is copied to the package's bundled
 //!   path, where maturin picks it up (pyproject.toml `include`) after this crate is compiled.
 use std::env;
@@ -26,7 +29,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
 
-    let target_dir = out.join("sim-target");
+    let target_dir = nested_target_dir(&out);
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "--release", "-p", "mspti-sim", "--target", &target, "--manifest-path"])
@@ -46,12 +49,16 @@ fn main() {
 
     let built = target_dir.join(&target).join("release/libmspti_sim.so");
     assert!(built.is_file(), "the simulator build produced no {}", built.display());
-    println!("cargo:rustc-env=MSPTI_SIM_LIBRARY={}", built.display());
+    // The shared directory's file is whichever source tree built last (an sdist's, a clone's): this
+    // build's own copy is what its tests load and its package ships.
+    let own = out.join("libmspti_sim.so");
+    install(&built, &own);
+    println!("cargo:rustc-env=MSPTI_SIM_LIBRARY={}", own.display());
 
     // Only in a tree that has the Python package (the repository, an sdist), not a lone crate.
     let package = root.join("python/mspti_lens");
     if env::var_os("CARGO_FEATURE_PYTHON").is_some() && package.is_dir() {
-        install(&built, &root.join(BUNDLED));
+        install(&own, &root.join(BUNDLED));
     }
 }
 
@@ -65,4 +72,13 @@ fn install(from: &Path, to: &Path) {
     let tmp = to.with_extension("so.tmp");
     fs::copy(from, &tmp).unwrap_or_else(|e| panic!("copying the simulator to {}: {e}", tmp.display()));
     fs::rename(&tmp, to).unwrap_or_else(|e| panic!("installing the simulator at {}: {e}", to.display()));
+}
+
+/// `sim/` beside `build/` when OUT_DIR has cargo's layout (PROFILE/build/PACKAGE-HASH/out), else
+/// a directory under OUT_DIR (a build of its own).
+fn nested_target_dir(out: &Path) -> PathBuf {
+    match out.ancestors().nth(2) {
+        Some(build) if build.file_name().is_some_and(|n| n == "build") => build.with_file_name("sim"),
+        _ => out.join("sim-target"),
+    }
 }
