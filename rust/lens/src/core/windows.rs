@@ -18,7 +18,7 @@ use super::counters::Counters;
 use super::exemplars::{self, Exemplar};
 use super::hist::Histogram;
 use super::seqlock;
-use super::shard;
+use super::shard::{self, Key};
 use super::timeline;
 use super::toggles;
 
@@ -90,9 +90,6 @@ pub fn toggled(domain: u32, cbid: Option<u32>) {
 pub static POISONED: AtomicBool = AtomicBool::new(false);
 /// Set in a child process after fork(): the child never records into the inherited shards.
 pub static FORKED: AtomicBool = AtomicBool::new(false);
-
-/// (domain, cbid, function name).
-pub type Key = (u32, u32, String);
 
 /// Merged, cumulative-or-windowed state of every shard.
 #[derive(Clone, Debug, Default)]

@@ -9,7 +9,8 @@ use pyo3::types::PyDict;
 use crate::core::counters::{Counter, Counters};
 use crate::core::exemplars::Exemplar;
 use crate::core::hist::{self, Histogram};
-use crate::core::windows::{Key, Totals};
+use crate::core::shard::Key;
+use crate::core::windows::Totals;
 
 type KeyRow = (u32, u32, String, Histogram);
 
