@@ -59,7 +59,7 @@ pub struct KeyHistogram {
     pub cbid: u32,
     pub name: String,
     pub hist: Box<AtomicHistogram>,
-    /// The slowest calls of this (thread, key) per window (issue 13).
+    /// The slowest calls of this (thread, key) per window.
     pub exemplars: Exemplars,
 }
 

@@ -1,4 +1,5 @@
-//! Where an MSPTI library is looked for, in one order (DESIGN.md): an explicit path,
+//! Where an MSPTI library is looked for, in one order (the CANN paths are in docs/reference.md,
+//! "LD_PRELOAD and error 6"): an explicit path,
 //! `MSPTI_LIBRARY`, a libmspti already mapped (LD_PRELOAD), the CANN locations, then the bundled
 //! simulator.
 

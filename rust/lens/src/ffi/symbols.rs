@@ -167,8 +167,8 @@ pub fn bind(path: &Path, origin: Origin) -> Result<Arc<MsptiLibrary>> {
     let shown = canonical.display().to_string();
     macro_rules! required {
         ($name:literal, $ty:ty) => {{
-            // SAFETY: the symbol has this C type in every MSPTI release (mspti_abi.md §1a); the
-            // library is never unloaded, so the pointer stays valid.
+            // SAFETY: the symbol has this C type in every MSPTI release (docs/reference.md,
+            // "Exported functions"); the library is never unloaded, so the pointer stays valid.
             let s = unsafe { lib.get::<$ty>($name.as_bytes()) }
                 .map_err(|_| Error::SymbolMissing { path: shown.clone(), symbol: $name })?;
             *s

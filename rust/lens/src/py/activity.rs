@@ -1,4 +1,4 @@
-//! Binding of the activity collector and MSTX (issue 11): converts, and nothing else.
+//! Binding of the activity collector and MSTX: converts, and nothing else.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
