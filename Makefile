@@ -73,7 +73,7 @@ demo: dev ## the main job: a simulated training workload, summary table and plot
 
 lint: dev ## cargo fmt --check, clippy -D warnings, ruff check + format --check, mypy, stubtest
 	cargo fmt --all --check
-	cargo clippy --workspace --all-targets --release --features mspti-lens/python -- -D warnings
+	cargo clippy --workspace --all-targets --release --features mspti-lens/test-hooks -- -D warnings
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy python/mspti_lens
