@@ -116,3 +116,18 @@ def test_tests_read_no_data_from_outside_the_repository():
         if outside.search(line) and p.name != "test_packaging.py"
     ]
     assert hits == []
+
+
+def test_the_step_timer_prints_every_step_that_ran_also_when_one_fails(tmp_path):
+    make = tmp_path / "make"
+    make.write_text('#!/bin/sh\n[ "$2" = good ]\n')  # `make --no-print-directory STEP`: only `good` passes
+    make.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "MAKE": str(make)}
+    run = [str(ROOT / "scripts" / "timed_steps.sh"), "good", "bad", "never"]
+    r = subprocess.run(run, capture_output=True, text=True, env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = {line.split()[0]: line.split()[2:] for line in r.stdout.splitlines()[2:] if line.strip()}
+    assert rows["good"] == ["ok"] and rows["bad"] == ["FAILED", "(1)"] and "never" not in rows
+    assert "total" in rows
+    r = subprocess.run(run, capture_output=True, text=True, env={**env, "KEEP_GOING": "1"})
+    assert r.returncode == 1 and "never" in r.stdout  # on to the end, the first failure's status
