@@ -3,10 +3,11 @@
 //! `pip install git+...` and cross-built wheels.
 //!
 //! maturin builds one cdylib per package, so the simulator is built here by a nested `cargo build`
-//! with its own target directory and the outer build's target triple. That directory is `sim/`
-//! beside the outer build's `build/` (target/[TRIPLE/]PROFILE/sim): one per target and profile,
-//! shared by every feature set and by check, build and test (clippy, `cargo test`, `make dev` and
-//! memcheck reuse one simulator build), and no lock is shared with the outer build. Then:
+//! with its own target directory and the outer build's target triple. That directory is
+//! `sim-HASH/` beside the outer build's `build/` (target/[TRIPLE/]PROFILE/sim-HASH, HASH of the
+//! source tree): one per tree, target and profile, shared by every feature set and by check, build
+//! and test (clippy, `cargo test`, `make dev` and memcheck reuse one simulator build), and no lock
+//! is shared with the outer build. Then:
 //! - `MSPTI_SIM_LIBRARY` (compile-time env) names this build's copy of it, for Rust tests that
 //!   dlopen it (`cargo test` needs no separate simulator build, for the host or a cross target);
 //! - with the `python` feature (maturin turns it on) the file is copied to the package's bundled
@@ -29,7 +30,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
 
-    let target_dir = nested_target_dir(&out);
+    let target_dir = nested_target_dir(&out, &root);
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "--release", "-p", "mspti-sim", "--target", &target, "--manifest-path"])
@@ -49,8 +50,8 @@ fn main() {
 
     let built = target_dir.join(&target).join("release/libmspti_sim.so");
     assert!(built.is_file(), "the simulator build produced no {}", built.display());
-    // The shared directory's file is whichever source tree built last (an sdist's, a clone's): this
-    // build's own copy is what its tests load and its package ships.
+    // This build's own copy is what its tests load and its package ships: a later build of
+    // another feature set may replace the shared file while this one's tests still run.
     let own = out.join("libmspti_sim.so");
     install(&built, &own);
     println!("cargo:rustc-env=MSPTI_SIM_LIBRARY={}", own.display());
@@ -74,11 +75,17 @@ fn install(from: &Path, to: &Path) {
     fs::rename(&tmp, to).unwrap_or_else(|e| panic!("installing the simulator at {}: {e}", to.display()));
 }
 
-/// `sim/` beside `build/` when OUT_DIR has cargo's layout (PROFILE/build/PACKAGE-HASH/out), else
-/// a directory under OUT_DIR (a build of its own).
-fn nested_target_dir(out: &Path) -> PathBuf {
+/// `sim-HASH/` beside `build/` when OUT_DIR has cargo's layout (PROFILE/build/PACKAGE-HASH/out),
+/// else a directory under OUT_DIR (a build of its own). HASH names the source tree, so that an
+/// sdist or a clone built with the same target directory never replaces this tree's simulator.
+fn nested_target_dir(out: &Path, root: &Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    root.canonicalize().unwrap_or_else(|_| root.to_path_buf()).hash(&mut h);
     match out.ancestors().nth(2) {
-        Some(build) if build.file_name().is_some_and(|n| n == "build") => build.with_file_name("sim"),
+        Some(build) if build.file_name().is_some_and(|n| n == "build") => {
+            build.with_file_name(format!("sim-{:016x}", h.finish()))
+        }
         _ => out.join("sim-target"),
     }
 }
