@@ -120,7 +120,7 @@ def test_thousands_of_short_lived_threads_memory_stays_bounded_on_the_simulator(
     assert r["recorded"] == r["delivered"] == 4000 * 5, r
     assert r["shards"] <= 40, r
     # After a warm-up of 1000 threads, 3000 more may not grow RSS by more than 8 MiB (a shard per
-    # thread would be ~3000 x (31 KiB x 2 keys) = 180 MiB).
+    # thread would be ~3000 x (73 KiB x 2 keys) = 430 MiB).
     assert r["rss_growth_kib"] < 8 * 1024, r
 
 
