@@ -21,7 +21,7 @@ TEST_STEPS ?= system-deps dev lint test-rust test-rust-aarch64 test-python memch
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
 BUILT := $(VENV)/.built
-RUST_SOURCES := $(shell git ls-files rust Cargo.toml Cargo.lock pyproject.toml .cargo 2>/dev/null)
+RUST_SOURCES := $(wildcard $(shell git ls-files rust Cargo.toml Cargo.lock pyproject.toml .cargo 2>/dev/null))
 
 .PHONY: help system-deps cross-deps dev demo lint test test-fast test-rust test-loom test-rust-aarch64 \
 	test-python memcheck check-sdist check-installs wheels bench bench-quick clean
