@@ -1,13 +1,27 @@
 # mspti-lens developer tasks. `make help` lists them.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(VENV)/bin/pip
+# Through the interpreter: a copied venv's bin/pip still names the interpreter it was made with.
+PIP := $(PY) -m pip
 AARCH64 := aarch64-unknown-linux-gnu
 # pyo3's build configuration uses the project's interpreter (lint and tests build the bindings too).
 export PYO3_PYTHON := $(abspath $(PY))
 # valgrind runs the native tests, the Python workload and DRD in about a minute on an idle machine;
 # the bound leaves room for a loaded one without letting a hang block CI.
 MEMCHECK_TIMEOUT ?= 900
+# pytest's workers (pytest-xdist): every worker is its own process, so each has its own simulator,
+# subscriber and shards; tests that start processes give them their own ports and directories.
+PYTEST_WORKERS ?= auto
+# How hard the stress tests push (tests/conftest.py `stress`): 1 is CI's size; 0.2 for a quick look.
+STRESS ?= 1
+export MSPTI_LENS_STRESS := $(STRESS)
+# What `make test` runs, in this order, so a lint slip fails in seconds, not at the end; each step is
+# timed and the times are printed in a table at the end (scripts/timed_steps.sh).
+TEST_STEPS ?= system-deps dev lint test-rust test-rust-aarch64 test-python memcheck check-sdist wheels bench-quick
+# The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
+# sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
+BUILT := $(VENV)/.built
+RUST_SOURCES := $(wildcard $(shell git ls-files rust Cargo.toml Cargo.lock pyproject.toml .cargo 2>/dev/null))
 
 .PHONY: help system-deps cross-deps dev demo lint test test-fast test-rust test-loom test-rust-aarch64 \
 	test-python memcheck check-sdist check-installs wheels bench bench-quick clean
@@ -18,9 +32,9 @@ help: ## list the tasks
 $(VENV)/.deps: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.5,<2" pytest pytest-timeout hypothesis nbclient nbformat ipykernel \
+	$(PIP) install -q "maturin>=1.5,<2" pytest pytest-timeout pytest-xdist hypothesis nbclient nbformat ipykernel \
 		ipython ipywidgets traitlets polars pyarrow numpy matplotlib jupyterlab playwright mypy "ruff==0.17.6"
-	$(PIP) install -q opentelemetry-proto hdrhistogram prometheus-client  # issue 13: exports read back
+	$(PIP) install -q opentelemetry-proto hdrhistogram prometheus-client  # the exports, read back by their own parsers
 	$(PIP) install -q HolisticTraceAnalysis || echo "HTA did not install: the Perfetto trace's HTA check is skipped"
 	$(PIP) install -q atheris || echo "atheris did not install: the fuzz smoke test (tests/test_reliability_input.py) is skipped"
 	touch $@
@@ -30,7 +44,7 @@ system-deps: cross-deps ## Debian packages the tests need (headless Chromium, fo
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core valgrind cmake >/dev/null; \
 		else echo "install chromium, valgrind and cmake (apt-get install chromium valgrind cmake) for the browser, memcheck and CANN sample tests"; exit 1; fi; \
 	fi
-	@# issue 13: a real Prometheus server for tests/test_export_prometheus_server.py
+	@# a real Prometheus server for tests/test_export_prometheus_server.py
 	@if ! command -v prometheus >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
 		else echo "install prometheus (apt-get install prometheus) for the Prometheus export test"; fi; \
@@ -47,24 +61,26 @@ cross-deps: ## aarch64 cross-building: rustup's target, Debian's cross gcc and l
 	fi
 
 # The extension's build script (rust/lens/build.rs) builds the simulator and puts it in the package.
-dev: $(VENV)/.deps ## venv + Python deps + release build of the extension and the simulator, installed editable
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q
+# The feature test-hooks adds the functions only tests and benchmarks call (wheels leave them out).
+dev: $(BUILT) ## venv + Python deps + release build of the extension and the simulator, installed editable
+
+$(BUILT): $(VENV)/.deps $(RUST_SOURCES)
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q --features test-hooks
+	touch $@
 
 demo: dev ## the main job: a simulated training workload, summary table and plots
 	$(PY) -m mspti_lens demo --out demo-out
 
 lint: dev ## cargo fmt --check, clippy -D warnings, ruff check + format --check, mypy, stubtest
 	cargo fmt --all --check
-	cargo clippy --workspace --all-targets --release --features mspti-lens/python -- -D warnings
+	cargo clippy --workspace --all-targets --release --features mspti-lens/test-hooks -- -D warnings
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy python/mspti_lens
 	$(PY) -m mypy.stubtest mspti_lens._native
 
-# The behaviour tests dlopen target/[TRIPLE/]release/libmspti_sim.so; `cargo test` builds the
-# simulator only as a library to link, so it is built as a cdylib first.
+# The behaviour tests dlopen the simulator cdylib rust/lens/build.rs builds (MSPTI_SIM_LIBRARY).
 test-rust: ## Rust unit and integration tests, then the loom model tests
-	cargo build --release -p mspti-sim
 	cargo test --workspace --release
 	$(MAKE) test-loom
 
@@ -72,14 +88,13 @@ test-loom: ## loom model tests: windows, exemplars, buffer pool; the simulator's
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens -p mspti-sim --release --lib loom_tests
 
 test-rust-aarch64: cross-deps ## the Rust tests cross-built for aarch64, run under qemu-user
-	cargo build --release -p mspti-sim --target $(AARCH64)
 	cargo test --workspace --release --target $(AARCH64)
 
-test-python: dev ## pytest suite (notebooks and simulator included)
-	$(PY) -m pytest
+test-python: dev ## pytest suite (notebooks and simulator included), on PYTEST_WORKERS workers
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --durations=15
 
 test-fast: dev ## the inner loop: pytest without slow and browser tests
-	$(PY) -m pytest -m "not slow and not browser"
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not browser"
 
 memcheck: dev ## valgrind memcheck and DRD over the native code (scripts/memcheck.sh), bounded in time
 	timeout --kill-after=30 $(MEMCHECK_TIMEOUT) scripts/memcheck.sh target/memcheck
@@ -96,8 +111,8 @@ check-installs: wheels ## every install path: sdist, pip install DIR, git+file:/
 wheels: $(VENV)/.deps cross-deps ## x86-64 and aarch64 abi3 wheels in dist/, each with its own simulator (checked)
 	scripts/build_wheels.sh dist
 
-# Everything CI runs (.ci/run): in this order, so a lint slip fails in seconds, not at the end.
-test: system-deps lint test-rust test-rust-aarch64 test-python memcheck check-sdist wheels bench-quick ## everything CI runs
+test: ## everything CI runs (.ci/run), each step timed: TEST_STEPS, a table of times at the end
+	@scripts/timed_steps.sh $(TEST_STEPS)
 
 bench: dev ## all benchmarks, writes BENCHMARKS.md
 	$(PY) bench/run.py --out BENCHMARKS.md
@@ -107,4 +122,4 @@ bench-quick: dev ## benchmarks in quick mode (proves they run; CI)
 
 clean: ## remove build outputs
 	cargo clean
-	rm -rf $(VENV) python/mspti_lens/sim/libmspti_sim.so demo-out bench-out dist
+	rm -rf $(VENV) python/mspti_lens/sim/libmspti_sim.so python/mspti_lens/_native*.so demo-out bench-out dist

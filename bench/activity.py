@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks of the activity collector (issue 11): records aggregated per second per core,
+"""Benchmarks of the activity collector: records aggregated per second per core,
 the time the complete callback holds MSPTI's thread per buffer, and the end-to-end overhead of
 KERNEL and MARKER collection on the simulated training job. A section of BENCHMARKS.md
 (registered in bench/run.py); also runs alone:
@@ -118,7 +118,7 @@ def status(ok: bool) -> str:
 
 
 def render(r: dict) -> str:
-    L = ["## Activity collector (issue 11)", ""]
+    L = ["## Activity collector", ""]
     if r["quick"]:
         L += [
             "*Quick mode: small counts, proves the benchmarks run; the figures are not the measurement.*",

@@ -1,4 +1,4 @@
-"""A thread whose key table is full (issue 9.11): the cost per pair of a call whose key does not fit
+"""A thread whose key table is full: the cost per pair of a call whose key does not fit
 (it is dropped and counted), against the same call on a thread whose table holds its key. The
 table is never more than half full, so the lookup of an absent key stops at an empty slot within a
 few probes instead of walking all of them. Target: full-table path <= 2x the normal one."""
@@ -92,7 +92,7 @@ def render(res: dict) -> str:
     r = med(res["ratio"])
     return "\n".join(
         [
-            "## Full key table (issue 9.11)",
+            "## Full key table",
             "",
             "| thread | ns/pair (median) |",
             "|---|---:|",

@@ -41,7 +41,7 @@ import mspti_lens  # noqa: E402
 from mspti_lens import _native, sim  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-import key_table  # noqa: E402  (bench/key_table.py: the full-key-table path, issue 9.11)
+import key_table  # noqa: E402  (bench/key_table.py: the full-key-table path)
 
 MSPTI_CB_DOMAIN_RUNTIME, MSPTI_CB_DOMAIN_HCCL = 1, 2
 # Benchmarks in modules of their own (bench/<topic>.py), each with run(quick, log) -> result and
@@ -603,7 +603,7 @@ def main() -> None:
         mach = machine()
         mach["lens_clock"] = b.clock_used.get("lens", "?")
     # Benchmark modules with a section each (bench/<topic>.py, `section(quick) -> str`).
-    import activity as activity_bench  # issue 11
+    import activity as activity_bench  # bench/activity.py: the activity collector
 
     log("activity collector")
     sections.append(activity_bench.section(q).splitlines())
@@ -898,7 +898,7 @@ def render(q, p, mach, tsc_hz, pp, ex, clocks, sc, ts, mem, e2e, elapsed) -> str
         f"of which two TSC reads {2 * clocks['tsc']:.1f} ns; {ratio_min['lens']:.2f}x in the table above)"
         f"{clock_note} | {status(r <= 1.3, r / 1.3)} |"
     )
-    import exemplars as exemplars_bench  # issue 13: its target, measured here in the callback
+    import exemplars as exemplars_bench  # what exemplars add, measured here in the callback
 
     ex_added = med([a - b for a, b in zip(ex["lens"], ex["lens_no_exemplars"])])
     ex_target = exemplars_bench.TARGET_NS

@@ -1,5 +1,7 @@
 """Check built wheels: each is an abi3 wheel for one architecture, carries the extension, its type
-stubs and the bundled simulator, and every shared object in it is an ELF file for that architecture.
+stubs and the bundled simulator, every shared object in it is an ELF file for that architecture,
+and the extension was built without the hooks only tests and benchmarks call (cargo feature
+test-hooks).
 
 Usage: python scripts/check_wheels.py WHEEL...   (exit 0 when every wheel passes; one line each)
 """
@@ -15,6 +17,8 @@ from pathlib import Path
 MACHINES = {"x86_64": 62, "aarch64": 183}
 BUNDLED_SIM = "mspti_lens/sim/libmspti_sim.so"
 REQUIRED = (BUNDLED_SIM, "mspti_lens/_native.pyi", "mspti_lens/py.typed", "mspti_lens/__init__.py")
+# The Python names of the test hooks: an extension that holds one was built with test-hooks.
+TEST_HOOKS = (b"_bench_aggregate", b"_bench_complete", b"_pause_drain")
 
 
 def elf_machine(data: bytes) -> int | None:
@@ -50,9 +54,14 @@ def problems(wheel: Path) -> list[str]:
         if not any(n.startswith("mspti_lens/_native") for n in sos):
             found.append("missing the extension mspti_lens/_native*.so")
         for n in sos:
-            machine = elf_machine(z.read(n))
+            data = z.read(n)
+            machine = elf_machine(data)
             if machine != MACHINES[arch]:
                 found.append(f"{n}: ELF machine {machine}, expected {MACHINES[arch]} ({arch})")
+            if n.startswith("mspti_lens/_native"):
+                hooks = [h.decode() for h in TEST_HOOKS if h in data]
+                if hooks:
+                    found.append(f"{n}: built with the test hooks ({', '.join(hooks)}): feature test-hooks")
     return found
 
 

@@ -59,7 +59,6 @@ VG=(valgrind -q --error-exitcode=99 --num-callers=40 --suppressions="$SUPP")
 
 # -- 1. native tests under memcheck ------------------------------------------------------------
 echo "== 1/3 memcheck: native Rust tests"
-cargo build --workspace --release -q  # the simulator cdylib the behaviour tests dlopen
 mapfile -t BINS < <(cargo test --workspace --release --no-run --message-format=json 2>/dev/null |
   "$PY" -c 'import sys, json
 for l in sys.stdin:
@@ -237,7 +236,6 @@ RULES = [
     ("atomic", r"(histogram|insert) \(shard\.rs"),
     # every shared field of the exemplars is an atomic (slots and gate): the first frame outside
     # Rust's core library (atomic loads inline into bool::then and the like) is an exemplar access
-    # (issue 13)
     ("atomic", r"^(==\d+==\s+(at|by) 0x[0-9A-F]+: \S+ \(library/core/[^)]*\)\n)*"
                r"==\d+==\s+(at|by) 0x[0-9A-F]+: .*(\(exemplars\.rs:\d+\)|_native::core::exemplars::)"),
     # a shard's ENTER stack passes to the next thread only through in_use: Release store when

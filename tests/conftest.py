@@ -104,6 +104,19 @@ def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subp
     )
 
 
+def stress(n: float) -> int:
+    """A stress test's size `n` (threads, cycles, examples, seconds) times MSPTI_LENS_STRESS
+    (`make test STRESS=0.2` for a quick look; 1, CI's size, when unset), at least 1."""
+    raw = os.environ.get("MSPTI_LENS_STRESS", "1")
+    try:
+        factor = float(raw)
+    except ValueError:
+        factor = -1.0
+    if not factor > 0:
+        raise ValueError(f"MSPTI_LENS_STRESS={raw!r}: valid values are positive numbers (1 = CI's size)")
+    return max(1, round(n * factor))
+
+
 def write_figures(name: str, figures: dict) -> None:
     """Write a test module's figures (for RELIABILITY.md) where MSPTI_LENS_FIGURES points."""
     import json

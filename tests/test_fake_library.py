@@ -105,6 +105,13 @@ def test_someone_else_holding_the_slot_is_named(fake_lib_path, fake):
         for owner in ("mspti", "torch_npu", "msMonitor"):
             assert owner in msg
         assert e.value.args[1] == 2
+        # What failed, as attributes (the same values as args[1:]).
+        assert (e.value.code, e.value.code_name, e.value.function) == (
+            2,
+            "MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED",
+            "msptiSubscribe",
+        )
+        assert e.value.args[1:] == (e.value.code, e.value.code_name, e.value.function)
     finally:
         assert fake.lib.msptiUnsubscribe(handle) == 0
     # The slot is free again: a session now works.

@@ -1,4 +1,5 @@
-"""The C ABI as compiled matches the real headers (mspti_abi.md §2-§3, cbids.csv)."""
+"""The C ABI as compiled matches the real headers (docs/reference.md, "Result codes" and "Callback
+data"; tests/data/reference/cbids.csv)."""
 
 from __future__ import annotations
 

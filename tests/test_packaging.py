@@ -36,10 +36,10 @@ def elf(machine: int) -> bytes:
     return bytes(header)
 
 
-def fake_wheel(path: Path, sim_machine: int, native_machine: int) -> Path:
+def fake_wheel(path: Path, sim_machine: int, native_machine: int, native_tail: bytes = b"") -> Path:
     with zipfile.ZipFile(path, "w") as z:
         z.writestr(check_wheels.BUNDLED_SIM, elf(sim_machine))
-        z.writestr("mspti_lens/_native.abi3.so", elf(native_machine))
+        z.writestr("mspti_lens/_native.abi3.so", elf(native_machine) + native_tail)
         for name in check_wheels.REQUIRED:
             if name != check_wheels.BUNDLED_SIM:
                 z.writestr(name, "")
@@ -49,6 +49,21 @@ def fake_wheel(path: Path, sim_machine: int, native_machine: int) -> Path:
 def test_wheel_check_passes_a_wheel_whose_objects_match_its_tag(tmp_path):
     w = fake_wheel(tmp_path / "mspti_lens-0.1.0-cp310-abi3-linux_aarch64.whl", 183, 183)
     assert check_wheels.problems(w) == []
+
+
+def test_wheel_check_refuses_an_extension_built_with_the_test_hooks(tmp_path):
+    w = fake_wheel(tmp_path / "mspti_lens-0.1.0-cp310-abi3-linux_x86_64.whl", 62, 62, b"\0_bench_complete\0")
+    assert check_wheels.problems(w) == [
+        "mspti_lens/_native.abi3.so: built with the test hooks (_bench_complete): feature test-hooks"
+    ]
+
+
+def test_the_development_build_has_the_test_hooks_and_keeps_them_out_of_all():
+    from mspti_lens import _native
+
+    assert all(hasattr(_native, h.decode()) for h in check_wheels.TEST_HOOKS if h != b"_pause_drain")
+    assert hasattr(_native.NativeActivity, "_pause_drain")
+    assert [n for n in _native.__all__ if n.startswith("_") and not n.startswith("__")] == []
 
 
 def test_wheel_check_refuses_a_simulator_of_another_architecture(tmp_path):
@@ -101,3 +116,18 @@ def test_tests_read_no_data_from_outside_the_repository():
         if outside.search(line) and p.name != "test_packaging.py"
     ]
     assert hits == []
+
+
+def test_the_step_timer_prints_every_step_that_ran_also_when_one_fails(tmp_path):
+    make = tmp_path / "make"
+    make.write_text('#!/bin/sh\n[ "$2" = good ]\n')  # `make --no-print-directory STEP`: only `good` passes
+    make.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "MAKE": str(make)}
+    run = [str(ROOT / "scripts" / "timed_steps.sh"), "good", "bad", "never"]
+    r = subprocess.run(run, capture_output=True, text=True, env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = {line.split()[0]: line.split()[2:] for line in r.stdout.splitlines()[2:] if line.strip()}
+    assert rows["good"] == ["ok"] and rows["bad"] == ["FAILED", "(1)"] and "never" not in rows
+    assert "total" in rows
+    r = subprocess.run(run, capture_output=True, text=True, env={**env, "KEEP_GOING": "1"})
+    assert r.returncode == 1 and "never" in r.stdout  # on to the end, the first failure's status

@@ -23,7 +23,7 @@ from mspti_lens import LibraryError, SessionError, catalog, plots
 from mspti_lens.sim import Simulator
 from mspti_lens.sim.replay import Trace
 
-from conftest import write_figures
+from conftest import stress, write_figures
 
 FIGURES = {"inputs_tried": 0, "corrupt_files": 0}
 
@@ -612,7 +612,7 @@ def test_fuzz_targets_find_nothing_new(tmp_path):
     import subprocess
     import sys
 
-    seconds = int(os.environ.get("MSPTI_LENS_FUZZ_SECONDS", "15"))
+    seconds = int(os.environ.get("MSPTI_LENS_FUZZ_SECONDS", stress(15)))
     root = Path(__file__).resolve().parents[1]
     p = subprocess.run(
         [

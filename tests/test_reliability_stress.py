@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import stress
+
 HERE = Path(__file__).resolve()
 ENTER, EXIT = 0, 1
 
@@ -72,7 +74,9 @@ def test_stress_accounting_closes_exactly_on_the_simulator():
     snapshots, resets and saves (phase A), then 8 fresh threads with snapshots/resets/saves only
     (phase B). Phase A: delivered EXITs == recorded + unmatched + dropped + abandoned over every
     window. Phase B: delivered EXITs == recorded, per callback id, with nothing unmatched."""
-    r = run_scenario("stress", threads_a=12, seconds_a=3.0, threads_b=8, seconds_b=2.0, seed=1234)
+    r = run_scenario(
+        "stress", threads_a=12, seconds_a=stress(30) / 10, threads_b=8, seconds_b=stress(20) / 10, seed=1234
+    )
     a, b = r["phase_a"], r["phase_b"]
     assert a["delivered_exits"] > 10_000, a
     assert a["toggles"] >= 60 and a["resets"] >= 10 and a["saves"] >= 5, a
@@ -90,8 +94,8 @@ def test_unsubscribe_resubscribe_while_threads_are_inside_callbacks_on_the_simul
     """Sessions are created, started, snapshotted and closed in a loop while 8 threads keep making
     calls (so callbacks are running at every unsubscribe). No crash, no poisoning, and afterwards a
     fresh session counts exactly."""
-    r = run_scenario("churn", threads=8, cycles=150, seed=7)
-    assert r["cycles"] == 150
+    r = run_scenario("churn", threads=8, cycles=stress(150), seed=7)
+    assert r["cycles"] == stress(150)
     assert r["calls_during_churn"] > 1000, r
     assert not r["poisoned"], r
     assert r["final_recorded"] == r["final_delivered"] > 0, r
@@ -116,7 +120,7 @@ def test_thousands_of_short_lived_threads_memory_stays_bounded_on_the_simulator(
     assert r["recorded"] == r["delivered"] == 4000 * 5, r
     assert r["shards"] <= 40, r
     # After a warm-up of 1000 threads, 3000 more may not grow RSS by more than 8 MiB (a shard per
-    # thread would be ~3000 x (31 KiB x 2 keys) = 180 MiB).
+    # thread would be ~3000 x (73 KiB x 2 keys) = 430 MiB).
     assert r["rss_growth_kib"] < 8 * 1024, r
 
 

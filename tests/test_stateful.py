@@ -31,6 +31,8 @@ import mspti_lens
 from mspti_lens import SessionError, catalog
 from mspti_lens.sim import EXIT, Simulator
 
+from conftest import stress
+
 TARGETS = [
     "runtime",
     "hccl",
@@ -216,7 +218,7 @@ class SessionMachine(RuleBasedStateMachine):
 
 
 SessionMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("MSPTI_LENS_STATEFUL_EXAMPLES", "100")),
+    max_examples=int(os.environ.get("MSPTI_LENS_STATEFUL_EXAMPLES", stress(100))),
     stateful_step_count=40,
     deadline=None,
     database=None,  # no .hypothesis/ example database left in the working tree

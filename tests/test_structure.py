@@ -1,11 +1,15 @@
-"""Issue 10: each fact defined once and the rooms that hold it. The counters come from one native
-table, the library search order is the native loader's (doctor prints it, it keeps no copy), the
-panel and the magics draw through one plot dispatch whose markers are the Snapshot's quantiles,
-and the modules the issue removed stay removed."""
+"""Each fact defined once and the rooms that hold it. The counters come from one native table,
+the library search order is the native loader's (doctor prints it, it keeps no copy), the panel
+and the magics draw through one plot dispatch whose markers are the Snapshot's quantiles, removed
+modules stay removed, the figures the documents quote are the native constants, and the repository
+cites only what it contains."""
 
 from __future__ import annotations
 
+import math
+import re
 import runpy
+import subprocess
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +21,8 @@ from mspti_lens import Session, _native, catalog, doctor, plots
 from mspti_lens.__main__ import build_parser
 from mspti_lens.notebook import panel
 from mspti_lens.sim import ENTER, EXIT
+
+from conftest import ROOT
 
 matplotlib.use("Agg")
 
@@ -138,7 +144,7 @@ def test_public_paths_still_work():
     assert Path(mspti_lens.simulator_path()).parent.name == "sim"
 
 
-def test_the_dead_code_the_issue_listed_is_gone():
+def test_the_removed_dead_code_stays_gone():
     from mspti_lens import snapshot
 
     assert not hasattr(catalog, "function_names") and not hasattr(catalog, "describe")
@@ -149,3 +155,84 @@ def test_install_kernel_user_flag_can_be_turned_off():
     parse = build_parser().parse_args
     assert parse(["install-kernel"]).user is True
     assert parse(["install-kernel", "--no-user"]).user is False
+
+
+# -- the documents' figures are the constants they quote ------------------------------------------
+DOCUMENTS = [ROOT / "README.md", ROOT / "python" / "mspti_lens" / "__init__.py"]
+
+
+def figures(text: str, pattern: str) -> list[str]:
+    return re.findall(pattern, " ".join(text.split()))  # one line, whatever the wrapping
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: p.name)
+def test_the_histogram_figures_a_document_quotes_are_the_native_constants(doc):
+    text = doc.read_text()
+    assert "log-linear" not in text  # the histogram is exponential
+    scales = figures(text, r"scale[ -](\d+)")
+    errors = figures(text, r"(?:<=|≤|within) (\d+(?:\.\d+)?) %")
+    ranges = figures(text, r"to 2\^(\d+) ns")
+    sizes = figures(text, r"(\d+) KiB per API and thread")
+    assert scales and errors and ranges and sizes, (scales, errors, ranges, sizes)
+    assert {int(x) for x in scales} == {_native.SCALE}
+    assert {float(x) for x in errors} == {round(_native.MAX_RELATIVE_ERROR * 100, 2)}
+    assert {2 ** int(x) for x in ranges} == {_native.RANGE_MAX_NS}
+    assert {int(x) for x in sizes} == {_native.HISTOGRAM_BYTES // 1024}
+
+
+def test_the_readme_quotes_the_native_counts_of_slowest_calls():
+    text = (ROOT / "README.md").read_text()
+    kept = figures(text, r"the (\d+) slowest calls per thread and API")
+    assert kept and {int(k) for k in kept} == {_native.EXEMPLARS_PER_KEY}
+
+
+def test_the_native_range_and_error_are_those_of_scale_7():
+    base = 2 ** (2**-_native.SCALE)
+    assert math.isclose(_native.MAX_RELATIVE_ERROR, (base - 1) / (base + 1), rel_tol=1e-12)
+    assert _native.bucket_bounds(_native.MAX_INDEX)[1] == pytest.approx(_native.RANGE_MAX_NS)
+
+
+# -- the repository stands on its own --------------------------------------------------------------
+# Built from parts, so that this file does not match its own patterns.
+OUTSIDE = [
+    "../" + "shared",
+    "shared/" + "reference",
+    "DESIGN" + ".md",
+    "mspti_abi" + ".md",
+    "latency_priors" + ".md",
+    "activity_mstx_multirank" + ".md",
+]
+TRACKER = re.compile(r"\b" + "issue" + r"s? ?#?\d", re.IGNORECASE)
+
+
+def tracked_text_files() -> list[Path]:
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(
+        b"\0"
+    )
+    files = []
+    for n in filter(None, names):
+        path = ROOT / n.decode()
+        data = path.read_bytes() if path.is_file() else b"\0"
+        if b"\0" not in data[:8192]:  # text, not a binary or compressed file
+            files.append(path)
+    return files
+
+
+def test_no_tracked_file_cites_a_document_outside_the_repository():
+    found = [
+        f"{p.relative_to(ROOT)}:{i}: {line.strip()[:100]}"
+        for p in tracked_text_files()
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if any(o in line for o in OUTSIDE)
+    ]
+    assert found == [], "cite docs/reference.md instead:\n" + "\n".join(found)
+
+
+def test_no_tracked_file_speaks_of_tracker_issues_instead_of_the_code():
+    found = [
+        f"{p.relative_to(ROOT)}:{i}: {line.strip()[:100]}"
+        for p in tracked_text_files()
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if TRACKER.search(line)
+    ]
+    assert found == [], "say what the thing is, or why:\n" + "\n".join(found)

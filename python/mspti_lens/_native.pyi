@@ -39,7 +39,7 @@ __all__ = [
     "timeline_stop",
     "timeline_tick",
     "timeline_rows",
-    # issue 11: activity and MSTX
+    # device activity and MSTX
     "NativeActivity",
     "NativeDeviceSnapshot",
     "activity_kinds",
@@ -55,8 +55,6 @@ __all__ = [
     "mstx_range_start",
     "mstx_range_end",
     "mstx_domain_create",
-    "_bench_aggregate",
-    "_bench_complete",
 ]
 
 __version__: str
@@ -75,7 +73,11 @@ class MsptiError(Exception): ...
 class LibraryError(MsptiError): ...
 
 class MsptiCallError(MsptiError):
-    """args: (message, code, code_name, function)."""
+    """An MSPTI function returned an error code; args: (message, code, code_name, function)."""
+
+    code: int
+    code_name: str
+    function: str
 
 class SubscriberBusyError(MsptiCallError): ...
 class PreloadRequiredError(MsptiCallError): ...
@@ -137,7 +139,7 @@ def nearest_rank(q: float, n: int) -> int:
 def bucket_tables() -> dict[str, Any]: ...
 def callback_data_layout() -> dict[str, int]: ...
 
-# issue 13: latency over time
+# latency over time
 def timeline_start(interval_s: float, levels: int = 8, per_level: int = 64, ticking: bool = True) -> None: ...
 def timeline_stop() -> None: ...
 def timeline_tick() -> None: ...
@@ -193,7 +195,7 @@ class NativeSnapshot:
     @staticmethod
     def from_values(values: list[int], name: str = "values") -> NativeSnapshot: ...
 
-# -- issue 11: device activity and MSTX ---------------------------------------------------------
+# -- device activity and MSTX -------------------------------------------------------------------
 
 @final
 class NativeActivity:
@@ -283,5 +285,7 @@ def mstx_mark(message: str, stream: int = 0, domain: int = 0) -> None: ...
 def mstx_range_start(message: str, stream: int = 0, domain: int = 0) -> int: ...
 def mstx_range_end(id: int, domain: int = 0) -> None: ...
 def mstx_domain_create(name: str) -> int: ...
+
+# Only in builds with the cargo feature test-hooks (`make dev`), not in wheels.
 def _bench_aggregate(records: int, names: int = 64, api: bool = False) -> tuple[int, int]: ...
 def _bench_complete(buffers: int, pressure: bool = False) -> float: ...

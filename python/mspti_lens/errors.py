@@ -1,7 +1,9 @@
 """Exceptions and warnings of mspti_lens.
 
-Every error the native core raises derives from :class:`MsptiError`. Errors from an MSPTI call
-carry ``(message, code, code_name, function)`` in ``args``; the two that users meet in practice
+Every error the native core raises derives from :class:`MsptiError`. An error from an MSPTI call,
+:class:`MsptiCallError`, says what failed in its attributes ``code`` (the ``msptiResult``),
+``code_name`` (``"MSPTI_ERROR_..."``) and ``function`` (``"msptiSubscribe"``...), also in
+``args[1:]`` after the message; the two that users meet in practice
 have their own classes: :class:`SubscriberBusyError` (code 2: another tool holds MSPTI's only
 subscriber slot) and :class:`PreloadRequiredError` (code 6: the process was not started with
 ``LD_PRELOAD`` of libmspti.so). Bad arguments raise :class:`ValueError` naming the valid choices.

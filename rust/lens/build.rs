@@ -3,9 +3,13 @@
 //! `pip install git+...` and cross-built wheels.
 //!
 //! maturin builds one cdylib per package, so the simulator is built here by a nested `cargo build`
-//! with its own target directory (under OUT_DIR: no lock shared with the outer build) and the outer
-//! build's target triple. Then:
-//! - `MSPTI_SIM_LIBRARY` (compile-time env) names the built file, for Rust tests that dlopen it;
+//! with its own target directory and the outer build's target triple. That directory is
+//! `sim-HASH/` beside the outer build's `build/` (target/[TRIPLE/]PROFILE/sim-HASH, HASH of the
+//! source tree): one per tree, target and profile, shared by every feature set and by check, build
+//! and test (clippy, `cargo test`, `make dev` and memcheck reuse one simulator build), and no lock
+//! is shared with the outer build. Then:
+//! - `MSPTI_SIM_LIBRARY` (compile-time env) names this build's copy of it, for Rust tests that
+//!   dlopen it (`cargo test` needs no separate simulator build, for the host or a cross target);
 //! - with the `python` feature (maturin turns it on) the file is copied to the package's bundled
 //!   path, where maturin picks it up (pyproject.toml `include`) after this crate is compiled.
 //!
@@ -54,7 +58,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
 
-    let target_dir = out.join("sim-target");
+    let target_dir = nested_target_dir(&out, &root);
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "--release", "-p", "mspti-sim", "--target", &target, "--manifest-path"])
@@ -74,16 +78,20 @@ fn main() {
 
     let built = target_dir.join(&target).join("release/libmspti_sim.so");
     assert!(built.is_file(), "the simulator build produced no {}", built.display());
-    println!("cargo:rustc-env=MSPTI_SIM_LIBRARY={}", built.display());
+    // This build's own copy is what its tests load and its package ships: a later build of
+    // another feature set may replace the shared file while this one's tests still run.
+    let own = out.join("libmspti_sim.so");
+    install(&built, &own);
+    println!("cargo:rustc-env=MSPTI_SIM_LIBRARY={}", own.display());
 
     let cann = out.join("cann_tree");
-    build_cann(&root.join("rust/sim/cann"), &built, &cann, &target);
+    build_cann(&root.join("rust/sim/cann"), &own, &cann, &target);
     println!("cargo:rustc-env=MSPTI_SIM_CANN_TREE={}", cann.display());
 
     // Only in a tree that has the Python package (the repository, an sdist), not a lone crate.
     let package = root.join("python/mspti_lens");
     if env::var_os("CARGO_FEATURE_PYTHON").is_some() && package.is_dir() {
-        install(&built, &root.join(BUNDLED));
+        install(&own, &root.join(BUNDLED));
         install_tree(&cann, &root.join(BUNDLED_CANN));
     }
 }
@@ -187,4 +195,19 @@ fn install(from: &Path, to: &Path) {
     let tmp = to.with_extension("so.tmp");
     fs::copy(from, &tmp).unwrap_or_else(|e| panic!("copying the simulator to {}: {e}", tmp.display()));
     fs::rename(&tmp, to).unwrap_or_else(|e| panic!("installing the simulator at {}: {e}", to.display()));
+}
+
+/// `sim-HASH/` beside `build/` when OUT_DIR has cargo's layout (PROFILE/build/PACKAGE-HASH/out),
+/// else a directory under OUT_DIR (a build of its own). HASH names the source tree, so that an
+/// sdist or a clone built with the same target directory never replaces this tree's simulator.
+fn nested_target_dir(out: &Path, root: &Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    root.canonicalize().unwrap_or_else(|_| root.to_path_buf()).hash(&mut h);
+    match out.ancestors().nth(2) {
+        Some(build) if build.file_name().is_some_and(|n| n == "build") => {
+            build.with_file_name(format!("sim-{:016x}", h.finish()))
+        }
+        _ => out.join("sim-target"),
+    }
 }

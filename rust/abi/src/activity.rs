@@ -1,8 +1,8 @@
 //! The MSPTI Activity API as C sees it (`mspti_activity.h`): kinds, enums, the packed record
 //! layouts, and the function-pointer types of every Activity API symbol.
 //!
-//! Values and layouts are those of `shared/reference/mspti_abi.md` §1b-§3 and
-//! `activity_mstx_multirank.md` §1.7. Every record is `__attribute__((packed, aligned(8)))` in C:
+//! Values and layouts are those of docs/reference.md ("Exported functions", "Activity records",
+//! "Versions"), from the upstream `mspti_activity.h`. Every record is `__attribute__((packed, aligned(8)))` in C:
 //! no padding between fields, total size rounded up to a multiple of 8. Rust cannot combine
 //! `packed` with `align`, so each record here is `repr(C, packed)` with an explicit tail pad that
 //! makes `size_of` equal the C `sizeof`; alignment is 1, so records may be read from any offset of
@@ -448,7 +448,7 @@ pub struct MsptiActivityOverhead {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Function-pointer types of the Activity API (`mspti_abi.md` §1b). Bind the post-2024 ones with
+// Function-pointer types of the Activity API (docs/reference.md, "Exported functions"). Bind the post-2024 ones with
 // an optional `dlsym`: they exist only from the version noted.
 
 /// `msptiBuffersCallbackRequestFunc`: the user hands out a buffer (may set it to NULL).
@@ -515,8 +515,8 @@ mod tests {
     use super::*;
     use core::mem::{align_of, offset_of, size_of};
 
-    /// The reference's table (`mspti_abi.md` §3, gcc on the real 26.x headers): size and the
-    /// offset of every field.
+    /// The reference's table (docs/reference.md, "Activity records": gcc on the real 26.x headers):
+    /// size and the offset of every field.
     #[test]
     fn record_layouts_match_the_reference_offsets() {
         assert_eq!(size_of::<MsptiActivity>(), 8);

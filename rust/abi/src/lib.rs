@@ -1,7 +1,8 @@
 //! The MSPTI callback API as C sees it (`mspti_callback.h`, `mspti_cbid.h`, `mspti_result.h`);
 //! the Activity API's kinds, records and functions in `activity`, MSTX's in `mstx`.
 //!
-//! Values and layouts are those of `shared/reference/mspti_abi.md` §2-§4; they have not changed
+//! Values and layouts are those of docs/reference.md ("Result codes", "Callback data", "Callback ids
+//! and function names"), from the upstream headers; they have not changed
 //! from 2024 to the newest sources, versions only add. Shared by the core (which binds a real
 //! `libmspti.so`) and by the simulator (which exports the same symbols), so the two cannot drift.
 
@@ -86,7 +87,7 @@ pub struct MsptiSubscriber {
 /// `msptiSubscriberHandle`.
 pub type MsptiSubscriberHandle = *mut MsptiSubscriber;
 
-/// `msptiCallbackData`: 72 bytes, alignment 8 (offsets in `mspti_abi.md` §3).
+/// `msptiCallbackData`: 72 bytes, alignment 8 (offsets in docs/reference.md, "Callback data").
 /// A real library fills only `callback_site` and `function_name`; the rest is stack garbage.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -134,7 +135,7 @@ pub type FnGetResultString =
 pub type FnGetVersion = unsafe extern "C" fn(version: *mut u32) -> MsptiResult;
 pub type FnGetTimestamp = unsafe extern "C" fn(timestamp: *mut u64) -> MsptiResult;
 
-/// One row of `cbids.csv`: the id, its enum name, and the `functionName` strings seen at run time.
+/// One row of `tests/data/reference/cbids.csv`: the id, its enum name, and the `functionName` strings seen at run time.
 #[derive(Clone, Copy, Debug)]
 pub struct CallbackInfo {
     pub domain: MsptiCallbackDomain,
@@ -166,7 +167,7 @@ macro_rules! cb {
 const R: u32 = MSPTI_CB_DOMAIN_RUNTIME;
 const H: u32 = MSPTI_CB_DOMAIN_HCCL;
 
-/// Every runtime (0-36) and HCCL (0-12) callback id of `cbids.csv`, INVALID included.
+/// Every runtime (0-36) and HCCL (0-12) callback id of `tests/data/reference/cbids.csv`, INVALID included.
 pub const CALLBACKS: [CallbackInfo; 50] = [
     cb!(R, 0, "INVALID", [], []),
     cb!(R, 1, "DEVICE_SET", ["aclrtSetDevice"], ["rtSetDevice"]),

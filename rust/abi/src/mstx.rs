@@ -1,5 +1,5 @@
 //! MSTX (`ms_tools_ext.h`, `libms_tools_ext.so`) as C sees it: the types and the function-pointer
-//! types of the core and domain functions (`mspti_abi.md` §7, `activity_mstx_multirank.md` §2).
+//! types of the core and domain functions (docs/reference.md, "MSTX").
 //! The functions do nothing unless a tool (MSPTI, while subscribed and MARKER enabled) fills them.
 
 use core::ffi::{c_char, c_void};

@@ -1,7 +1,7 @@
 //! The one `extern "C"` callback handed to `msptiSubscribe`.
 //!
 //! It reads only `callbackSite` and `functionName`: a real MSPTI fills nothing else, and
-//! `correlationData` in particular is a garbage pointer (DESIGN.md fact 1). ENTER pushes a
+//! `correlationData` in particular is a garbage pointer (docs/reference.md, "Callback data"). ENTER pushes a
 //! timestamp on this thread's stack; EXIT pops the matching one and records the duration in this
 //! thread's shard. Once a (thread, key) has been seen it allocates nothing; it takes no lock on
 //! any path (a thread's first call claims a shard lock-free); it never calls Python, and no panic
@@ -41,7 +41,7 @@ pub unsafe extern "C" fn on_callback(
             std::ptr::addr_of!((*cbdata).function_name).read() as *const c_char,
         )
     };
-    // The activity hooks (issue 11) wrap the pairing, out of line; off by default (one load and a
+    // The activity hooks (device time) wrap the pairing, out of line; off by default (one load and a
     // branch), and then the pairing is inlined here.
     let r = std::panic::catch_unwind(|| {
         if hook::wanted(domain, cbid) {
@@ -97,7 +97,7 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             // Acquire: the window's closer cleared this bank before advancing to it.
             let window = || WINDOW.load(Ordering::Acquire);
             if run & EXEMPLARS != 0 {
-                // A call past the exemplar gate (issue 13) is kept in the same write section.
+                // A call past the exemplar gate (one of the slowest) is kept in the same write section.
                 h.hist.record_and(ns, window, |w| h.exemplars.keep(ns, start, w));
             } else {
                 h.hist.record(ns, window);

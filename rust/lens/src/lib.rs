@@ -5,10 +5,11 @@
 //! `core` (histograms, shards, counters, clock, windows) -> `callback` (the hot path) ->
 //! `session` (the subscription) -> `py` (feature `python`: conversion only).
 
+// Public until the items nothing in the crate uses are gone (private, they fail the dead-code lint).
 pub mod activity;
 pub mod callback;
 pub mod core;
-pub mod error;
+mod error;
 pub mod ffi;
 pub mod session;
 
@@ -17,58 +18,102 @@ mod py;
 
 pub use error::{Error, Result};
 
+/// The extension module `mspti_lens._native`: what it exports is listed here, once; the binding
+/// code is in `py/`. The hooks only tests and benchmarks call (`_bench_aggregate`,
+/// `_bench_complete`, `NativeActivity._pause_drain`) exist only with the feature `test-hooks`,
+/// which `make dev` turns on and wheels do not.
 #[cfg(feature = "python")]
-use pyo3::prelude::*;
+#[pyo3::pymodule]
+mod _native {
+    use pyo3::prelude::*;
 
-/// The extension module `mspti_lens._native`.
-#[cfg(feature = "python")]
-#[pymodule]
-fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use crate::activity::config;
+    use crate::activity::counters::DeviceCounter;
     use crate::core::counters::Counter;
-    use crate::core::{clock, hist};
-    use py::errors::*;
-    use py::{functions, library, session, snapshot, timeline};
+    use crate::core::{clock, exemplars, hist};
 
-    let py = m.py();
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    // The histogram's constants (issue 9's histogram v2 contract), defined in core/hist.rs.
-    m.add("SCALE", hist::SCALE)?;
-    m.add("MIN_INDEX", hist::MIN_INDEX)?;
-    m.add("MAX_INDEX", hist::MAX_INDEX)?;
-    m.add("RANGE_MAX_NS", hist::RANGE_MAX_NS)?;
-    m.add("MAX_RELATIVE_ERROR", hist::MAX_RELATIVE_ERROR)?;
-    // The slowest calls kept per (thread, key) and window (issue 13), defined in core/exemplars.rs.
-    m.add("EXEMPLARS_PER_KEY", crate::core::exemplars::K)?;
-    m.add("HISTOGRAM_BYTES", hist::AtomicHistogram::footprint())?;
-    m.add("TSC_RELIABLE", clock::tsc_reliable())?;
-    m.add("COUNTERS", Counter::ALL.map(|c| (c.name(), c.meaning())).to_vec())?;
-    m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;
-    m.add("MsptiError", py.get_type::<MsptiError>())?;
-    m.add("LibraryError", py.get_type::<LibraryError>())?;
-    m.add("MsptiCallError", py.get_type::<MsptiCallError>())?;
-    m.add("SubscriberBusyError", py.get_type::<SubscriberBusyError>())?;
-    m.add("PreloadRequiredError", py.get_type::<PreloadRequiredError>())?;
-    m.add("SessionError", py.get_type::<SessionError>())?;
-    m.add_class::<library::PyLibrary>()?;
-    m.add_class::<session::PySession>()?;
-    m.add_class::<snapshot::PySnapshot>()?;
-    m.add_function(wrap_pyfunction!(library::load_library, m)?)?;
-    m.add_function(wrap_pyfunction!(library::find_library, m)?)?;
-    m.add_function(wrap_pyfunction!(library::search_order, m)?)?;
-    m.add_function(wrap_pyfunction!(library::mapped_libmspti, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::health, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::callbacks, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::results, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::bucket_bounds, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::bucket_index, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::nearest_rank, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::bucket_tables, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::callback_data_layout, m)?)?;
-    // issue 13: latency over time
-    m.add_function(wrap_pyfunction!(timeline::timeline_start, m)?)?;
-    m.add_function(wrap_pyfunction!(timeline::timeline_stop, m)?)?;
-    m.add_function(wrap_pyfunction!(timeline::timeline_tick, m)?)?;
-    m.add_function(wrap_pyfunction!(timeline::timeline_rows, m)?)?;
-    py::activity::register(m)?;
-    Ok(())
+    #[cfg(feature = "test-hooks")]
+    #[pymodule_export]
+    use crate::py::activity::{_bench_aggregate, _bench_complete};
+    /// Device activity and MSTX.
+    #[pymodule_export]
+    use crate::py::activity::{
+        activity_kinds, device_event_kinds, mstx_domain_create, mstx_library, mstx_mark, mstx_range_end,
+        mstx_range_start, PyActivity, PyDeviceSnapshot,
+    };
+    #[pymodule_export]
+    use crate::py::errors::{
+        LibraryError, MsptiCallError, MsptiError, PreloadRequiredError, SessionError, SubscriberBusyError,
+    };
+    #[pymodule_export]
+    use crate::py::functions::{
+        bucket_bounds, bucket_index, bucket_tables, callback_data_layout, callbacks, health, nearest_rank,
+        results,
+    };
+    #[pymodule_export]
+    use crate::py::library::{find_library, load_library, mapped_libmspti, search_order, PyLibrary};
+    #[pymodule_export]
+    use crate::py::session::PySession;
+    #[pymodule_export]
+    use crate::py::snapshot::PySnapshot;
+    /// Latency over time: the per-interval ring of windows.
+    #[pymodule_export]
+    use crate::py::timeline::{timeline_rows, timeline_start, timeline_stop, timeline_tick};
+
+    #[allow(non_upper_case_globals)]
+    #[pymodule_export]
+    const __version__: &str = env!("CARGO_PKG_VERSION");
+    /// Whether the extension was built with optimisations (benchmarks refuse a debug build).
+    #[allow(non_upper_case_globals)]
+    #[pymodule_export]
+    const build_profile: &str = if cfg!(debug_assertions) { "debug" } else { "release" };
+    // The histogram's constants, defined in core/hist.rs.
+    #[pymodule_export]
+    const SCALE: i32 = hist::SCALE;
+    #[pymodule_export]
+    const MIN_INDEX: i32 = hist::MIN_INDEX;
+    #[pymodule_export]
+    const MAX_INDEX: i32 = hist::MAX_INDEX;
+    #[pymodule_export]
+    const RANGE_MAX_NS: u64 = hist::RANGE_MAX_NS;
+    #[pymodule_export]
+    const MAX_RELATIVE_ERROR: f64 = hist::MAX_RELATIVE_ERROR;
+    /// The slowest calls kept per (thread, key) and window, defined in core/exemplars.rs.
+    #[pymodule_export]
+    const EXEMPLARS_PER_KEY: usize = exemplars::K;
+    #[pymodule_export]
+    const DEVICE_EVENTS_DEFAULT: usize = crate::activity::events::DEFAULT_CAP;
+    #[pymodule_export]
+    const DEVICE_EVENTS_MAX: usize = crate::activity::events::MAX_CAP;
+    /// The activity buffer pool's memory cap by default, defined (with its reason) in
+    /// activity/config.rs.
+    #[pymodule_export]
+    const ACTIVITY_POOL_CAP: usize = crate::activity::config::DEFAULT_POOL_CAP;
+
+    /// The values computed when the module loads; then `__all__` (which every export extends)
+    /// loses the private names, so that it is the same with the test hooks as without them.
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add("HISTOGRAM_BYTES", hist::AtomicHistogram::footprint())?;
+        m.add("TSC_RELIABLE", clock::tsc_reliable())?;
+        m.add("COUNTERS", Counter::ALL.map(|c| (c.name(), c.meaning())).to_vec())?;
+        m.add("ACTIVITY_BUFFERS_DEFAULT", (config::DEFAULT_BUFFER_SIZE, config::DEFAULT_BUFFERS))?;
+        m.add("ACTIVITY_SETTLE_TIMEOUT_S", config::DEFAULT_SETTLE_TIMEOUT.as_secs_f64())?;
+        m.add(
+            "DEVICE_COUNTERS",
+            DeviceCounter::ALL
+                .iter()
+                .map(|c| (c.name(), c.combine().name(), c.is_loss(), c.meaning()))
+                .collect::<Vec<_>>(),
+        )?;
+        let all = m.index()?;
+        let public: Vec<String> = all
+            .iter()
+            .map(|name| name.extract::<String>())
+            .collect::<PyResult<Vec<_>>>()?
+            .into_iter()
+            .filter(|name| name.starts_with("__") || !name.starts_with('_'))
+            .collect();
+        m.setattr("__all__", public)
+    }
 }

@@ -1,4 +1,4 @@
-//! mspti-lens's behaviour against the simulator library (the cdylib built beside this test), with
+//! mspti-lens's behaviour against the simulator library (the cdylib rust/lens/build.rs builds), with
 //! the simulator's per-thread virtual clock read through `msptiGetTimestamp`, so every duration
 //! is exact: pairing, nesting, toggles, backwards clocks, windows racing writers, forked children,
 //! threads whose first call comes from a pthread-key destructor. Plain Rust, no Python, so it runs
@@ -34,14 +34,9 @@ struct Sim {
 fn sim() -> &'static Sim {
     static SIM: OnceLock<Sim> = OnceLock::new();
     SIM.get_or_init(|| {
-        // target/<triple?>/<profile>/deps/<this test> -> target/<triple?>/<profile>/libmspti_sim.so
-        let exe = std::env::current_exe().unwrap();
-        let path = exe.parent().unwrap().parent().unwrap().join("libmspti_sim.so");
-        assert!(
-            path.exists(),
-            "{} is missing: cargo build -p mspti-sim (same profile and target)",
-            path.display()
-        );
+        // The simulator cdylib this crate's build script built for the same target.
+        let path = PathBuf::from(env!("MSPTI_SIM_LIBRARY"));
+        assert!(path.exists(), "{} is missing: rust/lens/build.rs built it", path.display());
         // SAFETY: the simulator's initialisers only set up static state.
         let lib = unsafe { libloading::Library::new(&path) }.unwrap();
         let lib: &'static libloading::Library = Box::leak(Box::new(lib));

@@ -8,9 +8,9 @@ use _native::ffi::discovery;
 use _native::ffi::symbols::Origin;
 use _native::Error;
 
+/// The simulator cdylib this crate's build script built for the same target.
 fn sim_path() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join("libmspti_sim.so")
+    PathBuf::from(env!("MSPTI_SIM_LIBRARY"))
 }
 
 #[test]

@@ -25,8 +25,12 @@ pub const KEY_LIMIT: usize = 256;
 /// reached the limit costs no walk over the table).
 pub const KEY_SLOTS: usize = 2 * KEY_LIMIT;
 
+/// An API's identity in merged data (snapshots, windows, the timeline): (domain, cbid, function
+/// name), the owned form of a [`RawKey`].
+pub type Key = (u32, u32, String);
+
 /// Identity of an API as the callback sees it: the name pointer is a static string in the
-/// library, so its address is a cheap key (DESIGN.md fact 5).
+/// library, so its address is a cheap key (docs/reference.md, "Callback data").
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct RawKey {
     pub domain: u32,
@@ -55,7 +59,7 @@ pub struct KeyHistogram {
     pub cbid: u32,
     pub name: String,
     pub hist: Box<AtomicHistogram>,
-    /// The slowest calls of this (thread, key) per window (issue 13).
+    /// The slowest calls of this (thread, key) per window.
     pub exemplars: Exemplars,
 }
 

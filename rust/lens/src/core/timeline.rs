@@ -1,8 +1,8 @@
 //! Latency over time: a bounded ring of per-interval histograms, exact and merged coarser with age.
 //!
-//! Built on the windows' own accounting, so it adds nothing to the callback: at each tick the
-//! window's records so far (`open`, every call whole, see `windows.rs`) minus what the last tick
-//! saw is exactly the calls of the interval; a reset hands over the closed window first, so no
+//! Built on the window accounting its caller passes in, so it adds nothing to the callback: at
+//! each tick the window's records so far (`open`, every call whole) minus what the last tick saw
+//! is exactly the calls of the interval; a reset hands over the closed window first, so no
 //! call is lost or counted twice. Intervals are kept sparse (non-empty buckets only) in levels:
 //! level 0 holds the newest `per_level` intervals, and when a level overflows its two oldest merge
 //! into one interval of the next level (twice as long). Memory is bounded by
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::hist::{self, Histogram};
-use super::windows::Key;
+use super::shard::Key;
 
 /// One key's calls in one interval: non-empty buckets (ascending index) and counts.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -233,8 +233,8 @@ pub static TIMELINE: Mutex<Option<Timeline>> = Mutex::new(None);
 static TICKER: Mutex<Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>> = Mutex::new(None);
 
 /// Start keeping a timeline of `interval` (replacing any earlier one), with a thread that calls
-/// `tick` every interval (`windows::timeline_tick`, which ends the interval under the windows'
-/// lock), or with none (`None`: the caller ticks).
+/// `tick` every interval (the caller's function, which ends the interval under its own lock), or
+/// with none (`None`: the caller ticks).
 pub fn start(interval: Duration, levels: usize, per_level: usize, tick: Option<fn()>) {
     stop();
     *TIMELINE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Timeline::new(interval, levels, per_level));
@@ -262,14 +262,16 @@ pub fn start(interval: Duration, levels: usize, per_level: usize, tick: Option<f
     *TICKER.lock().unwrap_or_else(|e| e.into_inner()) = Some((quit, handle));
 }
 
-/// Hand the closing window's records to the timeline, if one is kept (windows.rs, under its lock).
+/// Hand the closing window's records to the timeline, if one is kept (the caller holds the lock
+/// that orders this with the window's writes).
 pub fn before_reset(closing: &BTreeMap<Key, Histogram>) {
     if let Some(t) = TIMELINE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         t.before_reset(closing);
     }
 }
 
-/// End the interval in progress, if a timeline is kept (windows.rs, under its lock).
+/// End the interval in progress, if a timeline is kept (the caller holds the lock that orders
+/// this with the window's writes).
 pub fn tick(open: &BTreeMap<Key, Histogram>) {
     if let Some(t) = TIMELINE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         t.tick(open);

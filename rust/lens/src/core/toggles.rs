@@ -1,6 +1,6 @@
 //! When each id was last toggled (enabled or disabled while recording). A pairing that spans a
 //! toggle of its id or domain is discarded and counted as `toggled`: its ENTER may be an earlier
-//! call's, whose EXIT was never delivered (issue 9.2).
+//! call's, whose EXIT was never delivered.
 //!
 //! The generation of toggles is a field of the run word (windows.rs), which the callback loads
 //! anyway: an ENTER keeps it, and an EXIT that sees the same generation pairs at once. Only when

@@ -18,7 +18,7 @@ use super::counters::Counters;
 use super::exemplars::{self, Exemplar};
 use super::hist::Histogram;
 use super::seqlock;
-use super::shard;
+use super::shard::{self, Key};
 use super::timeline;
 use super::toggles;
 
@@ -91,9 +91,6 @@ pub static POISONED: AtomicBool = AtomicBool::new(false);
 /// Set in a child process after fork(): the child never records into the inherited shards.
 pub static FORKED: AtomicBool = AtomicBool::new(false);
 
-/// (domain, cbid, function name).
-pub type Key = (u32, u32, String);
-
 /// Merged, cumulative-or-windowed state of every shard.
 #[derive(Clone, Debug, Default)]
 pub struct Totals {
@@ -102,7 +99,7 @@ pub struct Totals {
     /// Calls entered and not yet exited (now; not windowed).
     pub in_flight: u64,
     pub threads: u64,
-    /// The slowest calls per (thread, key) of the window, start times on the wall clock (issue 13).
+    /// The slowest calls per (thread, key) of the window, start times on the wall clock.
     pub exemplars: Vec<(Key, Exemplar)>,
 }
 
@@ -111,7 +108,7 @@ pub struct Totals {
 struct WindowState {
     open: BTreeMap<Key, Histogram>,
     counters_base: Counters,
-    /// The window's slowest calls per (shard, key), at most K each (issue 13).
+    /// The window's slowest calls per (shard, key), at most K each.
     exemplars: BTreeMap<(usize, Key), Vec<Exemplar>>,
 }
 
@@ -167,7 +164,7 @@ pub fn snapshot_and_reset() -> Totals {
     closed
 }
 
-/// End the timeline's interval in progress with the current window's records (issue 13).
+/// End the timeline's interval in progress with the current window's records.
 pub fn timeline_tick() {
     let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
     close_epoch(&mut st);

@@ -1,11 +1,12 @@
-//! Where an MSPTI library is looked for, in one order (DESIGN.md): an explicit path,
+//! Where an MSPTI library is looked for, in one order (the CANN paths are in docs/reference.md,
+//! "LD_PRELOAD and error 6"): an explicit path,
 //! `MSPTI_LIBRARY`, a libmspti already mapped (LD_PRELOAD), the CANN locations, then the bundled
 //! simulator.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::symbols::{self, MsptiLibrary, Origin};
+use super::symbols::{self, same_file, MsptiLibrary, Origin};
 use crate::error::{Error, Result};
 
 /// Open the library at `path`, found by way of `origin`: a clear error when there is no file,
@@ -30,21 +31,6 @@ pub fn open(path: &Path, origin: Origin) -> Result<Arc<MsptiLibrary>> {
         }
     }
     symbols::bind(path, origin)
-}
-
-/// Whether two paths name one file: the same canonical path, or the same device and inode (a
-/// hard link or a bind mount, which dlopen also treats as one library). Basenames say nothing.
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    if let (Ok(x), Ok(y)) = (a.canonicalize(), b.canonicalize()) {
-        if x == y {
-            return true;
-        }
-    }
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
-        _ => false,
-    }
 }
 
 fn hint_not_found() -> String {

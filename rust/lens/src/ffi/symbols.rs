@@ -12,6 +12,21 @@ use mspti_abi::*;
 use super::elf::check_elf;
 use crate::error::{Error, Result};
 
+/// Whether two paths name one file: the same canonical path, or the same device and inode (a
+/// hard link or a bind mount, which dlopen also treats as one library). Basenames say nothing.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (a.canonicalize(), b.canonicalize()) {
+        if x == y {
+            return true;
+        }
+    }
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => false,
+    }
+}
+
 /// How the library was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -108,7 +123,7 @@ impl MsptiLibrary {
     /// path or inode: a copy with the same basename is another library).
     pub fn preloaded_by_env(&self) -> bool {
         let Ok(v) = std::env::var("LD_PRELOAD") else { return false };
-        v.split([':', ' ']).any(|p| !p.is_empty() && super::discovery::same_file(Path::new(p), &self.path))
+        v.split([':', ' ']).any(|p| !p.is_empty() && same_file(Path::new(p), &self.path))
     }
 }
 
@@ -152,8 +167,8 @@ pub fn bind(path: &Path, origin: Origin) -> Result<Arc<MsptiLibrary>> {
     let shown = canonical.display().to_string();
     macro_rules! required {
         ($name:literal, $ty:ty) => {{
-            // SAFETY: the symbol has this C type in every MSPTI release (mspti_abi.md §1a); the
-            // library is never unloaded, so the pointer stays valid.
+            // SAFETY: the symbol has this C type in every MSPTI release (docs/reference.md,
+            // "Exported functions"); the library is never unloaded, so the pointer stays valid.
             let s = unsafe { lib.get::<$ty>($name.as_bytes()) }
                 .map_err(|_| Error::SymbolMissing { path: shown.clone(), symbol: $name })?;
             *s

@@ -123,6 +123,7 @@ impl PyActivity {
     }
 
     /// Hold the drain thread still (tests of pool exhaustion); explicit flushes still drain.
+    #[cfg(feature = "test-hooks")]
     fn _pause_drain(&self, paused: bool) {
         lock(&self.inner).pause_drain(paused);
     }
@@ -589,6 +590,7 @@ pub fn mstx_domain_create(name: &str) -> PyResult<usize> {
 }
 
 /// bench/activity.py: aggregate synthetic records on this thread; (ns, records).
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 #[pyo3(signature = (records, names=64, api=false))]
 pub fn _bench_aggregate(py: Python<'_>, records: usize, names: usize, api: bool) -> (u64, u64) {
@@ -596,36 +598,10 @@ pub fn _bench_aggregate(py: Python<'_>, records: usize, names: usize, api: bool)
 }
 
 /// bench/activity.py: ns the complete callback takes per buffer.
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 #[pyo3(signature = (buffers, pressure=false))]
 pub fn _bench_complete(py: Python<'_>, buffers: usize, pressure: bool) -> PyResult<f64> {
     py.detach(|| activity::bench::complete_cost(buffers, pressure))
         .map_err(|e| PyValueError::new_err(e.to_string()))
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_bench_aggregate, m)?)?;
-    m.add_function(wrap_pyfunction!(_bench_complete, m)?)?;
-    m.add_class::<PyActivity>()?;
-    m.add_class::<PyDeviceSnapshot>()?;
-    m.add_function(wrap_pyfunction!(activity_kinds, m)?)?;
-    m.add_function(wrap_pyfunction!(device_event_kinds, m)?)?;
-    m.add("DEVICE_EVENTS_DEFAULT", activity::events::DEFAULT_CAP)?;
-    m.add("DEVICE_EVENTS_MAX", activity::events::MAX_CAP)?;
-    m.add("ACTIVITY_BUFFERS_DEFAULT", (DEFAULT_BUFFER_SIZE, DEFAULT_BUFFERS))?;
-    m.add("ACTIVITY_POOL_CAP", DEFAULT_POOL_CAP)?;
-    m.add("ACTIVITY_SETTLE_TIMEOUT_S", config::DEFAULT_SETTLE_TIMEOUT.as_secs_f64())?;
-    m.add(
-        "DEVICE_COUNTERS",
-        DeviceCounter::ALL
-            .iter()
-            .map(|c| (c.name(), c.combine().name(), c.is_loss(), c.meaning()))
-            .collect::<Vec<_>>(),
-    )?;
-    m.add_function(wrap_pyfunction!(mstx_library, m)?)?;
-    m.add_function(wrap_pyfunction!(mstx_mark, m)?)?;
-    m.add_function(wrap_pyfunction!(mstx_range_start, m)?)?;
-    m.add_function(wrap_pyfunction!(mstx_range_end, m)?)?;
-    m.add_function(wrap_pyfunction!(mstx_domain_create, m)?)?;
-    Ok(())
 }

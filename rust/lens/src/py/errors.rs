@@ -24,6 +24,15 @@ create_exception!(
 );
 create_exception!(mspti_lens, SessionError, MsptiError, "The session cannot do that in its state.");
 
+/// What an MsptiCallError says beyond its message, as attributes (`e.code`, `e.code_name`,
+/// `e.function`; also in `e.args[1:]`, in that order).
+fn call_error_attributes(py: Python<'_>, err: &PyErr, code: u32, name: &str, function: &str) -> PyResult<()> {
+    let value = err.value(py);
+    value.setattr("code", code)?;
+    value.setattr("code_name", name)?;
+    value.setattr("function", function)
+}
+
 impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
         let msg = e.to_string();
@@ -33,12 +42,14 @@ impl From<Error> for PyErr {
             | Error::SymbolMissing { .. }
             | Error::SecondInstance { .. } => LibraryError::new_err(msg),
             Error::Mspti { code, name, function, .. } => {
-                let args = (msg, code, name, function);
-                match code {
+                let args = (msg, code, name.clone(), function);
+                let err = match code {
                     MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => SubscriberBusyError::new_err(args),
                     MSPTI_ERROR_WITHOUT_LD_PRELOAD => PreloadRequiredError::new_err(args),
                     _ => MsptiCallError::new_err(args),
-                }
+                };
+                Python::attach(|py| call_error_attributes(py, &err, code, &name, function).map(|()| err))
+                    .unwrap_or_else(|e| e)
             }
             Error::InvalidArgument(_) => PyValueError::new_err(msg),
             Error::AlreadyActive | Error::Closed | Error::Forked | Error::Poisoned => {

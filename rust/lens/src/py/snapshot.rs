@@ -9,7 +9,8 @@ use pyo3::types::PyDict;
 use crate::core::counters::{Counter, Counters};
 use crate::core::exemplars::Exemplar;
 use crate::core::hist::{self, Histogram};
-use crate::core::windows::{Key, Totals};
+use crate::core::shard::Key;
+use crate::core::windows::Totals;
 
 type KeyRow = (u32, u32, String, Histogram);
 
@@ -20,7 +21,7 @@ pub struct PySnapshot {
     counters: Counters,
     in_flight: u64,
     threads: u64,
-    /// The slowest calls per (thread, key) (issue 13); none for loaded or merged-in-from-file data.
+    /// The slowest calls per (thread, key); none for loaded or merged-in-from-file data.
     exemplars: Vec<(Key, Exemplar)>,
 }
 
@@ -131,7 +132,7 @@ impl PySnapshot {
     }
 
     /// The slowest calls per (thread, key) as columns: domain, cbid, name, thread_id,
-    /// start_unix_ns (wall clock), duration_ns (issue 13).
+    /// start_unix_ns (wall clock), duration_ns.
     fn exemplars<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let e = &self.exemplars;
         let d = PyDict::new(py);

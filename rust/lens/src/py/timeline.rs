@@ -1,4 +1,4 @@
-//! The timeline's functions (issue 13): start/stop the per-interval ring, tick it, read its rows.
+//! The timeline's functions (latency over time): start/stop the per-interval ring, tick it, read its rows.
 
 use std::time::Duration;
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs `make STEP` for each STEP in order and prints, at the end, how long each took, so that a step
+# that grows is seen in every run. The table is printed whether the steps pass or fail (also on
+# Ctrl-C). A failing step stops the run unless KEEP_GOING=1; the exit status is the first failure's.
+#
+# Usage: scripts/timed_steps.sh STEP...      (`make test` calls it with CI's steps)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+MAKE=${MAKE:-make}
+names=() secs=() codes=()
+status=0
+table() {
+  local total=0 i
+  printf '\n%-22s %9s  %s\n' step seconds result
+  for i in "${!names[@]}"; do
+    printf '%-22s %9s  %s\n' "${names[$i]}" "${secs[$i]}" "${codes[$i]}"
+    total=$((total + secs[i]))
+  done
+  printf '%-22s %9s\n' total "$total"
+}
+trap 'table; exit 130' INT TERM
+for step in "$@"; do
+  start=$(date +%s)
+  $MAKE --no-print-directory "$step"
+  rc=$?
+  names+=("$step") secs+=("$(($(date +%s) - start))")
+  if [ "$rc" = 0 ]; then codes+=(ok); else codes+=("FAILED ($rc)"); fi
+  if [ "$rc" != 0 ] && [ "$status" = 0 ]; then status=$rc; fi
+  if [ "$rc" != 0 ] && [ "${KEEP_GOING:-0}" != 1 ]; then break; fi
+done
+trap - INT TERM
+table
+exit "$status"
