@@ -51,6 +51,7 @@ UPSTREAM = TESTS / "data" / "ascend-mspti"
 # collector's complete callback, so they count as the collector's).
 PRODUCER_THREADS = ("msim-channel", "ActivityManag")
 KERNEL_NAMES = 16
+MSPTI_ACTIVITY_KIND_RUNTIME_API = 12  # mspti_activity.h
 SEED = 0x9E3779B97F4A7C15
 GOAL_RATIO = 10.0
 # The simulator's buffer threshold is the collector's business: both sides keep their defaults
@@ -221,6 +222,14 @@ class Meter:
 DELIVERY_TIMEOUT_S = 120.0
 
 
+def sim_stats(g: ctypes.CDLL) -> dict[str, int]:
+    """The simulated library's activity counters (records written, dropped, completes, ...)."""
+    from mspti_lens.sim.activity import STATS  # noqa: PLC0415
+
+    g.msimActivityStat.restype = ctypes.c_uint64
+    return {name: int(g.msimActivityStat(i)) for i, name in enumerate(STATS)}
+
+
 def wait_for(n: int, count, flush, trace: dict) -> bool:
     """Until `count()` reaches n, flush and look again every ms (bounded): the moment the last
     record reached the user. Evidence, not a fixed sleep: the records themselves. `trace` gets
@@ -277,13 +286,18 @@ def child(side: str, launches: int, workload_so: str, buffers: tuple[int, int]) 
         ok = wait_for(launches, count, KernelMonitor.flush_all, trace)
         m = meter.end()
         mon.stop()
+        m["library"] = sim_stats(g)
         per_name = {name: a for name, a in agg.items()}
-    elif side == "lens":
+    elif side in ("lens", "lens_kernel_only"):
         warnings.simplefilter("ignore")  # the simulated-backend warning: the report says SIMULATED
         import mspti_lens  # noqa: PLC0415
 
         s = mspti_lens.Session(enable=[], activity=["kernel"], activity_buffers=buffers).start()
         act = s._activity
+        if side == "lens_kernel_only":
+            # An experiment, not a configuration mspti-lens offers: what a KERNEL-only mode (no
+            # launch join) would save, with the RUNTIME_API records turned off behind its back.
+            g.msptiActivityDisable(MSPTI_ACTIVITY_KIND_RUNTIME_API)
 
         def lens_count() -> int:
             # The kernels aggregated so far (the records counter also counts the RUNTIME_API
@@ -303,6 +317,8 @@ def child(side: str, launches: int, workload_so: str, buffers: tuple[int, int]) 
         snap = s.snapshot()
         df = snap.device.kernels("bench")
         m["records_parsed"] = int(snap.device.counters["records"])
+        m["counters"] = {k: int(v) for k, v in snap.device.counters.items() if v}
+        m["library"] = sim_stats(g)
         s.close()
         per_name = {
             r["name"]: [r["num_calls"], r["total_ns"], r["min_ns"], r["max_ns"]]
@@ -327,7 +343,9 @@ def child(side: str, launches: int, workload_so: str, buffers: tuple[int, int]) 
 SIDES = ("official", "lens")
 
 
-def run(quick: bool, log=print, rounds: int | None = None, launches: int | None = None) -> dict:
+def run(
+    quick: bool, log=print, rounds: int | None = None, launches: int | None = None, experiment: bool = False
+) -> dict:
     rounds = rounds or (2 if quick else 5)
     launches = launches or (100_000 if quick else 1_000_000)
     t = _helpers()
@@ -347,9 +365,10 @@ def run(quick: bool, log=print, rounds: int | None = None, launches: int | None 
         package = official_package(cache, tree, log)
         so = workload_library(tree, where)
         env = {**t.python_env(tree, package), "LD_PRELOAD": str(tree.mspti)}
-        runs: dict[str, list[dict]] = {s: [] for s in SIDES}
+        sides = (*SIDES, "lens_kernel_only") if experiment else SIDES
+        runs: dict[str, list[dict]] = {s: [] for s in sides}
         for r in range(rounds):
-            order = SIDES if r % 2 == 0 else SIDES[::-1]
+            order = sides if r % 2 == 0 else sides[::-1]
             for side in order:
                 me = str(Path(__file__).resolve())
                 cmd = [
@@ -367,6 +386,9 @@ def run(quick: bool, log=print, rounds: int | None = None, launches: int | None 
                     sys.exit(f"the {side} process failed (rc {out.returncode}):\n{out.stderr[-4000:]}")
                 res = json.loads(out.stdout.strip().splitlines()[-1])
                 if res["rc"] != 0 or not res["delivered"]:
+                    got = sum(v[0] for v in res["per_name"].values())
+                    log(f"{side}: {got:,} of {launches:,} kernels; counters {res.get('counters')}")
+                    log(f"{side}: the simulator's stats {res.get('library')}")
                     sys.exit(
                         f"the {side} process: workload rc {res['rc']}, "
                         f"all records delivered: {res['delivered']}"
@@ -497,6 +519,19 @@ def render(r: dict) -> list[str]:
         "(the launches frame); the official KernelMonitor enables KERNEL only. The rates above count kernel "
         "records only, on both sides."
     )
+    if "lens_kernel_only" in runs:
+        ko = runs["lens_kernel_only"]
+        kr = [rate(x) / a for x, a in zip(ko, rates["official"])]
+        kc = [a / max(cpu_per_m(x), 1e-12) for x, a in zip(ko, cpus["official"])]
+        w(
+            "- Experiment (`--kernel-only-experiment`, not a mode mspti-lens has): the same Session with the "
+            "RUNTIME_API records disabled through the library after start, alternated in the same rounds: "
+            f"{med([rate(x) for x in ko]) / 1e3:,.1f} k records/s ({med(kr):.1f}x the official, "
+            f"{min(kr):.1f} .. {max(kr):.1f}x), {med([cpu_per_m(x) for x in ko]):.3f} collector CPU s per M "
+            f"({med(kc):.1f}x less), launch-loop CPU per M launches "
+            f"{med([x['workload_cpu_ns'] / x['launches'] * 1e-3 for x in ko]):.3f} s; its per-name numbers "
+            + ("identical too." if all(x["per_name"] == ag["reference"] for x in ko) else "DIFFER.")
+        )
     w("")
     verdict = "**identical**" if ag["exact"] else f"**DIFFERENT** ({len(ag['mismatches'])} mismatches)"
     w(
@@ -544,14 +579,25 @@ def main() -> None:
     p.add_argument("--launches", type=int, default=None)
     p.add_argument("--out", type=Path, default=None, help="write the section here (Markdown)")
     p.add_argument("--json", type=Path, default=None, help="write the raw results here")
-    p.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--kernel-only-experiment",
+        action="store_true",
+        help="also alternate mspti-lens with its RUNTIME_API records disabled (a KERNEL-only mode)",
+    )
+    p.add_argument("--child", choices=(*SIDES, "lens_kernel_only"), help=argparse.SUPPRESS)
     p.add_argument("--workload", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
         res = child(a.child, a.launches, a.workload, LENS_BUFFERS)
         print(json.dumps(res))
         return
-    r = run(a.quick, rounds=a.rounds, launches=a.launches, log=lambda s: print(s, file=sys.stderr))
+    r = run(
+        a.quick,
+        rounds=a.rounds,
+        launches=a.launches,
+        log=lambda s: print(s, file=sys.stderr),
+        experiment=a.kernel_only_experiment,
+    )
     text = "\n".join(render(r)) + "\n"
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
