@@ -5,6 +5,7 @@ simulated workload, in separate processes alternated in one run. A section of BE
 (registered in bench/run.py); also runs alone:
 
     python bench/cann_monitors.py [--quick] [--rounds N] [--out bench-out/cann_monitors.md]
+    python bench/cann_monitors.py --report BENCHMARKS.md     # the full run, its section updated
 
 The official side is Huawei's own Python package (mspti/: the mspti_C extension and its
 KernelMonitor), vendored unmodified in tests/data/ascend-mspti and built from its CMake files on
@@ -447,7 +448,7 @@ def render(r: dict) -> list[str]:
     cpu_ratio = [a / max(b, 1e-12) for a, b in zip(cpus["official"], cpus["lens"])]
     L = []
     w = L.append
-    w("## CANN's official Python monitors vs mspti-lens (bench/cann_monitors.py)")
+    w(HEADING)
     w("")
     w(
         f"{r['launches']:,} kernel launches per process, {r['rounds']} rounds, the two sides in separate "
@@ -570,6 +571,24 @@ def render(r: dict) -> list[str]:
     return L
 
 
+HEADING = "## CANN's official Python monitors vs mspti-lens (bench/cann_monitors.py)"
+
+
+def update_report(report: Path, lines: list[str]) -> None:
+    """Put this section into `report`: in place of its last version, or at the end; the other
+    sections are left as they are."""
+    old = report.read_text().splitlines() if report.exists() else []
+    if HEADING in old:
+        i = old.index(HEADING)
+        j = next((k for k in range(i + 1, len(old)) if old[k].startswith("## ")), len(old))
+        new = old[:i] + lines + old[j:]
+    else:
+        new = old + ([""] if old and old[-1] else []) + lines
+    while new and not new[-1]:
+        new.pop()
+    report.write_text("\n".join(new) + "\n")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -579,6 +598,12 @@ def main() -> None:
     p.add_argument("--launches", type=int, default=None)
     p.add_argument("--out", type=Path, default=None, help="write the section here (Markdown)")
     p.add_argument("--json", type=Path, default=None, help="write the raw results here")
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        help="put the section into this report (e.g. BENCHMARKS.md), replacing its previous version only",
+    )
     p.add_argument(
         "--kernel-only-experiment",
         action="store_true",
@@ -598,10 +623,13 @@ def main() -> None:
         log=lambda s: print(s, file=sys.stderr),
         experiment=a.kernel_only_experiment,
     )
-    text = "\n".join(render(r)) + "\n"
+    lines = render(r)
+    text = "\n".join(lines) + "\n"
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(text)
+    if a.report:
+        update_report(a.report, lines)
     if a.json:
         a.json.write_text(json.dumps(r, indent=1))
     print(text)
