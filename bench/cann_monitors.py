@@ -534,6 +534,31 @@ def render(r: dict) -> list[str]:
             + ("identical too." if all(x["per_name"] == ag["reference"] for x in ko) else "DIFFER.")
         )
     w("")
+    # What bounds each side: the official one by its own CPU per record, mspti-lens by the workload.
+    of_cpu_rec = med(cpus["official"])  # CPU s per M records = us per record
+    loop_us = {k: med([x["workload_cpu_ns"] / x["launches"] * 1e-3 for x in v]) for k, v in runs.items()}
+    cores = med([x["workload_cpu_ns"] / x["loop_wall_ns"] for x in runs["lens"]])
+    w(
+        f"What bounds each side. The official monitor spends {of_cpu_rec:.2f} us of CPU per record (a dict "
+        "built by Py_BuildValue, a KernelData with an enum conversion, a Python call under the GIL), so even "
+        f"with a whole core to itself it could not deliver more than {1e3 / of_cpu_rec:,.0f} k records/s; "
+        "here it delivers most records after the launch loop has ended. mspti-lens has every record by "
+        "the time the loop returns, so its rate is the workload's own: the loop thread costs "
+        f"{loop_us['lens']:.2f} us of CPU per launch (libascendcl, the simulated libmspti's interception "
+        f"and its record writing) and got {cores:.2f} of a core on this loaded machine. On idle cores "
+        "the ratio of records/s would be the official CPU per record over the loop's CPU per launch: "
+        f"{of_cpu_rec / loop_us['lens']:.1f}x; no collector can deliver records faster than the program "
+        "makes them."
+        + (
+            " With the RUNTIME_API records off (the experiment) the loop costs "
+            f"{loop_us['lens_kernel_only']:.2f} us per launch (the official run's loop: "
+            f"{loop_us['official']:.2f} us), and that bound becomes "
+            f"{of_cpu_rec / loop_us['lens_kernel_only']:.1f}x."
+            if "lens_kernel_only" in loop_us
+            else ""
+        )
+    )
+    w("")
     verdict = "**identical**" if ag["exact"] else f"**DIFFERENT** ({len(ag['mismatches'])} mismatches)"
     w(
         "Exact agreement: per kernel name count, total, min and max of end - start, every process of "
