@@ -25,10 +25,10 @@ $(VENV)/.deps: pyproject.toml Makefile
 	$(PIP) install -q atheris || echo "atheris did not install: the fuzz smoke test (tests/test_reliability_input.py) is skipped"
 	touch $@
 
-system-deps: cross-deps ## Debian packages the tests need (headless Chromium, fonts, valgrind)
-	@if ! command -v chromium >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core valgrind >/dev/null; \
-		else echo "install chromium and valgrind (apt-get install chromium valgrind) for the browser and memcheck tests"; exit 1; fi; \
+system-deps: cross-deps ## Debian packages the tests need (headless Chromium, fonts, valgrind, cmake)
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core valgrind cmake >/dev/null; \
+		else echo "install chromium, valgrind and cmake (apt-get install chromium valgrind cmake) for the browser, memcheck and CANN sample tests"; exit 1; fi; \
 	fi
 	@# issue 13: a real Prometheus server for tests/test_export_prometheus_server.py
 	@if ! command -v prometheus >/dev/null 2>&1; then \

@@ -250,3 +250,17 @@ def test_mstx_reaches_a_loaded_libmspti_only(tree: cann.CannTree) -> None:
     ext.mstxRangeStartA.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
     # No libmspti.so of this tree is loaded in this process: MSTX calls are no-ops returning 0.
     assert ext.mstxRangeStartA(b"r", None) == 0
+
+
+def test_an_interposed_function_without_its_library_fails_with_an_error_once(
+    tree: cann.CannTree, tmp_path: Path
+) -> None:
+    """Preloaded where no libascendcl.so can be found, a wrapper returns ACL_ERROR_INTERNAL_ERROR
+    and says once what is missing, where upstream's would throw."""
+    code = "import ctypes; f = ctypes.CDLL(None).aclrtSetDevice; print(f(0), f(0))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND_") and k != "LD_LIBRARY_PATH"}
+    env.update(LD_PRELOAD=str(tree.mspti), ASCEND_HOME_PATH=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["500000", "500000"]
+    assert out.stderr.count("aclrtSetDevice not found in libascendcl.so") == 1

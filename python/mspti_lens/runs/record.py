@@ -14,14 +14,18 @@ from . import hook
 
 
 def real_libmspti() -> str | None:
-    """The real libmspti.so the discovery order finds (never the simulator), or None."""
-    from .. import _native
+    """The libmspti.so the discovery order finds at a CANN location, or None: never the bundled
+    simulator (nothing to intercept without CANN). A simulated CANN tree's libmspti.so
+    (docs/simulated_cann.md) counts as CANN's: its programs' calls reach it only when preloaded."""
+    from .. import _native, simulator_path
 
     try:
         lib = _native.load_library(None, None)
     except Exception:  # noqa: BLE001 - no real library (any reason) means no LD_PRELOAD
         return None
-    return None if lib.simulated else lib.path
+    if lib.simulated and os.path.samefile(lib.path, simulator_path()):
+        return None
+    return lib.path
 
 
 def child_env(args: argparse.Namespace, env: dict[str, str] | None = None) -> dict[str, str]:

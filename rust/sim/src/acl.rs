@@ -76,12 +76,16 @@ fn handle(lib: Lib) -> *mut c_void {
     h
 }
 
-/// The real `name` in `lib`, cached in `cache`; None (and one line on stderr) when it is missing,
-/// where upstream throws `THROW_FUNC_NOTFOUND`.
+/// `cache` value of a function found missing (no function lives at address 1).
+const MISSING: usize = 1;
+
+/// The real `name` in `lib`, cached in `cache`; None (and, the first time, one line on stderr)
+/// when it is missing, where upstream throws `THROW_FUNC_NOTFOUND`.
 fn real(lib: Lib, name: &CStr, cache: &AtomicUsize, own: usize) -> Option<usize> {
-    let f = cache.load(Ordering::Acquire);
-    if f != 0 {
-        return Some(f);
+    match cache.load(Ordering::Acquire) {
+        0 => {}
+        MISSING => return None,
+        f => return Some(f),
     }
     let h = handle(lib);
     let f = if h.is_null() {
@@ -96,6 +100,7 @@ fn real(lib: Lib, name: &CStr, cache: &AtomicUsize, own: usize) -> Option<usize>
             name.to_string_lossy(),
             LIB_FILES[lib as usize]
         );
+        cache.store(MISSING, Ordering::Release);
         return None;
     }
     cache.store(f, Ordering::Release);
@@ -116,6 +121,11 @@ fn api_index(name: &str, cache: &AtomicUsize) -> u32 {
 /// One intercepted call: `spec` says what it does on the device, `stream` (when not NULL) is the
 /// stream it goes to for the duration of the call, `forward` runs the real function.
 fn intercept(api: u32, spec: CallSpec, stream: Option<*mut c_void>, forward: impl FnOnce() -> i32) -> i32 {
+    if api == u32::MAX {
+        // No callback id for this name (cannot happen for the names below; see the test): the
+        // call still happens.
+        return forward();
+    }
     let before = device::thread_stream();
     if let Some(s) = stream.filter(|s| !s.is_null()) {
         device::set_thread_stream(device::stream_of(s));
@@ -368,4 +378,59 @@ pub extern "C" fn msimWaitStream(stream: *mut c_void) {
     let idle = device::free_at(device::thread_device(), s);
     let now = activity::host_now();
     clock::spend(idle.saturating_sub(now));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every function defined here, by name.
+    const INTERPOSED: [&str; 21] = [
+        "aclrtSetDevice",
+        "aclrtResetDevice",
+        "aclrtCreateContext",
+        "aclrtDestroyContext",
+        "aclrtCreateStream",
+        "aclrtDestroyStream",
+        "aclrtSynchronizeStream",
+        "aclrtMalloc",
+        "aclrtMallocHost",
+        "aclrtFree",
+        "aclrtFreeHost",
+        "aclrtMemcpy",
+        "aclrtMemcpyAsync",
+        "aclrtMemset",
+        "aclrtMemsetAsync",
+        "aclrtLaunchKernel",
+        "aclrtLaunchKernelWithHostArgs",
+        "HcclAllReduce",
+        "HcclBroadcast",
+        "HcclAllGather",
+        "HcclReduceScatter",
+    ];
+
+    #[test]
+    fn every_interposed_function_has_its_callback_id_and_name() {
+        let src = include_str!("acl.rs");
+        for name in INTERPOSED {
+            assert!(src.contains(&format!("fn {name}(")), "{name} is listed but not defined");
+            let i = apis::find(name).unwrap_or_else(|| panic!("{name} has no callback id"));
+            let a = &apis::table()[i as usize];
+            let domain =
+                if name.starts_with("Hccl") { MSPTI_CB_DOMAIN_HCCL } else { MSPTI_CB_DOMAIN_RUNTIME };
+            assert_eq!(a.domain, domain, "{name}");
+            assert_eq!(a.name_26x.map(|n| n.to_str().unwrap()), Some(name));
+        }
+        assert_eq!(src.matches("\nintercept!(").count(), INTERPOSED.len());
+    }
+
+    #[test]
+    fn memcpy_kinds_map_to_msptis() {
+        assert_eq!(copy(8, 1).copy_kind, MSPTI_ACTIVITY_MEMCPY_KIND_HTOD);
+        assert_eq!(copy(8, 2).copy_kind, MSPTI_ACTIVITY_MEMCPY_KIND_DTOH);
+        assert_eq!(copy(8, 4).copy_kind, MSPTI_ACTIVITY_MEMCPY_KIND_DEFAULT);
+        assert_eq!(copy(8, 9).copy_kind, MSPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN);
+        assert_eq!(hccl_elem(4), 4);
+        assert_eq!(hccl_elem(99), 1);
+    }
 }
