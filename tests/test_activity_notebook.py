@@ -1,4 +1,4 @@
-"""Activity kinds from the notebook side (issue 11): `%%mspti -a kind`, `%mspti start -a kind` and
+"""Activity kinds from the notebook side: `%%mspti -a kind`, `%mspti start -a kind` and
 the control panel's device toggles, against the simulator."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Device activity (issue 11) end to end on the bundled simulator: the collector, the join and
+"""Device activity end to end on the bundled simulator: the collector, the join and
 mark_launches against the simulator's device timeline (virtual clock for exact numbers)."""
 
 from __future__ import annotations

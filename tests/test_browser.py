@@ -1,7 +1,7 @@
 """A real browser: JupyterLab started here on localhost, driven by headless Chromium (Debian's
 /usr/bin/chromium through Playwright; Playwright downloads nothing). Each test writes a small
 notebook (or copies the quickstart), runs it as a user would and asserts on what is on the
-screen. Screenshots are kept under test-artifacts/ (gitignored), one per finding of issue 14.
+screen. Screenshots are kept under test-artifacts/ (gitignored), one per finding.
 
 Every wait is for a condition on the page (a cell's prompt numbered, a text shown), with generous
 timeouts: the machine running the tests may be loaded."""
@@ -275,7 +275,7 @@ def idx(cells, tag: str) -> int:
 
 
 def test_magics_do_what_the_last_output_promised(page, lab):
-    """Items 1, 4, 5, 7, 8, 9 of issue 14, on the screen."""
+    """The magics' output on the screen: tables, plots, errors, one output per cell."""
     _, _, folder = lab
     open_notebook(page, lab, write_notebook(folder, "magics", MAGICS))
     run_menu(page, "Run All Cells")
@@ -369,7 +369,7 @@ def checked(page) -> int:
 
 
 def test_panel_opens_recording_and_its_picker_toggles_one_callback(page, lab):
-    """Items 2, 3, 6 of issue 14: the panel records at once, a click toggles one callback, a
+    """The panel records at once, a click toggles one callback, a
     partly enabled domain shows a mixed state, labels are whole, the figure is sharp; `%%mspti`
     without -d then traces runtime and HCCL; closing leaves a static final view."""
     _, _, folder = lab
@@ -446,7 +446,7 @@ def test_panel_opens_recording_and_its_picker_toggles_one_callback(page, lab):
     shot(page, idx(cells, "panel"), "14.2-panel-final-view")
 
 
-# -- interrupts (issue 9, item 14) -------------------------------------------------------------------
+# -- interrupts -------------------------------------------------------------------
 def test_interrupting_a_profiled_cell_stops_its_job(page, lab):
     """The kernel's stop button during a long `%%mspti` cell: the workload stops, and the next
     cell's window holds its own five calls only."""

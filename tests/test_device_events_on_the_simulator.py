@@ -1,4 +1,4 @@
-"""The device event log (Snapshot.device_events(), issue 11) on the bundled simulator: the contract's
+"""The device event log (Snapshot.device_events()) on the bundled simulator: the contract's
 schema and values, sequence numbers across windows, the per-window cap, files, merge, and the
 clock bridge through msptiActivityRegisterTimestampCallback."""
 

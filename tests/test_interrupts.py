@@ -1,4 +1,4 @@
-"""Issue 9, item 14: interrupting (KeyboardInterrupt, as Jupyter's stop button sends) a simulator
+"""Interrupting (KeyboardInterrupt, as Jupyter's stop button sends) a simulator
 workload, or a `%%mspti` cell running one, stops the workload's threads before the interrupt
 returns, and no call of the interrupted job lands in a later window.
 

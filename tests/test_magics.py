@@ -409,7 +409,7 @@ def test_cell_magic_keeps_the_running_window(ip, sim):
     }
 
 
-# -- issue 14: every step does what the last output promised ----------------------------------------
+# -- every step does what the last output promised ----------------------------------------
 def test_line_commands_after_a_cell_act_on_the_cell_snapshot(ip, tmp_path):
     with capture_output():
         cell = ip.run_cell_magic("mspti", "-d runtime --display summary", "s.call('aclrtMalloc', 1000, 7)")

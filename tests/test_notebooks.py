@@ -18,7 +18,7 @@ EXPECTED = {
     "scenario2_launch_only",
     "scenario3_enter_exit_pairing",
     "scenario4_hccl_latency",
-    "exports",  # issue 13 (run by tests/test_export_notebook.py)
+    "exports",  # run by tests/test_export_notebook.py
     "section5_where_step_time_goes",
     "multirank_job",
 }
@@ -132,7 +132,7 @@ def test_scenario1_domain_tracing(tmp_path_factory):
 
 
 def test_scenario2_launch_only(tmp_path_factory):
-    # The guide's full scenario 2 (issue 11): LAUNCH only, the stream as subscription data, marks
+    # The guide's full scenario 2: LAUNCH only, the stream as subscription data, marks
     # at ENTER and EXIT made by the native callback, MARKER and KERNEL collected.
     nb = run("scenario2_launch_only", tmp_path_factory)
     assert_clean(nb)
@@ -179,7 +179,7 @@ def test_scenario4_hccl_latency(tmp_path_factory):
     for tag in ("plot-hccl", "plot-allreduce", "plot-before-after"):
         assert images(cell(nb, tag)), tag
     assert "HcclAllReduce" in texts(cell(nb, "diff"))
-    assert "GB/s" in texts(cell(nb, "device-collectives"))  # device time beside host (issue 11)
+    assert "GB/s" in texts(cell(nb, "device-collectives"))  # device time beside host
     assert images(cell(nb, "plot-collectives"))
 
 
@@ -200,7 +200,7 @@ def test_section5_where_step_time_goes(tmp_path_factory):
     assert "same launches after load: True" in stdout(cell(nb, "save"))
 
 
-def test_multirank_job_names_the_slow_rank(tmp_path_factory):  # issue 12
+def test_multirank_job_names_the_slow_rank(tmp_path_factory):
     nb = run("multirank_job", tmp_path_factory)
     assert_clean(nb)
     assert "exit code 0" in stdout(cell(nb, "record"))

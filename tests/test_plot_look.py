@@ -1,4 +1,4 @@
-"""Issue 14, item 6: how the host-latency figures read. Time axes in one unit with the unit in an
+"""How the host-latency figures read. Time axes in one unit with the unit in an
 x-axis label (never "7x10^6, 8x10^6, 10 ms" on one axis), legends of at least 8 pt clear of the
 data, whole numbers on "calls" axes. Checked on the figures' own artists, on the simulator's data."""
 

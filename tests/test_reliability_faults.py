@@ -24,7 +24,7 @@ from mspti_lens.sim import ENTER, EXIT, FAULT_SLOTS, Simulator
 
 from conftest import write_figures
 
-# Every msptiResult error code (mspti_abi.md §2), plus values no release defines.
+# Every msptiResult error code (docs/reference.md: Result codes), plus values no release defines.
 CODES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 999, 12345, 0x7FFFFFFF]
 FIGURES: dict = {"faults_injected": 0, "injected_callbacks": 0, "bad_libraries": 0}
 

@@ -495,7 +495,7 @@ def shell(live):
 MAGIC_LINES = [
     ("", ["start", "stop"]),
     ("bogus", ["start", "summary"]),
-    ("start -d gpu", ["valid domains: runtime, hccl"]),  # issue 14: short, names the choices
+    ("start -d gpu", ["valid domains: runtime, hccl"]),  # short, names the choices
     ("start -c NOPE", ["LAUNCH"]),
     ("start -c runtime,99", ["runtime, hccl"]),
     ("start", ["already active", "close"]),  # the test's own Session holds the slot

@@ -1,4 +1,4 @@
-"""Issue 9.13: trace replay drops nothing silently. Every candidate event that is not replayed is
+"""Trace replay drops nothing silently. Every candidate event that is not replayed is
 counted by kind (the CLI shows the top 8 and says how many more), bad ts/dur is bad input, times are
 read without float loss, and real-clock replay keeps each nested call's own duration and does not
 wait out a call longer than the histogram's range. The traces are small synthetic ones that follow

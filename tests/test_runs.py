@@ -459,7 +459,7 @@ def test_a_window_of_another_format_version_is_skipped_naming_the_loadable_one(t
     assert run.summary()["num_calls"].to_list() == [1]
 
 
-# -- issue 13.3: record --prometheus PORT ------------------------------------------------------------
+# -- record --prometheus PORT ------------------------------------------------------------
 def test_a_recorded_process_serves_metrics_and_says_where_on_the_simulator(tmp_path):
     code = f"""
 import glob, urllib.request, mspti_lens.sim as s

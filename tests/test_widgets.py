@@ -280,7 +280,7 @@ def test_closing_the_session_leaves_a_static_final_view(sim):
     assert "session closed" in final and "mspti-lens-panel" not in cp.widget._dom_classes
 
 
-# -- issue 13 and 12 in the panel: the slowest calls, the timeline plot, a recorded run ------------
+# -- in the panel: the slowest calls, the timeline plot, a recorded run ------------
 @pytest.fixture
 def virtual(sim):
     sim.set_clock("virtual")

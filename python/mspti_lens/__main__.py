@@ -67,11 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     k.add_argument("--prefix", default=None, help="install under this prefix (e.g. sys.prefix)")
     k.set_defaults(func=_install_kernel)
-    from .export.cli import add_cli as add_export_cli  # issue 13: the export subcommand
+    from .export.cli import add_cli as add_export_cli  # the export subcommand
 
     add_export_cli(sub)
 
-    from .runs.record import add_arguments as record_arguments  # issue 12
+    from .runs.record import add_arguments as record_arguments
 
     rec = sub.add_parser("record", help="record every Python process of a command (torchrun, mpirun, ...)")
     record_arguments(rec)

@@ -76,11 +76,11 @@ class Snapshot:
         self._native = native
         self.meta = dict(meta)
         self._summary: pl.DataFrame | None = None
-        #: The session's timeline when the snapshot was taken (issue 13; None: not kept).
+        #: The session's timeline when the snapshot was taken (None: not kept).
         self._timeline: pl.DataFrame | None = None
-        #: The slowest calls when loaded from a file or merged (issue 13; None: the native's own).
+        #: The slowest calls when loaded from a file or merged (None: the native's own).
         self._exemplars: dict[str, list] | None = None
-        self.device: device.DeviceData | None = None  # activity data (issue 11), set by the Session
+        self.device: device.DeviceData | None = None  # activity data, set by the Session
 
     # -- facts ---------------------------------------------------------------------------------
     @property
@@ -183,14 +183,14 @@ class Snapshot:
     def slowest(self, per_api: int | None = None) -> pl.DataFrame:
         """The slowest calls kept per (thread, API) in this window (8 each), slowest first: domain,
         callback, name, thread_id, start (wall clock), start_unix_ns, duration_ns, source."""
-        from .slowest import slowest_frame  # issue 13
+        from .slowest import slowest_frame
 
         return slowest_frame(self, per_api)
 
     def timeline(self) -> pl.DataFrame:
         """Latency over time (``Session(interval=...)``): per interval and API, num_calls, p50_ns,
         p99_ns; empty when the session keeps no timeline."""
-        from .timeline import empty_timeline  # issue 13
+        from .timeline import empty_timeline
 
         return self._timeline if self._timeline is not None else empty_timeline()
 
@@ -237,7 +237,7 @@ class Snapshot:
         meta["label"] = self.label if self.label == other.label else f"{self.label} + {other.label}"
         meta["window_start"] = min(self.meta.get("window_start", 0), other.meta.get("window_start", 0))
         meta["window_end"] = max(self.meta.get("window_end", 0), other.meta.get("window_end", 0))
-        from . import slowest, timeline  # issue 13: the slowest calls and the timeline
+        from . import slowest, timeline  # the slowest calls and the timeline
 
         out = Snapshot(self._native.merge(other._native), meta)
         out.device = device.merge(self, other)  # device histograms add, device events concatenate
@@ -319,7 +319,7 @@ class Snapshot:
             "counters": self.counters,
         }
         device.save_into(self, meta)
-        from . import slowest, timeline  # issue 13: the slowest calls and the timeline
+        from . import slowest, timeline  # the slowest calls and the timeline
 
         slowest.save_into(self, meta)
         timeline.save_into(self, meta)
@@ -405,7 +405,7 @@ class Snapshot:
         meta = dict(head.get("meta") or {})
         meta["loaded_from"] = p
         snap = cls(native, meta)
-        from . import slowest, timeline  # issue 13: the slowest calls and the timeline
+        from . import slowest, timeline  # the slowest calls and the timeline
 
         try:
             device.load_from(snap, head)
@@ -415,7 +415,7 @@ class Snapshot:
             raise ValueError(f"{p}: {e}") from None
         return snap
 
-    # -- device time (issue 11: built in device.py) ----------------------------------------------
+    # -- device time (built in device.py) ----------------------------------------------
     def kernels(self) -> pl.DataFrame:
         """Device duration per kernel name (KERNEL records), ns."""
         return device.frame(self, "kernels")
@@ -534,7 +534,7 @@ def make_meta(backend_label: str, simulated: bool, clock: str, window_start: flo
     }
 
 
-# -- many snapshots at once (issue 12: runs) ---------------------------------------------------
+# -- many snapshots at once (runs) ---------------------------------------------------
 # The rows Snapshot.save writes, merged over many files without building a Snapshot per file.
 STATE_KEY = ("domain", "cbid", "name")
 _HALF = 1 << 32

@@ -1,7 +1,7 @@
 /* A tiny stand-in libmspti.so written in C, built by the tests with gcc.
  *
  * It behaves like the real MSPTI callback API where mspti-lens depends on it
- * (shared/reference/mspti_abi.md §3, §5c): it fills only callbackSite and functionName and puts an
+ * (docs/reference.md: Callback data, One subscriber): it fills only callbackSite and functionName and puts an
  * invalid pointer (or random bits) in every other field, allows one subscriber (a second gets 2),
  * rejects cbid >= 64 and bad domains with 1, and exports none of the optional newer symbols.
  * fake_call() plays an intercepted API: ENTER, optional nested calls, EXIT, on the calling thread.

@@ -31,9 +31,9 @@ pub struct Session {
     running: bool,
     closed: bool,
     clock: ClockKind,
-    /// Whether runs keep the slowest calls (issue 13; on unless the user turns them off).
+    /// Whether runs keep the slowest calls (on unless the user turns them off).
     exemplars: bool,
-    /// The activity collector sharing this subscription (issue 11): started, flushed and
+    /// The activity collector sharing this subscription: started, flushed and
     /// closed with the session, before the subscription goes.
     activity: Option<Arc<Mutex<Collector>>>,
 }
@@ -166,7 +166,7 @@ impl Session {
         self.live()?;
         check_domain(domain)?;
         if self.running {
-            // Before MSPTI sees the toggle: a call open across it is discarded (issue 9.2).
+            // Before MSPTI sees the toggle: a call open across it is discarded.
             windows::toggled(domain, None);
             self.call_enable_domain(on, domain)?;
         }
@@ -190,7 +190,7 @@ impl Session {
             )));
         }
         if self.running {
-            // Before MSPTI sees the toggle: a call open across it is discarded (issue 9.2).
+            // Before MSPTI sees the toggle: a call open across it is discarded.
             windows::toggled(domain, Some(cbid));
             self.call_enable_callback(on, domain, cbid)?;
         }

@@ -1,5 +1,5 @@
 //! Activity records as they lie in a completed buffer: packed structs laid back to back, each
-//! exactly its kind's size (mspti_abi.md §3), 64-bit fields at odd offsets, so every field is
+//! exactly its kind's size (docs/reference.md, Activity records), 64-bit fields at odd offsets, so every field is
 //! read unaligned from its reference offset. We walk the buffer ourselves instead of calling
 //! `msptiActivityGetNextRecord` per record: no MSPTI call per record, and no exposure to its
 //! thread-local offset (a stale offset would start the next buffer mid-record).
@@ -273,8 +273,9 @@ mod tests {
         b[off..off + v.len()].copy_from_slice(v);
     }
 
-    /// Records built byte by byte at the offsets of mspti_abi.md §3 (numbers from the reference,
-    /// not from the ABI crate), with 0xA5 garbage in every byte the kind does not define.
+    /// Records built byte by byte at the offsets of docs/reference.md's Activity records (numbers
+    /// from the reference, not from the ABI crate), with 0xA5 garbage in every byte the kind does
+    /// not define.
     #[test]
     fn records_are_read_at_the_reference_offsets() {
         let mut buf = vec![0xA5u8; 56 + 48 + 72 + 56];

@@ -693,7 +693,7 @@ impl AtomicHistogram {
     }
 
     /// `record`, and when `v` is at or past the bank's gate (0 when its window began),
-    /// `past_gate(window)` in the same write section, which returns the new gate (issue 13: the
+    /// `past_gate(window)` in the same write section, which returns the new gate (the
     /// exemplars keeper, whose gate is its K-th slowest call + 1). The common path adds one
     /// compare, and the window's closer settles and clears both at once.
     #[inline(always)]

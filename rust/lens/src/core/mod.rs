@@ -4,11 +4,11 @@
 
 pub mod clock;
 pub mod counters;
-pub mod exemplars; // issue 13
+pub mod exemplars; // the slowest calls per (thread, key)
 pub mod hist;
 pub mod locks;
 pub mod seqlock;
 pub mod shard;
-pub mod timeline; // issue 13
+pub mod timeline; // latency over time
 pub mod toggles;
 pub mod windows;
