@@ -13,6 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"  # all test data is in the repository (tests/data/README.md)
 TRACES = DATA / "traces" / "hta"
+# tests/data holds vendored upstream files (Huawei's st scripts are unittest checks that
+# tests/test_cann_samples.py runs against sample output), not pytest tests.
+collect_ignore = ["data"]
 
 
 @pytest.fixture

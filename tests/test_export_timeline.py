@@ -99,7 +99,7 @@ def test_without_an_interval_there_is_no_timeline(session):
 
 @pytest.mark.parametrize("bad", [0, -1, "1s", True, float("nan")])
 def test_a_bad_interval_is_a_clear_error(sim, bad):
-    with pytest.raises(ValueError, match="interval must be a number of seconds"):
+    with pytest.raises(ValueError, match="interval must be a finite number of seconds"):
         Session(library="sim", interval=bad)
 
 
