@@ -288,3 +288,47 @@ def test_buffers_outside_the_collectors_limits_are_refused_naming_them_on_the_si
         Session(library="sim", activity=["kernel"], activity_buffers=(100, 8))
     kept = failed.value  # noqa: F841 - the failed Session's frame stays referenced
     Session(library="sim").close()  # the slot was given back
+
+
+def _window(source, end, in_flight, threads):
+    from mspti_lens import _native
+    from mspti_lens.snapshot import Snapshot
+
+    counters = {"in_flight": in_flight, "threads": threads, "unmatched": 1}
+    native = _native.NativeSnapshot.from_state([], [], [], [], [], [], [], [], [], [], [], counters)
+    return Snapshot(native, {"label": "t", "window_start": end - 1, "window_end": end, "source": source})
+
+
+def test_moment_counters_merge_as_the_latest_reading_of_each_session_and_add_across_sessions(tmp_path):
+    # in_flight and threads are read when a window closes: two windows of one session are not
+    # twice its open calls, while two processes' readings add. Every other counter adds.
+    a1, a2, b = _window("a", 10.0, 2, 3), _window("a", 20.0, 1, 4), _window("b", 15.0, 5, 1)
+    for merged in (a1.merge(a2), a2.merge(a1)):
+        assert (merged.counters["in_flight"], merged.counters["threads"]) == (1, 4)
+        assert merged.counters["unmatched"] == 2
+    three = a1.merge(b).merge(a2)
+    assert (three.in_flight, three.counters["threads"], three.counters["unmatched"]) == (6, 5, 3)
+    # The readings travel with a saved snapshot, so a later window of the same session still
+    # replaces its reading after a round trip.
+    path = tmp_path / "a1b.parquet"
+    a1.merge(b).save(path)
+    loaded = type(a1).load(path)
+    assert loaded.in_flight == 7
+    assert loaded.merge(a2).in_flight == 6
+    # A snapshot of unknown origin is a session of its own.
+    from mspti_lens import _native
+    from mspti_lens.snapshot import Snapshot
+
+    bare = _native.NativeSnapshot.from_state([], [], [], [], [], [], [], [], [], [], [], {"in_flight": 4})
+    assert Snapshot(bare, {}).merge(Snapshot(bare, {})).in_flight == 8
+
+
+def test_windows_of_one_live_session_carry_its_name_for_the_moment_counters_on_the_simulator(sim):
+    with Session(library="sim") as s:
+        sim.run_workload("training", steps=2)
+        first = s.reset()
+        sim.run_workload("training", steps=2)
+        second = s.snapshot()
+    assert first.meta["source"] == second.meta["source"]
+    assert first.counters["threads"] > 0 and second.counters["threads"] > 0
+    assert first.merge(second).counters["threads"] == second.counters["threads"]

@@ -6,6 +6,7 @@ import math
 import os
 import threading
 import time
+import uuid
 import warnings
 import weakref
 from collections.abc import Iterable
@@ -120,6 +121,8 @@ class Session:
         self._lib = load_library(library)
         self.backend: BackendInfo = info_of(self._lib)
         self._clock = clock
+        # Names this session's windows, so that merging them keeps its latest moment counters.
+        self._source = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self._lock = threading.Lock()
         self._window_start = time.time()
         self._preload_warned = False
@@ -301,6 +304,7 @@ class Session:
             start,
             library=self.backend.path,
             fidelity=self.backend.fidelity,
+            source=self._source,
         )
 
     def _with_device(self, snap: Snapshot, reset: bool = False) -> Snapshot:

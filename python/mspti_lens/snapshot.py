@@ -6,6 +6,7 @@ import json
 import math
 import os
 import time
+import uuid
 from typing import Any
 
 import polars as pl
@@ -35,6 +36,11 @@ LOADABLE_VERSIONS = (2,)
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
 # name -> meaning of every native counter (defined once, in rust/lens/src/core/counters.rs).
 COUNTERS: dict[str, str] = dict(_native.COUNTERS)
+#: Readings of one moment of one process, taken when its window closed: calls open then, and its
+#: per-thread shards. Windows of one session keep the latest reading when merged; readings of
+#: different sessions (other processes, ranks) add. Every other counter counts what happened in
+#: its window, so windows add.
+MOMENT_COUNTERS = ("in_flight", "threads")
 UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -75,6 +81,13 @@ class Snapshot:
     def __init__(self, native: _native.NativeSnapshot, meta: dict[str, Any]):
         self._native = native
         self.meta = dict(meta)
+        if "moments" not in self.meta:
+            # This window's own reading of MOMENT_COUNTERS, under its session's id (a fresh one
+            # for a snapshot of unknown origin): {source: [window_end, *values]}.
+            got = dict(native.counters())
+            source = str(self.meta.get("source") or uuid.uuid4().hex)
+            when = float(self.meta.get("window_end", 0.0))
+            self.meta["moments"] = {source: [when, *(int(got.get(c, 0)) for c in MOMENT_COUNTERS)]}
         self._summary: pl.DataFrame | None = None
         #: The session's timeline when the snapshot was taken (None: not kept).
         self._timeline: pl.DataFrame | None = None
@@ -97,8 +110,12 @@ class Snapshot:
         (``unmatched``, ``stack_full``, ``dropped``, ``abandoned``, ``orphaned``, ``bad_site``,
         ``toggled``: pairs discarded because their id or domain was enabled or disabled while the
         call was open; their meanings are its values); and now: ``in_flight`` (open calls), ``threads``
-        (per-thread shards)."""
-        return dict(self._native.counters())
+        (per-thread shards): :data:`MOMENT_COUNTERS`, the latest reading of each session added."""
+        out = dict(self._native.counters())
+        readings = list(self.meta["moments"].values())
+        for i, c in enumerate(MOMENT_COUNTERS, 1):
+            out[c] = sum(int(r[i]) for r in readings)
+        return out
 
     @property
     def unmatched(self) -> int:
@@ -237,6 +254,11 @@ class Snapshot:
         meta["label"] = self.label if self.label == other.label else f"{self.label} + {other.label}"
         meta["window_start"] = min(self.meta.get("window_start", 0), other.meta.get("window_start", 0))
         meta["window_end"] = max(self.meta.get("window_end", 0), other.meta.get("window_end", 0))
+        moments = dict(self.meta["moments"])
+        for source, reading in other.meta["moments"].items():
+            if source not in moments or reading[0] >= moments[source][0]:
+                moments[source] = reading  # a session's later window holds its latest moment
+        meta["moments"] = moments
         from . import slowest, timeline  # the slowest calls and the timeline
 
         out = Snapshot(self._native.merge(other._native), meta)

@@ -23,7 +23,15 @@ from typing import Any, cast
 import polars as pl
 
 from ..catalog import DOMAIN_NAMES
-from ..snapshot import COUNTERS, FORMAT, LOADABLE_VERSIONS, Snapshot, merge_saved, snapshot_from_state
+from ..snapshot import (
+    COUNTERS,
+    FORMAT,
+    LOADABLE_VERSIONS,
+    MOMENT_COUNTERS,
+    Snapshot,
+    merge_saved,
+    snapshot_from_state,
+)
 from .stragglers import (  # noqa: F401 - latest_starters is re-exported
     INSTANCE_COLUMNS,
     instance_votes,
@@ -33,9 +41,8 @@ from .stragglers import (  # noqa: F401 - latest_starters is re-exported
 )
 from .writer import EVENTS_GLOB, WINDOW_GLOB
 
-# Snapshot.counters: the native counters (added over windows) and two readings of one moment of
-# one process (the last window's count, added over processes).
-MOMENT_COUNTERS = ("in_flight", "threads")
+# Snapshot.counters: the native counters (added over windows) and MOMENT_COUNTERS (the last
+# window's reading of each process, added over processes).
 FILE_COUNTERS = (*COUNTERS, *MOMENT_COUNTERS)
 HCCL_DOMAIN = next(d for d, n in DOMAIN_NAMES.items() if n.lower() == "hccl")
 # complete: every process of the rank wrote its final window; incomplete: not, while at least half
