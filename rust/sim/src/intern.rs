@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 struct Entry {
     key: Box<str>,
-    value: &'static CStr,
+    value: CString,
     next: *const Entry,
 }
 
@@ -35,9 +35,9 @@ fn find(mut at: *const Entry, stop: *const Entry, s: &str) -> Option<&'static CS
     while !at.is_null() && at != stop {
         // SAFETY: entries are leaked when published and never freed or changed afterwards; the
         // Acquire load that produced `at` (or its predecessor's) saw the entry's initialisation.
-        let e = unsafe { &*at };
+        let e: &'static Entry = unsafe { &*at };
         if &*e.key == s {
-            return Some(e.value);
+            return Some(e.value.as_c_str());
         }
         at = e.next;
     }
@@ -52,19 +52,20 @@ pub fn intern(s: &str) -> &'static CStr {
         return v;
     }
     let clean: String = s.chars().filter(|&c| c != '\0').collect();
-    let value: &'static CStr = Box::leak(CString::new(clean).unwrap_or_default().into_boxed_c_str());
+    let value = CString::new(clean).unwrap_or_default();
     let mut entry = Box::new(Entry { key: s.into(), value, next: head });
     loop {
         let new = ptr::addr_of_mut!(*entry);
         match slot.compare_exchange(head, new, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
-                Box::leak(entry);
-                return value;
+                // Published: the entry (and its string) lives for the rest of the process.
+                let e: &'static Entry = Box::leak(entry);
+                return e.value.as_c_str();
             }
             Err(now) => {
-                // Someone pushed first: they may have pushed this very string.
+                // Someone pushed first: they may have pushed this very string; then this entry,
+                // never published, is freed here.
                 if let Some(v) = find(now, head, s) {
-                    // The leaked `value` is lost; a race on one new name costs one small string.
                     return v;
                 }
                 head = now;
