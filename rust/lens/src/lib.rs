@@ -19,9 +19,10 @@ mod py;
 pub use error::{Error, Result};
 
 /// The extension module `mspti_lens._native`: what it exports is listed here, once; the binding
-/// code is in `py/`. The hooks only tests and benchmarks call (`_bench_aggregate`,
-/// `_bench_complete`, `NativeActivity._pause_drain`) exist only with the feature `test-hooks`,
-/// which `make dev` turns on and wheels do not.
+/// code is in `py/`.
+// The hooks only tests and benchmarks call exist only with the feature `test-hooks` (Cargo.toml
+// names them), which `make dev` turns on and wheels do not. A plain comment: the module's
+// docstring is in every build, and scripts/check_wheels.py looks for the hooks' names.
 #[cfg(feature = "python")]
 #[pyo3::pymodule]
 mod _native {
