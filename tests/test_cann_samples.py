@@ -93,6 +93,13 @@ def build_package(tree: cann.CannTree, env: dict[str, str], where: Path) -> tupl
     root = where / "mspti-package"
     shutil.copytree(UPSTREAM / "mspti", root / "mspti", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(UPSTREAM / "csrc", root / "csrc")
+    # MSPTI's headers come from the tree (DIR/include/mspti: upstream's, unmodified), at the path
+    # upstream's sources include them from: the package builds on DIR, not on a second copy.
+    shutil.copytree(
+        tree.root / "include" / "mspti",
+        root / "csrc" / "include",
+        ignore=shutil.ignore_patterns("LICENSE", "UPSTREAM.txt"),
+    )
     shutil.copy(PACKAGE_DRIVER, root / "CMakeLists.txt")
     build = root / "build"
     steps = [
