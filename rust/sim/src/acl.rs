@@ -371,9 +371,7 @@ pub extern "C" fn msimHostWork(ns: u64) {
 #[no_mangle]
 pub extern "C" fn msimWaitStream(stream: *mut c_void) {
     let s = if stream.is_null() { device::thread_stream() } else { device::stream_of(stream) };
-    let idle = device::free_at(device::thread_device(), s);
-    let now = activity::host_now();
-    clock::spend(idle.saturating_sub(now));
+    clock::spend(device::sync_wait_ns_on(s));
 }
 
 #[cfg(test)]

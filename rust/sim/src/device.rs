@@ -431,7 +431,12 @@ pub fn stream_wait(other: u32) {
 /// How long a synchronize of this thread's stream called now waits for the device: until the
 /// stream's last task ends (0 if it is idle).
 pub fn sync_wait_ns() -> u64 {
-    free_at(thread_device(), thread_stream()).saturating_sub(activity::host_now())
+    sync_wait_ns_on(thread_stream())
+}
+
+/// `sync_wait_ns` for `stream` of this thread's device.
+pub fn sync_wait_ns_on(stream: u32) -> u64 {
+    free_at(thread_device(), stream).saturating_sub(activity::host_now())
 }
 
 /// Kernels of one launch call, submitted at `t_submit` on this thread's stream.
