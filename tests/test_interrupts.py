@@ -150,3 +150,32 @@ def test_interrupting_a_profiled_cell_stops_the_job_and_the_next_cell_counts_its
             assert dict(zip(*snap.summary().select("name", "num_calls"))) == {api: n}
     finally:
         shell.run_line_magic("unload_ext", "mspti_lens")
+
+
+def test_an_interrupt_while_the_progress_bar_is_being_shown_still_closes_that_bar(sim, monkeypatch):
+    # The KeyboardInterrupt can land while the bar is being displayed (the moment a user sees it
+    # appear): the job must still name that bar, so %%mspti puts its line in the bar's place
+    # instead of a second output, and the bar is closed as interrupted.
+    from mspti_lens.sim import driver
+
+    class Bar:
+        def __init__(self):
+            self.closed_interrupted: bool | None = None
+
+        def show(self):
+            raise KeyboardInterrupt  # as if SIGINT arrived inside display()
+
+        def update(self, done, total=None):
+            pass
+
+        def close(self, done, interrupted=False):
+            self.closed_interrupted = interrupted
+
+    made: list[Bar] = []
+    monkeypatch.setattr(driver, "progress_bar", lambda *a, **k: made.append(Bar()) or made[-1])
+    before = sim_threads()
+    with pytest.raises(KeyboardInterrupt) as caught:
+        sim.run_workload("training", steps=10**6, ranks=2, threads=1, progress=True)
+    assert len(made) == 1 and caught.value.mspti_lens_bar is made[0]
+    assert made[0].closed_interrupted is True
+    assert sim_threads() == before  # the job was stopped and joined all the same

@@ -243,9 +243,10 @@ class WidgetBar:
     rate and the time left (as tqdm.notebook shows them); when it ends it is replaced by one
     line of static text (so a saved notebook shows the outcome, not a dead widget)."""
 
-    def __init__(self, what: str, total: int, unit: str, started: float | None = None):
+    def __init__(self, what: str, total: int, unit: str, started: float | None = None, show: bool = True):
         import ipywidgets as w
-        from IPython.display import display
+        from IPython.core.interactiveshell import InteractiveShell
+        from IPython.display import DisplayHandle
 
         self.what, self.total, self.unit = what, total, unit
         self._t0 = time.perf_counter() if started is None else started
@@ -253,8 +254,19 @@ class WidgetBar:
         self.label = w.HTML()
         self.box = w.HBox([w.HTML(f"<b>{html.escape(what)}</b>&nbsp;"), self.bar, self.label])
         self.box.add_class("mspti-lens-progress")
-        self._handle = display(self.box, display_id=True)
+        # The handle exists before anything is shown, so that an interrupt arriving while the bar
+        # is being displayed still finds the output to replace (no shell: nothing to replace).
+        self._handle = DisplayHandle() if InteractiveShell.initialized() else None
+        self._shown = False
         self.update(0)
+        if show:
+            self.show()
+
+    def show(self) -> None:
+        """Display the bar (once)."""
+        if self._handle is not None and not self._shown:
+            self._shown = True
+            self._handle.display(self.box)
 
     def _text(self, done: int, running: bool = True) -> str:
         t = time.perf_counter() - self._t0

@@ -141,13 +141,17 @@ class Job:
         bar = None
         auto = progress is None and _in_jupyter()
         try:
+            # A bar is held here before it is shown: an interrupt while it is being displayed
+            # still closes it and puts the interrupted line in its place.
             if progress is True:
                 bar = progress_bar(self.what, self.units()[1], self.unit)
+                bar.show()
             show = bar.update if bar is not None else progress if callable(progress) else None
             next_show = 0.0
             while not self._sim.lib.msimJobFinished(self.handle):
                 if auto and bar is None and time.perf_counter() - self._t0 >= AUTO_PROGRESS_S:
                     bar = progress_bar(self.what, self.units()[1], self.unit, started=self._t0)
+                    bar.show()
                     show = bar.update
                 if show is not None and time.perf_counter() >= next_show:
                     show(*self.units())
@@ -217,20 +221,23 @@ class TerminalBar:
         self.stream.write(self._line(done))
         self.stream.flush()
 
+    def show(self) -> None:
+        """Nothing to show before the first update (the bar is drawn by ``update``)."""
+
     def close(self, done: int, interrupted: bool = False) -> None:
         self.stream.write(self._line(done) + (" interrupted\n" if interrupted else "\n"))
         self.stream.flush()
 
 
 def progress_bar(what: str, total: int, unit: str, started: float | None = None):
-    """A progress bar with ``update(done)`` and ``close(done, interrupted)``: an ipywidgets bar
-    in Jupyter (with rate and time left; ``started``: the job's ``perf_counter`` start), a
-    terminal bar on stderr elsewhere."""
+    """A progress bar with ``show()``, ``update(done)`` and ``close(done, interrupted)``: an
+    ipywidgets bar in Jupyter (with rate and time left; ``started``: the job's ``perf_counter``
+    start), a terminal bar on stderr elsewhere. Not shown until ``show()``."""
     try:
         from ..notebook.display import WidgetBar, in_jupyter
 
         if in_jupyter():
-            return WidgetBar(what, total, unit, started=started)
+            return WidgetBar(what, total, unit, started=started, show=False)
     except ImportError:  # no IPython / ipywidgets: a terminal it is
         pass
     return TerminalBar(what, total, unit)
