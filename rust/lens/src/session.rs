@@ -17,6 +17,7 @@ use mspti_abi::*;
 
 use crate::callback::on_callback;
 use crate::core::clock::{self, ClockKind};
+use crate::core::locks::lock;
 use crate::core::windows;
 use crate::error::{Error, Result};
 use crate::ffi::MsptiLibrary;
@@ -257,7 +258,7 @@ impl Session {
         }
         self.running = true;
         if let Some(a) = &self.activity {
-            a.lock().unwrap_or_else(|e| e.into_inner()).start(self.clock)?;
+            lock(a).start(self.clock)?;
         }
         Ok(self.clock)
     }
@@ -270,7 +271,7 @@ impl Session {
         self.live()?;
         self.activity = Some(a.clone());
         if self.running {
-            a.lock().unwrap_or_else(|e| e.into_inner()).start(self.clock)?;
+            lock(&a).start(self.clock)?;
         }
         Ok(())
     }
@@ -287,7 +288,7 @@ impl Session {
         windows::end_run();
         if let Some(a) = &self.activity {
             // Drained before the callbacks go, so no record of this run is left in a buffer.
-            a.lock().unwrap_or_else(|e| e.into_inner()).stop();
+            lock(a).stop();
         }
         self.disable_all()
     }
@@ -304,7 +305,7 @@ impl Session {
         }
         let stopped = self.stop();
         if let Some(a) = &self.activity {
-            a.lock().unwrap_or_else(|e| e.into_inner()).close();
+            lock(a).close();
         }
         if !windows::FORKED.load(Ordering::Relaxed) {
             // SAFETY: our handle; the callback stays valid after this returns (static state only).

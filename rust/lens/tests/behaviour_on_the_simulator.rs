@@ -88,7 +88,7 @@ fn scaled(n: u64) -> u64 {
 /// One session at a time in this process (MSPTI allows one subscriber).
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    _native::core::locks::lock(&LOCK)
 }
 
 /// A recording session on the simulator with its virtual clock, everything enabled.

@@ -27,11 +27,8 @@ use mspti_abi::*;
 
 use crate::clock;
 use crate::device;
+use crate::locks::{lock, wait_timeout};
 use crate::state::{self, Fidelity};
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 // ---------------------------------------------------------------------------------------------
 // Era: which MSPTI the activity side imitates. By default it follows the fidelity mode.
@@ -432,8 +429,7 @@ fn manager_loop() {
             }
             let step = period - waited;
             let t0 = std::time::Instant::now();
-            let (g, _) = QUEUE_CV.wait_timeout(q, step).unwrap_or_else(|e| e.into_inner());
-            q = g;
+            q = wait_timeout(&QUEUE_CV, q, step);
             waited += t0.elapsed();
             if q.generation != gen {
                 // FlushPeriod: wake now (hand over what is full) and restart with the new period.

@@ -21,8 +21,9 @@ use std::time::Duration;
 
 use mspti_abi::*;
 
-use crate::activity::{self, lock, stat_add, STAT_DEVICE_DISCARDED, STAT_DEVICE_LOST, STAT_KERNELS};
+use crate::activity::{self, stat_add, STAT_DEVICE_DISCARDED, STAT_DEVICE_LOST, STAT_KERNELS};
 use crate::clock;
+use crate::locks::{self, lock, wait_timeout};
 
 /// Latency model, ns (`msimSetDeviceModel`).
 static LAUNCH_LATENCY_NS: AtomicU64 = AtomicU64::new(DEFAULT_LAUNCH_LATENCY_NS);
@@ -260,8 +261,8 @@ fn channel_loop() {
                 };
                 c.reader_sleeping = true;
                 c = match wait {
-                    None => CHANNEL_CV.wait(c).unwrap_or_else(|e| e.into_inner()),
-                    Some(d) => CHANNEL_CV.wait_timeout(c, d).unwrap_or_else(|e| e.into_inner()).0,
+                    None => locks::wait(&CHANNEL_CV, c),
+                    Some(d) => wait_timeout(&CHANNEL_CV, c, d),
                 };
                 c.reader_sleeping = false;
             }
@@ -340,7 +341,7 @@ pub fn stop_and_flush() {
     let mut c = lock(&CHANNEL);
     while c.in_flight > 0 && std::time::Instant::now() < deadline {
         c.drain_waiters += 1;
-        c = DRAINED_CV.wait_timeout(c, Duration::from_millis(5)).unwrap_or_else(|e| e.into_inner()).0;
+        c = wait_timeout(&DRAINED_CV, c, Duration::from_millis(5));
         c.drain_waiters -= 1;
     }
     let lost = c.heap.len as u64;
@@ -361,10 +362,7 @@ pub fn drain(timeout_ms: u64) -> bool {
         }
         CHANNEL_CV.notify_one();
         c.drain_waiters += 1;
-        c = DRAINED_CV
-            .wait_timeout(c, (deadline - now).min(Duration::from_millis(20)))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        c = wait_timeout(&DRAINED_CV, c, (deadline - now).min(Duration::from_millis(20)));
         c.drain_waiters -= 1;
     }
     true

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crate::locks::lock;
+
 pub struct Job {
     pub done: AtomicU64,
     pub total: AtomicU64,
@@ -26,18 +28,18 @@ impl Job {
 
     pub fn spawn(self: &Arc<Job>, name: String, f: impl FnOnce() + Send + 'static) {
         let h = std::thread::Builder::new().name(name).spawn(f).expect("spawn a simulator thread");
-        self.threads.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+        lock(&self.threads).push(h);
     }
 
     /// Wait for every thread; true when none panicked.
     pub fn join(&self) -> bool {
-        let hs: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        let hs: Vec<_> = std::mem::take(&mut *lock(&self.threads));
         hs.into_iter().map(|h| h.join().is_ok()).fold(true, |a, b| a & b)
     }
 
     /// Whether every thread of the job has ended.
     pub fn finished(&self) -> bool {
-        self.threads.lock().unwrap_or_else(|e| e.into_inner()).iter().all(|h| h.is_finished())
+        lock(&self.threads).iter().all(|h| h.is_finished())
     }
 
     pub fn tick(&self) {
@@ -53,19 +55,19 @@ static JOBS: Mutex<Vec<Option<Arc<Job>>>> = Mutex::new(Vec::new());
 
 /// Register a job and return its handle (>= 1).
 pub fn register(job: Arc<Job>) -> u64 {
-    let mut jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut jobs = lock(&JOBS);
     jobs.push(Some(job));
     jobs.len() as u64
 }
 
 pub fn get(handle: u64) -> Option<Arc<Job>> {
-    let jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let jobs = lock(&JOBS);
     jobs.get((handle as usize).wrapping_sub(1)).and_then(|j| j.clone())
 }
 
 /// Forget a finished job.
 pub fn release(handle: u64) {
-    let mut jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut jobs = lock(&JOBS);
     if let Some(slot) = jobs.get_mut((handle as usize).wrapping_sub(1)) {
         *slot = None;
     }

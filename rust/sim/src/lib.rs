@@ -22,6 +22,7 @@ pub mod device;
 mod forktest;
 pub mod intern;
 pub mod jobs;
+mod locks;
 pub mod models;
 pub mod mstx;
 pub mod multirank;
@@ -29,6 +30,7 @@ pub mod replay;
 pub mod state;
 pub mod workload;
 
+use locks::lock;
 use state::*;
 
 /// The fork handlers go in when the library is loaded, before any thread can hold a simulator
@@ -63,7 +65,7 @@ pub unsafe extern "C" fn msptiSubscribe(
     if subscriber.is_null() {
         return MSPTI_ERROR_INVALID_PARAMETER;
     }
-    let _g = SUBSCRIBE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = lock(&SUBSCRIBE_LOCK);
     if !SUBSCRIBER.load(Ordering::Acquire).is_null() {
         return MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     }
@@ -82,7 +84,7 @@ pub extern "C" fn msptiUnsubscribe(subscriber: MsptiSubscriberHandle) -> MsptiRe
     if f != 0 {
         return f;
     }
-    let _g = SUBSCRIBE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = lock(&SUBSCRIBE_LOCK);
     let cur = SUBSCRIBER.load(Ordering::Acquire);
     if cur.is_null() {
         return MSPTI_SUCCESS;

@@ -17,8 +17,9 @@ use std::sync::Mutex;
 
 use mspti_abi::*;
 
-use crate::activity::{self, lock};
+use crate::activity;
 use crate::device;
+use crate::locks::lock;
 
 static MARK_ID: AtomicU64 = AtomicU64::new(0);
 

@@ -218,13 +218,14 @@ pub fn to_ns(start: u64, end: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::locks::lock;
 
     /// The clock is process-wide: tests that select one take turns.
     static CLOCK_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     #[test]
     fn ns_clocks_convert_exactly_and_a_backwards_clock_gives_none() {
-        let _g = CLOCK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = lock(&CLOCK_LOCK);
         select(ClockKind::Monotonic, None);
         for (a, b) in [(0u64, 0u64), (5, 1_000_005), (0, u64::MAX)] {
             assert_eq!(to_ns(a, b), Some(b - a));
@@ -234,7 +235,7 @@ mod tests {
 
     #[test]
     fn the_cpu_counter_is_chosen_exactly_where_the_kernel_trusts_it_and_agrees_with_monotonic() {
-        let _g = CLOCK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = lock(&CLOCK_LOCK);
         let chosen = select(ClockKind::Tsc, None);
         if !tsc_reliable() {
             // This machine's kernel does not trust the counter: the fallback must be taken.

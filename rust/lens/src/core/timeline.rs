@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::hist::{self, Histogram};
+use super::locks::lock;
 use super::shard::Key;
 
 /// One key's calls in one interval: non-empty buckets (ascending index) and counts.
@@ -237,7 +238,7 @@ static TICKER: Mutex<Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>> = M
 /// with none (`None`: the caller ticks).
 pub fn start(interval: Duration, levels: usize, per_level: usize, tick: Option<fn()>) {
     stop();
-    *TIMELINE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Timeline::new(interval, levels, per_level));
+    *lock(&TIMELINE) = Some(Timeline::new(interval, levels, per_level));
     let Some(tick) = tick else { return };
     let quit = Arc::new(AtomicBool::new(false));
     let q = quit.clone();
@@ -259,13 +260,13 @@ pub fn start(interval: Duration, levels: usize, per_level: usize, tick: Option<f
             }
         })
         .expect("spawn the timeline thread");
-    *TICKER.lock().unwrap_or_else(|e| e.into_inner()) = Some((quit, handle));
+    *lock(&TICKER) = Some((quit, handle));
 }
 
 /// Hand the closing window's records to the timeline, if one is kept (the caller holds the lock
 /// that orders this with the window's writes).
 pub fn before_reset(closing: &BTreeMap<Key, Histogram>) {
-    if let Some(t) = TIMELINE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+    if let Some(t) = lock(&TIMELINE).as_mut() {
         t.before_reset(closing);
     }
 }
@@ -273,14 +274,14 @@ pub fn before_reset(closing: &BTreeMap<Key, Histogram>) {
 /// End the interval in progress, if a timeline is kept (the caller holds the lock that orders
 /// this with the window's writes).
 pub fn tick(open: &BTreeMap<Key, Histogram>) {
-    if let Some(t) = TIMELINE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+    if let Some(t) = lock(&TIMELINE).as_mut() {
         t.tick(open);
     }
 }
 
 /// Stop the ticker thread; the timeline stays readable.
 pub fn stop() {
-    if let Some((quit, handle)) = TICKER.lock().unwrap_or_else(|e| e.into_inner()).take() {
+    if let Some((quit, handle)) = lock(&TICKER).take() {
         quit.store(true, Ordering::Release);
         handle.thread().unpark();
         let _ = handle.join();

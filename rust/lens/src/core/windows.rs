@@ -17,6 +17,7 @@ use super::clock;
 use super::counters::Counters;
 use super::exemplars::{self, Exemplar};
 use super::hist::Histogram;
+use super::locks::lock;
 use super::seqlock;
 use super::shard::{self, Key};
 use super::timeline;
@@ -153,7 +154,7 @@ fn window_of(st: &WindowState, mut now: Totals) -> Totals {
 /// Close the current window and start a new one; returns the window just closed. Every call is
 /// in exactly one of the two, whole.
 pub fn snapshot_and_reset() -> Totals {
-    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut st = lock(&STATE);
     let now = close_epoch(&mut st);
     let cumulative = now.counters;
     let closed = window_of(&st, now);
@@ -166,7 +167,7 @@ pub fn snapshot_and_reset() -> Totals {
 
 /// End the timeline's interval in progress with the current window's records.
 pub fn timeline_tick() {
-    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut st = lock(&STATE);
     close_epoch(&mut st);
     timeline::tick(&st.open);
 }
@@ -178,7 +179,7 @@ pub fn reset() {
 
 /// The current window: every call recorded since the last reset, merged over every shard.
 pub fn snapshot() -> Totals {
-    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut st = lock(&STATE);
     let now = close_epoch(&mut st);
     window_of(&st, now)
 }

@@ -10,6 +10,7 @@ use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use mspti_abi::*;
 
 use super::elf::check_elf;
+use crate::core::locks::lock;
 use crate::error::{Error, Result};
 
 /// Whether two paths name one file: the same canonical path, or the same device and inode (a
@@ -133,7 +134,7 @@ static BOUND: Mutex<Vec<Arc<MsptiLibrary>>> = Mutex::new(Vec::new());
 /// The library already bound from `path`, if any.
 pub fn bound(path: &Path) -> Option<Arc<MsptiLibrary>> {
     let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    BOUND.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|l| l.path == canonical).cloned()
+    lock(&BOUND).iter().find(|l| l.path == canonical).cloned()
 }
 
 /// dlopen `path` (an existing file) and resolve the MSPTI entry points; a library already bound
@@ -201,6 +202,6 @@ pub fn bind(path: &Path, origin: Origin) -> Result<Arc<MsptiLibrary>> {
         simulated: sim_version.is_some(),
         sim_get_fidelity: optional!("msimGetFidelity", FnSimU32),
     });
-    BOUND.lock().unwrap_or_else(|e| e.into_inner()).push(l.clone());
+    lock(&BOUND).push(l.clone());
     Ok(l)
 }

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use super::library::PyLibrary;
 use super::snapshot::PySnapshot;
 use crate::core::clock::ClockKind;
+use crate::core::locks::lock;
 use crate::core::windows;
 use crate::ffi::MsptiLibrary;
 use crate::session::Session;
@@ -37,7 +38,7 @@ impl PySession {
         T: Send,
     {
         py.detach(|| {
-            let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let mut s = lock(&self.inner);
             f(&mut s)
         })
         .map_err(PyErr::from)
@@ -91,17 +92,17 @@ impl PySession {
 
     #[getter]
     fn running(&self) -> bool {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).is_running()
+        lock(&self.inner).is_running()
     }
 
     #[getter]
     fn closed(&self) -> bool {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).is_closed()
+        lock(&self.inner).is_closed()
     }
 
     #[getter]
     fn clock(&self) -> &'static str {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clock().name()
+        lock(&self.inner).clock().name()
     }
 
     /// The current window.

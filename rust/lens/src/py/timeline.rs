@@ -6,6 +6,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::core::locks::lock;
 use crate::core::{timeline, windows};
 
 /// Keep a timeline of `interval_s` intervals (replacing any earlier one): `levels` levels of
@@ -50,14 +51,7 @@ pub fn timeline_tick(py: Python<'_>) {
 /// first; empty when no timeline is kept.
 #[pyfunction]
 pub fn timeline_rows(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let rows = py.detach(|| {
-        timeline::TIMELINE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|t| t.rows())
-            .unwrap_or_default()
-    });
+    let rows = py.detach(|| lock(&timeline::TIMELINE).as_ref().map(|t| t.rows()).unwrap_or_default());
     let d = PyDict::new(py);
     d.set_item("start_ns", rows.iter().map(|r| r.start_ns).collect::<Vec<_>>())?;
     d.set_item("end_ns", rows.iter().map(|r| r.end_ns).collect::<Vec<_>>())?;
