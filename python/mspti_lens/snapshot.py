@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 import uuid
@@ -13,7 +12,8 @@ import polars as pl
 
 from . import _native, device
 from .catalog import DOMAIN_NAMES, callback
-from .columns import FILE_COLUMNS, SUMMARY_COLUMNS
+from .columns import FILE_COLUMNS, QUANTILES, SUMMARY_COLUMNS, stat_columns
+from .units import check_unit
 
 # The histogram's constants (defined once, in rust/lens/src/core/hist.rs): exponential buckets
 # at SCALE 7 (base 2^(2^-7)); bucket `index` i holds integer-ns values v with base^i < v <=
@@ -33,7 +33,6 @@ FORMAT = "mspti-lens-snapshot"
 # log-linear buckets before it) cannot be re-bucketed exactly and is refused with a sentence.
 FORMAT_VERSION = 2
 LOADABLE_VERSIONS = (2,)
-QUANTILES = (0.5, 0.9, 0.99, 0.999)
 # name -> meaning of every native counter (defined once, in rust/lens/src/core/counters.rs).
 COUNTERS: dict[str, str] = dict(_native.COUNTERS)
 #: Readings of one moment of one process, taken when its window closed: calls open then, and its
@@ -41,31 +40,11 @@ COUNTERS: dict[str, str] = dict(_native.COUNTERS)
 #: different sessions (other processes, ranks) add. Every other counter counts what happened in
 #: its window, so windows add.
 MOMENT_COUNTERS = ("in_flight", "threads")
-UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 
 def _short(domain: int, cbid: int) -> str:
     c = callback(domain, cbid)
     return c.short if c else f"CBID_{cbid}"
-
-
-def format_ns(v: float, unit: str | None = None) -> str:
-    """A duration for people: 812 ns, 5.41 µs, 2.03 ms, 1.20 s, or in a fixed unit (``us`` is
-    written µs): three significant digits, thousands separators, never scientific notation."""
-    if unit is None:
-        unit = "ns" if v < 1e3 else "µs" if v < 1e6 else "ms" if v < 1e9 else "s"
-    x = v / UNITS[unit]
-    sign = "µs" if unit == "us" else unit
-    if unit == "ns" or abs(x) >= 100 or x == 0:
-        return f"{x:,.0f} {sign}"
-    decimals = min(9, 2 - math.floor(math.log10(abs(x))))
-    return f"{x:,.{decimals}f} {sign}"
-
-
-def check_unit(unit: str) -> str:
-    if unit not in UNITS:
-        raise ValueError(f"unknown time unit {unit!r}; valid units are {', '.join(UNITS)}")
-    return unit
 
 
 class Snapshot:
@@ -526,23 +505,6 @@ def frame_html(df: pl.DataFrame, caption: str = "") -> str:
     from .notebook.tables import Table
 
     return Table(df, top=0).html(caption)
-
-
-def stat_columns(s: dict[str, Any]) -> dict[str, pl.Series]:
-    """The summary's statistics columns (num_calls .. stddev_ns, in ns) of a native ``stats()``
-    result taken with QUANTILES: shared by the API summary and the device tables."""
-    return {
-        "num_calls": pl.Series(s["count"], dtype=pl.UInt64),
-        "total_ns": pl.Series(s["total"], dtype=pl.UInt64),
-        "avg_ns": pl.Series(s["mean"], dtype=pl.Float64),
-        "min_ns": pl.Series(s["min"], dtype=pl.UInt64),
-        **{
-            c: pl.Series(s[f"q{i}"], dtype=pl.UInt64)
-            for i, c in enumerate(("med_ns", "p90_ns", "p99_ns", "p999_ns"))
-        },
-        "max_ns": pl.Series(s["max"], dtype=pl.UInt64),
-        "stddev_ns": pl.Series(s["std"], dtype=pl.Float64),
-    }
 
 
 def make_meta(backend_label: str, simulated: bool, clock: str, window_start: float, **extra: Any) -> dict:

@@ -13,7 +13,8 @@ import numpy as np
 import polars as pl
 
 from .._deps import require
-from ..snapshot import Snapshot, format_ns
+from ..snapshot import Snapshot
+from ..units import format_ns
 
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
 _PCT_STYLE = {0.5: ("p50", "-"), 0.9: ("p90", "--"), 0.99: ("p99", "-."), 0.999: ("p99.9", ":")}

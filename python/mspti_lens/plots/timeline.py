@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from ..snapshot import format_ns
+from ..units import format_ns
 from .host import _new_figure, _title
 
 TIMELINE_COLUMNS = ("start", "end", "name", "num_calls", "p50_ns", "p99_ns")
