@@ -39,6 +39,7 @@ from .stragglers import (  # noqa: F401 - latest_starters is re-exported
     tally,
     window_votes,
 )
+from .view import run_html, run_widget, show_live
 from .writer import EVENTS_GLOB, WINDOW_GLOB
 
 # Snapshot.counters: the native counters (added over windows) and MOMENT_COUNTERS (the last
@@ -515,8 +516,6 @@ class Run:
         complete, after ``timeout`` seconds, or on interrupt."""
         if not every > 0:
             raise ValueError(f"every must be a number of seconds > 0, not {every!r}")
-        from .view import show_live
-
         show = show or show_live()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -538,8 +537,6 @@ class Run:
         return f"<mspti_lens.Run {self.root}: {r} ranks, {self._files.height} windows>"
 
     def _repr_html_(self) -> str:
-        from .view import run_html
-
         return run_html(self)
 
 
@@ -624,3 +621,15 @@ def _empty_native():
 def open_run(root: str | os.PathLike, *, stale_after: float | None = None) -> Run:
     """Open a run recorded by ``python -m mspti_lens record --out DIR``."""
     return Run(root, stale_after=stale_after)
+
+
+def open_view(path: str, every: float = 2.0):
+    """A recorded run's live view (a widget when ipywidgets is there, else the HTML once). Here,
+    not in view.py: the view formats any run it is given and opens none."""
+    run = open_run(os.path.expanduser(path))
+    try:
+        return run_widget(run, every=every)
+    except ImportError:
+        from IPython.display import HTML
+
+        return HTML(run_html(run))
