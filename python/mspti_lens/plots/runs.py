@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from ..units import UNITS, check_unit
-from .host import _new_figure, _title
+from .figure import _new_figure, _title
 
 METRICS = ("avg_ns", "total_ns", "num_calls", "max_ns", "min_ns")
 EMPTY_COLOUR = "#e6e6e6"

@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from ..units import format_ns
-from .host import _new_figure, _title
+from .figure import _new_figure, _title
 
 TIMELINE_COLUMNS = ("start", "end", "name", "num_calls", "p50_ns", "p99_ns")
 
