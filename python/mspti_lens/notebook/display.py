@@ -13,7 +13,8 @@ import polars as pl
 
 from ..catalog import DOMAINS, enableable
 from ..plots.figure import figure_bundle, render_figure
-from ..snapshot import COUNTERS, SIMULATED_BANNER_HTML, Snapshot
+from ..snapshot import COUNTERS, Snapshot
+from .snapshot_repr import SIMULATED_BANNER_HTML
 from .tables import Table, count_of
 
 
@@ -90,6 +91,12 @@ class Status(dict):
 def frame_text(df: pl.DataFrame, caption: str = "") -> str:
     """A DataFrame as plain text, every row, each column in its unit (:class:`Table`)."""
     return Table(df, top=0).text(caption)
+
+
+def frame_html(df: pl.DataFrame, caption: str = "") -> str:
+    """A DataFrame as an HTML table for notebooks, every row, each column in its unit
+    (:class:`Table`)."""
+    return Table(df, top=0).html(caption)
 
 
 def png_html(png: bytes, css_width: int, cls: str = "") -> str:
@@ -287,6 +294,7 @@ __all__ = [
     "enabled_per_domain",
     "figure_bundle",
     "final_view_html",
+    "frame_html",
     "frame_text",
     "in_jupyter",
 ]

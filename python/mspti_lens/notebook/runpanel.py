@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from ..plots.figure import render_figure
-from .display import SIMULATED_BANNER_HTML
+from .snapshot_repr import SIMULATED_BANNER_HTML
 from .tables import Table, count_of
 
 RANK_COLUMNS = ("host", "rank", "status", "windows", "calls", "age_s")

@@ -23,15 +23,8 @@ from typing import Any, cast
 import polars as pl
 
 from ..catalog import DOMAIN_NAMES
-from ..snapshot import (
-    COUNTERS,
-    FORMAT,
-    LOADABLE_VERSIONS,
-    MOMENT_COUNTERS,
-    Snapshot,
-    merge_saved,
-    snapshot_from_state,
-)
+from ..snapshot import COUNTERS, MOMENT_COUNTERS, Snapshot
+from ..snapshot_file import FORMAT, LOADABLE_VERSIONS, merge_saved, native_from_state
 from .stragglers import (  # noqa: F401 - latest_starters is re-exported
     INSTANCE_COLUMNS,
     instance_votes,
@@ -291,9 +284,8 @@ class Run:
                 return state, buckets
 
             state, buckets = self._collect(q)
-            self._snapshot = snapshot_from_state(
-                state, buckets, self._meta(self._files), self._counters(self._files)
-            )
+            native = native_from_state(state, buckets, self._counters(self._files))
+            self._snapshot = Snapshot(native, self._meta(self._files))
         return self._snapshot
 
     def summary(self) -> pl.DataFrame:
@@ -316,9 +308,8 @@ class Run:
         for (host, rank), s in state.partition_by("host", "rank", as_dict=True).items():
             b = by_b.get((host, rank), buckets.clear())
             files = by_f[(host, rank)]
-            snap = snapshot_from_state(
-                s.drop("host", "rank"), b.drop("host", "rank"), self._meta(files), self._counters(files)
-            )
+            native = native_from_state(s.drop("host", "rank"), b.drop("host", "rank"), self._counters(files))
+            snap = Snapshot(native, self._meta(files))
             parts.append(
                 snap.summary().select(
                     pl.lit(host).alias("host"), pl.lit(rank, dtype=pl.Int64).alias("rank"), pl.all()
