@@ -233,6 +233,13 @@ def test_the_circle_finder_finds_a_lazy_circle():
     assert import_circles({"a": {"b": ""}, "b": {}}) == []
 
 
+def test_no_two_test_files_differ_only_by_word_order():
+    by_words: dict[tuple[str, ...], list[str]] = {}
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        by_words.setdefault(tuple(sorted(path.stem.split("_"))), []).append(path.name)
+    assert [names for names in by_words.values() if len(names) > 1] == []
+
+
 def test_public_paths_still_work():
     from mspti_lens.sim import Simulator, Trace
 
