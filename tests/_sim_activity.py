@@ -1,4 +1,5 @@
-"""ctypes view of the simulator's Activity API and MSTX, for tests/test_sim_activity*.py.
+"""ctypes view of the simulator's Activity API and MSTX, and the test environment (:class:`Env`) the
+tests of the simulator's activity side share (tests/test_sim_activity_*.py, test_sim_fidelity.py).
 
 The record structs are written from the upstream header's offsets (``mspti_activity.h``), not from
 the Rust definitions, so parsing the simulator's buffers with them checks its layouts.
@@ -277,3 +278,39 @@ class Subscription:
 
     def close(self) -> None:
         self.lib.msptiUnsubscribe(self.handle)
+
+
+class Env:
+    """A subscriber on the simulator, its activity side reset and its virtual clock on."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.lib = bind(sim.lib)
+        self.lib.msimActivityReset()
+        self.lib.msimSetClock(1)
+        self.lib.msimVirtualSet(1_000_000)
+        self.sub = Subscription(self.lib)
+        self.collectors: list[Collector] = []
+
+    def collect(self, size: int = 1 << 16, pool: int = 64, recycle: bool = True) -> Collector:
+        c = Collector(self.lib, size, pool, recycle)
+        self.collectors.append(c)
+        return c
+
+    def enable(self, *kinds: int) -> None:
+        for k in kinds:
+            assert self.lib.msptiActivityEnable(k) == 0, k
+
+    def launch(
+        self, n: int = 1, stream: int = 0, host_ns: int = 5_000, device_ns: int = 20_000, **kw
+    ) -> None:
+        api = self.sim.api(kw.pop("api", "aclrtLaunchKernelV2"))
+        name = kw.pop("kernel", b"MatMul")
+        for _ in range(n):
+            rc = self.lib.msimLaunch(api, host_ns, stream, device_ns, kw.get("kernels", 1), name,
+                                     kw.get("node"), kw.get("graph", 0))  # fmt: skip
+            assert rc == 0
+
+    def close(self) -> None:
+        self.lib.msimActivityReset()  # hands every buffer back while the collectors still live
+        self.sub.close()

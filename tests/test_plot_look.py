@@ -9,7 +9,7 @@ import re
 import pytest
 
 from mspti_lens import Session, plots
-from mspti_lens.plots.host import _ns_axis
+from mspti_lens.plots.figure import _ns_axis
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")

@@ -362,7 +362,7 @@ def test_sim_job_refuses_bad_settings_naming_the_valid_ones(args, says):
 def test_the_run_view_refreshes_while_shown_and_stops_when_closed(tmp_path):
     import time
 
-    from mspti_lens.runs.view import open_view
+    from mspti_lens.runs.run import open_view
 
     _window(tmp_path, "a", 0, final=False, values=[5], world=2)
     view = open_view(str(tmp_path), every=0.02)

@@ -7,8 +7,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 import pytest
-from _sim_activity import KERNEL, NODE_API, RUNTIME_API
-from test_sim_activity import Env
+from _sim_activity import KERNEL, NODE_API, RUNTIME_API, Env
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ from _sim_activity import (
     NODE_API,
     RUNTIME_API,
     STAT,
+    Env,
     Subscription,
 )
-from test_sim_activity import Env
 
 RUNTIME, LAUNCH = 1, 10
 

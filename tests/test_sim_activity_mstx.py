@@ -7,8 +7,7 @@ import os
 import threading
 
 import pytest
-from _sim_activity import KERNEL, MARKER, Subscription
-from test_sim_activity import Env
+from _sim_activity import KERNEL, MARKER, Env, Subscription
 
 HOST, DEVICE = 0, 1
 RUNTIME, LAUNCH = 1, 10

@@ -8,8 +8,7 @@ from __future__ import annotations
 import ctypes
 
 import pytest
-from _sim_activity import API, COMMUNICATION, HCCL, KERNEL, MARKER, STAT
-from test_sim_activity import Env
+from _sim_activity import API, COMMUNICATION, HCCL, KERNEL, MARKER, STAT, Env
 
 HOST, DEVICE = 0, 1
 #: Records reach the channel's reader this long after their task ends: far longer than any test

@@ -6,6 +6,7 @@ cites only what it contains."""
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 import runpy
@@ -133,6 +134,110 @@ def test_trace_replay_imports_nothing_of_the_simulator_driver():
     replay = Path(mspti_lens.__file__).parent / "sim" / "replay.py"
     mod = runpy.run_path(str(replay))  # no package: a relative import would fail here
     assert "Simulator" not in mod and "Trace" in mod
+
+
+PACKAGE = ROOT / "python" / "mspti_lens"
+
+
+def import_graph() -> dict[str, dict[str, str]]:
+    """module -> {module it imports: where (file:line)}, over every import statement of the package,
+    at the top of a file or inside a function: a lazy import still ties the two files together."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    graph: dict[str, dict[str, str]] = {m: {} for m in modules}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                # `from . import x` imports the submodule x when there is one (the extension
+                # `_native` is no module of this package: it imports nothing back).
+                subs = [f"{target}.{a.name}" for a in node.names]
+                found = [s for s in subs if s in modules]
+                if len(found) + sum(a.name == "_native" for a in node.names) < len(node.names):
+                    found.append(target)
+            elif isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            else:
+                continue
+            for t in found:
+                if t in modules and t != name:
+                    graph[name].setdefault(t, f"{path.relative_to(ROOT)}:{node.lineno}")
+    return graph
+
+
+def import_circles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each as one shortest
+    circle through its first module, so a failure names the imports to cut."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while not comp or comp[-1] != v:
+                comp.append(stack.pop())
+            if len(comp) > 1:
+                components.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    circles = []
+    for comp in components:
+        start, inside = comp[0], set(comp)
+        came: dict[str, str] = {}  # module -> the module it was first reached from
+        frontier = [start]
+        while start not in came:  # breadth first: the shortest way back to start
+            reached = []
+            for v in frontier:
+                for w in sorted(graph[v]):
+                    if w in inside and w not in came:
+                        came[w] = v
+                        reached.append(w)
+            frontier = reached
+        back = [start, came[start]]
+        while back[-1] != start:
+            back.append(came[back[-1]])
+        circles.append(back[::-1])
+    return circles
+
+
+def test_the_package_has_no_import_circles():
+    graph = import_graph()
+    circles = import_circles(graph)
+    said = [" -> ".join(f"{a} ({graph[a][b]})" for a, b in zip(c, c[1:])) + f" -> {c[-1]}" for c in circles]
+    assert circles == [], "modules that import each other (the lower one must not know its user):\n" + (
+        "\n".join(said)
+    )
+
+
+def test_the_circle_finder_finds_a_lazy_circle():
+    graph = {"a": {"b": "a.py:1"}, "b": {"c": "b.py:9"}, "c": {"a": "c.py:3"}, "d": {"a": "d.py:1"}}
+    assert import_circles(graph) == [["a", "b", "c", "a"]]
+    assert import_circles({"a": {"b": ""}, "b": {}}) == []
+
+
+def test_no_two_test_files_differ_only_by_word_order():
+    by_words: dict[tuple[str, ...], list[str]] = {}
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        by_words.setdefault(tuple(sorted(path.stem.split("_"))), []).append(path.name)
+    assert [names for names in by_words.values() if len(names) > 1] == []
 
 
 def test_public_paths_still_work():

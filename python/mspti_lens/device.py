@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from . import _native
-from .columns import STAT_COLUMNS
+from .columns import QUANTILES, STAT_COLUMNS, stat_columns
 
 KINDS: tuple[str, ...] = tuple(_native.activity_kinds())
 EVENT_KINDS: tuple[str, ...] = tuple(_native.device_event_kinds())
@@ -64,8 +64,6 @@ class DeviceData:
     """One window of activity aggregates (immutable)."""
 
     def __init__(self, native: Any):
-        from .snapshot import QUANTILES, stat_columns  # defined once there
-
         self._native = native
         s = native.stats(list(QUANTILES))
         self._rows = pl.DataFrame(

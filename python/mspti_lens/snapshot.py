@@ -1,9 +1,9 @@
-"""Immutable snapshots of the latency histograms, as polars DataFrames and Parquet files."""
+"""Immutable snapshots of the latency histograms, as polars DataFrames: the data model. Its file is
+:mod:`.snapshot_file`, its text and HTML forms :mod:`.notebook.snapshot_repr`; Snapshot.save,
+Snapshot.load and the reprs call them."""
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import time
 import uuid
@@ -11,9 +11,10 @@ from typing import Any
 
 import polars as pl
 
-from . import _native, device
+from . import _native, device, snapshot_file
 from .catalog import DOMAIN_NAMES, callback
-from .columns import FILE_COLUMNS, SUMMARY_COLUMNS
+from .columns import QUANTILES, SUMMARY_COLUMNS, stat_columns
+from .notebook import snapshot_repr
 
 # The histogram's constants (defined once, in rust/lens/src/core/hist.rs): exponential buckets
 # at SCALE 7 (base 2^(2^-7)); bucket `index` i holds integer-ns values v with base^i < v <=
@@ -28,12 +29,6 @@ MAX_RELATIVE_ERROR: float = _native.MAX_RELATIVE_ERROR
 bucket_bounds = _native.bucket_bounds
 bucket_index = _native.bucket_index
 
-FORMAT = "mspti-lens-snapshot"
-# Version 2: the exponential buckets above and an exact integer sum of squares. Version 1 (the
-# log-linear buckets before it) cannot be re-bucketed exactly and is refused with a sentence.
-FORMAT_VERSION = 2
-LOADABLE_VERSIONS = (2,)
-QUANTILES = (0.5, 0.9, 0.99, 0.999)
 # name -> meaning of every native counter (defined once, in rust/lens/src/core/counters.rs).
 COUNTERS: dict[str, str] = dict(_native.COUNTERS)
 #: Readings of one moment of one process, taken when its window closed: calls open then, and its
@@ -41,31 +36,11 @@ COUNTERS: dict[str, str] = dict(_native.COUNTERS)
 #: different sessions (other processes, ranks) add. Every other counter counts what happened in
 #: its window, so windows add.
 MOMENT_COUNTERS = ("in_flight", "threads")
-UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 
 def _short(domain: int, cbid: int) -> str:
     c = callback(domain, cbid)
     return c.short if c else f"CBID_{cbid}"
-
-
-def format_ns(v: float, unit: str | None = None) -> str:
-    """A duration for people: 812 ns, 5.41 µs, 2.03 ms, 1.20 s, or in a fixed unit (``us`` is
-    written µs): three significant digits, thousands separators, never scientific notation."""
-    if unit is None:
-        unit = "ns" if v < 1e3 else "µs" if v < 1e6 else "ms" if v < 1e9 else "s"
-    x = v / UNITS[unit]
-    sign = "µs" if unit == "us" else unit
-    if unit == "ns" or abs(x) >= 100 or x == 0:
-        return f"{x:,.0f} {sign}"
-    decimals = min(9, 2 - math.floor(math.log10(abs(x))))
-    return f"{x:,.{decimals}f} {sign}"
-
-
-def check_unit(unit: str) -> str:
-    if unit not in UNITS:
-        raise ValueError(f"unknown time unit {unit!r}; valid units are {', '.join(UNITS)}")
-    return unit
 
 
 class Snapshot:
@@ -302,140 +277,13 @@ class Snapshot:
     def save(self, path: str | os.PathLike) -> None:
         """Write a Parquet file: one row per key with its exact state and non-empty buckets, and the
         metadata (backend, simulated, clock, window, counters) in the file's key-value metadata."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        k = self._native.key_state()
-        b = self._native.buckets()
-        n = len(k["name"])
-        indices: list[list[int]] = [[] for _ in range(n)]
-        counts: list[list[int]] = [[] for _ in range(n)]
-        for key, index, count in zip(b["key"], b["index"], b["count"]):
-            if index is not None:  # the zero bucket and overflow have their own columns
-                indices[key].append(index)
-                counts[key].append(count)
-        mask = (1 << 64) - 1
-        table = pa.table(
-            {
-                "domain": pa.array(k["domain"], pa.uint32()),
-                "cbid": pa.array(k["cbid"], pa.uint32()),
-                "name": pa.array(k["name"], pa.string()),
-                "count": pa.array(k["count"], pa.uint64()),
-                "sum": pa.array(k["sum"], pa.uint64()),
-                # The exact u128 sum of squares as two u64 halves (Parquet has no 128-bit integer).
-                "sum_sq_hi": pa.array([v >> 64 for v in k["sum_sq"]], pa.uint64()),
-                "sum_sq_lo": pa.array([v & mask for v in k["sum_sq"]], pa.uint64()),
-                "min": pa.array(k["min"], pa.uint64()),
-                "max": pa.array(k["max"], pa.uint64()),
-                "zero": pa.array(k["zero"], pa.uint64()),
-                "overflow": pa.array(k["overflow"], pa.uint64()),
-                "index": pa.array(indices, pa.list_(pa.int32())),
-                "counts": pa.array(counts, pa.list_(pa.uint64())),
-            }
-        )
-        meta = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "scale": SCALE,
-            "meta": self.meta,
-            "counters": self.counters,
-        }
-        device.save_into(self, meta)
-        from . import slowest, timeline  # the slowest calls and the timeline
-
-        slowest.save_into(self, meta)
-        timeline.save_into(self, meta)
-        table = table.replace_schema_metadata({"mspti_lens": json.dumps(meta)})
-        pq.write_table(table, os.fspath(path))
+        snapshot_file.save(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Snapshot:
         """Read a file written by :meth:`save`. Anything else raises ValueError (or
         FileNotFoundError), never a wrong snapshot."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        p = os.fspath(path)
-        if not os.path.exists(p):
-            raise FileNotFoundError(f"no snapshot file at {p}")
-        if not os.path.isfile(p):
-            raise ValueError(f"{p} is not a file; Snapshot.load() reads one file written by Snapshot.save()")
-        try:
-            table = pq.read_table(p)
-        except (pa.ArrowException, OSError) as e:
-            raise ValueError(f"{p} is not a mspti-lens snapshot (not a readable Parquet file: {e})") from None
-        raw = (table.schema.metadata or {}).get(b"mspti_lens")
-        try:
-            head = json.loads(raw) if raw else None
-        except ValueError:
-            head = None
-        if isinstance(head, dict) and str(head.get("format", "")).startswith(FORMAT + "/"):
-            # Version 1 wrote its version into the format string.
-            head = {**head, "format": FORMAT, "version": head["format"].rsplit("/", 1)[1]}
-        if not isinstance(head, dict) or head.get("format") != FORMAT:
-            raise ValueError(
-                f"{p} is a Parquet file but not a mspti-lens snapshot (no '{FORMAT}' metadata); "
-                "snapshots are written by Snapshot.save()"
-            )
-        version = head.get("version")
-        if version not in LOADABLE_VERSIONS:
-            loadable = ", ".join(str(v) for v in LOADABLE_VERSIONS)
-            raise ValueError(
-                f"{p} is a mspti-lens snapshot of format version {version}; this mspti-lens loads "
-                f"version {loadable} (version 1 files, with the log-linear buckets of mspti-lens 0.1, "
-                "cannot be re-bucketed exactly: load them with the version that wrote them)"
-            )
-        missing = [c for c in FILE_COLUMNS if c not in table.column_names]
-        if missing:
-            raise ValueError(f"{p} lacks snapshot columns {missing}")
-        try:
-            c = {name: table.column(name).to_pylist() for name in FILE_COLUMNS}
-            bkey: list[int] = []
-            bidx: list[int | None] = []
-            bcnt: list[int] = []
-            for i, (bs, cs, zero) in enumerate(zip(c["index"], c["counts"], c["zero"])):
-                if bs is None or cs is None or len(bs) != len(cs):
-                    raise ValueError(f"key {i} has {len(bs or [])} buckets but {len(cs or [])} counts")
-                if zero:
-                    bkey.append(i)
-                    bidx.append(None)
-                    bcnt.append(int(zero))
-                bkey.extend([i] * len(bs))
-                bidx.extend(bs)
-                bcnt.extend(cs)
-            counters = {str(k): int(v) for k, v in dict(head.get("counters") or {}).items()}
-            native = _native.NativeSnapshot.from_state(
-                c["domain"],
-                c["cbid"],
-                c["name"],
-                c["sum"],
-                [(hi << 64) | lo for hi, lo in zip(c["sum_sq_hi"], c["sum_sq_lo"])],
-                c["min"],
-                c["max"],
-                c["overflow"],
-                bkey,
-                bidx,
-                bcnt,
-                counters,
-            )
-            declared = [int(x) for x in c["count"]]
-        except (ValueError, TypeError, OverflowError, pa.ArrowException) as e:
-            raise ValueError(f"{p} holds a malformed snapshot: {e}") from None
-        actual = native.stats([])["count"]
-        if declared != list(actual):
-            raise ValueError(f"{p} is inconsistent: per-key counts {declared} do not match its buckets")
-        meta = dict(head.get("meta") or {})
-        meta["loaded_from"] = p
-        snap = cls(native, meta)
-        from . import slowest, timeline  # the slowest calls and the timeline
-
-        try:
-            device.load_from(snap, head)
-            slowest.load_from(snap, head)
-            timeline.load_from(snap, head)
-        except ValueError as e:
-            raise ValueError(f"{p}: {e}") from None
-        return snap
+        return snapshot_file.load(path, cls)
 
     # -- device time (built in device.py) ----------------------------------------------
     def kernels(self) -> pl.DataFrame:
@@ -464,85 +312,19 @@ class Snapshot:
 
     # -- display -------------------------------------------------------------------------------
     def _title(self) -> str:
-        from .notebook.tables import count_of
-
-        n = self.total_calls
-        extra = []
-        if self.unmatched:
-            extra.append(f"{self.unmatched} unmatched")
-        if self.in_flight:
-            extra.append(f"{self.in_flight} in flight")
-        if self.device is not None:  # device records lost or still missing (device.LOSS_COUNTERS)
-            extra.extend(f"{v:,} {k.replace('_', ' ')}" for k, v in self.device.losses().items())
-        tail = f" ({', '.join(extra)})" if extra else ""
-        return (
-            f"mspti-lens snapshot · {self.label} · {count_of(n, 'call')} in {count_of(len(self), 'API')} · "
-            f"{self.duration_s:.2f} s{tail}"
-        )
-
-    #: The summary columns :meth:`table` shows, in this order.
-    TABLE_COLUMNS = ("domain", "name", "num_calls", "time_pct", "total_ns", "avg_ns", "min_ns", "med_ns",
-                     "p90_ns", "p99_ns", "p999_ns", "max_ns", "stddev_ns")  # fmt: skip
+        return snapshot_repr.title(self)
 
     def table(self, unit: str | None = None, top: int | None = None):
         """The summary for reading (a :class:`mspti_lens.notebook.tables.Table`; its ``frame`` is
         the polars frame, in ns): durations with units (per value, or all in ``unit``), the
         first ``top`` APIs by total time with a caption saying when rows are cut."""
-        from .notebook.tables import Table, count_of
-
-        if unit is not None:
-            check_unit(unit)
-        if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 1):
-            raise ValueError(f"top must be a positive int (rows to show), not {top!r}")
-        df = self.summary().select(self.TABLE_COLUMNS).rename({"time_pct": "time_%"})
-        n = len(df)
-        if top is not None and top < n:
-            return Table(df.head(top), f"{top} of {count_of(n, 'API')} by total time", top=0, unit=unit)
-        return Table(df, top=0, unit=unit)
+        return snapshot_repr.summary_table(self, unit, top)
 
     def __repr__(self) -> str:
-        if not len(self):
-            return self._title() + "\n(no calls recorded)"
-        return self._title() + "\n" + self.table().text()
+        return snapshot_repr.as_text(self)
 
     def _repr_html_(self) -> str:
-        import html
-
-        banner = SIMULATED_BANNER_HTML if self.simulated else ""
-        body = self.table().html() if len(self) else "<p>(no calls recorded)</p>"
-        return f"{banner}<div><b>{html.escape(self._title())}</b></div>{body}"
-
-
-#: The banner above every rendering of simulated data (tables, panel views).
-SIMULATED_BANNER_HTML = (
-    '<div style="background:#fff3cd;color:#664d03;padding:2px 6px;font-weight:bold">'
-    "SIMULATED DATA: produced by the mspti-lens simulator, not measured on an NPU</div>"
-)
-
-
-def frame_html(df: pl.DataFrame, caption: str = "") -> str:
-    """A DataFrame as an HTML table for notebooks, every row, each column in its unit
-    (:class:`mspti_lens.notebook.tables.Table`)."""
-    from .notebook.tables import Table
-
-    return Table(df, top=0).html(caption)
-
-
-def stat_columns(s: dict[str, Any]) -> dict[str, pl.Series]:
-    """The summary's statistics columns (num_calls .. stddev_ns, in ns) of a native ``stats()``
-    result taken with QUANTILES: shared by the API summary and the device tables."""
-    return {
-        "num_calls": pl.Series(s["count"], dtype=pl.UInt64),
-        "total_ns": pl.Series(s["total"], dtype=pl.UInt64),
-        "avg_ns": pl.Series(s["mean"], dtype=pl.Float64),
-        "min_ns": pl.Series(s["min"], dtype=pl.UInt64),
-        **{
-            c: pl.Series(s[f"q{i}"], dtype=pl.UInt64)
-            for i, c in enumerate(("med_ns", "p90_ns", "p99_ns", "p999_ns"))
-        },
-        "max_ns": pl.Series(s["max"], dtype=pl.UInt64),
-        "stddev_ns": pl.Series(s["std"], dtype=pl.Float64),
-    }
+        return snapshot_repr.as_html(self)
 
 
 def make_meta(backend_label: str, simulated: bool, clock: str, window_start: float, **extra: Any) -> dict:
@@ -554,73 +336,3 @@ def make_meta(backend_label: str, simulated: bool, clock: str, window_start: flo
         "window_end": time.time(),
         **extra,
     }
-
-
-# -- many snapshots at once (runs) ---------------------------------------------------
-# The rows Snapshot.save writes, merged over many files without building a Snapshot per file.
-STATE_KEY = ("domain", "cbid", "name")
-_HALF = 1 << 32
-
-
-def merge_saved(rows: pl.LazyFrame, by: tuple[str, ...] = ()) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Merge the rows of many saved snapshots exactly, per ``by`` columns and key: the per-key state
-    (counts, sums, zero and overflow counts added; min of mins, max of maxes; the u128 sum of
-    squares added in u64 limbs) and the buckets (counts added per index). Lazy: memory grows with
-    keys x buckets, not with the files. :func:`snapshot_from_state` makes a Snapshot of it."""
-    keys = [*by, *STATE_KEY]
-    lo = pl.col("sum_sq_lo")
-    state = rows.group_by(keys).agg(
-        pl.col("count").sum(),
-        pl.col("sum").sum(),
-        # Exact: the high halves add in u64; the low halves are split in 32-bit parts whose sums
-        # fit in u64 for up to 2^32 rows. snapshot_from_state joins the three.
-        pl.col("sum_sq_hi").sum(),
-        (lo // _HALF).sum().alias("sum_sq_lo_hi"),
-        (lo % _HALF).sum().alias("sum_sq_lo_lo"),
-        pl.col("min").min(),
-        pl.col("max").max(),
-        pl.col("zero").sum(),
-        pl.col("overflow").sum(),
-    )
-    buckets = (
-        rows.select([*keys, "index", "counts"])
-        .explode(["index", "counts"])
-        .drop_nulls("index")
-        .group_by([*keys, "index"])
-        .agg(pl.col("counts").sum())
-    )
-    return state, buckets
-
-
-def snapshot_from_state(
-    state: pl.DataFrame, buckets: pl.DataFrame, meta: dict[str, Any], counters: dict[str, int]
-) -> Snapshot:
-    """A Snapshot of per-key state and buckets in the shape :func:`merge_saved` returns."""
-    state = state.sort(list(STATE_KEY))
-    keyed = state.with_row_index("key")
-    index = keyed.select("key", *STATE_KEY)
-    zeros = keyed.filter(pl.col("zero") > 0).select(
-        "key", pl.lit(None, dtype=pl.Int32).alias("index"), pl.col("zero").alias("counts")
-    )  # the zero bucket: index None
-    b = buckets.join(index, on=list(STATE_KEY), how="inner").select("key", "index", "counts")
-    b = pl.concat([zeros, b], how="vertical_relaxed").sort("key", "index", nulls_last=False)
-    bkey, bidx, bcnt = b["key"].to_list(), b["index"].to_list(), b["counts"].to_list()
-    sum_sq = [
-        (hi << 64) + (lh << 32) + ll
-        for hi, lh, ll in zip(state["sum_sq_hi"], state["sum_sq_lo_hi"], state["sum_sq_lo_lo"])
-    ]
-    native = _native.NativeSnapshot.from_state(
-        state["domain"].to_list(),
-        state["cbid"].to_list(),
-        state["name"].to_list(),
-        state["sum"].to_list(),
-        sum_sq,
-        state["min"].to_list(),
-        state["max"].to_list(),
-        state["overflow"].to_list(),
-        bkey,
-        bidx,
-        bcnt,
-        {k: int(v) for k, v in counters.items()},
-    )
-    return Snapshot(native, meta)

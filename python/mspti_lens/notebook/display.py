@@ -12,13 +12,10 @@ import time
 import polars as pl
 
 from ..catalog import DOMAINS, enableable
-from ..snapshot import COUNTERS, SIMULATED_BANNER_HTML, Snapshot
+from ..plots.figure import figure_bundle, render_figure
+from ..snapshot import COUNTERS, Snapshot
+from .snapshot_repr import SIMULATED_BANNER_HTML
 from .tables import Table, count_of
-
-# Figures are rendered at this many pixels per CSS pixel, so they are sharp on HiDPI screens
-# (browsers scale the image down to its CSS size; at ratio 1 nothing is lost but bytes).
-PIXEL_RATIO = 2
-CSS_DPI = 100  # CSS pixels per figure inch
 
 
 class Message:
@@ -96,29 +93,16 @@ def frame_text(df: pl.DataFrame, caption: str = "") -> str:
     return Table(df, top=0).text(caption)
 
 
+def frame_html(df: pl.DataFrame, caption: str = "") -> str:
+    """A DataFrame as an HTML table for notebooks, every row, each column in its unit
+    (:class:`Table`)."""
+    return Table(df, top=0).html(caption)
+
+
 def png_html(png: bytes, css_width: int, cls: str = "") -> str:
     data = base64.b64encode(png).decode()
     c = f' class="{cls}"' if cls else ""
     return f'<img{c} src="data:image/png;base64,{data}" width="{css_width}" style="max-width:100%">'
-
-
-def render_figure(fig) -> tuple[bytes, int, int]:
-    """PNG bytes at :data:`PIXEL_RATIO` and the figure's size in CSS pixels."""
-    from ..plots import to_png
-
-    w, h = fig.get_size_inches()
-    return to_png(fig, dpi=CSS_DPI * PIXEL_RATIO), round(w * CSS_DPI), round(h * CSS_DPI)
-
-
-def figure_bundle(fig) -> tuple[dict, dict]:
-    """A figure as a display bundle (PNG with a text fallback naming it) and its metadata (the
-    CSS size, so the front end shows the HiDPI PNG sharp and at its intended size)."""
-    title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) is not None else ""
-    if not title and fig.axes:
-        title = fig.axes[0].get_title()
-    png, w, h = render_figure(fig)
-    data = {"image/png": png, "text/plain": f"<mspti-lens figure: {title}>"}
-    return data, {"image/png": {"width": w, "height": h}}
 
 
 class ConfiguredSnapshot(Snapshot):
@@ -310,6 +294,7 @@ __all__ = [
     "enabled_per_domain",
     "figure_bundle",
     "final_view_html",
+    "frame_html",
     "frame_text",
     "in_jupyter",
 ]

@@ -26,9 +26,10 @@ from traitlets import Enum, Float, Int, Unicode
 from .. import plots
 from ..catalog import DOMAINS, enableable, resolve
 from ..errors import MsptiError, SessionError, SimulatedBackendWarning
+from ..plots.figure import figure_bundle
 from ..session import Session
 from ..snapshot import Snapshot
-from .display import ConfiguredSnapshot, DiffTable, Message, Status, figure_bundle
+from .display import ConfiguredSnapshot, DiffTable, Message, Status
 from .panel import PLOT_KINDS
 from .tables import count_of
 

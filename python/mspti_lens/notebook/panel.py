@@ -29,7 +29,8 @@ from ..catalog import DOMAINS, Callback, enableable
 from ..plots.host import KINDS
 from ..runs.view import refreshed_run_html
 from ..session import Session
-from ..snapshot import Snapshot, check_unit
+from ..snapshot import Snapshot
+from ..units import check_unit
 from .tables import Table, count_of
 
 PLOT_KINDS = KINDS  # defined once, with the dispatch, in mspti_lens.plots

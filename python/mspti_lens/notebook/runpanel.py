@@ -18,7 +18,8 @@ from typing import Any
 
 import polars as pl
 
-from .display import SIMULATED_BANNER_HTML, render_figure
+from ..plots.figure import render_figure
+from .snapshot_repr import SIMULATED_BANNER_HTML
 from .tables import Table, count_of
 
 RANK_COLUMNS = ("host", "rank", "status", "windows", "calls", "age_s")

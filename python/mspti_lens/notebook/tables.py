@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from ..snapshot import UNITS, format_ns
+from ..units import check_unit, format_ns
 
 # How a column is shown, by its name: the first pattern that matches the whole name wins.
 # Kinds: time (ns durations), seconds (durations in s), age (seconds ago), clock_ns / clock_s
@@ -159,8 +159,8 @@ class Table:
     ):
         if not isinstance(frame, pl.DataFrame):
             raise TypeError(f"Table shows a polars DataFrame, not {type(frame).__name__}")
-        if unit is not None and unit not in UNITS:
-            raise ValueError(f"unknown time unit {unit!r}; valid units are {', '.join(UNITS)}")
+        if unit is not None:
+            check_unit(unit)
         if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 0):
             raise ValueError(f"top must be 0 (every row) or a positive int, not {top!r}")
         self.frame, self.caption = frame, caption

@@ -21,8 +21,9 @@ import traceback
 from typing import Any
 
 from .._deps import require
+from ..plots.figure import PIXEL_RATIO, render_figure
 from ..session import Session
-from .display import PIXEL_RATIO, final_view_html, render_figure
+from .display import final_view_html
 from .panel import PLOT_KINDS, Panel, View
 
 UNIT_CHOICES = ("auto", "ns", "us", "ms", "s")

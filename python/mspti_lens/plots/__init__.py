@@ -4,6 +4,7 @@ host time: launch split, kernel distributions, collectives), :mod:`.timeline` (l
 time), :mod:`.runs` (whole jobs: per-rank heat maps). Plots read Snapshot frames only."""
 
 from .device import collectives, kernel_distributions, launch_split
+from .figure import to_png
 from .host import (
     BINS_PER_DECADE,
     KINDS,
@@ -14,7 +15,6 @@ from .host import (
     compare_launch,
     distribution,
     plot,
-    to_png,
 )
 from .runs import rank_heatmap
 from .timeline import timeline

@@ -8,8 +8,9 @@ import numpy as np
 import polars as pl
 
 from .. import device
-from ..snapshot import Snapshot, format_ns
-from .host import _legend_outside, _new_figure, _ns_axis, _title
+from ..snapshot import Snapshot
+from ..units import format_ns
+from .figure import _legend_outside, _new_figure, _ns_axis, _title
 
 _SPLIT = (("api", "API (host)", "#4C72B0"), ("queue", "queue (ENTER to kernel start)", "#DD8452"),
           ("kernel", "kernel (device)", "#55A868"))  # fmt: skip

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import polars as pl
 
-from ..snapshot import UNITS, check_unit
-from .host import _new_figure, _title
+from ..units import UNITS, check_unit
+from .figure import _new_figure, _title
 
 METRICS = ("avg_ns", "total_ns", "num_calls", "max_ns", "min_ns")
 EMPTY_COLOUR = "#e6e6e6"

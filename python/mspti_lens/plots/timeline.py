@@ -10,8 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from ..snapshot import format_ns
-from .host import _new_figure, _title
+from ..units import format_ns
+from .figure import _new_figure, _title
 
 TIMELINE_COLUMNS = ("start", "end", "name", "num_calls", "p50_ns", "p99_ns")
 

@@ -23,15 +23,8 @@ from typing import Any, cast
 import polars as pl
 
 from ..catalog import DOMAIN_NAMES
-from ..snapshot import (
-    COUNTERS,
-    FORMAT,
-    LOADABLE_VERSIONS,
-    MOMENT_COUNTERS,
-    Snapshot,
-    merge_saved,
-    snapshot_from_state,
-)
+from ..snapshot import COUNTERS, MOMENT_COUNTERS, Snapshot
+from ..snapshot_file import FORMAT, LOADABLE_VERSIONS, merge_saved, native_from_state
 from .stragglers import (  # noqa: F401 - latest_starters is re-exported
     INSTANCE_COLUMNS,
     instance_votes,
@@ -39,6 +32,7 @@ from .stragglers import (  # noqa: F401 - latest_starters is re-exported
     tally,
     window_votes,
 )
+from .view import run_html, run_widget, show_live
 from .writer import EVENTS_GLOB, WINDOW_GLOB
 
 # Snapshot.counters: the native counters (added over windows) and MOMENT_COUNTERS (the last
@@ -290,9 +284,8 @@ class Run:
                 return state, buckets
 
             state, buckets = self._collect(q)
-            self._snapshot = snapshot_from_state(
-                state, buckets, self._meta(self._files), self._counters(self._files)
-            )
+            native = native_from_state(state, buckets, self._counters(self._files))
+            self._snapshot = Snapshot(native, self._meta(self._files))
         return self._snapshot
 
     def summary(self) -> pl.DataFrame:
@@ -315,9 +308,8 @@ class Run:
         for (host, rank), s in state.partition_by("host", "rank", as_dict=True).items():
             b = by_b.get((host, rank), buckets.clear())
             files = by_f[(host, rank)]
-            snap = snapshot_from_state(
-                s.drop("host", "rank"), b.drop("host", "rank"), self._meta(files), self._counters(files)
-            )
+            native = native_from_state(s.drop("host", "rank"), b.drop("host", "rank"), self._counters(files))
+            snap = Snapshot(native, self._meta(files))
             parts.append(
                 snap.summary().select(
                     pl.lit(host).alias("host"), pl.lit(rank, dtype=pl.Int64).alias("rank"), pl.all()
@@ -515,8 +507,6 @@ class Run:
         complete, after ``timeout`` seconds, or on interrupt."""
         if not every > 0:
             raise ValueError(f"every must be a number of seconds > 0, not {every!r}")
-        from .view import show_live
-
         show = show or show_live()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -538,8 +528,6 @@ class Run:
         return f"<mspti_lens.Run {self.root}: {r} ranks, {self._files.height} windows>"
 
     def _repr_html_(self) -> str:
-        from .view import run_html
-
         return run_html(self)
 
 
@@ -624,3 +612,15 @@ def _empty_native():
 def open_run(root: str | os.PathLike, *, stale_after: float | None = None) -> Run:
     """Open a run recorded by ``python -m mspti_lens record --out DIR``."""
     return Run(root, stale_after=stale_after)
+
+
+def open_view(path: str, every: float = 2.0):
+    """A recorded run's live view (a widget when ipywidgets is there, else the HTML once). Here,
+    not in view.py: the view formats any run it is given and opens none."""
+    run = open_run(os.path.expanduser(path))
+    try:
+        return run_widget(run, every=every)
+    except ImportError:
+        from IPython.display import HTML
+
+        return HTML(run_html(run))

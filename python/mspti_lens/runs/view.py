@@ -4,7 +4,6 @@ flagged, and the slow rank if one is named. Formatting only: the numbers come fr
 from __future__ import annotations
 
 import html
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -130,17 +129,3 @@ def run_widget(run: Any, every: float = 2.0):
 
     view.close = closing
     return view
-
-
-def open_view(path: str, every: float = 2.0):
-    """What ``%mspti run DIR`` shows: the run's live view (a widget when ipywidgets is there,
-    else the HTML once)."""
-    from .run import open_run
-
-    run = open_run(os.path.expanduser(path))
-    try:
-        return run_widget(run, every=every)
-    except ImportError:
-        from IPython.display import HTML
-
-        return HTML(run_html(run))

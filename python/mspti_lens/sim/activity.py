@@ -9,10 +9,7 @@ library (see ``rust/sim/src/{activity,device,mstx}.rs``).
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .driver import Simulator
+from collections.abc import Callable
 
 #: Which MSPTI the activity side imitates: ``follow`` the fidelity (cann8 -> 8.x, cann26 -> 26.0/26.1,
 #: documented -> newest dev), or one of them whatever the fidelity.
@@ -38,11 +35,12 @@ _u32, _u64 = ctypes.c_uint32, ctypes.c_uint64
 
 
 class SimActivity:
-    """Control of the simulated Activity API (``Simulator.activity``)."""
+    """Control of the simulated Activity API (``Simulator.activity``): the simulator's library and
+    its lookup of an API index by name, not the Simulator, which builds this."""
 
-    def __init__(self, sim: Simulator):
-        self._sim = sim
-        L = self.lib = sim.lib
+    def __init__(self, lib: ctypes.CDLL, api_index: Callable[[str], int]):
+        self._api_index = api_index
+        L = self.lib = lib
         sigs = {
             "msimSetActivityEra": ([_u32], _u32),
             "msimGetActivityEra": ([], _u32),
@@ -132,7 +130,7 @@ class SimActivity:
         """One launch call: ``kernels`` kernels of ``device_ns`` each on ``stream``; ``node`` names
         the operator (adds API / NODE_API records); ``graph`` replays a graph (all kernels carry the
         call's correlation id)."""
-        idx = self._sim.api(api) if isinstance(api, str) else api
+        idx = self._api_index(api) if isinstance(api, str) else api
         rc = self.lib.msimLaunch(idx, host_ns, stream, device_ns, kernels, kernel.encode(),
                                  node.encode() if node else None, int(graph))  # fmt: skip
         if rc != 0:
@@ -145,7 +143,7 @@ class SimActivity:
         memset, an allocation or free, or a collective over ``ranks`` ranks."""
         if copy_kind not in COPY_KINDS:
             raise ValueError(f"unknown copy kind {copy_kind!r}; valid kinds are {', '.join(COPY_KINDS)}")
-        idx = self._sim.api(api) if isinstance(api, str) else api
+        idx = self._api_index(api) if isinstance(api, str) else api
         if self.lib.msimCallBytes(idx, host_ns, nbytes, COPY_KINDS[copy_kind], ranks) != 0:
             raise ValueError(f"unknown simulated API {api!r}")
 

@@ -297,7 +297,7 @@ class Simulator:
         L.msimJobFinished.argtypes, L.msimJobFinished.restype = [u64], u32
         L.msimJobJoin.argtypes, L.msimJobJoin.restype = [u64], u32
         L.msimJobRelease.argtypes, L.msimJobRelease.restype = [u64], None
-        self.activity = SimActivity(self)
+        self.activity = SimActivity(self.lib, self.api)
 
     # -- configuration -------------------------------------------------------------------------
     @property

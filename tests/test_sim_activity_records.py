@@ -29,9 +29,8 @@ from _sim_activity import (
     STAT,
     STRUCTS,
     TIMESTAMP,
-    Collector,
+    Env,
     Subscription,
-    bind,
 )
 
 # The upstream header's layouts (mspti_activity.h): size, and each field's offset in declaration order.
@@ -47,40 +46,6 @@ REFERENCE_LAYOUTS = {
     "Communication": (72, [0, 4, 8, 16, 24, 32, 40, 48, 56, 64]),
     "Overhead": (56, [0, 4, 8, 16, 24, 32, 40, 48]),  # newest dev docs, not in the reference's table
 }
-
-
-class Env:
-    def __init__(self, sim):
-        self.sim = sim
-        self.lib = bind(sim.lib)
-        self.lib.msimActivityReset()
-        self.lib.msimSetClock(1)
-        self.lib.msimVirtualSet(1_000_000)
-        self.sub = Subscription(self.lib)
-        self.collectors: list[Collector] = []
-
-    def collect(self, size: int = 1 << 16, pool: int = 64, recycle: bool = True) -> Collector:
-        c = Collector(self.lib, size, pool, recycle)
-        self.collectors.append(c)
-        return c
-
-    def enable(self, *kinds: int) -> None:
-        for k in kinds:
-            assert self.lib.msptiActivityEnable(k) == 0, k
-
-    def launch(
-        self, n: int = 1, stream: int = 0, host_ns: int = 5_000, device_ns: int = 20_000, **kw
-    ) -> None:
-        api = self.sim.api(kw.pop("api", "aclrtLaunchKernelV2"))
-        name = kw.pop("kernel", b"MatMul")
-        for _ in range(n):
-            rc = self.lib.msimLaunch(api, host_ns, stream, device_ns, kw.get("kernels", 1), name,
-                                     kw.get("node"), kw.get("graph", 0))  # fmt: skip
-            assert rc == 0
-
-    def close(self) -> None:
-        self.lib.msimActivityReset()  # hands every buffer back while the collectors still live
-        self.sub.close()
 
 
 @pytest.fixture

@@ -1,0 +1,151 @@
+"""Making and showing the figures of every plot module: a Figure pyplot does not keep, shown sharp
+in IPython, PNG bytes and display bundles at the notebook's pixel ratio, and the axes and titles
+the plots share. Imports no other plot module and nothing of the notebook, so both import it."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+from .._deps import require
+
+# Figures are rendered at this many pixels per CSS pixel, so they are sharp on HiDPI screens
+# (browsers scale the image down to its CSS size; at ratio 1 nothing is lost but bytes).
+PIXEL_RATIO = 2
+CSS_DPI = 100  # CSS pixels per figure inch
+
+
+def _new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1):
+    """A Figure with a ``rows`` x ``cols`` grid of axes that pyplot does not keep.
+
+    On the main thread the figure is made by pyplot (which loads the notebook's backend, so the
+    figure renders as an image) and released from pyplot at once: a returned figure is then
+    shown exactly once (by its rich repr), not a second time by the inline backend. On other
+    threads (the control panel's refresh) pyplot is not touched at all."""
+    require("matplotlib", "plot")
+    if threading.current_thread() is threading.main_thread():
+        plt = require("matplotlib.pyplot", "plot")
+        fig = plt.figure(figsize=figsize)
+        plt.close(fig)
+    else:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=figsize)
+        FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    _show_sharp(fig)
+    return fig, axes
+
+
+def _show_sharp(fig) -> None:
+    """In IPython, show this module's figures at the notebook's pixel ratio (a PNG at 2x with its
+    CSS size, as ``%config InlineBackend.figure_formats = {"retina"}`` would), whoever calls the
+    plot: a plain Figure's PNG is otherwise 1x. Other figures keep the printer they had."""
+    import sys
+
+    fig._mspti_lens = True
+    if "IPython" not in sys.modules:
+        return
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        return
+    from matplotlib.figure import Figure
+
+    formatter = shell.display_formatter.formatters["image/png"]
+    try:
+        before = formatter.lookup_by_type(Figure)
+    except KeyError:
+        before = None
+    if getattr(before, "_mspti_lens", False):
+        return
+
+    def png(f):
+        if not getattr(f, "_mspti_lens", False):
+            return before(f) if before is not None else None
+        data, metadata = figure_bundle(f)
+        return data["image/png"], metadata["image/png"]
+
+    png._mspti_lens = True  # type: ignore[attr-defined]
+    formatter.for_type(Figure, png)
+
+
+def to_png(fig, dpi: int = 100) -> bytes:
+    """Render a figure to PNG bytes (what the control panel shows)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def render_figure(fig) -> tuple[bytes, int, int]:
+    """PNG bytes at :data:`PIXEL_RATIO` and the figure's size in CSS pixels."""
+    w, h = fig.get_size_inches()
+    return to_png(fig, dpi=CSS_DPI * PIXEL_RATIO), round(w * CSS_DPI), round(h * CSS_DPI)
+
+
+def figure_bundle(fig) -> tuple[dict, dict]:
+    """A figure as a display bundle (PNG with a text fallback naming it) and its metadata (the
+    CSS size, so the front end shows the HiDPI PNG sharp and at its intended size)."""
+    title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) is not None else ""
+    if not title and fig.axes:
+        title = fig.axes[0].get_title()
+    png, w, h = render_figure(fig)
+    data = {"image/png": png, "text/plain": f"<mspti-lens figure: {title}>"}
+    return data, {"image/png": {"width": w, "height": h}}
+
+
+def _axis_unit(lo: float, hi: float) -> tuple[str, float]:
+    """One unit for a whole time axis: the one that reads best at the axis' geometric centre."""
+    centre = math.sqrt(max(lo, 1.0) * max(hi, 1.0))
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if centre >= scale:
+            return unit, scale
+    return "ns", 1.0
+
+
+def _tick(x: float) -> str:
+    """A tick value without scientific notation or trailing zeros: 0.5, 2, 50, 1,000."""
+    if x >= 100 or x == int(x):
+        return f"{x:,.0f}"
+    return f"{x:.{min(9, 2 - math.floor(math.log10(x)))}f}".rstrip("0").rstrip(".")
+
+
+def _ns_axis(ax, label: str = "time per call") -> None:
+    """A log time axis in one unit (chosen from its limits) with the unit in the axis label.
+    Call it after the data is drawn: the unit depends on the limits."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    unit, scale = _axis_unit(lo, hi)
+    decades = math.log10(max(hi, 1.0) / max(lo, 1.0))
+    # Short ranges get 1-2-5 ticks, so an axis always carries at least two labelled values.
+    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0) if decades > 0.7 else tuple(range(1, 10))
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v / scale) if v > 0 else ""))
+    ax.xaxis.set_minor_locator(LogLocator(base=10, subs="auto"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel(f"{label} ({unit})", fontsize=9)
+
+
+def _count_axis(ax, density: bool) -> None:
+    """Counts are whole numbers: integer ticks only; shares are plain fractions."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_ylabel("share of calls" if density else "calls", fontsize=9)
+    if not density:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _legend_outside(ax, **kw) -> None:
+    """A legend at the right of the axes (clear of the data), 8 pt."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False, **kw)
+
+
+def _title(base: str, simulated: bool) -> str:
+    return f"{base} [SIMULATED]" if simulated else base

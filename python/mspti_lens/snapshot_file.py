@@ -1,0 +1,227 @@
+"""The snapshot file: a Parquet table of every key's exact state and buckets, with the window's
+metadata in the file's key-value metadata. Writes and reads the native state of any snapshot it is
+given; Snapshot.save and Snapshot.load call it, so it imports nothing of snapshot.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import polars as pl
+
+from . import _native, device, slowest, timeline
+from .columns import FILE_COLUMNS
+
+FORMAT = "mspti-lens-snapshot"
+# Version 2: the exponential buckets (snapshot.SCALE) and an exact integer sum of squares. Version 1 (the
+# log-linear buckets before it) cannot be re-bucketed exactly and is refused with a sentence.
+FORMAT_VERSION = 2
+LOADABLE_VERSIONS = (2,)
+
+S = TypeVar("S")
+
+
+def save(snap: Any, path: str | os.PathLike) -> None:
+    """Write ``snap`` (a Snapshot) to ``path``: see :meth:`Snapshot.save`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    k = snap._native.key_state()
+    b = snap._native.buckets()
+    n = len(k["name"])
+    indices: list[list[int]] = [[] for _ in range(n)]
+    counts: list[list[int]] = [[] for _ in range(n)]
+    for key, index, count in zip(b["key"], b["index"], b["count"]):
+        if index is not None:  # the zero bucket and overflow have their own columns
+            indices[key].append(index)
+            counts[key].append(count)
+    mask = (1 << 64) - 1
+    table = pa.table(
+        {
+            "domain": pa.array(k["domain"], pa.uint32()),
+            "cbid": pa.array(k["cbid"], pa.uint32()),
+            "name": pa.array(k["name"], pa.string()),
+            "count": pa.array(k["count"], pa.uint64()),
+            "sum": pa.array(k["sum"], pa.uint64()),
+            # The exact u128 sum of squares as two u64 halves (Parquet has no 128-bit integer).
+            "sum_sq_hi": pa.array([v >> 64 for v in k["sum_sq"]], pa.uint64()),
+            "sum_sq_lo": pa.array([v & mask for v in k["sum_sq"]], pa.uint64()),
+            "min": pa.array(k["min"], pa.uint64()),
+            "max": pa.array(k["max"], pa.uint64()),
+            "zero": pa.array(k["zero"], pa.uint64()),
+            "overflow": pa.array(k["overflow"], pa.uint64()),
+            "index": pa.array(indices, pa.list_(pa.int32())),
+            "counts": pa.array(counts, pa.list_(pa.uint64())),
+        }
+    )
+    meta = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "scale": _native.SCALE,
+        "meta": snap.meta,
+        "counters": snap.counters,
+    }
+    device.save_into(snap, meta)
+    slowest.save_into(snap, meta)
+    timeline.save_into(snap, meta)
+    table = table.replace_schema_metadata({"mspti_lens": json.dumps(meta)})
+    pq.write_table(table, os.fspath(path))
+
+
+def load(path: str | os.PathLike, make: Callable[[_native.NativeSnapshot, dict[str, Any]], S]) -> S:
+    """Read a file written by :func:`save`, the snapshot made by ``make(native, meta)`` (the
+    Snapshot class): see :meth:`Snapshot.load`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"no snapshot file at {p}")
+    if not os.path.isfile(p):
+        raise ValueError(f"{p} is not a file; Snapshot.load() reads one file written by Snapshot.save()")
+    try:
+        table = pq.read_table(p)
+    except (pa.ArrowException, OSError) as e:
+        raise ValueError(f"{p} is not a mspti-lens snapshot (not a readable Parquet file: {e})") from None
+    raw = (table.schema.metadata or {}).get(b"mspti_lens")
+    try:
+        head = json.loads(raw) if raw else None
+    except ValueError:
+        head = None
+    if isinstance(head, dict) and str(head.get("format", "")).startswith(FORMAT + "/"):
+        # Version 1 wrote its version into the format string.
+        head = {**head, "format": FORMAT, "version": head["format"].rsplit("/", 1)[1]}
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        raise ValueError(
+            f"{p} is a Parquet file but not a mspti-lens snapshot (no '{FORMAT}' metadata); "
+            "snapshots are written by Snapshot.save()"
+        )
+    version = head.get("version")
+    if version not in LOADABLE_VERSIONS:
+        loadable = ", ".join(str(v) for v in LOADABLE_VERSIONS)
+        raise ValueError(
+            f"{p} is a mspti-lens snapshot of format version {version}; this mspti-lens loads "
+            f"version {loadable} (version 1 files, with the log-linear buckets of mspti-lens 0.1, "
+            "cannot be re-bucketed exactly: load them with the version that wrote them)"
+        )
+    missing = [c for c in FILE_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{p} lacks snapshot columns {missing}")
+    try:
+        c = {name: table.column(name).to_pylist() for name in FILE_COLUMNS}
+        bkey: list[int] = []
+        bidx: list[int | None] = []
+        bcnt: list[int] = []
+        for i, (bs, cs, zero) in enumerate(zip(c["index"], c["counts"], c["zero"])):
+            if bs is None or cs is None or len(bs) != len(cs):
+                raise ValueError(f"key {i} has {len(bs or [])} buckets but {len(cs or [])} counts")
+            if zero:
+                bkey.append(i)
+                bidx.append(None)
+                bcnt.append(int(zero))
+            bkey.extend([i] * len(bs))
+            bidx.extend(bs)
+            bcnt.extend(cs)
+        counters = {str(k): int(v) for k, v in dict(head.get("counters") or {}).items()}
+        native = _native.NativeSnapshot.from_state(
+            c["domain"],
+            c["cbid"],
+            c["name"],
+            c["sum"],
+            [(hi << 64) | lo for hi, lo in zip(c["sum_sq_hi"], c["sum_sq_lo"])],
+            c["min"],
+            c["max"],
+            c["overflow"],
+            bkey,
+            bidx,
+            bcnt,
+            counters,
+        )
+        declared = [int(x) for x in c["count"]]
+    except (ValueError, TypeError, OverflowError, pa.ArrowException) as e:
+        raise ValueError(f"{p} holds a malformed snapshot: {e}") from None
+    actual = native.stats([])["count"]
+    if declared != list(actual):
+        raise ValueError(f"{p} is inconsistent: per-key counts {declared} do not match its buckets")
+    meta = dict(head.get("meta") or {})
+    meta["loaded_from"] = p
+    snap = make(native, meta)
+    try:
+        device.load_from(snap, head)
+        slowest.load_from(snap, head)
+        timeline.load_from(snap, head)
+    except ValueError as e:
+        raise ValueError(f"{p}: {e}") from None
+    return snap
+
+
+# -- many snapshots at once (runs) ---------------------------------------------------
+# The rows Snapshot.save writes, merged over many files without building a Snapshot per file.
+STATE_KEY = ("domain", "cbid", "name")
+_HALF = 1 << 32
+
+
+def merge_saved(rows: pl.LazyFrame, by: tuple[str, ...] = ()) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Merge the rows of many saved snapshots exactly, per ``by`` columns and key: the per-key state
+    (counts, sums, zero and overflow counts added; min of mins, max of maxes; the u128 sum of
+    squares added in u64 limbs) and the buckets (counts added per index). Lazy: memory grows with
+    keys x buckets, not with the files. :func:`native_from_state` makes a native snapshot of it."""
+    keys = [*by, *STATE_KEY]
+    lo = pl.col("sum_sq_lo")
+    state = rows.group_by(keys).agg(
+        pl.col("count").sum(),
+        pl.col("sum").sum(),
+        # Exact: the high halves add in u64; the low halves are split in 32-bit parts whose sums
+        # fit in u64 for up to 2^32 rows. native_from_state joins the three.
+        pl.col("sum_sq_hi").sum(),
+        (lo // _HALF).sum().alias("sum_sq_lo_hi"),
+        (lo % _HALF).sum().alias("sum_sq_lo_lo"),
+        pl.col("min").min(),
+        pl.col("max").max(),
+        pl.col("zero").sum(),
+        pl.col("overflow").sum(),
+    )
+    buckets = (
+        rows.select([*keys, "index", "counts"])
+        .explode(["index", "counts"])
+        .drop_nulls("index")
+        .group_by([*keys, "index"])
+        .agg(pl.col("counts").sum())
+    )
+    return state, buckets
+
+
+def native_from_state(
+    state: pl.DataFrame, buckets: pl.DataFrame, counters: dict[str, int]
+) -> _native.NativeSnapshot:
+    """The native snapshot of per-key state and buckets in the shape :func:`merge_saved` returns
+    (``Snapshot(native, meta)`` makes the Snapshot)."""
+    state = state.sort(list(STATE_KEY))
+    keyed = state.with_row_index("key")
+    index = keyed.select("key", *STATE_KEY)
+    zeros = keyed.filter(pl.col("zero") > 0).select(
+        "key", pl.lit(None, dtype=pl.Int32).alias("index"), pl.col("zero").alias("counts")
+    )  # the zero bucket: index None
+    b = buckets.join(index, on=list(STATE_KEY), how="inner").select("key", "index", "counts")
+    b = pl.concat([zeros, b], how="vertical_relaxed").sort("key", "index", nulls_last=False)
+    bkey, bidx, bcnt = b["key"].to_list(), b["index"].to_list(), b["counts"].to_list()
+    sum_sq = [
+        (hi << 64) + (lh << 32) + ll
+        for hi, lh, ll in zip(state["sum_sq_hi"], state["sum_sq_lo_hi"], state["sum_sq_lo_lo"])
+    ]
+    return _native.NativeSnapshot.from_state(
+        state["domain"].to_list(),
+        state["cbid"].to_list(),
+        state["name"].to_list(),
+        state["sum"].to_list(),
+        sum_sq,
+        state["min"].to_list(),
+        state["max"].to_list(),
+        state["overflow"].to_list(),
+        bkey,
+        bidx,
+        bcnt,
+        {k: int(v) for k, v in counters.items()},
+    )
