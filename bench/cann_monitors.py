@@ -374,6 +374,7 @@ def run(
         package = official_package(cache, tree, log)
         so = workload_library(tree, where)
         env = {**t.python_env(tree, package), "LD_PRELOAD": str(tree.mspti)}
+        load = [os.getloadavg()[0]]
         sides = SIDES
         runs: dict[str, list[dict]] = {s: [] for s in sides}
         for r in range(rounds):
@@ -415,8 +416,11 @@ def run(
                     f"round {r + 1}/{rounds} {side:8s}: {rate(res) / 1e3:8.1f} k records/s, "
                     f"{cpu_per_m(res):6.3f} collector CPU s per M records"
                 )
+        load.append(os.getloadavg()[0])
     return {
         "quick": quick,
+        "cores": os.cpu_count(),
+        "load": load,
         "rounds": rounds,
         "launches": launches,
         "lens_buffers": lens_buffers,
@@ -597,9 +601,15 @@ def render(r: dict) -> list[str]:
         f"default), {r.get('lens_buffers', LENS_BUFFERS)} for mspti-lens (its default is 8: under this "
         "machine's load the drain was descheduled long enough for 8 to run dry, the library then dropped "
         "records, counted as null_buffers and pool_exhausted, and the exact check failed; 32 is the "
-        "official package's own bound). All SIMULATED; this 2-core machine runs other jobs at the same "
-        "time: trust the "
-        "within-round ratios over single figures."
+        "official package's own bound). All SIMULATED; this machine is shared: other jobs (other engineers' "
+        "builds and tests) ran at the same time"
+        + (
+            f" ({r['cores']} cores, 1-minute load average {r['load'][0]:.1f} at the start of the run and "
+            f"{r['load'][1]:.1f} at its end)"
+            if "load" in r
+            else ""
+        )
+        + ": trust the within-round ratios over single figures."
     )
     w("")
     return L

@@ -237,10 +237,6 @@ impl Collector {
         self.apply()
     }
 
-    pub fn launch_callbacks(&self) -> bool {
-        self.launch_callbacks
-    }
-
     /// Bring the library's enabled kinds to `wanted` plus what the join needs.
     fn apply(&mut self) -> Result<()> {
         let api_enable = self.shared.api.enable;
