@@ -13,7 +13,9 @@ a simulated CANN tree (``python -m mspti_lens.sim cann DIR``) by the same helper
 (tests/test_cann_samples.py); the build is cached by the hash of its sources. Its user callback
 is a minimal dict aggregator: per kernel name a list [count, total, min, max] of end - start.
 The mspti-lens side is ``Session(enable=[], activity=["kernel"])``: no host callbacks, only the
-KERNEL records, aggregated by its drain thread into the kernels frame.
+KERNEL records, aggregated by its drain thread into the kernels frame (with no launch callback
+traced there is no launch to join kernels to, so mspti-lens asks the library for KERNEL records
+only, as the official monitor does; the bench checks that the library wrote no other record).
 
 The workload is a small C loop compiled here against the tree (``lib64/libascendcl.so``): per
 launch it announces the kernel to the simulated runtime (``msimSetNextLaunch``, what the tree's
@@ -52,7 +54,6 @@ UPSTREAM = TESTS / "data" / "ascend-mspti"
 # collector's complete callback, so they count as the collector's).
 PRODUCER_THREADS = ("msim-channel", "ActivityManag")
 KERNEL_NAMES = 16
-MSPTI_ACTIVITY_KIND_RUNTIME_API = 12  # mspti_activity.h
 SEED = 0x9E3779B97F4A7C15
 GOAL_RATIO = 10.0
 # mspti-lens gets the pool bound the official package has (8 MiB buffers, at most 256 MiB: its
@@ -293,7 +294,7 @@ def child(side: str, launches: int, workload_so: str, buffers: int) -> dict:
         mon.stop()
         m["library"] = sim_stats(g)
         per_name = {name: a for name, a in agg.items()}
-    elif side in ("lens", "lens_kernel_only"):
+    elif side == "lens":
         warnings.simplefilter("ignore")  # the simulated-backend warning: the report says SIMULATED
         import mspti_lens  # noqa: PLC0415
 
@@ -301,14 +302,10 @@ def child(side: str, launches: int, workload_so: str, buffers: int) -> dict:
             enable=[], activity=["kernel"], activity_buffers=(LENS_BUFFER_BYTES, buffers)
         ).start()
         act = s._activity
-        if side == "lens_kernel_only":
-            # An experiment, not a configuration mspti-lens offers: what a KERNEL-only mode (no
-            # launch join) would save, with the RUNTIME_API records turned off behind its back.
-            g.msptiActivityDisable(MSPTI_ACTIVITY_KIND_RUNTIME_API)
+        m_join = s.join
 
         def lens_count() -> int:
-            # The kernels aggregated so far (the records counter also counts the RUNTIME_API
-            # records mspti-lens's launch join asks the library for).
+            # The kernels aggregated so far.
             st = act.snapshot().stats([])
             return sum(
                 c
@@ -324,6 +321,7 @@ def child(side: str, launches: int, workload_so: str, buffers: int) -> dict:
         snap = s.snapshot()
         df = snap.device.kernels("bench")
         m["records_parsed"] = int(snap.device.counters["records"])
+        m["join"] = m_join
         m["counters"] = {k: int(v) for k, v in snap.device.counters.items() if v}
         m["library"] = sim_stats(g)
         s.close()
@@ -355,7 +353,6 @@ def run(
     log=print,
     rounds: int | None = None,
     launches: int | None = None,
-    experiment: bool = False,
     lens_buffers: int = LENS_BUFFERS,
 ) -> dict:
     rounds = rounds or (2 if quick else 5)
@@ -377,7 +374,8 @@ def run(
         package = official_package(cache, tree, log)
         so = workload_library(tree, where)
         env = {**t.python_env(tree, package), "LD_PRELOAD": str(tree.mspti)}
-        sides = (*SIDES, "lens_kernel_only") if experiment else SIDES
+        load = [os.getloadavg()[0]]
+        sides = SIDES
         runs: dict[str, list[dict]] = {s: [] for s in sides}
         for r in range(rounds):
             order = sides if r % 2 == 0 else sides[::-1]
@@ -407,13 +405,22 @@ def run(
                         f"the {side} process: workload rc {res['rc']}, "
                         f"all records delivered: {res['delivered']}"
                     )
+                if side == "lens" and res["library"]["records"] != launches:
+                    sys.exit(
+                        f"the simulated library wrote {res['library']['records']:,} records for "
+                        f"{launches:,} launches in the mspti-lens process (join: {res['join']}): a "
+                        "kernel-only session must ask for KERNEL records only"
+                    )
                 runs[side].append(res)
                 log(
                     f"round {r + 1}/{rounds} {side:8s}: {rate(res) / 1e3:8.1f} k records/s, "
                     f"{cpu_per_m(res):6.3f} collector CPU s per M records"
                 )
+        load.append(os.getloadavg()[0])
     return {
         "quick": quick,
+        "cores": os.cpu_count(),
+        "load": load,
         "rounds": rounds,
         "launches": launches,
         "lens_buffers": lens_buffers,
@@ -487,8 +494,8 @@ def render(r: dict) -> list[str]:
         f"| **mspti-lens / official** | **{rr:.1f}x** | {min(rate_ratio):.1f} .. {max(rate_ratio):.1f}x | "
         f"**{cr:.1f}x less** | {min(cpu_ratio):.1f} .. {max(cpu_ratio):.1f}x |"
     )
-    # A bound that charges mspti-lens with everything extra its workload thread did: the library
-    # writing the RUNTIME_API records its launch join asks for, and its callback's launch spans.
+    # A bound that charges mspti-lens with everything extra its workload thread did (the library's
+    # work done because of what mspti-lens asks for; with KERNEL records only there is none to find).
     extra = [
         (ln["collector_cpu_ns"] + max(0, ln["workload_cpu_ns"] - of["workload_cpu_ns"]))
         * 1e-9
@@ -504,8 +511,9 @@ def render(r: dict) -> list[str]:
     w("")
     w(
         "The last row charges mspti-lens also with what its workload thread spent above the official "
-        "run's in the same round: the library writing the RUNTIME_API record of every launch, which "
-        "mspti-lens enables with KERNEL, is MSPTI's work but is done because mspti-lens asks for it."
+        "run's in the same round (work the library would do because mspti-lens asks for it). Both sides "
+        "ask for KERNEL records only: mspti-lens joins kernels to launches (RUNTIME_API records, the "
+        "launches frame) only while the session traces a launch callback, and this one traces none."
     )
     w("")
     goal = lambda x: "met" if x >= GOAL_RATIO else f"**missed** ({x:.1f}x of {GOAL_RATIO:.0f}x)"  # noqa: E731
@@ -534,25 +542,14 @@ def render(r: dict) -> list[str]:
             f"{med([x['workload_cpu_ns'] / x['launches'] * 1e-3 for x in runs[s]]):.3f} s."
         )
     lens_parsed = [x.get("records_parsed", 0) for x in runs["lens"]]
+    lib_written = [x["library"]["records"] for x in runs["lens"]]
+    joins = sorted({x.get("join", "") for x in runs["lens"]})
     w(
-        f"- mspti-lens parsed {med(lens_parsed):,.0f} records per process: each kernel's record and the "
-        "RUNTIME_API record of its launch, which mspti-lens enables with KERNEL to join kernels to launches "
-        "(the launches frame); the official KernelMonitor enables KERNEL only. The rates above count kernel "
-        "records only, on both sides."
+        f"- mspti-lens parsed {med(lens_parsed):,.0f} records per process, and the simulated library wrote "
+        f"{med(lib_written):,.0f} ({min(lib_written):,} .. {max(lib_written):,}): one KERNEL record per "
+        f"launch, as for the official KernelMonitor (the session's join: {', '.join(joins)}; the bench "
+        "fails if the library wrote any other record)."
     )
-    if "lens_kernel_only" in runs:
-        ko = runs["lens_kernel_only"]
-        kr = [rate(x) / a for x, a in zip(ko, rates["official"])]
-        kc = [a / max(cpu_per_m(x), 1e-12) for x, a in zip(ko, cpus["official"])]
-        w(
-            "- Experiment (`--kernel-only-experiment`, not a mode mspti-lens has): the same Session with the "
-            "RUNTIME_API records disabled through the library after start, alternated in the same rounds: "
-            f"{med([rate(x) for x in ko]) / 1e3:,.1f} k records/s ({med(kr):.1f}x the official, "
-            f"{min(kr):.1f} .. {max(kr):.1f}x), {med([cpu_per_m(x) for x in ko]):.3f} collector CPU s per M "
-            f"({med(kc):.1f}x less), launch-loop CPU per M launches "
-            f"{med([x['workload_cpu_ns'] / x['launches'] * 1e-3 for x in ko]):.3f} s; its per-name numbers "
-            + ("identical too." if all(x["per_name"] == ag["reference"] for x in ko) else "DIFFER.")
-        )
     w("")
     # What bounds each side: the official one by its own CPU per record, mspti-lens by the workload.
     of_cpu_rec = med(cpus["official"])  # CPU s per M records = us per record
@@ -569,14 +566,6 @@ def render(r: dict) -> list[str]:
         "the ratio of records/s would be the official CPU per record over the loop's CPU per launch: "
         f"{of_cpu_rec / loop_us['lens']:.1f}x; no collector can deliver records faster than the program "
         "makes them."
-        + (
-            " With the RUNTIME_API records off (the experiment) the loop costs "
-            f"{loop_us['lens_kernel_only']:.2f} us per launch (the official run's loop: "
-            f"{loop_us['official']:.2f} us), and that bound becomes "
-            f"{of_cpu_rec / loop_us['lens_kernel_only']:.1f}x."
-            if "lens_kernel_only" in loop_us
-            else ""
-        )
     )
     w("")
     verdict = "**identical**" if ag["exact"] else f"**DIFFERENT** ({len(ag['mismatches'])} mismatches)"
@@ -612,9 +601,15 @@ def render(r: dict) -> list[str]:
         f"default), {r.get('lens_buffers', LENS_BUFFERS)} for mspti-lens (its default is 8: under this "
         "machine's load the drain was descheduled long enough for 8 to run dry, the library then dropped "
         "records, counted as null_buffers and pool_exhausted, and the exact check failed; 32 is the "
-        "official package's own bound). All SIMULATED; this 2-core machine runs other jobs at the same "
-        "time: trust the "
-        "within-round ratios over single figures."
+        "official package's own bound). All SIMULATED; this machine is shared: other jobs (other engineers' "
+        "builds and tests) ran at the same time"
+        + (
+            f" ({r['cores']} cores, 1-minute load average {r['load'][0]:.1f} at the start of the run and "
+            f"{r['load'][1]:.1f} at its end)"
+            if "load" in r
+            else ""
+        )
+        + ": trust the within-round ratios over single figures."
     )
     w("")
     return L
@@ -657,17 +652,12 @@ def main() -> None:
         help="put the section into this report (e.g. BENCHMARKS.md), replacing its previous version only",
     )
     p.add_argument(
-        "--kernel-only-experiment",
-        action="store_true",
-        help="also alternate mspti-lens with its RUNTIME_API records disabled (a KERNEL-only mode)",
-    )
-    p.add_argument(
         "--lens-buffers",
         type=int,
         default=LENS_BUFFERS,
         help=f"mspti-lens's pool: this many 8 MiB buffers (default {LENS_BUFFERS}: the official package's)",
     )
-    p.add_argument("--child", choices=(*SIDES, "lens_kernel_only"), help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     p.add_argument("--workload", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
@@ -682,7 +672,6 @@ def main() -> None:
             rounds=a.rounds,
             launches=a.launches,
             log=lambda s: print(s, file=sys.stderr),
-            experiment=a.kernel_only_experiment,
             lens_buffers=a.lens_buffers,
         )
     lines = render(r)

@@ -536,35 +536,45 @@ def test_a_moment_counter_merged_over_windows_is_the_latest_reading_not_a_sum_on
 ):
     from mspti_lens import Snapshot, device
 
-    # Without LAUNCH callbacks no launch is logged, so every kernel waits for its launch:
-    # kernels_pending reads 25, 50, 75, 100 in four windows of 25 kernels.
+    # The device holds every kernel record, so every launch waits for its kernel:
+    # launches_pending reads 25, 50, 75, 100 in four windows of 25 launches.
     windows = []
-    with session(fa_path, enable=["MEMCPY"], activity=["kernel"]) as s:
-        for _ in range(4):
-            for _ in range(25):
-                fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
-            settled(fa)
-            windows.append(s.reset())
-    assert [w.device.counters["kernels_pending"] for w in windows] == [25, 50, 75, 100]
-    assert device.COMBINE["kernels_pending"] == "moment" and device.COMBINE["records"] == "sum"
+    with session(fa_path, activity=["kernel"]) as s:
+        s._activity.settle_timeout = 0.0
+        fa.fa_pause_device(1)
+        try:
+            for _ in range(4):
+                for _ in range(25):
+                    fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+                windows.append(s.reset())
+        finally:
+            fa.fa_pause_device(0)
+        settled(fa)
+    assert [w.device.counters["launches_pending"] for w in windows] == [25, 50, 75, 100]
+    assert device.COMBINE["launches_pending"] == "moment" and device.COMBINE["records"] == "sum"
     merged = windows[0]
     for w in windows[1:]:
         merged = merged.merge(w)
     shuffled = windows[3].merge(windows[1]).merge(windows[0].merge(windows[2]))
     for m in (merged, shuffled):
-        assert m.device.counters["kernels_pending"] == 100  # not 250
+        assert m.device.counters["launches_pending"] == 100  # not 250
         assert m.device.counters["records"] == sum(w.device.counters["records"] for w in windows)
     # Saved and loaded, a window still knows whose reading it is.
     p = tmp_path / "w3.parquet"
     windows[3].save(p)
-    assert Snapshot.load(p).merge(windows[2]).device.counters["kernels_pending"] == 100
+    assert Snapshot.load(p).merge(windows[2]).device.counters["launches_pending"] == 100
     # Another collector's (another process's, rank's) moment adds.
-    with session(fa_path, enable=["MEMCPY"], activity=["kernel"]) as s2:
-        for _ in range(10):
-            fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+    with session(fa_path, activity=["kernel"]) as s2:
+        s2._activity.settle_timeout = 0.0
+        fa.fa_pause_device(1)
+        try:
+            for _ in range(10):
+                fa.fa_launch(0, 1, b"MatMul", 1, 1000, 0)
+            other = s2.snapshot()
+        finally:
+            fa.fa_pause_device(0)
         settled(fa)
-        other = s2.snapshot()
-    assert merged.merge(other).device.counters["kernels_pending"] == 110
+    assert merged.merge(other).device.counters["launches_pending"] == 110
     # One list of counters: what a window reports is what the declaration names, in its order.
     assert list(other.device.counters) == list(device.COUNTERS) == list(device.COMBINE)
     assert set(device.LOSS_COUNTERS) < set(device.COUNTERS) and "launches_pending" in device.LOSS_COUNTERS

@@ -48,6 +48,17 @@ def test_quick_mode_runs_both_sides_in_alternating_processes(quick: dict) -> Non
             assert r["collector_cpu_ns"] > 0 and r["wall_ns"] >= r["loop_wall_ns"] > 0
 
 
+def test_both_sides_have_the_library_write_kernel_records_only(quick: dict) -> None:
+    # A kernel-only Session traces no launch callback, so it has no launch join and must not ask
+    # the library for the RUNTIME_API records the join needs (they would double its records).
+    for side in ("official", "lens"):
+        for r in quick["runs"][side]:
+            assert r["library"]["records"] == r["library"]["kernels"] == quick["launches"], side
+    for r in quick["runs"]["lens"]:
+        assert r["records_parsed"] == quick["launches"]
+        assert r["join"].startswith("off (no launch callbacks traced"), r["join"]
+
+
 def bench_module():
     sys.path.insert(0, str(ROOT / "bench"))
     import cann_monitors

@@ -174,7 +174,7 @@ impl Session {
         let bits = domain_bits(domain);
         let w = &mut self.wanted[domain as usize];
         *w = if on { *w | bits } else { *w & !bits };
-        Ok(())
+        self.tell_activity()
     }
 
     /// Enable or disable one callback id.
@@ -197,7 +197,15 @@ impl Session {
         }
         let w = &mut self.wanted[domain as usize];
         *w = if on { *w | (1 << cbid) } else { *w & !(1 << cbid) };
-        Ok(())
+        self.tell_activity()
+    }
+
+    /// Tell the collector whether launches are traced (its join needs their spans).
+    fn tell_activity(&self) -> Result<()> {
+        let Some(a) = &self.activity else { return Ok(()) };
+        let launches =
+            crate::activity::launch_hooks::traces_launches(self.wanted[MSPTI_CB_DOMAIN_RUNTIME as usize]);
+        a.lock().unwrap_or_else(|e| e.into_inner()).set_launch_callbacks(launches)
     }
 
     fn apply_wanted(&self) -> Result<()> {
@@ -270,6 +278,7 @@ impl Session {
     pub fn attach_activity(&mut self, a: Arc<Mutex<Collector>>) -> Result<()> {
         self.live()?;
         self.activity = Some(a.clone());
+        self.tell_activity()?;
         if self.running {
             lock(&a).start(self.clock)?;
         }

@@ -32,6 +32,10 @@ pub struct Collector {
     running: bool,
     closed: bool,
     join: JoinMode,
+    /// The session traces a launch callback (`launch_hooks::LAUNCH_FIRST..=LAUNCH_LAST`): the
+    /// only source of the launch spans the join needs, so without one the join and its records
+    /// stay off.
+    launch_callbacks: bool,
     mark_stream: Option<usize>,
     /// The sums at the last reset (windows are differences).
     baseline: DeviceCounts,
@@ -115,6 +119,7 @@ impl Collector {
             running: false,
             closed: false,
             join: JoinMode::Off,
+            launch_callbacks: false,
             mark_stream: config.mark_stream,
             baseline: DeviceCounts::default(),
             lib_dropped: 0,
@@ -209,15 +214,38 @@ impl Collector {
         Ok(())
     }
 
+    /// Whether the session traces a launch callback (the session says so whenever its callbacks
+    /// change). The join, and the RUNTIME_API or EXTERNAL_CORRELATION records it asks the library
+    /// for, is on only while it does: without launch spans those records could join nothing and
+    /// would only double what the library writes per launch. Applied at once while running,
+    /// after a settle: the records of launches made before the change are ingested as they were
+    /// made (joined while traced; not waiting for a launch that was never seen otherwise).
+    ///
+    /// # Errors
+    /// As `enable`.
+    pub fn set_launch_callbacks(&mut self, on: bool) -> Result<()> {
+        if self.launch_callbacks == on {
+            return Ok(());
+        }
+        if self.running {
+            self.flush(true);
+        }
+        self.launch_callbacks = on;
+        if !self.running {
+            return Ok(());
+        }
+        self.apply()
+    }
+
     /// Bring the library's enabled kinds to `wanted` plus what the join needs.
     fn apply(&mut self) -> Result<()> {
         let api_enable = self.shared.api.enable;
         let api_disable = self.shared.api.disable;
         let mut target = self.wanted.clone();
         let kernel = target.contains(&KIND_KERNEL);
-        let mut join = JoinMode::Off;
+        let mut join = if kernel { JoinMode::NoLaunchCallbacks } else { JoinMode::Off };
         let mut hooks = 0u8;
-        if kernel {
+        if kernel && self.launch_callbacks {
             // The join's own kinds, tried newest first.
             if self.active.contains(&KIND_RUNTIME_API)
                 || self.call(api_enable, "msptiActivityEnable", KIND_RUNTIME_API).is_ok()

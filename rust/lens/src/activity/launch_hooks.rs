@@ -34,6 +34,12 @@ static HOOKS: AtomicU8 = AtomicU8::new(0);
 pub const LAUNCH_FIRST: u32 = 10;
 pub const LAUNCH_LAST: u32 = 14;
 
+/// Whether a runtime-domain enable mask (bit n: callback id n) holds a launch callback: the
+/// callbacks whose spans the join needs.
+pub fn traces_launches(runtime_mask: u64) -> bool {
+    (LAUNCH_FIRST..=LAUNCH_LAST).any(|c| runtime_mask >> c & 1 != 0)
+}
+
 /// Spans a thread's ring holds before the oldest is overwritten (the drain reads them every few
 /// ms, so this only matters when the drain is starved).
 pub const RING: usize = 16384;
