@@ -81,14 +81,14 @@ lint: dev ## cargo fmt --check, clippy -D warnings, ruff check + format --check,
 
 # The behaviour tests dlopen the simulator cdylib rust/lens/build.rs builds (MSPTI_SIM_LIBRARY).
 test-rust: ## Rust unit and integration tests, then the loom model tests
-	cargo test --workspace --release
+	cargo test --workspace --profile test-release
 	$(MAKE) test-loom
 
 test-loom: ## loom model tests: windows, exemplars, buffer pool; the simulator's multi-rank barrier
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens -p mspti-sim --release --lib loom_tests
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens -p mspti-sim --profile test-release --lib loom_tests
 
 test-rust-aarch64: cross-deps ## the Rust tests cross-built for aarch64, run under qemu-user
-	cargo test --workspace --release --target $(AARCH64)
+	cargo test --workspace --profile test-release --target $(AARCH64)
 
 test-python: dev ## pytest suite (notebooks and simulator included), on PYTEST_WORKERS workers
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --durations=15

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Memory-safety checks of the native code under valgrind (installed by `make system-deps`):
 #
-#   1. memcheck over every native Rust test binary (`cargo test --release --no-run`): invalid reads
-#      and writes, use of uninitialised memory, definite leaks (histograms and shards are leaked on
-#      purpose for the life of the process; the one unit test that drops a shard is suppressed).
+#   1. memcheck over every native Rust test binary (those `make test-rust` built: `cargo test
+#      --profile test-release --no-run`): invalid reads and writes, use of uninitialised memory,
+#      definite leaks (histograms and shards are leaked on purpose for the life of the process;
+#      the one unit test that drops a shard is suppressed).
 #   2. memcheck over a multi-threaded Python workload on the simulator, driving the extension
 #      without polars (so the run stays fast): 6 threads of nested calls, enable/disable, snapshots,
 #      resets, snapshot rebuilds, NULL/garbage/bad-site callbacks, 200 short-lived threads and a
@@ -59,7 +60,7 @@ VG=(valgrind -q --error-exitcode=99 --num-callers=40 --suppressions="$SUPP")
 
 # -- 1. native tests under memcheck ------------------------------------------------------------
 echo "== 1/3 memcheck: native Rust tests"
-mapfile -t BINS < <(cargo test --workspace --release --no-run --message-format=json 2>/dev/null |
+mapfile -t BINS < <(cargo test --workspace --profile test-release --no-run --message-format=json 2>/dev/null |
   "$PY" -c 'import sys, json
 for l in sys.stdin:
     try: m = json.loads(l)

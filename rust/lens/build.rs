@@ -4,8 +4,8 @@
 //!
 //! maturin builds one cdylib per package, so the simulator is built here by a nested `cargo build`
 //! with its own target directory and the outer build's target triple. That directory is
-//! `sim-HASH/` beside the outer build's `build/` (target/[TRIPLE/]PROFILE/sim-HASH, HASH of the
-//! source tree): one per tree, target and profile, shared by every feature set and by check, build
+//! `sim-HASH/` beside the outer build's profile directories (target/[TRIPLE/]sim-HASH, HASH of the
+//! source tree): one per tree and target, shared by every profile and feature set and by check, build
 //! and test (clippy, `cargo test`, `make dev` and memcheck reuse one simulator build), and no lock
 //! is shared with the outer build. Then:
 //! - `MSPTI_SIM_LIBRARY` (compile-time env) names this build's copy of it, for Rust tests that
@@ -197,17 +197,21 @@ fn install(from: &Path, to: &Path) {
     fs::rename(&tmp, to).unwrap_or_else(|e| panic!("installing the simulator at {}: {e}", to.display()));
 }
 
-/// `sim-HASH/` beside `build/` when OUT_DIR has cargo's layout (PROFILE/build/PACKAGE-HASH/out),
-/// else a directory under OUT_DIR (a build of its own). HASH names the source tree, so that an
-/// sdist or a clone built with the same target directory never replaces this tree's simulator.
+/// `sim-HASH/` beside the profile directories when OUT_DIR has cargo's layout
+/// ([TRIPLE/]PROFILE/build/PACKAGE-HASH/out), else a directory under OUT_DIR (a build of its own).
+/// The nested build is always `--release`, so every outer profile (release for the extension,
+/// test-release for the test binaries) shares one simulator build per tree and target. HASH names
+/// the source tree, so that an sdist or a clone built with the same target directory never
+/// replaces this tree's simulator.
 fn nested_target_dir(out: &Path, root: &Path) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     root.canonicalize().unwrap_or_else(|_| root.to_path_buf()).hash(&mut h);
     match out.ancestors().nth(2) {
-        Some(build) if build.file_name().is_some_and(|n| n == "build") => {
-            build.with_file_name(format!("sim-{:016x}", h.finish()))
-        }
+        Some(build) if build.file_name().is_some_and(|n| n == "build") => match build.parent() {
+            Some(profile) => profile.with_file_name(format!("sim-{:016x}", h.finish())),
+            None => out.join("sim-target"),
+        },
         _ => out.join("sim-target"),
     }
 }
