@@ -117,12 +117,67 @@ def test_a_program_handler_sees_each_sigterm_once_after_the_final_write(tmp_path
     _one_final_window_of(tmp_path, 7)
 
 
+# The main thread sleeps in a lock that nothing releases (a pool worker waiting for its task
+# queue) and the SIGTERM goes to another thread, as the kernel may choose for a signal sent to
+# the process. Python runs handlers only on the main thread once it is back in the interpreter,
+# so without the native router the handler never runs and the process never ends.
+SIGNAL_TO_ANOTHER_THREAD = """
+import os, signal, threading, time, mspti_lens.sim as s
+s.Simulator().call("aclrtMalloc", 1000, 7)
+main = os.getpid()  # the main thread's id is the process id
+
+def main_is_asleep():
+    with open(f"/proc/self/task/{main}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "S"
+
+def main_sleeps_throughout(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not main_is_asleep():
+            return False
+        time.sleep(0.01)
+    return True
+
+def signal_this_thread_once_main_sleeps():
+    while not main_sleeps_throughout(0.2):
+        pass
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+threading.Thread(target=signal_this_thread_once_main_sleeps, daemon=True).start()
+stuck = threading.Lock()
+stuck.acquire()
+stuck.acquire()
+"""
+
+
+def test_a_sigterm_another_thread_takes_still_ends_a_process_asleep_in_a_lock_on_the_simulator(tmp_path):
+    p = subprocess.run(
+        [sys.executable, "-c", SIGNAL_TO_ANOTHER_THREAD],
+        env=_env(tmp_path, RANK="5"),
+        capture_output=True,
+        text=True,
+        timeout=WATCHDOG_S,
+    )
+    assert p.returncode == -signal.SIGTERM, p.stderr
+    assert p.stderr.count("rank=5: 7 calls") == 1, p.stderr
+    _one_final_window_of(tmp_path, 7)
+
+
 def _record(out: Path, prog: Path, **popen: object) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "mspti_lens", "record", "--out", str(out), "--interval", "3600",
            "--library", "sim", "--", sys.executable, str(prog)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("MSPTI_LENS_")}
     env.update(popen.pop("env", {}))  # type: ignore[arg-type]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **popen)
+    # A session of its own: a hung grandchild (the program, its workers) holds the pipes open,
+    # so the watchdog ends the whole group, not only `record` (see _end_group).
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    return subprocess.Popen(cmd, env=env, start_new_session=True, **pipes, **popen)  # type: ignore[call-overload]
+
+
+def _end_group(rec: subprocess.Popen) -> None:
+    if rec.poll() is None:
+        os.killpg(rec.pid, signal.SIGKILL)
+        rec.communicate()
 
 
 def test_record_around_a_spawn_pool_ends_and_keeps_the_workers_data_on_the_simulator(tmp_path):
@@ -150,9 +205,7 @@ def test_record_around_a_spawn_pool_ends_and_keeps_the_workers_data_on_the_simul
     try:
         stdout, err = rec.communicate(timeout=WATCHDOG_S)
     finally:
-        if rec.poll() is None:
-            rec.kill()
-            rec.communicate()
+        _end_group(rec)
     assert (rec.returncode, stdout) == (0, "28\n"), err
     ranks = mspti_lens.open_run(out).ranks()
     assert int(ranks["calls"].sum()) == 8 * 5, (ranks, err)  # every worker's calls are in the run

@@ -35,6 +35,7 @@ __all__ = [
     "nearest_rank",
     "bucket_tables",
     "callback_data_layout",
+    "route_signal_to_main_thread",
     "timeline_start",
     "timeline_stop",
     "timeline_tick",
@@ -137,6 +138,10 @@ def nearest_rank(q: float, n: int) -> int:
     """ceil(q*n) in integers (q to 9 decimals), at least 1."""
 
 def bucket_tables() -> dict[str, Any]: ...
+def route_signal_to_main_thread(signum: int) -> None:
+    """Put a C handler in front of the one signal.signal installed for signum: taken on another
+    thread, the signal is sent on to the main thread, where the Python handler runs."""
+
 def callback_data_layout() -> dict[str, int]: ...
 
 # latency over time

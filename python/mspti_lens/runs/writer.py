@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import _native
+
 # Where a rank's identity comes from, first match wins: torchrun, Open MPI, MPICH/PMI, PMIx,
 # MVAPICH, Ascend (RANK_ID). Without any of them the rank is the process id.
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "RANK_ID")
@@ -345,3 +347,9 @@ def install_signal_handlers(writer: WindowWriter) -> None:
             os.kill(os.getpid(), signum)
 
     signal.signal(signal.SIGTERM, on_term)
+    # Python runs on_term only on the main thread, and only once that thread is back in the
+    # interpreter: a SIGTERM the kernel gives another thread (the drain thread, polars' pool, a
+    # vendor library's) while the main thread sleeps in a lock or a read would never run it, and
+    # a pool worker told to terminate would never end. The native router sends it on to the
+    # main thread, whose wait then returns EINTR.
+    _native.route_signal_to_main_thread(signal.SIGTERM)

@@ -12,6 +12,7 @@ pub mod core;
 mod error;
 pub mod ffi;
 pub mod session;
+pub mod signals;
 
 #[cfg(feature = "python")]
 mod py;
@@ -49,7 +50,7 @@ mod _native {
     #[pymodule_export]
     use crate::py::functions::{
         bucket_bounds, bucket_index, bucket_tables, callback_data_layout, callbacks, health, nearest_rank,
-        results,
+        results, route_signal_to_main_thread,
     };
     #[pymodule_export]
     use crate::py::library::{find_library, load_library, mapped_libmspti, search_order, PyLibrary};

@@ -106,3 +106,10 @@ pub fn callback_data_layout() -> BTreeMap<&'static str, usize> {
         ("size", std::mem::size_of::<D>()),
     ])
 }
+
+/// Route `signum` to the main thread, in front of the handler `signal.signal` installed, so that
+/// handler also runs when the kernel hands the signal to another thread (crate::signals).
+#[pyfunction]
+pub fn route_signal_to_main_thread(signum: i32) -> PyResult<()> {
+    crate::signals::route_to_main_thread(signum).map_err(pyo3::exceptions::PyValueError::new_err)
+}
