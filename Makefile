@@ -17,7 +17,7 @@ STRESS ?= 1
 export MSPTI_LENS_STRESS := $(STRESS)
 # What `make test` runs, in this order, so a lint slip fails in seconds, not at the end; each step is
 # timed and the times are printed in a table at the end (scripts/timed_steps.sh).
-TEST_STEPS ?= system-deps dev lint test-rust test-rust-aarch64 test-python memcheck check-sdist wheels bench-quick
+TEST_STEPS ?= system-deps dev lint test-rust test-rust-aarch64 test-python memcheck wheels bench-quick
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
 BUILT := $(VENV)/.built
@@ -108,7 +108,7 @@ check-installs: wheels ## every install path: sdist, pip install DIR, git+file:/
 	scripts/check_install.sh git
 	scripts/check_install.sh wheel $$(ls dist/mspti_lens-*x86_64.whl)
 
-wheels: $(VENV)/.deps cross-deps ## x86-64 and aarch64 abi3 wheels in dist/, each with its own simulator (checked)
+wheels: $(VENV)/.deps cross-deps ## sdist of HEAD pip-installed in a fresh venv (demo), then x86-64 and aarch64 wheels from it
 	scripts/build_wheels.sh dist
 
 test: ## everything CI runs (.ci/run), each step timed: TEST_STEPS, a table of times at the end

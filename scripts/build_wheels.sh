@@ -3,12 +3,15 @@
 # OUT_DIR (default dist/), then checks them (scripts/check_wheels.py: every .so is an ELF file of the
 # wheel's architecture, the simulator and the stubs are in it).
 #
-# Each wheel is built from an unpacked sdist of the working tree, not from the tree itself: the build
-# script of rust/lens writes the simulator it builds for the target into the package directory, and
-# an aarch64 build in the tree would replace the host simulator the editable install uses. Building
-# from the sdist also proves the sdist holds everything a wheel needs.
+# Each wheel is built from an unpacked sdist of a clean clone of HEAD (commit first), not from the
+# tree itself: the build script of rust/lens writes the simulator it builds for the target into the
+# package directory, and an aarch64 build in the tree would replace the host simulator the editable
+# install uses. Before the wheels, the sdist is checked as a user gets it: its contents
+# (scripts/check_sdist_contents.sh), then `pip install` of it into a fresh venv running the demo
+# (scripts/check_install.sh unpacked-sdist). pip builds it in place, with this target directory, so
+# the host wheel after it reuses that build: each crate is compiled once per target.
 #
-# Usage: scripts/build_wheels.sh [OUT_DIR]
+# Usage: scripts/build_wheels.sh [OUT_DIR]   (CHECK_SDIST=0 skips the pip install of the sdist)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -19,12 +22,21 @@ HOST=$(rustc -vV | sed -n 's/^host: //p')
 TARGETS=${WHEEL_TARGETS:-x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu}
 WORK=$ROOT/target/wheels  # inside the repository, so cargo finds .cargo/config.toml (the aarch64 linker)
 
-rm -rf "$WORK/sdist" "$WORK/src"
+rm -rf "$WORK/clone" "$WORK/sdist" "$WORK/src"
 mkdir -p "$WORK/sdist" "$WORK/src" "$OUT"
 rm -f "$OUT"/mspti_lens-*.whl
-"$MATURIN" sdist -o "$WORK/sdist" >"$WORK/sdist.log" 2>&1 || { cat "$WORK/sdist.log"; exit 1; }
-tar xzf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/src"
-cd "$WORK"/src/mspti_lens-*/
+git clone -q --no-hardlinks "$ROOT" "$WORK/clone"
+(cd "$WORK/clone" && "$MATURIN" sdist -o "$WORK/sdist" >"$WORK/sdist.log" 2>&1) || { cat "$WORK/sdist.log"; exit 1; }
+rm -rf "$WORK/clone"
+"$ROOT/scripts/check_sdist_contents.sh" "$WORK"/sdist/mspti_lens-*.tar.gz
+# -m: the files get this moment's time, not the sdist's fixed one (maturin writes reproducible
+# archives dated 2006), so cargo sees sources newer than any earlier build of this path.
+tar xzmf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/src"
+SRC=$(ls -d "$WORK"/src/mspti_lens-*/)
+if [ "${CHECK_SDIST:-1}" != 0 ]; then
+  "$ROOT/scripts/check_install.sh" unpacked-sdist "$SRC"
+fi
+cd "$SRC"
 for t in $TARGETS; do
   echo "== wheel for $t"
   # The repository's target directory: the crates.io dependencies `make dev` (host) and earlier wheel

@@ -6,9 +6,12 @@
 #   dir    `pip install <clean clone>`
 #   git    `pip install git+file://<clean clone>`
 #   wheel  `pip install WHEEL` (a wheel built by `make wheels`)
+#   unpacked-sdist DIR
+#          `pip install DIR`, an sdist unpacked at DIR (`make wheels` checks its sdist so, in place:
+#          the wheels it builds from DIR then reuse this build instead of compiling it again)
 #
-# Usage: scripts/check_install.sh [sdist|dir|git|wheel WHEEL]. Exit 0 when the install works. The
-# clone is of HEAD (commit first). The build uses the repository's target directory, so the crates.io
+# Usage: scripts/check_install.sh [sdist|dir|git|wheel WHEEL|unpacked-sdist DIR]. Exit 0 when the
+# install works. The clone is of HEAD (commit first). The build uses the repository's target directory, so the crates.io
 # dependencies `make dev` compiled are reused; the project's own crates are compiled from the copy pip
 # builds (their artifacts are keyed by source path), so nothing of the working tree gets in.
 set -euo pipefail
@@ -28,17 +31,13 @@ case $MODE in
     clone
     (cd "$WORK/clone" && "$MATURIN" sdist -o "$WORK/dist" >"$WORK/sdist.log" 2>&1) || { cat "$WORK/sdist.log"; exit 1; }
     SDIST=$(ls "$WORK"/dist/mspti_lens-*.tar.gz)
-    # What the sdist must hold (the simulator's sources and the build script) and must not (binaries).
-    tar tzf "$SDIST" >"$WORK/sdist.txt"
-    for f in rust/sim/Cargo.toml rust/sim/src/lib.rs rust/lens/build.rs rust/abi/src/lib.rs Cargo.lock; do
-      grep -q "^mspti_lens-[^/]*/$f\$" "$WORK/sdist.txt" || { echo "FAIL: the sdist lacks $f"; exit 1; }
-    done
-    if grep -E '\.(so|whl)$' "$WORK/sdist.txt"; then echo "FAIL: the sdist carries built files"; exit 1; fi
+    "$ROOT/scripts/check_sdist_contents.sh" "$SDIST"
     TARGET=$SDIST ;;
   dir) clone; TARGET=$WORK/clone ;;
   git) clone; TARGET="git+file://$WORK/clone" ;;
   wheel) TARGET=$(realpath "${2:?usage: check_install.sh wheel WHEEL}") ;;
-  *) echo "unknown mode $MODE; valid modes are sdist, dir, git, wheel"; exit 2 ;;
+  unpacked-sdist) TARGET=$(realpath "${2:?usage: check_install.sh unpacked-sdist DIR}") ;;
+  *) echo "unknown mode $MODE; valid modes are sdist, dir, git, wheel, unpacked-sdist"; exit 2 ;;
 esac
 
 python3 -m venv "$WORK/venv"

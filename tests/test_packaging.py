@@ -2,7 +2,8 @@
 shared object of the wrong architecture, and the tests need nothing outside the repository.
 
 The installs themselves (sdist into a fresh venv, `pip install .`, git+file://, the wheels of both
-architectures) are CI steps, not tests here: `make check-sdist`, `make check-installs`, `make wheels`.
+architectures) are CI steps, not tests here: `make wheels` (the sdist's pip install, then the wheels),
+`make check-installs`, `make check-sdist`.
 """
 
 from __future__ import annotations
