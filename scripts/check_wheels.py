@@ -18,7 +18,7 @@ MACHINES = {"x86_64": 62, "aarch64": 183}
 BUNDLED_SIM = "mspti_lens/sim/libmspti_sim.so"
 REQUIRED = (BUNDLED_SIM, "mspti_lens/_native.pyi", "mspti_lens/py.typed", "mspti_lens/__init__.py")
 # The Python names of the test hooks: an extension that holds one was built with test-hooks.
-TEST_HOOKS = (b"_bench_aggregate", b"_bench_complete", b"_pause_drain")
+TEST_HOOKS = (b"_bench_aggregate", b"_bench_complete", b"_pause_drain", b"_trip_without_waking")
 
 
 def elf_machine(data: bytes) -> int | None:

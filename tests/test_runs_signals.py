@@ -150,9 +150,22 @@ stuck.acquire()
 """
 
 
-def test_a_sigterm_another_thread_takes_still_ends_a_process_asleep_in_a_lock_on_the_simulator(tmp_path):
+# The SIGTERM lands on the main thread just before it begins to sleep in the lock: CPython's C
+# handler has run (the test hook does that part), but the wait, begun after, is never interrupted.
+SIGNAL_JUST_BEFORE_THE_WAIT = SIGNAL_TO_ANOTHER_THREAD.replace(
+    "signal.pthread_kill(threading.get_ident(), signal.SIGTERM)",
+    "from mspti_lens import _native; _native._trip_without_waking(signal.SIGTERM)",
+)
+
+
+@pytest.mark.parametrize(
+    "prog",
+    [SIGNAL_TO_ANOTHER_THREAD, SIGNAL_JUST_BEFORE_THE_WAIT],
+    ids=["another_thread", "just_before_the_wait"],
+)
+def test_a_sigterm_the_main_thread_sleeps_through_still_ends_the_process_on_the_simulator(tmp_path, prog):
     p = subprocess.run(
-        [sys.executable, "-c", SIGNAL_TO_ANOTHER_THREAD],
+        [sys.executable, "-c", prog],
         env=_env(tmp_path, RANK="5"),
         capture_output=True,
         text=True,

@@ -36,6 +36,7 @@ __all__ = [
     "bucket_tables",
     "callback_data_layout",
     "route_signal_to_main_thread",
+    "signal_handled",
     "timeline_start",
     "timeline_stop",
     "timeline_tick",
@@ -140,7 +141,11 @@ def nearest_rank(q: float, n: int) -> int:
 def bucket_tables() -> dict[str, Any]: ...
 def route_signal_to_main_thread(signum: int) -> None:
     """Put a C handler in front of the one signal.signal installed for signum: taken on another
-    thread, the signal is sent on to the main thread, where the Python handler runs."""
+    thread, the signal is sent on to the main thread, and the main thread is kicked out of its
+    wait until the Python handler calls signal_handled."""
+
+def signal_handled(signum: int) -> None:
+    """Called first by the Python handler of a routed signal: no more kicks."""
 
 def callback_data_layout() -> dict[str, int]: ...
 
@@ -294,3 +299,4 @@ def mstx_domain_create(name: str) -> int: ...
 # Only in builds with the cargo feature test-hooks (`make dev`), not in wheels.
 def _bench_aggregate(records: int, names: int = 64, api: bool = False) -> tuple[int, int]: ...
 def _bench_complete(buffers: int, pressure: bool = False) -> float: ...
+def _trip_without_waking(signum: int) -> None: ...

@@ -338,6 +338,7 @@ def install_signal_handlers(writer: WindowWriter) -> None:
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_term(signum: int, frame: Any) -> None:
+        _native.signal_handled(signum)
         if not writer.finish(reason="SIGTERM") and writer.defer_signal(signum):
             return
         if callable(previous):
@@ -348,8 +349,8 @@ def install_signal_handlers(writer: WindowWriter) -> None:
 
     signal.signal(signal.SIGTERM, on_term)
     # Python runs on_term only on the main thread, and only once that thread is back in the
-    # interpreter: a SIGTERM the kernel gives another thread (the drain thread, polars' pool, a
-    # vendor library's) while the main thread sleeps in a lock or a read would never run it, and
-    # a pool worker told to terminate would never end. The native router sends it on to the
-    # main thread, whose wait then returns EINTR.
+    # interpreter: a SIGTERM another thread takes (the drain thread, polars' pool, a vendor
+    # library's), or one that lands just before the main thread begins to sleep in a lock or a
+    # read, would never run it, and a pool worker told to terminate would never end. The native
+    # router sends it on to the main thread and interrupts its wait until on_term says it runs.
     _native.route_signal_to_main_thread(signal.SIGTERM)

@@ -47,10 +47,13 @@ mod _native {
     use crate::py::errors::{
         LibraryError, MsptiCallError, MsptiError, PreloadRequiredError, SessionError, SubscriberBusyError,
     };
+    #[cfg(feature = "test-hooks")]
+    #[pymodule_export]
+    use crate::py::functions::_trip_without_waking;
     #[pymodule_export]
     use crate::py::functions::{
         bucket_bounds, bucket_index, bucket_tables, callback_data_layout, callbacks, health, nearest_rank,
-        results, route_signal_to_main_thread,
+        results, route_signal_to_main_thread, signal_handled,
     };
     #[pymodule_export]
     use crate::py::library::{find_library, load_library, mapped_libmspti, search_order, PyLibrary};

@@ -1,37 +1,54 @@
-//! A process-directed signal (`kill PID`, a multiprocessing pool's `terminate()`, a job
-//! scheduler's SIGTERM) is taken by any thread that does not block it. CPython runs Python
-//! signal handlers only on the main thread, when that thread is back in the interpreter: when the
-//! kernel hands the signal to another thread (this crate's drain thread, a vendor library's
-//! thread, polars' pool) while the main thread sleeps in a call that nothing else wakes (a
-//! multiprocessing lock, a pipe read), the Python handler never runs and the process never ends.
+//! A signal handler written in Python (`signal.signal`) runs only on the main thread, and only
+//! when that thread is back in the interpreter. Two ways a SIGTERM then never reaches it, both seen
+//! with a multiprocessing pool's `terminate()`, whose workers sleep in their task queue's lock:
 //!
-//! [`route_to_main_thread`] puts a C handler in front of the one Python installed: on the main
-//! thread it calls Python's; on any other thread it sends the signal on to the main thread, whose
-//! blocking call then returns EINTR, so the interpreter runs the Python handler there.
+//! - the kernel may hand a signal sent to the process to any thread that does not block it (this
+//!   crate's drain thread, a vendor library's thread, polars' pool): that thread runs CPython's C
+//!   handler, which only sets flags, and the main thread sleeps on;
+//! - on the main thread, a signal that lands after the interpreter's last check but before the
+//!   thread enters its wait sets the flags, and the wait, begun after, is never interrupted.
+//!
+//! [`route_to_main_thread`] puts a C handler in front of the one Python installed. On another
+//! thread it sends the signal on to the main thread. On the main thread it calls Python's and
+//! marks the signal pending until the Python handler says it ran ([`handled`]); meanwhile a relay
+//! thread sends the main thread a kick every few milliseconds, which does nothing but make a wait
+//! return EINTR, so the interpreter runs the handler. A process forked after the relay started has
+//! no relay: there it is as without one.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::Once;
+use std::time::Duration;
 
 use libc::{c_int, siginfo_t};
 
 /// Signal numbers this module can route (Linux's are 1..=64).
 const SIGNALS: usize = 65;
+/// How long the relay waits for the Python handler before kicking the main thread again.
+const KICK_EVERY: Duration = Duration::from_millis(20);
 
 /// The handler each routed signal had before (address; 0 = SIG_DFL, 1 = SIG_IGN) and whether it
 /// takes siginfo. Written before the router is installed for that signal, read in the router.
 static PREVIOUS: [AtomicUsize; SIGNALS] = [const { AtomicUsize::new(0) }; SIGNALS];
 static PREVIOUS_SIGINFO: [AtomicBool; SIGNALS] = [const { AtomicBool::new(false) }; SIGNALS];
+/// Delivered to Python's C handler, not yet run by the Python handler.
+static PENDING: [AtomicBool; SIGNALS] = [const { AtomicBool::new(false) }; SIGNALS];
+/// The relay sent the main thread this signal only to interrupt its wait.
+static KICK: [AtomicBool; SIGNALS] = [const { AtomicBool::new(false) }; SIGNALS];
+/// The write end of the pipe that wakes the relay (-1 before it starts).
+static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
+static RELAY: Once = Once::new();
 
 /// Route `signum` to the main thread, in front of the handler installed now (Python's, after
 /// `signal.signal`). A later `signal.signal` for the same signal replaces the router, as it
 /// replaces any handler. Installing twice keeps one router.
 ///
 /// # Errors
-/// A signal number outside 1..=64, or one the kernel refuses a handler for (SIGKILL, SIGSTOP).
+/// A signal number outside 1..=64, one the kernel refuses a handler for (SIGKILL, SIGSTOP), or no
+/// relay thread (no pipe, no thread).
 pub fn route_to_main_thread(signum: i32) -> Result<(), String> {
-    let Some(slot) = usize::try_from(signum).ok().filter(|s| (1..SIGNALS).contains(s)) else {
-        return Err(format!("signal {signum} is not a signal number (1..={})", SIGNALS - 1));
-    };
+    let slot = slot(signum)?;
+    start_relay()?;
     // SAFETY: an all-zero sigaction is a valid value (SIG_DFL, no flags, empty mask), and the
     // kernel fills `old` in full.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -48,8 +65,8 @@ pub fn route_to_main_thread(signum: i32) -> Result<(), String> {
     // SAFETY: as above, all-zero is a valid sigaction; the fields are then set.
     let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
     new.sa_sigaction = router;
-    // No SA_RESTART, as Python installs its handlers: the main thread's blocking call must fail
-    // with EINTR for the interpreter to run the handler.
+    // No SA_RESTART, as Python installs its handlers: the main thread's wait must fail with
+    // EINTR for the interpreter to run the handler.
     new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
     // SAFETY: sigemptyset on a valid sigset_t; sigaction with valid pointers. The stores above
     // happen before the kernel can run the router for this signal (the syscall orders them).
@@ -63,28 +80,46 @@ pub fn route_to_main_thread(signum: i32) -> Result<(), String> {
     Ok(())
 }
 
-/// The router: async-signal-safe (getpid, gettid and tgkill are system calls; errno is kept).
+/// The Python handler of `signum` is running: stop kicking the main thread for it.
+pub fn handled(signum: i32) {
+    if let Ok(slot) = slot(signum) {
+        PENDING[slot].store(false, Ordering::SeqCst);
+    }
+}
+
+fn slot(signum: i32) -> Result<usize, String> {
+    usize::try_from(signum)
+        .ok()
+        .filter(|s| (1..SIGNALS).contains(s))
+        .ok_or_else(|| format!("signal {signum} is not a signal number (1..={})", SIGNALS - 1))
+}
+
+/// The router: async-signal-safe (getpid, gettid, tgkill and write are system calls; atomics;
+/// errno is kept).
 extern "C" fn route(signum: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
     // SAFETY: __errno_location returns this thread's errno, valid for the thread's life.
     let errno = unsafe { *libc::__errno_location() };
-    // SAFETY: getpid and the gettid/tgkill system calls have no memory arguments.
-    let forwarded = unsafe {
-        let pid = libc::getpid();
-        let tid = libc::syscall(libc::SYS_gettid) as libc::pid_t;
+    let slot = signum as usize; // in 1..SIGNALS: the router is installed for no other signal
+                                // SAFETY: getpid and the gettid/tgkill system calls have no memory arguments.
+    let (pid, tid) = unsafe { (libc::getpid(), libc::syscall(libc::SYS_gettid) as libc::pid_t) };
+    if tid != pid {
         // The main thread's id is the process id. If it has ended, tgkill fails: handle it here.
-        tid != pid && libc::syscall(libc::SYS_tgkill, pid, pid, signum) == 0
-    };
-    if !forwarded {
+        // SAFETY: as above.
+        if unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, signum) } != 0 {
+            call_previous(signum, info, ctx);
+        }
+    } else if !KICK[slot].swap(false, Ordering::SeqCst) {
+        PENDING[slot].store(true, Ordering::SeqCst);
         call_previous(signum, info, ctx);
+        wake_relay();
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }
 
 fn call_previous(signum: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
-    let slot = signum as usize; // in 1..SIGNALS: the router is installed for no other signal
-    let handler = PREVIOUS[slot].load(Ordering::Relaxed);
-    match handler {
+    let slot = signum as usize;
+    match PREVIOUS[slot].load(Ordering::Relaxed) {
         libc::SIG_IGN => {}
         libc::SIG_DFL => {
             // What the default would have done (end the process, for SIGTERM): restore it and
@@ -107,6 +142,92 @@ fn call_previous(signum: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
             f(signum);
         }
     }
+}
+
+fn wake_relay() {
+    let fd = WAKE_FD.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: write of one byte from a live buffer; the pipe is non-blocking, and a full pipe
+        // (EAGAIN) already holds a wake-up.
+        let _ = unsafe { libc::write(fd, [1u8].as_ptr().cast(), 1) };
+    }
+}
+
+/// The relay thread, started once: it blocks every signal (the kernel never picks it for one) and
+/// sleeps on its pipe until the router wakes it, then kicks the main thread until no routed signal
+/// is pending.
+fn start_relay() -> Result<(), String> {
+    let mut result = Ok(());
+    RELAY.call_once(|| result = spawn_relay());
+    result
+}
+
+fn spawn_relay() -> Result<(), String> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("the signal relay's pipe: {}", std::io::Error::last_os_error()));
+    }
+    let (read_fd, write_fd) = (fds[0], fds[1]);
+    // SAFETY: fcntl on the descriptor just created.
+    unsafe { libc::fcntl(write_fd, libc::F_SETFL, libc::O_NONBLOCK) };
+    // The thread inherits this thread's mask: block everything while it is made, then restore.
+    // SAFETY: an all-zero sigset_t is a valid (empty) set.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; pthread_sigmask fills it.
+    let mut before: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigfillset and pthread_sigmask on valid, writable sigset_t values.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut before);
+    }
+    let spawned =
+        std::thread::Builder::new().name("mspti-lens-sigrelay".into()).spawn(move || relay(read_fd));
+    // SAFETY: restoring the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut()) };
+    spawned.map_err(|e| format!("the signal relay thread: {e}"))?;
+    WAKE_FD.store(write_fd, Ordering::Release);
+    Ok(())
+}
+
+fn relay(read_fd: c_int) {
+    let mut buf = [0u8; 64];
+    loop {
+        // SAFETY: read into a live buffer of its length.
+        let n = unsafe { libc::read(read_fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+        loop {
+            std::thread::sleep(KICK_EVERY);
+            let mut any = false;
+            for (slot, pending) in PENDING.iter().enumerate() {
+                if pending.load(Ordering::SeqCst) {
+                    any = true;
+                    KICK[slot].store(true, Ordering::SeqCst);
+                    // SAFETY: getpid and tgkill have no memory arguments.
+                    unsafe {
+                        let pid = libc::getpid();
+                        libc::syscall(libc::SYS_tgkill, pid, pid, slot as c_int);
+                    }
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+}
+
+/// Test hook: what the router does on the main thread when a signal lands just before a wait
+/// (Python's C handler runs, the signal is pending), without interrupting any wait.
+#[cfg(feature = "test-hooks")]
+pub fn trip_without_waking(signum: i32) -> Result<(), String> {
+    let slot = slot(signum)?;
+    PENDING[slot].store(true, Ordering::SeqCst);
+    call_previous(signum, std::ptr::null_mut(), std::ptr::null_mut());
+    wake_relay();
+    Ok(())
 }
 
 #[cfg(test)]
@@ -133,15 +254,16 @@ mod tests {
         unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGUSR2) };
         // SAFETY: getpid has no arguments.
         let main = unsafe { libc::getpid() } as u64;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while SEEN_ON.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(
             SEEN_ON.load(Ordering::SeqCst),
             main,
             "the handler ran on another thread than the main one"
         );
+        handled(libc::SIGUSR2); // no Python handler here to say so: stop the relay's kicks
     }
 
     #[test]

@@ -108,8 +108,24 @@ pub fn callback_data_layout() -> BTreeMap<&'static str, usize> {
 }
 
 /// Route `signum` to the main thread, in front of the handler `signal.signal` installed, so that
-/// handler also runs when the kernel hands the signal to another thread (crate::signals).
+/// handler runs also when another thread takes the signal, or when it lands just before the main
+/// thread begins a wait (crate::signals).
 #[pyfunction]
 pub fn route_signal_to_main_thread(signum: i32) -> PyResult<()> {
     crate::signals::route_to_main_thread(signum).map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
+/// Called first by the Python handler of a routed signal: it runs, so the main thread needs no
+/// more kicks.
+#[pyfunction]
+pub fn signal_handled(signum: i32) {
+    crate::signals::handled(signum);
+}
+
+/// Test hook: a routed signal's C handler runs on this thread and the signal is pending, but no
+/// wait of the main thread is interrupted (a signal that landed just before the wait began).
+#[cfg(feature = "test-hooks")]
+#[pyfunction]
+pub fn _trip_without_waking(signum: i32) -> PyResult<()> {
+    crate::signals::trip_without_waking(signum).map_err(pyo3::exceptions::PyValueError::new_err)
 }
