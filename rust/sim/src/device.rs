@@ -459,7 +459,7 @@ pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
                 end,
                 ds: MsptiIdPair::ds(device, stream),
                 correlation_id: corr,
-                type_: crate::cann::kernel_type(name).as_ptr(),
+                type_: crate::cann::kernel_type_static(name).as_ptr(),
                 name: name.as_ptr(),
                 _pad: [0; 4],
             };
