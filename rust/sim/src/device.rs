@@ -171,24 +171,33 @@ impl Lanes {
     }
 }
 
+/// What the channel's reader is doing, so that a push wakes it only when it has to (a wake-up is
+/// a system call on the launching thread and a context switch).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    /// Reading, writing a batch, or already woken: no push needs to wake it.
+    Busy,
+    /// Waiting on an empty channel, for as long as it stays empty: the first push wakes it.
+    Idle,
+    /// Waiting until the earliest record becomes available: a push of an earlier one wakes it.
+    Waiting,
+    /// Letting ready records accumulate between two reads (`CHANNEL_POLL_NS`): only a push that
+    /// fills a batch wakes it.
+    Pausing,
+}
+
 struct Channel {
     heap: Lanes,
     seq: u64,
     /// Records taken off the heap and not yet written.
     in_flight: u64,
-    /// The reader waits on CHANNEL_CV: only then does a push need to wake it (no syscall per record).
-    reader_sleeping: bool,
+    reader: Reader,
     /// Threads waiting in `drain` on DRAINED_CV.
     drain_waiters: u32,
 }
 
-static CHANNEL: Mutex<Channel> = Mutex::new(Channel {
-    heap: Lanes::new(),
-    seq: 0,
-    in_flight: 0,
-    reader_sleeping: false,
-    drain_waiters: 0,
-});
+static CHANNEL: Mutex<Channel> =
+    Mutex::new(Channel { heap: Lanes::new(), seq: 0, in_flight: 0, reader: Reader::Busy, drain_waiters: 0 });
 static CHANNEL_CV: Condvar = Condvar::new();
 static DRAINED_CV: Condvar = Condvar::new();
 /// Whether this process has started the channel thread (a `fork()` child starts its own).
@@ -209,7 +218,8 @@ pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
 }
 
 fn ensure_channel_thread() {
-    if !CHANNEL_STARTED.swap(true, Ordering::AcqRel) {
+    // A plain load first: the swap, a locked write of a shared line, only until it has started.
+    if !CHANNEL_STARTED.load(Ordering::Acquire) && !CHANNEL_STARTED.swap(true, Ordering::AcqRel) {
         activity::install_fork_handlers();
         let _ = std::thread::Builder::new().name("msim-channel".into()).spawn(channel_loop);
     }
@@ -226,60 +236,82 @@ fn push_pending<T: Copy>(key: (u32, u32), done: u64, kind: u32, rec: &T) {
     let mut c = lock(&CHANNEL);
     c.seq += 1;
     let seq = c.seq;
-    // Wake the reader only when it may be sleeping past this record (empty, or this is earliest).
-    let wake = c.reader_sleeping
-        && match c.heap.peek() {
-            None => true,
-            Some(top) => avail < top.avail,
-        };
+    // Wake the reader only when it would otherwise sleep past this record: the channel was
+    // empty, this record is available before the one it waits for, or this one fills a batch.
+    let wake = match c.reader {
+        Reader::Busy => false,
+        Reader::Idle => true,
+        Reader::Waiting => c.heap.peek().is_none_or(|top| avail < top.avail),
+        Reader::Pausing => c.heap.len + 1 >= CHANNEL_BATCH,
+    };
     c.heap.push(key, Pending { avail, done, seq, kind, len, bytes });
     if wake {
+        // Woken: later pushes need not wake it again before it next waits.
+        c.reader = Reader::Busy;
         CHANNEL_CV.notify_one();
     }
 }
 
 /// The reader sleeps at least this long between reads, as MSPTI's channel-pool threads read the
 /// driver's channels in batches rather than per report: a record appears up to 1 ms after it is
-/// available, and a busy job pays one wake-up per millisecond, not one per kernel.
+/// available, and a busy job pays one wake-up per millisecond (or per `CHANNEL_BATCH` records),
+/// not one per kernel. A `drain` does not wait for it.
 const CHANNEL_POLL_NS: u64 = 1_000_000;
+/// The most records one read takes; that many waiting wake the reader from its pause.
+const CHANNEL_BATCH: usize = 4096;
 
 fn ready(avail: u64) -> bool {
     clock::is_virtual() || activity::host_now() >= avail
 }
 
 fn channel_loop() {
+    // One batch buffer for the thread's life: no allocation per read.
+    let mut batch: Vec<Pending> = Vec::with_capacity(CHANNEL_BATCH);
     loop {
-        let p = {
+        {
             let mut c = lock(&CHANNEL);
+            // Whether the reader has slept since its last read: a record that was ready when it
+            // came back from one is read at once, one found ready right after a read (or after
+            // the wake-up of an empty channel's first push) waits for the poll period.
+            let mut slept = false;
             loop {
-                let wait = match c.heap.peek() {
-                    None => None,
-                    Some(top) if ready(top.avail) => break,
-                    Some(top) => Some(Duration::from_nanos(
-                        top.avail.saturating_sub(activity::host_now()).clamp(CHANNEL_POLL_NS, 50_000_000),
-                    )),
+                let (state, wait) = match c.heap.peek() {
+                    None => (Reader::Idle, None),
+                    Some(top) if ready(top.avail) => {
+                        if slept || c.heap.len >= CHANNEL_BATCH || c.drain_waiters > 0 {
+                            break;
+                        }
+                        (Reader::Pausing, Some(Duration::from_nanos(CHANNEL_POLL_NS)))
+                    }
+                    Some(top) => (
+                        Reader::Waiting,
+                        Some(Duration::from_nanos(
+                            top.avail.saturating_sub(activity::host_now()).clamp(CHANNEL_POLL_NS, 50_000_000),
+                        )),
+                    ),
                 };
-                c.reader_sleeping = true;
+                c.reader = state;
                 c = match wait {
                     None => locks::wait(&CHANNEL_CV, c),
                     Some(d) => wait_timeout(&CHANNEL_CV, c, d),
                 };
-                c.reader_sleeping = false;
+                c.reader = Reader::Busy;
+                slept = state != Reader::Idle;
             }
             // Everything ready, in one batch (as a channel read returns many reports at once).
-            let mut batch = Vec::new();
-            while batch.len() < 4096 && c.heap.peek().is_some_and(|t| ready(t.avail)) {
+            while batch.len() < CHANNEL_BATCH && c.heap.peek().is_some_and(|t| ready(t.avail)) {
                 batch.extend(c.heap.pop());
             }
             c.in_flight += batch.len() as u64;
-            batch
-        };
-        write_all(&p);
+        }
+        write_all(&batch);
         let mut c = lock(&CHANNEL);
-        c.in_flight -= p.len() as u64;
+        c.in_flight -= batch.len() as u64;
         if c.drain_waiters > 0 {
             DRAINED_CV.notify_all();
         }
+        drop(c);
+        batch.clear();
     }
 }
 
