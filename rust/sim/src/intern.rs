@@ -20,14 +20,27 @@ struct Entry {
 const BUCKETS: usize = 4096;
 static TABLE: [AtomicPtr<Entry>; BUCKETS] = [const { AtomicPtr::new(ptr::null_mut()) }; BUCKETS];
 
-/// FNV-1a: stable, cheap, good enough to spread names over the buckets.
+/// A multiply-xorshift hash over 8 bytes at a time (a name is hashed on every launch that
+/// announces it): stable, cheap, good enough to spread names over the buckets.
 fn bucket(s: &str) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mix = |h: u64, w: u64| {
+        let h = (h ^ w).wrapping_mul(K);
+        h ^ (h >> 29)
+    };
+    let b = s.as_bytes();
+    let mut h = K ^ b.len() as u64;
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        h = mix(h, u64::from_le_bytes(w.try_into().expect("8 bytes")));
     }
-    (h as usize) % BUCKETS
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut t = [0u8; 8];
+        t[..rest.len()].copy_from_slice(rest);
+        h = mix(h, u64::from_le_bytes(t));
+    }
+    ((h ^ (h >> 32)) as usize) % BUCKETS
 }
 
 /// The entry for `s` in the list starting at `head`, stopping at `stop` (exclusive).
@@ -42,6 +55,15 @@ fn find(mut at: *const Entry, stop: *const Entry, s: &str) -> Option<&'static CS
         at = e.next;
     }
     None
+}
+
+/// `intern` of a C string's bytes, as `to_string_lossy` reads them (invalid UTF-8 replaced), without
+/// its scan when they are valid UTF-8, as names are.
+pub fn intern_c(s: &CStr) -> &'static CStr {
+    match std::str::from_utf8(s.to_bytes()) {
+        Ok(s) => intern(s),
+        Err(_) => intern(&s.to_string_lossy()),
+    }
 }
 
 /// The process-lifetime C string for `s` (NUL bytes dropped); equal strings get the same pointer.
@@ -93,6 +115,9 @@ mod tests {
         }
         assert_eq!(intern("kernel_7").to_bytes(), b"kernel_7");
         assert_eq!(intern("a\0b").to_bytes(), b"ab");
+        assert_eq!(intern_c(c"kernel_7").as_ptr(), intern("kernel_7").as_ptr());
+        let bad = CStr::from_bytes_with_nul(b"k\xffx\0").unwrap();
+        assert_eq!(intern_c(bad).as_ptr(), intern("k\u{fffd}x").as_ptr());
     }
 
     /// Children forked while another thread interns new names in a tight loop must be able to
