@@ -57,8 +57,9 @@ pub fn kernel_type(name: &CStr) -> &'static CStr {
 /// The task types `kernel_type` chooses from, by index (the kernel-type cache stores the index).
 const KERNEL_TYPES: [&CStr; 5] = [KERNEL_AICORE, KERNEL_AIVEC, KERNEL_MIX_AIC, KERNEL_MIX_AIV, KERNEL_AICPU];
 
-/// Slots of the kernel-type cache (a power of two).
-const TYPE_SLOTS: usize = 256;
+/// Slots of the kernel-type cache (a power of two): many more than a job's kernel names, so that
+/// two of them rarely share one.
+const TYPE_SLOTS: usize = 1024;
 /// Each slot packs a name's address (shifted left 4) with its type's index + 1; 0 is empty.
 /// One word per slot, so a reader never sees one name's address with another's type.
 static TYPE_CACHE: [AtomicU64; TYPE_SLOTS] = [const { AtomicU64::new(0) }; TYPE_SLOTS];
@@ -73,7 +74,8 @@ pub fn kernel_type_static(name: &'static CStr) -> &'static CStr {
     if addr >> 60 != 0 {
         return kernel_type(name);
     }
-    let slot = &TYPE_CACHE[((addr ^ (addr >> 9)) >> 3) as usize % TYPE_SLOTS];
+    // Fibonacci hashing: the product's top bits depend on every bit of the address.
+    let slot = &TYPE_CACHE[(addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize % TYPE_SLOTS];
     let v = slot.load(Ordering::Relaxed);
     if v >> 4 == addr && v & 0xf != 0 {
         return KERNEL_TYPES[(v & 0xf) as usize - 1];

@@ -15,6 +15,7 @@
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_void, CStr};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -37,7 +38,31 @@ const LINK_BYTES_PER_NS: f64 = 25.0;
 const COLLECTIVE_LATENCY_NS: u64 = 15_000;
 
 /// Free-at time (ns, MSPTI's clock) of each (device, stream).
-static TIMELINES: Mutex<Option<HashMap<(u32, u32), u64>>> = Mutex::new(None);
+static TIMELINES: Mutex<Option<Timelines>> = Mutex::new(None);
+
+/// The timelines' map, keyed by (device, stream) with a multiply hash: SipHash's resistance to
+/// chosen keys buys nothing here and cost more than the rest of placing a kernel.
+type Timelines = HashMap<(u32, u32), u64, BuildHasherDefault<StreamKeyHasher>>;
+
+#[derive(Default)]
+struct StreamKeyHasher(u64);
+
+impl Hasher for StreamKeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 thread_local! {
     static STREAM: Cell<u32> = const { Cell::new(0) };
@@ -418,7 +443,7 @@ fn record_delay() -> u64 {
 fn place(device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
     let lat = LAUNCH_LATENCY_NS.load(Ordering::Relaxed);
     let mut g = lock(&TIMELINES);
-    let free = g.get_or_insert_with(HashMap::new).entry((device, stream)).or_insert(0);
+    let free = g.get_or_insert_with(Timelines::default).entry((device, stream)).or_insert(0);
     let start = (t_submit.saturating_add(lat)).max(*free);
     let end = start.saturating_add(dur);
     *free = end;
@@ -429,7 +454,7 @@ fn place(device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
 /// free) until `dur` after the group's latest start.
 fn place_meeting(device: u32, stream: u32, m: crate::multirank::Meeting, dur: u64) -> (u64, u64) {
     let mut g = lock(&TIMELINES);
-    let free = g.get_or_insert_with(HashMap::new).entry((device, stream)).or_insert(0);
+    let free = g.get_or_insert_with(Timelines::default).entry((device, stream)).or_insert(0);
     let start = m.own_start_ns.max(*free);
     let end = start.max(m.latest_start_ns).saturating_add(dur);
     *free = end;
@@ -452,7 +477,7 @@ pub fn latest_free() -> u64 {
 pub fn stream_wait(other: u32) {
     let device = thread_device();
     let mut g = lock(&TIMELINES);
-    let m = g.get_or_insert_with(HashMap::new);
+    let m = g.get_or_insert_with(Timelines::default);
     let after = m.get(&(device, other)).copied().unwrap_or(0);
     let own = m.entry((device, thread_stream())).or_insert(0);
     *own = (*own).max(after);
@@ -651,7 +676,7 @@ pub unsafe extern "C" fn msimSetCommName(name: *const c_char) {
         None
     } else {
         // SAFETY: a non-NULL C string from the caller.
-        Some(activity::intern(&unsafe { CStr::from_ptr(name) }.to_string_lossy()))
+        Some(crate::intern::intern_c(unsafe { CStr::from_ptr(name) }))
     };
     *lock(&COMM_NAME) = n;
 }
@@ -661,7 +686,7 @@ fn cstr_arg(s: *const c_char) -> Option<&'static CStr> {
         return None;
     }
     // SAFETY: a non-NULL C string from the caller.
-    Some(activity::intern(&unsafe { CStr::from_ptr(s) }.to_string_lossy()))
+    Some(crate::intern::intern_c(unsafe { CStr::from_ptr(s) }))
 }
 
 /// One launch call of simulated API `api` (a LAUNCH-family entry) taking `host_ns` on the host,
