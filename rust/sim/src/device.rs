@@ -361,11 +361,17 @@ pub fn flush_ready() {
 /// on the channel is discarded, as MSPTI's parsers drop records of a kind that is off, and counted
 /// (`STAT_DEVICE_DISCARDED`): the simulator loses nothing without a counter.
 fn write_all(ps: &[Pending]) {
-    for p in ps {
-        if activity::kind_enabled(p.kind) {
-            activity::record_bytes(p.kind, &p.bytes[..p.len]);
-        } else {
-            stat_add(STAT_DEVICE_DISCARDED, 1);
+    // The record lock is taken once per chunk: bounded, so that a flush or a host record on
+    // another thread waits for at most this many.
+    const CHUNK: usize = 256;
+    for chunk in ps.chunks(CHUNK) {
+        let mut w = activity::record_writer();
+        for p in chunk {
+            if activity::kind_enabled(p.kind) {
+                w.record_bytes(p.kind, &p.bytes[..p.len]);
+            } else {
+                stat_add(STAT_DEVICE_DISCARDED, 1);
+            }
         }
     }
 }
