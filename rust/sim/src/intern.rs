@@ -22,13 +22,12 @@ static TABLE: [AtomicPtr<Entry>; BUCKETS] = [const { AtomicPtr::new(ptr::null_mu
 
 /// A multiply-xorshift hash over 8 bytes at a time (a name is hashed on every launch that
 /// announces it): stable, cheap, good enough to spread names over the buckets.
-fn bucket(s: &str) -> usize {
+fn bucket(b: &[u8]) -> usize {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let mix = |h: u64, w: u64| {
         let h = (h ^ w).wrapping_mul(K);
         h ^ (h >> 29)
     };
-    let b = s.as_bytes();
     let mut h = K ^ b.len() as u64;
     let mut words = b.chunks_exact(8);
     for w in &mut words {
@@ -44,12 +43,12 @@ fn bucket(s: &str) -> usize {
 }
 
 /// The entry for `s` in the list starting at `head`, stopping at `stop` (exclusive).
-fn find(mut at: *const Entry, stop: *const Entry, s: &str) -> Option<&'static CStr> {
+fn find(mut at: *const Entry, stop: *const Entry, s: &[u8]) -> Option<&'static CStr> {
     while !at.is_null() && at != stop {
         // SAFETY: entries are leaked when published and never freed or changed afterwards; the
         // Acquire load that produced `at` (or its predecessor's) saw the entry's initialisation.
         let e: &'static Entry = unsafe { &*at };
-        if &*e.key == s {
+        if e.key.as_bytes() == s {
             return Some(e.value.as_c_str());
         }
         at = e.next;
@@ -58,9 +57,14 @@ fn find(mut at: *const Entry, stop: *const Entry, s: &str) -> Option<&'static CS
 }
 
 /// `intern` of a C string's bytes, as `to_string_lossy` reads them (invalid UTF-8 replaced), without
-/// its scan when they are valid UTF-8, as names are.
+/// a UTF-8 check for a name already interned: keys are valid UTF-8, so bytes equal to one are
+/// valid and convert to exactly that key.
 pub fn intern_c(s: &CStr) -> &'static CStr {
-    match std::str::from_utf8(s.to_bytes()) {
+    let b = s.to_bytes();
+    if let Some(v) = find(TABLE[bucket(b)].load(Ordering::Acquire), ptr::null(), b) {
+        return v;
+    }
+    match std::str::from_utf8(b) {
         Ok(s) => intern(s),
         Err(_) => intern(&s.to_string_lossy()),
     }
@@ -68,9 +72,9 @@ pub fn intern_c(s: &CStr) -> &'static CStr {
 
 /// The process-lifetime C string for `s` (NUL bytes dropped); equal strings get the same pointer.
 pub fn intern(s: &str) -> &'static CStr {
-    let slot = &TABLE[bucket(s)];
+    let slot = &TABLE[bucket(s.as_bytes())];
     let mut head = slot.load(Ordering::Acquire);
-    if let Some(v) = find(head, ptr::null(), s) {
+    if let Some(v) = find(head, ptr::null(), s.as_bytes()) {
         return v;
     }
     let clean: String = s.chars().filter(|&c| c != '\0').collect();
@@ -87,7 +91,7 @@ pub fn intern(s: &str) -> &'static CStr {
             Err(now) => {
                 // Someone pushed first: they may have pushed this very string; then this entry,
                 // never published, is freed here.
-                if let Some(v) = find(now, head, s) {
+                if let Some(v) = find(now, head, s.as_bytes()) {
                     return v;
                 }
                 head = now;
@@ -116,7 +120,7 @@ mod tests {
         assert_eq!(intern("kernel_7").to_bytes(), b"kernel_7");
         assert_eq!(intern("a\0b").to_bytes(), b"ab");
         assert_eq!(intern_c(c"kernel_7").as_ptr(), intern("kernel_7").as_ptr());
-        let bad = CStr::from_bytes_with_nul(b"k\xffx\0").unwrap();
+        let bad = c"k\xffx";
         assert_eq!(intern_c(bad).as_ptr(), intern("k\u{fffd}x").as_ptr());
     }
 
