@@ -174,6 +174,22 @@ impl Lanes {
         self.len -= usize::from(p.is_some());
         p
     }
+    /// Up to `max` records in all in `out`, taking those available by `ready` in availability
+    /// order (as `pop` takes them); with one lane holding records, straight off its front.
+    fn pop_ready(&mut self, out: &mut Vec<Pending>, max: usize, ready: impl Fn(u64) -> bool) {
+        let mut busy = self.lanes.iter_mut().filter(|l| !l.1.is_empty());
+        if let (Some(only), None) = (busy.next(), busy.next()) {
+            let before = out.len();
+            while out.len() < max && only.1.front().is_some_and(|p| ready(p.avail)) {
+                out.extend(only.1.pop_front());
+            }
+            self.len -= out.len() - before;
+            return;
+        }
+        while out.len() < max && self.peek().is_some_and(|t| ready(t.avail)) {
+            out.extend(self.pop());
+        }
+    }
     /// Every record whose task is done by `ready`, in availability order.
     fn take_done(&mut self, ready: impl Fn(u64) -> bool) -> Vec<Pending> {
         let mut out = Vec::new();
@@ -324,9 +340,7 @@ fn channel_loop() {
                 slept = state != Reader::Idle;
             }
             // Everything ready, in one batch (as a channel read returns many reports at once).
-            while batch.len() < CHANNEL_BATCH && c.heap.peek().is_some_and(|t| ready(t.avail)) {
-                batch.extend(c.heap.pop());
-            }
+            c.heap.pop_ready(&mut batch, CHANNEL_BATCH, ready);
             c.in_flight += batch.len() as u64;
         }
         write_all(&batch);
