@@ -37,9 +37,6 @@ pub const DEFAULT_DEFAULT_KERNEL_NS: u64 = 20_000;
 const LINK_BYTES_PER_NS: f64 = 25.0;
 const COLLECTIVE_LATENCY_NS: u64 = 15_000;
 
-/// Free-at time (ns, MSPTI's clock) of each (device, stream).
-static TIMELINES: Mutex<Option<Timelines>> = Mutex::new(None);
-
 /// The timelines' map, keyed by (device, stream) with a multiply hash: SipHash's resistance to
 /// chosen keys buys nothing here and cost more than the rest of placing a kernel.
 type Timelines = HashMap<(u32, u32), u64, BuildHasherDefault<StreamKeyHasher>>;
@@ -235,10 +232,20 @@ struct Channel {
     reader: Reader,
     /// Threads waiting in `drain` on DRAINED_CV.
     drain_waiters: u32,
+    /// Free-at time (ns, MSPTI's clock) of each (device, stream). Under the channel's lock: a
+    /// launch places its kernel and queues its record in one critical section, so one stream's
+    /// records also reach its lane in the order their tasks end.
+    timelines: Option<Timelines>,
 }
 
-static CHANNEL: Mutex<Channel> =
-    Mutex::new(Channel { heap: Lanes::new(), seq: 0, in_flight: 0, reader: Reader::Busy, drain_waiters: 0 });
+static CHANNEL: Mutex<Channel> = Mutex::new(Channel {
+    heap: Lanes::new(),
+    seq: 0,
+    in_flight: 0,
+    reader: Reader::Busy,
+    drain_waiters: 0,
+    timelines: None,
+});
 static CHANNEL_CV: Condvar = Condvar::new();
 static DRAINED_CV: Condvar = Condvar::new();
 /// Whether this process has started the channel thread (a `fork()` child starts its own).
@@ -253,9 +260,9 @@ pub(crate) fn lock_channel() -> std::sync::MutexGuard<'static, impl Sized> {
     lock(&CHANNEL)
 }
 
-/// The device's leaf locks (timelines, communicator name), for the fork handlers.
+/// The device's leaf locks (the communicator name), for the fork handlers.
 pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
-    vec![Box::new(lock(&TIMELINES)), Box::new(lock(&COMM_NAME))]
+    vec![Box::new(lock(&COMM_NAME))]
 }
 
 fn ensure_channel_thread() {
@@ -266,17 +273,29 @@ fn ensure_channel_thread() {
     }
 }
 
-fn push_pending<T: Copy>(key: (u32, u32), done: u64, kind: u32, rec: &T) {
+/// A record of the channel, available `record_delay` after its task ends at `done` (its place
+/// in the sequence is given when it is queued).
+fn pending<T: Copy>(done: u64, kind: u32, rec: &T) -> Pending {
     let avail = done.saturating_add(record_delay());
     let len = std::mem::size_of::<T>();
     let mut bytes = [0u8; 72];
     // SAFETY: `T` is a packed record struct of at most 72 bytes (plain data, explicit pads).
     let src = unsafe { std::slice::from_raw_parts((rec as *const T).cast::<u8>(), len) };
     bytes[..len].copy_from_slice(src);
+    Pending { avail, done, seq: 0, kind, len, bytes }
+}
+
+fn push_pending<T: Copy>(key: (u32, u32), done: u64, kind: u32, rec: &T) {
+    let p = pending(done, kind, rec);
     ensure_channel_thread();
-    let mut c = lock(&CHANNEL);
+    push_locked(&mut lock(&CHANNEL), key, p);
+}
+
+/// Queue record `p` on lane `key` of the channel, whose lock the caller holds (`c`).
+fn push_locked(c: &mut Channel, key: (u32, u32), mut p: Pending) {
     c.seq += 1;
-    let seq = c.seq;
+    p.seq = c.seq;
+    let avail = p.avail;
     // Wake the reader only when it would otherwise sleep past this record: the channel was
     // empty, this record is available before the one it waits for, or this one fills a batch.
     let wake = match c.reader {
@@ -285,7 +304,7 @@ fn push_pending<T: Copy>(key: (u32, u32), done: u64, kind: u32, rec: &T) {
         Reader::Waiting => c.heap.peek().is_none_or(|top| avail < top.avail),
         Reader::Pausing => c.heap.len + 1 >= CHANNEL_BATCH,
     };
-    c.heap.push(key, Pending { avail, done, seq, kind, len, bytes });
+    c.heap.push(key, p);
     if wake {
         // Woken: later pushes need not wake it again before it next waits.
         c.reader = Reader::Busy;
@@ -448,8 +467,8 @@ pub fn drain(timeout_ms: u64) -> bool {
 pub fn reset() {
     let mut c = lock(&CHANNEL);
     c.heap.clear();
+    c.timelines = None;
     drop(c);
-    *lock(&TIMELINES) = None;
     LAUNCH_LATENCY_NS.store(DEFAULT_LAUNCH_LATENCY_NS, Ordering::Relaxed);
     RECORD_DELAY_NS.store(DEFAULT_RECORD_DELAY_NS, Ordering::Relaxed);
     DEFAULT_KERNEL_NS.store(DEFAULT_DEFAULT_KERNEL_NS, Ordering::Relaxed);
@@ -461,9 +480,13 @@ fn record_delay() -> u64 {
 
 /// Place a task of `dur` ns submitted at `t_submit` on (device, stream): its start and end.
 fn place(device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
+    place_on(&mut lock(&CHANNEL).timelines, device, stream, t_submit, dur)
+}
+
+/// `place` on the timelines `t` (under the channel's lock, which the caller holds).
+fn place_on(t: &mut Option<Timelines>, device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
     let lat = LAUNCH_LATENCY_NS.load(Ordering::Relaxed);
-    let mut g = lock(&TIMELINES);
-    let free = g.get_or_insert_with(Timelines::default).entry((device, stream)).or_insert(0);
+    let free = t.get_or_insert_with(Timelines::default).entry((device, stream)).or_insert(0);
     let start = (t_submit.saturating_add(lat)).max(*free);
     let end = start.saturating_add(dur);
     *free = end;
@@ -473,8 +496,8 @@ fn place(device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
 /// A collective task of a multi-process job: from this rank's own start (or when its stream is
 /// free) until `dur` after the group's latest start.
 fn place_meeting(device: u32, stream: u32, m: crate::multirank::Meeting, dur: u64) -> (u64, u64) {
-    let mut g = lock(&TIMELINES);
-    let free = g.get_or_insert_with(Timelines::default).entry((device, stream)).or_insert(0);
+    let mut c = lock(&CHANNEL);
+    let free = c.timelines.get_or_insert_with(Timelines::default).entry((device, stream)).or_insert(0);
     let start = m.own_start_ns.max(*free);
     let end = start.max(m.latest_start_ns).saturating_add(dur);
     *free = end;
@@ -483,12 +506,12 @@ fn place_meeting(device: u32, stream: u32, m: crate::multirank::Meeting, dur: u6
 
 /// When (device, stream) becomes idle.
 pub fn free_at(device: u32, stream: u32) -> u64 {
-    lock(&TIMELINES).as_ref().and_then(|m| m.get(&(device, stream)).copied()).unwrap_or(0)
+    lock(&CHANNEL).timelines.as_ref().and_then(|m| m.get(&(device, stream)).copied()).unwrap_or(0)
 }
 
 /// When the last task of any stream ends (0 if nothing ran).
 pub fn latest_free() -> u64 {
-    lock(&TIMELINES).as_ref().and_then(|m| m.values().copied().max()).unwrap_or(0)
+    lock(&CHANNEL).timelines.as_ref().and_then(|m| m.values().copied().max()).unwrap_or(0)
 }
 
 /// This thread's stream waits on the device for everything already queued on `other` (an event
@@ -496,8 +519,8 @@ pub fn latest_free() -> u64 {
 /// next task starts no earlier than `other`'s last one ends. No host call, no callback.
 pub fn stream_wait(other: u32) {
     let device = thread_device();
-    let mut g = lock(&TIMELINES);
-    let m = g.get_or_insert_with(Timelines::default);
+    let mut c = lock(&CHANNEL);
+    let m = c.timelines.get_or_insert_with(Timelines::default);
     let after = m.get(&(device, other)).copied().unwrap_or(0);
     let own = m.entry((device, thread_stream())).or_insert(0);
     *own = (*own).max(after);
@@ -527,21 +550,28 @@ pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
         } else {
             activity::current_correlation()
         };
-        let (start, end) = place(device, stream, t_submit, spec.device_ns);
-        stat_add(STAT_KERNELS, 1);
-        if kernel_on {
-            let r = MsptiActivityKernel {
-                kind: MSPTI_ACTIVITY_KIND_KERNEL,
-                start,
-                end,
-                ds: MsptiIdPair::ds(device, stream),
-                correlation_id: corr,
-                type_: crate::cann::kernel_type_static(name).as_ptr(),
-                name: name.as_ptr(),
-                _pad: [0; 4],
-            };
-            push_pending((device, stream), end, MSPTI_ACTIVITY_KIND_KERNEL, &r);
+        if !kernel_on {
+            place(device, stream, t_submit, spec.device_ns);
+            stat_add(STAT_KERNELS, 1);
+            continue;
         }
+        let type_ = crate::cann::kernel_type_static(name).as_ptr();
+        ensure_channel_thread();
+        // Placed and queued under one lock (one round-trip per kernel).
+        let mut c = lock(&CHANNEL);
+        let (start, end) = place_on(&mut c.timelines, device, stream, t_submit, spec.device_ns);
+        stat_add(STAT_KERNELS, 1);
+        let r = MsptiActivityKernel {
+            kind: MSPTI_ACTIVITY_KIND_KERNEL,
+            start,
+            end,
+            ds: MsptiIdPair::ds(device, stream),
+            correlation_id: corr,
+            type_,
+            name: name.as_ptr(),
+            _pad: [0; 4],
+        };
+        push_locked(&mut c, (device, stream), pending(end, MSPTI_ACTIVITY_KIND_KERNEL, &r));
     }
 }
 
@@ -788,8 +818,9 @@ pub extern "C" fn msimCallCollective(api: u32, host_ns: u64, count: u64, data_ty
 mod tests {
     use super::*;
 
-    /// The device's timelines are a mutex every launch takes: a child forked while another thread
-    /// held it must still be able to launch (the fork handlers hold it across the fork).
+    /// The device's timelines are under the channel's mutex, which every launch takes: a child
+    /// forked while another thread held it must still be able to launch (the fork handlers hold
+    /// it across the fork).
     #[test]
     fn forked_children_can_place_work_while_another_thread_launches() {
         let (hung, failed) = crate::forktest::hung_children(
