@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use mspti_abi::*;
 
 use crate::device::{self, CallSpec};
-use crate::{activity, apis, clock};
+use crate::{apis, clock};
 
 /// `aclError` and `HcclResult` values the wrappers return on their own (CANN's `acl_base.h`,
 /// `hccl_types.h`): the real function could not be found.
@@ -148,8 +148,12 @@ macro_rules! intercept {
             static REAL: AtomicUsize = AtomicUsize::new(0);
             static API: AtomicUsize = AtomicUsize::new(0);
             let own = $name as *const () as usize;
-            let Some(f) = real($lib, CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes())
-                .expect("a name with one NUL"), &REAL, own) else { return $missing };
+            // Checked at compile time: no scan for the NUL per call.
+            const NAME: &CStr = match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                Ok(n) => n,
+                Err(_) => panic!("a name with one NUL"),
+            };
+            let Some(f) = real($lib, NAME, &REAL, own) else { return $missing };
             // SAFETY: `f` is the address dlsym gave for this very function name, whose C
             // signature is the one this wrapper is declared with (CANN's headers).
             let f: unsafe extern "C" fn($($t),*) -> c_int = unsafe { std::mem::transmute(f) };
@@ -342,7 +346,7 @@ pub unsafe extern "C" fn msimSetNextLaunch(
 ) {
     let name = |s: *const c_char| {
         // SAFETY: NULL or a C string, by this function's contract.
-        (!s.is_null()).then(|| activity::intern(&unsafe { CStr::from_ptr(s) }.to_string_lossy()))
+        (!s.is_null()).then(|| crate::intern::intern_c(unsafe { CStr::from_ptr(s) }))
     };
     device::set_next(CallSpec {
         kernel: name(kernel).unwrap_or(c"SimKernel"),

@@ -28,6 +28,7 @@ use mspti_abi::*;
 use crate::clock;
 use crate::device;
 use crate::locks::{lock, wait_timeout};
+use crate::padded::Padded;
 use crate::state::{self, Fidelity};
 
 // ---------------------------------------------------------------------------------------------
@@ -143,7 +144,9 @@ pub const STAT_DEVICE_DISCARDED: usize = 9;
 /// Device records still unfinished when `msptiUnsubscribe`'s bounded wait ended (not written).
 pub const STAT_DEVICE_LOST: usize = 10;
 pub const STAT_COUNT: usize = 11;
-pub static STATS: [AtomicU64; STAT_COUNT] = [const { AtomicU64::new(0) }; STAT_COUNT];
+/// Each on lines of its own: the launching thread counts kernels while the channel thread counts
+/// records.
+pub static STATS: [Padded<AtomicU64>; STAT_COUNT] = [const { Padded(AtomicU64::new(0)) }; STAT_COUNT];
 /// The dropped count `msptiActivityGetNumDroppedRecords` returns and resets.
 static DROPPED_SINCE_READ: AtomicU64 = AtomicU64::new(0);
 
@@ -179,7 +182,7 @@ fn callbacks() -> Callbacks {
 }
 
 /// `buf_mtx_` and `cur_buf_`: every record write takes it.
-static CURRENT: Mutex<Option<Buf>> = Mutex::new(None);
+static CURRENT: Padded<Mutex<Option<Buf>>> = Padded(Mutex::new(None));
 
 struct Queue {
     full: VecDeque<Buf>,
@@ -294,7 +297,27 @@ pub fn record_bytes(kind: MsptiActivityKind, bytes: &[u8]) -> bool {
     if !kind_enabled(kind) {
         return false;
     }
-    let mut cur = lock(&CURRENT);
+    write_locked(&mut lock(&CURRENT), bytes)
+}
+
+/// The record lock held across several records: the device channel writes its batches so, one
+/// lock round-trip per batch rather than per record. Each record is written as `record_bytes`
+/// writes it (same hand-over, requests, drops and counters), in order.
+pub struct RecordWriter(MutexGuard<'static, Option<Buf>>);
+
+impl RecordWriter {
+    pub fn record_bytes(&mut self, kind: MsptiActivityKind, bytes: &[u8]) -> bool {
+        kind_enabled(kind) && write_locked(&mut self.0, bytes)
+    }
+}
+
+/// Take the record lock for a run of `RecordWriter::record_bytes`.
+pub fn record_writer() -> RecordWriter {
+    RecordWriter(lock(&CURRENT))
+}
+
+/// `record_bytes` of an enabled kind, under the record lock (`cur` is the current buffer).
+fn write_locked(cur: &mut Option<Buf>, bytes: &[u8]) -> bool {
     let hand_over = match cur.as_ref() {
         None => {
             *cur = request_buffer();
@@ -479,7 +502,7 @@ pub fn flush_all() {
 // ---------------------------------------------------------------------------------------------
 // Correlation ids and external correlation.
 
-static NEXT_CORRELATION: AtomicU64 = AtomicU64::new(0);
+static NEXT_CORRELATION: Padded<AtomicU64> = Padded(AtomicU64::new(0));
 thread_local! {
     static CURRENT_CORRELATION: Cell<u64> = const { Cell::new(0) };
 }

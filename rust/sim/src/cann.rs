@@ -4,6 +4,7 @@
 //! in docs/simulator_fidelity.md.
 
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The op name HCCL reports for a collective (its profiling table of op types, `PROF_OP_NAME_V2`),
 /// which MSPTI puts into COMMUNICATION records and into the op's API record: `hcom_allReduce_`,
@@ -51,6 +52,38 @@ pub fn kernel_type(name: &CStr) -> &'static CStr {
     } else {
         KERNEL_AIVEC
     }
+}
+
+/// The task types `kernel_type` chooses from, by index (the kernel-type cache stores the index).
+const KERNEL_TYPES: [&CStr; 5] = [KERNEL_AICORE, KERNEL_AIVEC, KERNEL_MIX_AIC, KERNEL_MIX_AIV, KERNEL_AICPU];
+
+/// Slots of the kernel-type cache (a power of two): many more than a job's kernel names, so that
+/// two of them rarely share one.
+const TYPE_SLOTS: usize = 1024;
+/// Each slot packs a name's address (shifted left 4) with its type's index + 1; 0 is empty.
+/// One word per slot, so a reader never sees one name's address with another's type.
+static TYPE_CACHE: [AtomicU64; TYPE_SLOTS] = [const { AtomicU64::new(0) }; TYPE_SLOTS];
+
+/// `kernel_type` of a name that lives for the process, computed once per name rather than per
+/// launch: a `&'static CStr` (interned, or a literal) never changes nor moves, so its address
+/// identifies its text. A lock-free direct-mapped cache (fork-safe: no lock to inherit held);
+/// two names sharing a slot only cost a recomputation.
+pub fn kernel_type_static(name: &'static CStr) -> &'static CStr {
+    let addr = name.as_ptr() as u64;
+    // Addresses fit in 60 bits on every 64-bit target Linux runs user space on; past that, no cache.
+    if addr >> 60 != 0 {
+        return kernel_type(name);
+    }
+    // Fibonacci hashing: the product's top bits depend on every bit of the address.
+    let slot = &TYPE_CACHE[(addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize % TYPE_SLOTS];
+    let v = slot.load(Ordering::Relaxed);
+    if v >> 4 == addr && v & 0xf != 0 {
+        return KERNEL_TYPES[(v & 0xf) as usize - 1];
+    }
+    let t = kernel_type(name);
+    let i = KERNEL_TYPES.iter().position(|k| k.as_ptr() == t.as_ptr()).expect("a type of KERNEL_TYPES");
+    slot.store((addr << 4) | (i as u64 + 1), Ordering::Relaxed);
+    t
 }
 
 /// Bytes per element of an `HcclDataType` (the same numbering as `msptiCommunicationDataType`,
@@ -104,6 +137,11 @@ mod tests {
             kernel_type(c"Axpy_233851a3505389e43928a8bba133a74d_high_performance_210000000"),
             KERNEL_AIVEC
         );
+        for n in [c"MatMulV2", c"FlashAttentionScore", c"Add", c"GroupedMatmul", c"aicpu_Cast"] {
+            // Twice: the first computes and caches, the second reads the cache.
+            assert_eq!(kernel_type_static(n), kernel_type(n));
+            assert_eq!(kernel_type_static(n), kernel_type(n));
+        }
         assert_eq!((data_type_bytes(11), data_type_bytes(4), data_type_bytes(13)), (Some(2), Some(4), None));
         assert_eq!(alg_type(1, 8, 1 << 20), c"MESH");
         assert_eq!(alg_type(1, 16, 1 << 20), c"MESH-HD");

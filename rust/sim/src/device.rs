@@ -15,6 +15,7 @@
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_void, CStr};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -36,8 +37,29 @@ pub const DEFAULT_DEFAULT_KERNEL_NS: u64 = 20_000;
 const LINK_BYTES_PER_NS: f64 = 25.0;
 const COLLECTIVE_LATENCY_NS: u64 = 15_000;
 
-/// Free-at time (ns, MSPTI's clock) of each (device, stream).
-static TIMELINES: Mutex<Option<HashMap<(u32, u32), u64>>> = Mutex::new(None);
+/// The timelines' map, keyed by (device, stream) with a multiply hash: SipHash's resistance to
+/// chosen keys buys nothing here and cost more than the rest of placing a kernel.
+type Timelines = HashMap<(u32, u32), u64, BuildHasherDefault<StreamKeyHasher>>;
+
+#[derive(Default)]
+struct StreamKeyHasher(u64);
+
+impl Hasher for StreamKeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 thread_local! {
     static STREAM: Cell<u32> = const { Cell::new(0) };
@@ -149,6 +171,22 @@ impl Lanes {
         self.len -= usize::from(p.is_some());
         p
     }
+    /// Up to `max` records in all in `out`, taking those available by `ready` in availability
+    /// order (as `pop` takes them); with one lane holding records, straight off its front.
+    fn pop_ready(&mut self, out: &mut Vec<Pending>, max: usize, ready: impl Fn(u64) -> bool) {
+        let mut busy = self.lanes.iter_mut().filter(|l| !l.1.is_empty());
+        if let (Some(only), None) = (busy.next(), busy.next()) {
+            let before = out.len();
+            while out.len() < max && only.1.front().is_some_and(|p| ready(p.avail)) {
+                out.extend(only.1.pop_front());
+            }
+            self.len -= out.len() - before;
+            return;
+        }
+        while out.len() < max && self.peek().is_some_and(|t| ready(t.avail)) {
+            out.extend(self.pop());
+        }
+    }
     /// Every record whose task is done by `ready`, in availability order.
     fn take_done(&mut self, ready: impl Fn(u64) -> bool) -> Vec<Pending> {
         let mut out = Vec::new();
@@ -171,23 +209,42 @@ impl Lanes {
     }
 }
 
+/// What the channel's reader is doing, so that a push wakes it only when it has to (a wake-up is
+/// a system call on the launching thread and a context switch).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    /// Reading, writing a batch, or already woken: no push needs to wake it.
+    Busy,
+    /// Waiting on an empty channel, for as long as it stays empty: the first push wakes it.
+    Idle,
+    /// Waiting until the earliest record becomes available: a push of an earlier one wakes it.
+    Waiting,
+    /// Letting ready records accumulate between two reads (`CHANNEL_POLL_NS`): only a push that
+    /// fills a batch wakes it.
+    Pausing,
+}
+
 struct Channel {
     heap: Lanes,
     seq: u64,
     /// Records taken off the heap and not yet written.
     in_flight: u64,
-    /// The reader waits on CHANNEL_CV: only then does a push need to wake it (no syscall per record).
-    reader_sleeping: bool,
+    reader: Reader,
     /// Threads waiting in `drain` on DRAINED_CV.
     drain_waiters: u32,
+    /// Free-at time (ns, MSPTI's clock) of each (device, stream). Under the channel's lock: a
+    /// launch places its kernel and queues its record in one critical section, so one stream's
+    /// records also reach its lane in the order their tasks end.
+    timelines: Option<Timelines>,
 }
 
 static CHANNEL: Mutex<Channel> = Mutex::new(Channel {
     heap: Lanes::new(),
     seq: 0,
     in_flight: 0,
-    reader_sleeping: false,
+    reader: Reader::Busy,
     drain_waiters: 0,
+    timelines: None,
 });
 static CHANNEL_CV: Condvar = Condvar::new();
 static DRAINED_CV: Condvar = Condvar::new();
@@ -203,83 +260,116 @@ pub(crate) fn lock_channel() -> std::sync::MutexGuard<'static, impl Sized> {
     lock(&CHANNEL)
 }
 
-/// The device's leaf locks (timelines, communicator name), for the fork handlers.
+/// The device's leaf locks (the communicator name), for the fork handlers.
 pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
-    vec![Box::new(lock(&TIMELINES)), Box::new(lock(&COMM_NAME))]
+    vec![Box::new(lock(&COMM_NAME))]
 }
 
 fn ensure_channel_thread() {
-    if !CHANNEL_STARTED.swap(true, Ordering::AcqRel) {
+    // A plain load first: the swap, a locked write of a shared line, only until it has started.
+    if !CHANNEL_STARTED.load(Ordering::Acquire) && !CHANNEL_STARTED.swap(true, Ordering::AcqRel) {
         activity::install_fork_handlers();
         let _ = std::thread::Builder::new().name("msim-channel".into()).spawn(channel_loop);
     }
 }
 
-fn push_pending<T: Copy>(key: (u32, u32), done: u64, kind: u32, rec: &T) {
+/// A record of the channel, available `record_delay` after its task ends at `done` (its place
+/// in the sequence is given when it is queued).
+fn pending<T: Copy>(done: u64, kind: u32, rec: &T) -> Pending {
     let avail = done.saturating_add(record_delay());
     let len = std::mem::size_of::<T>();
     let mut bytes = [0u8; 72];
     // SAFETY: `T` is a packed record struct of at most 72 bytes (plain data, explicit pads).
     let src = unsafe { std::slice::from_raw_parts((rec as *const T).cast::<u8>(), len) };
     bytes[..len].copy_from_slice(src);
+    Pending { avail, done, seq: 0, kind, len, bytes }
+}
+
+fn push_pending<T: Copy>(key: (u32, u32), done: u64, kind: u32, rec: &T) {
+    let p = pending(done, kind, rec);
     ensure_channel_thread();
-    let mut c = lock(&CHANNEL);
+    push_locked(&mut lock(&CHANNEL), key, p);
+}
+
+/// Queue record `p` on lane `key` of the channel, whose lock the caller holds (`c`).
+fn push_locked(c: &mut Channel, key: (u32, u32), mut p: Pending) {
     c.seq += 1;
-    let seq = c.seq;
-    // Wake the reader only when it may be sleeping past this record (empty, or this is earliest).
-    let wake = c.reader_sleeping
-        && match c.heap.peek() {
-            None => true,
-            Some(top) => avail < top.avail,
-        };
-    c.heap.push(key, Pending { avail, done, seq, kind, len, bytes });
+    p.seq = c.seq;
+    let avail = p.avail;
+    // Wake the reader only when it would otherwise sleep past this record: the channel was
+    // empty, this record is available before the one it waits for, or this one fills a batch.
+    let wake = match c.reader {
+        Reader::Busy => false,
+        Reader::Idle => true,
+        Reader::Waiting => c.heap.peek().is_none_or(|top| avail < top.avail),
+        Reader::Pausing => c.heap.len + 1 >= CHANNEL_BATCH,
+    };
+    c.heap.push(key, p);
     if wake {
+        // Woken: later pushes need not wake it again before it next waits.
+        c.reader = Reader::Busy;
         CHANNEL_CV.notify_one();
     }
 }
 
 /// The reader sleeps at least this long between reads, as MSPTI's channel-pool threads read the
 /// driver's channels in batches rather than per report: a record appears up to 1 ms after it is
-/// available, and a busy job pays one wake-up per millisecond, not one per kernel.
+/// available, and a busy job pays one wake-up per millisecond (or per `CHANNEL_BATCH` records),
+/// not one per kernel. A `drain` does not wait for it.
 const CHANNEL_POLL_NS: u64 = 1_000_000;
+/// The most records one read takes; that many waiting wake the reader from its pause.
+const CHANNEL_BATCH: usize = 4096;
 
 fn ready(avail: u64) -> bool {
     clock::is_virtual() || activity::host_now() >= avail
 }
 
 fn channel_loop() {
+    // One batch buffer for the thread's life: no allocation per read.
+    let mut batch: Vec<Pending> = Vec::with_capacity(CHANNEL_BATCH);
     loop {
-        let p = {
+        {
             let mut c = lock(&CHANNEL);
+            // Whether the reader has slept since its last read: a record that was ready when it
+            // came back from one is read at once, one found ready right after a read (or after
+            // the wake-up of an empty channel's first push) waits for the poll period.
+            let mut slept = false;
             loop {
-                let wait = match c.heap.peek() {
-                    None => None,
-                    Some(top) if ready(top.avail) => break,
-                    Some(top) => Some(Duration::from_nanos(
-                        top.avail.saturating_sub(activity::host_now()).clamp(CHANNEL_POLL_NS, 50_000_000),
-                    )),
+                let (state, wait) = match c.heap.peek() {
+                    None => (Reader::Idle, None),
+                    Some(top) if ready(top.avail) => {
+                        if slept || c.heap.len >= CHANNEL_BATCH || c.drain_waiters > 0 {
+                            break;
+                        }
+                        (Reader::Pausing, Some(Duration::from_nanos(CHANNEL_POLL_NS)))
+                    }
+                    Some(top) => (
+                        Reader::Waiting,
+                        Some(Duration::from_nanos(
+                            top.avail.saturating_sub(activity::host_now()).clamp(CHANNEL_POLL_NS, 50_000_000),
+                        )),
+                    ),
                 };
-                c.reader_sleeping = true;
+                c.reader = state;
                 c = match wait {
                     None => locks::wait(&CHANNEL_CV, c),
                     Some(d) => wait_timeout(&CHANNEL_CV, c, d),
                 };
-                c.reader_sleeping = false;
+                c.reader = Reader::Busy;
+                slept = state != Reader::Idle;
             }
             // Everything ready, in one batch (as a channel read returns many reports at once).
-            let mut batch = Vec::new();
-            while batch.len() < 4096 && c.heap.peek().is_some_and(|t| ready(t.avail)) {
-                batch.extend(c.heap.pop());
-            }
+            c.heap.pop_ready(&mut batch, CHANNEL_BATCH, ready);
             c.in_flight += batch.len() as u64;
-            batch
-        };
-        write_all(&p);
+        }
+        write_all(&batch);
         let mut c = lock(&CHANNEL);
-        c.in_flight -= p.len() as u64;
+        c.in_flight -= batch.len() as u64;
         if c.drain_waiters > 0 {
             DRAINED_CV.notify_all();
         }
+        drop(c);
+        batch.clear();
     }
 }
 
@@ -304,11 +394,17 @@ pub fn flush_ready() {
 /// on the channel is discarded, as MSPTI's parsers drop records of a kind that is off, and counted
 /// (`STAT_DEVICE_DISCARDED`): the simulator loses nothing without a counter.
 fn write_all(ps: &[Pending]) {
-    for p in ps {
-        if activity::kind_enabled(p.kind) {
-            activity::record_bytes(p.kind, &p.bytes[..p.len]);
-        } else {
-            stat_add(STAT_DEVICE_DISCARDED, 1);
+    // The record lock is taken once per chunk: bounded, so that a flush or a host record on
+    // another thread waits for at most this many.
+    const CHUNK: usize = 256;
+    for chunk in ps.chunks(CHUNK) {
+        let mut w = activity::record_writer();
+        for p in chunk {
+            if activity::kind_enabled(p.kind) {
+                w.record_bytes(p.kind, &p.bytes[..p.len]);
+            } else {
+                stat_add(STAT_DEVICE_DISCARDED, 1);
+            }
         }
     }
 }
@@ -371,8 +467,8 @@ pub fn drain(timeout_ms: u64) -> bool {
 pub fn reset() {
     let mut c = lock(&CHANNEL);
     c.heap.clear();
+    c.timelines = None;
     drop(c);
-    *lock(&TIMELINES) = None;
     LAUNCH_LATENCY_NS.store(DEFAULT_LAUNCH_LATENCY_NS, Ordering::Relaxed);
     RECORD_DELAY_NS.store(DEFAULT_RECORD_DELAY_NS, Ordering::Relaxed);
     DEFAULT_KERNEL_NS.store(DEFAULT_DEFAULT_KERNEL_NS, Ordering::Relaxed);
@@ -384,9 +480,13 @@ fn record_delay() -> u64 {
 
 /// Place a task of `dur` ns submitted at `t_submit` on (device, stream): its start and end.
 fn place(device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
+    place_on(&mut lock(&CHANNEL).timelines, device, stream, t_submit, dur)
+}
+
+/// `place` on the timelines `t` (under the channel's lock, which the caller holds).
+fn place_on(t: &mut Option<Timelines>, device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
     let lat = LAUNCH_LATENCY_NS.load(Ordering::Relaxed);
-    let mut g = lock(&TIMELINES);
-    let free = g.get_or_insert_with(HashMap::new).entry((device, stream)).or_insert(0);
+    let free = t.get_or_insert_with(Timelines::default).entry((device, stream)).or_insert(0);
     let start = (t_submit.saturating_add(lat)).max(*free);
     let end = start.saturating_add(dur);
     *free = end;
@@ -396,8 +496,8 @@ fn place(device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
 /// A collective task of a multi-process job: from this rank's own start (or when its stream is
 /// free) until `dur` after the group's latest start.
 fn place_meeting(device: u32, stream: u32, m: crate::multirank::Meeting, dur: u64) -> (u64, u64) {
-    let mut g = lock(&TIMELINES);
-    let free = g.get_or_insert_with(HashMap::new).entry((device, stream)).or_insert(0);
+    let mut c = lock(&CHANNEL);
+    let free = c.timelines.get_or_insert_with(Timelines::default).entry((device, stream)).or_insert(0);
     let start = m.own_start_ns.max(*free);
     let end = start.max(m.latest_start_ns).saturating_add(dur);
     *free = end;
@@ -406,12 +506,12 @@ fn place_meeting(device: u32, stream: u32, m: crate::multirank::Meeting, dur: u6
 
 /// When (device, stream) becomes idle.
 pub fn free_at(device: u32, stream: u32) -> u64 {
-    lock(&TIMELINES).as_ref().and_then(|m| m.get(&(device, stream)).copied()).unwrap_or(0)
+    lock(&CHANNEL).timelines.as_ref().and_then(|m| m.get(&(device, stream)).copied()).unwrap_or(0)
 }
 
 /// When the last task of any stream ends (0 if nothing ran).
 pub fn latest_free() -> u64 {
-    lock(&TIMELINES).as_ref().and_then(|m| m.values().copied().max()).unwrap_or(0)
+    lock(&CHANNEL).timelines.as_ref().and_then(|m| m.values().copied().max()).unwrap_or(0)
 }
 
 /// This thread's stream waits on the device for everything already queued on `other` (an event
@@ -419,8 +519,8 @@ pub fn latest_free() -> u64 {
 /// next task starts no earlier than `other`'s last one ends. No host call, no callback.
 pub fn stream_wait(other: u32) {
     let device = thread_device();
-    let mut g = lock(&TIMELINES);
-    let m = g.get_or_insert_with(HashMap::new);
+    let mut c = lock(&CHANNEL);
+    let m = c.timelines.get_or_insert_with(Timelines::default);
     let after = m.get(&(device, other)).copied().unwrap_or(0);
     let own = m.entry((device, thread_stream())).or_insert(0);
     *own = (*own).max(after);
@@ -450,21 +550,28 @@ pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
         } else {
             activity::current_correlation()
         };
-        let (start, end) = place(device, stream, t_submit, spec.device_ns);
-        stat_add(STAT_KERNELS, 1);
-        if kernel_on {
-            let r = MsptiActivityKernel {
-                kind: MSPTI_ACTIVITY_KIND_KERNEL,
-                start,
-                end,
-                ds: MsptiIdPair::ds(device, stream),
-                correlation_id: corr,
-                type_: crate::cann::kernel_type(name).as_ptr(),
-                name: name.as_ptr(),
-                _pad: [0; 4],
-            };
-            push_pending((device, stream), end, MSPTI_ACTIVITY_KIND_KERNEL, &r);
+        if !kernel_on {
+            place(device, stream, t_submit, spec.device_ns);
+            stat_add(STAT_KERNELS, 1);
+            continue;
         }
+        let type_ = crate::cann::kernel_type_static(name).as_ptr();
+        ensure_channel_thread();
+        // Placed and queued under one lock (one round-trip per kernel).
+        let mut c = lock(&CHANNEL);
+        let (start, end) = place_on(&mut c.timelines, device, stream, t_submit, spec.device_ns);
+        stat_add(STAT_KERNELS, 1);
+        let r = MsptiActivityKernel {
+            kind: MSPTI_ACTIVITY_KIND_KERNEL,
+            start,
+            end,
+            ds: MsptiIdPair::ds(device, stream),
+            correlation_id: corr,
+            type_,
+            name: name.as_ptr(),
+            _pad: [0; 4],
+        };
+        push_locked(&mut c, (device, stream), pending(end, MSPTI_ACTIVITY_KIND_KERNEL, &r));
     }
 }
 
@@ -619,7 +726,7 @@ pub unsafe extern "C" fn msimSetCommName(name: *const c_char) {
         None
     } else {
         // SAFETY: a non-NULL C string from the caller.
-        Some(activity::intern(&unsafe { CStr::from_ptr(name) }.to_string_lossy()))
+        Some(crate::intern::intern_c(unsafe { CStr::from_ptr(name) }))
     };
     *lock(&COMM_NAME) = n;
 }
@@ -629,7 +736,7 @@ fn cstr_arg(s: *const c_char) -> Option<&'static CStr> {
         return None;
     }
     // SAFETY: a non-NULL C string from the caller.
-    Some(activity::intern(&unsafe { CStr::from_ptr(s) }.to_string_lossy()))
+    Some(crate::intern::intern_c(unsafe { CStr::from_ptr(s) }))
 }
 
 /// One launch call of simulated API `api` (a LAUNCH-family entry) taking `host_ns` on the host,
@@ -711,8 +818,9 @@ pub extern "C" fn msimCallCollective(api: u32, host_ns: u64, count: u64, data_ty
 mod tests {
     use super::*;
 
-    /// The device's timelines are a mutex every launch takes: a child forked while another thread
-    /// held it must still be able to launch (the fork handlers hold it across the fork).
+    /// The device's timelines are under the channel's mutex, which every launch takes: a child
+    /// forked while another thread held it must still be able to launch (the fork handlers hold
+    /// it across the fork).
     #[test]
     fn forked_children_can_place_work_while_another_thread_launches() {
         let (hung, failed) = crate::forktest::hung_children(

@@ -20,23 +20,35 @@ struct Entry {
 const BUCKETS: usize = 4096;
 static TABLE: [AtomicPtr<Entry>; BUCKETS] = [const { AtomicPtr::new(ptr::null_mut()) }; BUCKETS];
 
-/// FNV-1a: stable, cheap, good enough to spread names over the buckets.
-fn bucket(s: &str) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// A multiply-xorshift hash over 8 bytes at a time (a name is hashed on every launch that
+/// announces it): stable, cheap, good enough to spread names over the buckets.
+fn bucket(b: &[u8]) -> usize {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mix = |h: u64, w: u64| {
+        let h = (h ^ w).wrapping_mul(K);
+        h ^ (h >> 29)
+    };
+    let mut h = K ^ b.len() as u64;
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        h = mix(h, u64::from_le_bytes(w.try_into().expect("8 bytes")));
     }
-    (h as usize) % BUCKETS
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut t = [0u8; 8];
+        t[..rest.len()].copy_from_slice(rest);
+        h = mix(h, u64::from_le_bytes(t));
+    }
+    ((h ^ (h >> 32)) as usize) % BUCKETS
 }
 
 /// The entry for `s` in the list starting at `head`, stopping at `stop` (exclusive).
-fn find(mut at: *const Entry, stop: *const Entry, s: &str) -> Option<&'static CStr> {
+fn find(mut at: *const Entry, stop: *const Entry, s: &[u8]) -> Option<&'static CStr> {
     while !at.is_null() && at != stop {
         // SAFETY: entries are leaked when published and never freed or changed afterwards; the
         // Acquire load that produced `at` (or its predecessor's) saw the entry's initialisation.
         let e: &'static Entry = unsafe { &*at };
-        if &*e.key == s {
+        if e.key.as_bytes() == s {
             return Some(e.value.as_c_str());
         }
         at = e.next;
@@ -44,11 +56,25 @@ fn find(mut at: *const Entry, stop: *const Entry, s: &str) -> Option<&'static CS
     None
 }
 
+/// `intern` of a C string's bytes, as `to_string_lossy` reads them (invalid UTF-8 replaced), without
+/// a UTF-8 check for a name already interned: keys are valid UTF-8, so bytes equal to one are
+/// valid and convert to exactly that key.
+pub fn intern_c(s: &CStr) -> &'static CStr {
+    let b = s.to_bytes();
+    if let Some(v) = find(TABLE[bucket(b)].load(Ordering::Acquire), ptr::null(), b) {
+        return v;
+    }
+    match std::str::from_utf8(b) {
+        Ok(s) => intern(s),
+        Err(_) => intern(&s.to_string_lossy()),
+    }
+}
+
 /// The process-lifetime C string for `s` (NUL bytes dropped); equal strings get the same pointer.
 pub fn intern(s: &str) -> &'static CStr {
-    let slot = &TABLE[bucket(s)];
+    let slot = &TABLE[bucket(s.as_bytes())];
     let mut head = slot.load(Ordering::Acquire);
-    if let Some(v) = find(head, ptr::null(), s) {
+    if let Some(v) = find(head, ptr::null(), s.as_bytes()) {
         return v;
     }
     let clean: String = s.chars().filter(|&c| c != '\0').collect();
@@ -65,7 +91,7 @@ pub fn intern(s: &str) -> &'static CStr {
             Err(now) => {
                 // Someone pushed first: they may have pushed this very string; then this entry,
                 // never published, is freed here.
-                if let Some(v) = find(now, head, s) {
+                if let Some(v) = find(now, head, s.as_bytes()) {
                     return v;
                 }
                 head = now;
@@ -93,6 +119,9 @@ mod tests {
         }
         assert_eq!(intern("kernel_7").to_bytes(), b"kernel_7");
         assert_eq!(intern("a\0b").to_bytes(), b"ab");
+        assert_eq!(intern_c(c"kernel_7").as_ptr(), intern("kernel_7").as_ptr());
+        let bad = c"k\xffx";
+        assert_eq!(intern_c(bad).as_ptr(), intern("k\u{fffd}x").as_ptr());
     }
 
     /// Children forked while another thread interns new names in a tight loop must be able to

@@ -26,6 +26,7 @@ mod locks;
 pub mod models;
 pub mod mstx;
 pub mod multirank;
+mod padded;
 pub mod replay;
 pub mod state;
 pub mod workload;
