@@ -562,7 +562,7 @@ def render(r: dict) -> list[str]:
         "here it delivers most records after the launch loop has ended. mspti-lens has every record by "
         "the time the loop returns, so its rate is the workload's own: the loop thread costs "
         f"{loop_us['lens']:.2f} us of CPU per launch (libascendcl, the simulated libmspti's interception "
-        f"and its record writing) and got {cores:.2f} of a core on this loaded machine. On idle cores "
+        f"and its record writing) and got {cores:.2f} of a core on this machine. On idle cores "
         "the ratio of records/s would be the official CPU per record over the loop's CPU per launch: "
         f"{of_cpu_rec / loop_us['lens']:.1f}x; no collector can deliver records faster than the program "
         "makes them."
@@ -601,8 +601,7 @@ def render(r: dict) -> list[str]:
         f"default), {r.get('lens_buffers', LENS_BUFFERS)} for mspti-lens (its default is 8: under this "
         "machine's load the drain was descheduled long enough for 8 to run dry, the library then dropped "
         "records, counted as null_buffers and pool_exhausted, and the exact check failed; 32 is the "
-        "official package's own bound). All SIMULATED; this machine is shared: other jobs (other engineers' "
-        "builds and tests) ran at the same time"
+        "official package's own bound). All SIMULATED; other jobs may share this machine"
         + (
             f" ({r['cores']} cores, 1-minute load average {r['load'][0]:.1f} at the start of the run and "
             f"{r['load'][1]:.1f} at its end)"
