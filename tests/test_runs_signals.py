@@ -58,10 +58,9 @@ def _one_final_window_of(out: Path, calls: int) -> None:
     assert mspti_lens.open_run(out).files()["final"].to_list() == [True]
 
 
-def test_sigterm_during_the_final_write_at_exit_is_delivered_after_it(tmp_path):
-    # The atexit write is under way when SIGTERM comes (Pool.terminate SIGTERMs workers already
-    # exiting): the handler must not wait on the write it interrupted.
-    code = SIGNAL_IN_THE_WRITE + "print('exiting', flush=True)\n"
+def _ends_of_sigterm_with_one_final_window(tmp_path: Path, code: str) -> str:
+    """Run `code` as a recorded rank 5 that made 7 calls: it must end of SIGTERM, with its final
+    window written once (one summary line). Returns its stdout."""
     p = subprocess.run(
         [sys.executable, "-c", code],
         env=_env(tmp_path, RANK="5"),
@@ -70,26 +69,23 @@ def test_sigterm_during_the_final_write_at_exit_is_delivered_after_it(tmp_path):
         timeout=WATCHDOG_S,
     )
     assert p.returncode == -signal.SIGTERM, p.stderr  # it still ends of the signal, after the write
-    assert p.stdout == "exiting\n"
     assert p.stderr.count("rank=5: 7 calls") == 1, p.stderr  # one final write, one summary line
     _one_final_window_of(tmp_path, 7)
+    return p.stdout
+
+
+def test_sigterm_during_the_final_write_at_exit_is_delivered_after_it(tmp_path):
+    # The atexit write is under way when SIGTERM comes (Pool.terminate SIGTERMs workers already
+    # exiting): the handler must not wait on the write it interrupted.
+    code = SIGNAL_IN_THE_WRITE + "print('exiting', flush=True)\n"
+    assert _ends_of_sigterm_with_one_final_window(tmp_path, code) == "exiting\n"
 
 
 def test_a_second_sigterm_during_the_final_write_is_delivered_after_it(tmp_path):
     # The first SIGTERM's handler writes the final window; the second comes during that write
     # (a scheduler and a launcher both forwarding a stop).
     code = SIGNAL_IN_THE_WRITE + "os.kill(os.getpid(), signal.SIGTERM)\nprint('not reached', flush=True)\n"
-    p = subprocess.run(
-        [sys.executable, "-c", code],
-        env=_env(tmp_path, RANK="5"),
-        capture_output=True,
-        text=True,
-        timeout=WATCHDOG_S,
-    )
-    assert p.returncode == -signal.SIGTERM, p.stderr
-    assert p.stdout == ""
-    assert p.stderr.count("rank=5: 7 calls") == 1, p.stderr
-    _one_final_window_of(tmp_path, 7)
+    assert _ends_of_sigterm_with_one_final_window(tmp_path, code) == ""
 
 
 def test_a_program_handler_sees_each_sigterm_once_after_the_final_write(tmp_path):
@@ -164,16 +160,7 @@ SIGNAL_JUST_BEFORE_THE_WAIT = SIGNAL_TO_ANOTHER_THREAD.replace(
     ids=["another_thread", "just_before_the_wait"],
 )
 def test_a_sigterm_the_main_thread_sleeps_through_still_ends_the_process_on_the_simulator(tmp_path, prog):
-    p = subprocess.run(
-        [sys.executable, "-c", prog],
-        env=_env(tmp_path, RANK="5"),
-        capture_output=True,
-        text=True,
-        timeout=WATCHDOG_S,
-    )
-    assert p.returncode == -signal.SIGTERM, p.stderr
-    assert p.stderr.count("rank=5: 7 calls") == 1, p.stderr
-    _one_final_window_of(tmp_path, 7)
+    assert _ends_of_sigterm_with_one_final_window(tmp_path, prog) == ""
 
 
 def _record(out: Path, prog: Path, **popen: object) -> subprocess.Popen:
