@@ -677,5 +677,8 @@ def test_record_around_fork_started_workers_says_they_are_not_recorded_and_how_t
         )
         assert "not recorded" in said and "'spawn' start method" in said
     said = run("spawn")
-    assert "1 ranks on 1 host(s)" in said and "fork()" not in said
-    assert int(mspti_lens.open_run(tmp_path / "spawn").ranks()["calls"].sum()) == 20
+    ranks = mspti_lens.open_run(tmp_path / "spawn").ranks()
+    # Each spawned worker that ran a task is a rank: one or both, as their start-up races.
+    assert 1 <= ranks.height <= 2 and f"{ranks.height} ranks on 1 host(s)" in said, said
+    assert "fork()" not in said
+    assert int(ranks["calls"].sum()) == 20
