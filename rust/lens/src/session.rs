@@ -205,7 +205,7 @@ impl Session {
         let Some(a) = &self.activity else { return Ok(()) };
         let launches =
             crate::activity::launch_hooks::traces_launches(self.wanted[MSPTI_CB_DOMAIN_RUNTIME as usize]);
-        a.lock().unwrap_or_else(|e| e.into_inner()).set_launch_callbacks(launches)
+        lock(a).set_launch_callbacks(launches)
     }
 
     fn apply_wanted(&self) -> Result<()> {
