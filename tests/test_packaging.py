@@ -127,8 +127,10 @@ def test_the_step_timer_prints_every_step_that_ran_also_when_one_fails(tmp_path)
     run = [str(ROOT / "scripts" / "timed_steps.sh"), "good", "bad", "never"]
     r = subprocess.run(run, capture_output=True, text=True, env=env)
     assert r.returncode == 1, r.stdout + r.stderr
-    rows = {line.split()[0]: line.split()[2:] for line in r.stdout.splitlines()[2:] if line.strip()}
-    assert rows["good"] == ["ok"] and rows["bad"] == ["FAILED", "(1)"] and "never" not in rows
+    # step, wall seconds, CPU seconds, result
+    rows = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()[2:] if line.strip()}
+    assert rows["good"][2:] == ["ok"] and rows["bad"][2:] == ["FAILED", "(1)"] and "never" not in rows
+    assert all(v.isdigit() for row in rows.values() for v in row[:2]), r.stdout
     assert "total" in rows
     r = subprocess.run(run, capture_output=True, text=True, env={**env, "KEEP_GOING": "1"})
     assert r.returncode == 1 and "never" in r.stdout  # on to the end, the first failure's status
