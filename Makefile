@@ -85,7 +85,7 @@ test-rust: ## Rust unit and integration tests, then the loom model tests
 	$(MAKE) test-loom
 
 test-loom: ## loom model tests: windows, exemplars, buffer pool; the simulator's multi-rank barrier
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens -p mspti-sim --profile test-release --lib loom_tests
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens -p mspti-sim --profile loom --lib loom_tests
 
 test-rust-aarch64: cross-deps ## the Rust tests cross-built for aarch64, run under qemu-user
 	cargo test --workspace --profile test-release --target $(AARCH64)

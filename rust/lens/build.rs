@@ -58,6 +58,12 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
 
+    // The loom model tests (`--cfg loom`, unit tests of this crate and the simulator's) load no
+    // simulator library; building one under loom's cfg would only double that build.
+    if env::var_os("CARGO_CFG_LOOM").is_some() {
+        return;
+    }
+
     let target_dir = nested_target_dir(&out, &root);
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
