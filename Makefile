@@ -12,6 +12,9 @@ MEMCHECK_TIMEOUT ?= 900
 # pytest's workers (pytest-xdist): every worker is its own process, so each has its own simulator,
 # subscriber and shards; tests that start processes give them their own ports and directories.
 PYTEST_WORKERS ?= auto
+# Tests go to whichever worker is free, a module marked xdist_group as one unit, long units first
+# (tests/conftest.py orders them; xdist's own reordering by test count is off).
+PYTEST_DIST := --dist loadgroup --no-loadscope-reorder
 # How hard the stress tests push (tests/conftest.py `stress`): 1 is CI's size; 0.2 for a quick look.
 STRESS ?= 1
 export MSPTI_LENS_STRESS := $(STRESS)
@@ -91,10 +94,10 @@ test-rust-aarch64: cross-deps ## the Rust tests cross-built for aarch64, run und
 	cargo test --workspace --profile test-release --target $(AARCH64)
 
 test-python: dev ## pytest suite (notebooks and simulator included), on PYTEST_WORKERS workers
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --durations=15
+	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) --durations=15
 
 test-fast: dev ## the inner loop: pytest without slow and browser tests
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not browser"
+	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) -m "not slow and not browser"
 
 memcheck: dev ## valgrind memcheck and DRD over the native code (scripts/memcheck.sh), bounded in time
 	timeout --kill-after=30 $(MEMCHECK_TIMEOUT) scripts/memcheck.sh target/memcheck

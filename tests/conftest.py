@@ -18,6 +18,25 @@ TRACES = DATA / "traces" / "hta"
 collect_ignore = ["data"]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Whole modules in this order: those one worker runs together (an ``xdist_group``: they share
+    an expensive module fixture), then those with slow tests, then the rest. pytest-xdist
+    (``--dist loadgroup``) hands the units out in this order to whichever worker is free, so the
+    long units start first and the short tests fill in at the end, and no worker sits idle while
+    the other still has a long tail."""
+
+    def rank(item) -> int:
+        if item.get_closest_marker("xdist_group"):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    by_module: dict[str, list] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
+    order = sorted(by_module.values(), key=lambda module: min(rank(i) for i in module))
+    items[:] = [item for module in order for item in module]
+
+
 @pytest.fixture
 def sim():
     """The bundled simulator, reset to its defaults before and after the test."""

@@ -9,6 +9,8 @@ import re
 import pytest
 from test_notebooks import NOTEBOOKS, assert_clean, cell, images, run, stdout, texts
 
+pytestmark = pytest.mark.slow  # each runs a notebook in its own kernel
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 

@@ -69,6 +69,7 @@ def record_figures(name: str, figures: dict) -> None:
 # Tests.
 
 
+@pytest.mark.slow
 def test_stress_accounting_closes_exactly_on_the_simulator():
     """12 threads of random nested calls while a controller enables/disables domains and callbacks,
     snapshots, resets and saves (phase A), then 8 fresh threads with snapshots/resets/saves only

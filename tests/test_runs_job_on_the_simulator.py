@@ -26,7 +26,8 @@ from mspti_lens.runs.run import RunWarning
 from mspti_lens.sim import job
 from mspti_lens.snapshot import Snapshot
 
-pytestmark = pytest.mark.timeout(240)
+# One worker runs the module: the slow-rank job (the module fixture) is recorded once.
+pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("runs_job")]
 WATCHDOG_S = 180
 STEPS = 12
 

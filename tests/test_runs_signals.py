@@ -180,6 +180,7 @@ def _end_group(rec: subprocess.Popen) -> None:
         rec.communicate()
 
 
+@pytest.mark.slow
 def test_record_around_a_spawn_pool_ends_and_keeps_the_workers_data_on_the_simulator(tmp_path):
     # Leaving a spawn Pool's `with` block terminates its workers (SIGTERM), some of them already
     # in their exit, writing their last window.

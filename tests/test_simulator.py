@@ -355,6 +355,7 @@ def test_workload_progress_and_cancel(sim):
     assert r.done < r.total == 10_000 and seen[-1][1] == 10_000
 
 
+@pytest.mark.slow
 def test_main_job_prints_the_table_and_writes_plots(tmp_path):
     r = subprocess.run(
         [__import__("sys").executable, "-m", "mspti_lens", "demo", "--steps", "5", "--out", str(tmp_path)],

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # mypy's stubtest
+
 
 def test_native_stubs_match_the_module():
     pytest.importorskip("mypy")

@@ -208,6 +208,7 @@ def test_buttons_and_errors_show_in_the_panel(cp, sim, tmp_path):
     assert "saved" in cp.message.value and (tmp_path / "x.parquet").exists()
 
 
+@pytest.mark.slow
 def test_auto_refresh_runs_on_a_thread_while_collection_runs(session, sim):
     cp = ControlPanel(session, interval=0.05)
     try:
