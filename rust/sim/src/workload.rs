@@ -99,7 +99,7 @@ impl Region {
     }
 
     /// The part from `offset` on (none when the region is none or too short).
-    fn from(self, offset: usize) -> Region {
+    fn skip(self, offset: usize) -> Region {
         if self.addr == 0 || offset > self.len {
             Region::NONE
         } else {
@@ -596,7 +596,7 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, tx: mpsc::Sender<Comm>, t
     me.host(&models::MALLOC_HOST);
     let (rc, staging) = rt::malloc_host(BATCH);
     me.done(rc);
-    let mem = Memory { stream, args: activations.from(BLOCK / 2), host_args: staging };
+    let mem = Memory { stream, args: activations.skip(BLOCK / 2), host_args: staging };
     let _ = tx.send(Comm::Start { stream: comm_stream, gather: gathered });
     let _ = tx.send(Comm::Broadcast(params, 64 * MIB));
     let mut grown = Vec::new();
@@ -607,7 +607,7 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, tx: mpsc::Sender<Comm>, t
         // Forward: inputs to the device, then the layers' kernels.
         for half in 0..2 {
             me.host(&models::MEMCPY_ASYNC);
-            me.done(rt::memcpy(inputs.from(half * BATCH), staging, BATCH, HOST_TO_DEVICE, Some(stream)));
+            me.done(rt::memcpy(inputs.skip(half * BATCH), staging, BATCH, HOST_TO_DEVICE, Some(stream)));
         }
         for _ in 0..3 {
             me.host(&models::MEMSET_ASYNC);
@@ -626,7 +626,7 @@ fn training_thread(cfg: WorkloadConfig, mut me: Actor, tx: mpsc::Sender<Comm>, t
         let mut at = 0;
         for b in BUCKETS {
             me.ops(&BACKWARD, 50, &mem);
-            let _ = tx.send(Comm::AllReduce(grads.from(at), b));
+            let _ = tx.send(Comm::AllReduce(grads.skip(at), b));
             at += b;
         }
         if step % 10 == 9 {
@@ -696,7 +696,7 @@ fn graph_thread(cfg: WorkloadConfig, mut me: Actor, t: u32) {
     me.done(rc);
     let host = HostBuffer::new(BATCH);
     let input = region_of(&host);
-    let args = block.from(BLOCK / 2);
+    let args = block.skip(BLOCK / 2);
     for _ in 0..cfg.steps {
         if me.job.cancelled() {
             break;
@@ -750,7 +750,7 @@ fn inference_thread(cfg: WorkloadConfig, mut me: Actor, t: u32) {
     let comm = if cfg.ranks > 1 { communicator(&me, cfg.ranks).unwrap_or(0) } else { 0 };
     let host = HostBuffer::new(BATCH);
     let input = region_of(&host);
-    let mem = Memory { stream, args: activations.from(BLOCK / 2), host_args: input };
+    let mem = Memory { stream, args: activations.skip(BLOCK / 2), host_args: input };
     for _ in 0..cfg.steps {
         if me.job.cancelled() {
             break;
