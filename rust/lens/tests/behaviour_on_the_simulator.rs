@@ -451,7 +451,9 @@ fn a_workload_runs_through_the_runtime_libraries_beside_the_simulator_on_one_dev
         (
             *s._lib.get::<unsafe extern "C" fn(*const WorkloadConfig) -> u64>(b"msimWorkloadStart").unwrap(),
             *s._lib.get::<extern "C" fn(u64) -> u32>(b"msimJobJoin").unwrap(),
-            *s._lib.get::<unsafe extern "C" fn(u64, *mut u64, *mut u64, *mut u64) -> u32>(b"msimJobProgress").unwrap(),
+            *s._lib
+                .get::<unsafe extern "C" fn(u64, *mut u64, *mut u64, *mut u64) -> u32>(b"msimJobProgress")
+                .unwrap(),
             *s._lib.get::<extern "C" fn(u64)>(b"msimJobRelease").unwrap(),
         )
     };

@@ -319,7 +319,12 @@ pub fn run_data_work(stream: Option<u32>) {
 /// `dst` must stay valid for `len` bytes of writes and `src` for `len` bytes of reads until the
 /// queue of that stream is run (`msimRunQueued`), which the runtime does before freeing memory.
 #[no_mangle]
-pub unsafe extern "C" fn msimQueueCopy(stream: *mut c_void, dst: *mut c_void, src: *const c_void, len: usize) {
+pub unsafe extern "C" fn msimQueueCopy(
+    stream: *mut c_void,
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+) {
     if len > 0 {
         let w = DataWork { device: 0, stream: 0, dst: dst as usize, src: src as usize, len, fill: None };
         queue_data_work(stream, w);

@@ -274,12 +274,21 @@ mod rt {
     pub fn broadcast(buf: Region, count: u64, data_type: u32, comm: usize, stream: Stream) -> c_int {
         let b = if fits(buf, count, data_type, 1) { buf } else { Region::NONE };
         // SAFETY: `b` holds `count` elements or is NULL; root 0 is a rank of every communicator.
-        unsafe { acl::HcclBroadcast(b.ptr(), count, data_type as c_int, 0, comm as *mut c_void, stream.ptr()) }
+        unsafe {
+            acl::HcclBroadcast(b.ptr(), count, data_type as c_int, 0, comm as *mut c_void, stream.ptr())
+        }
     }
 
     /// An all-gather in place: rank 0's `count` elements at the start of `out`, which holds
     /// `ranks` times that.
-    pub fn all_gather(out: Region, count: u64, data_type: u32, ranks: u32, comm: usize, stream: Stream) -> c_int {
+    pub fn all_gather(
+        out: Region,
+        count: u64,
+        data_type: u32,
+        ranks: u32,
+        comm: usize,
+        stream: Stream,
+    ) -> c_int {
         let o = if fits(out, count, data_type, ranks) { out } else { Region::NONE };
         let dt = data_type as c_int;
         // SAFETY: `o` holds `ranks` x `count` elements (checked by fits) or is NULL.
@@ -484,7 +493,10 @@ fn region_of(b: &Option<HostBuffer>) -> Region {
 /// Messages from a training thread to its communication thread.
 enum Comm {
     /// The stream the collectives go to and the device memory an all-gather's output may use.
-    Start { stream: Stream, gather: Region },
+    Start {
+        stream: Stream,
+        gather: Region,
+    },
     AllReduce(Region, usize),
     AllGather(usize),
     Broadcast(Region, usize),
