@@ -68,7 +68,8 @@ thread_local! {
 }
 
 /// What the next simulated call on this thread does on the device and in its records; set by
-/// the msim* call functions and the workloads just before `apis::call`, taken by its hook.
+/// the msim* call functions just before `apis::call`, and for a launch by the runtime
+/// (`msimSetNextLaunch`) or a workload just before the intercepted call, whose wrapper takes it.
 #[derive(Clone, Copy, Debug)]
 pub struct CallSpec {
     /// Kernel name of a launch.
