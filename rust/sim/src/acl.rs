@@ -60,6 +60,8 @@ enum Lib {
 }
 
 const LIB_FILES: [&str; 2] = ["libascendcl.so", "libhccl.so"];
+/// The same names for `dlopen`.
+const LIB_NAMES: [&CStr; 2] = [c"libascendcl.so", c"libhccl.so"];
 static HANDLES: [AtomicPtr<c_void>; 2] =
     [AtomicPtr::new(std::ptr::null_mut()), AtomicPtr::new(std::ptr::null_mut())];
 
@@ -92,8 +94,7 @@ fn handle(lib: Lib) -> *mut c_void {
     let h = match installed_path(file) {
         Some(path) => open(&path),
         None => {
-            let bare = std::ffi::CString::new(file).expect("no NUL in library names");
-            let h = open(&bare);
+            let h = open(LIB_NAMES[lib as usize]);
             if h.is_null() {
                 bundled::handles()[lib as usize] as *mut c_void
             } else {
@@ -133,6 +134,10 @@ mod bundled {
 
     pub(super) fn set_runtime_dir(dir: PathBuf) {
         *crate::locks::lock(&RUNTIME_DIR) = Some(dir);
+    }
+
+    pub(super) fn leaf_guard() -> Box<dyn std::any::Any> {
+        Box::new(crate::locks::lock(&RUNTIME_DIR))
     }
 
     /// The file this library was loaded from (as the loader was given it).
@@ -545,6 +550,11 @@ pub(crate) fn comm_destroy(comm: Ptr) -> c_int {
     unsafe { f(comm) }
 }
 
+/// The interception's leaf lock (the bundled runtime's directory), for the fork handlers.
+pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
+    vec![bundled::leaf_guard()]
+}
+
 // ---------------------------------------------------------------------------------------------
 // The simulated device as the runtime libraries drive it (the tree's libascend_hal.so). None of
 // these exist in a real CANN.
@@ -654,6 +664,12 @@ pub extern "C" fn msimHostWork(ns: u64) {
 #[no_mangle]
 pub extern "C" fn msimWaitStream(stream: *mut c_void) {
     clock::spend(device::sync_wait_ns_on(stream_id(stream)));
+    // An announced host time of the call is spent after the wait, as on the virtual clock.
+    WORK_START.with(|w| {
+        if w.get().is_some() {
+            w.set(Some(Instant::now()));
+        }
+    });
 }
 
 /// `aclrtSynchronizeStream`'s time: until `stream`'s work is done, or until the call's own host
