@@ -260,11 +260,12 @@ def test_an_entry_point_for_every_api_that_fires_in_26x(sim, raw):
 INTERPOSED = {
     *(
         "aclrtSetDevice aclrtResetDevice aclrtCreateContext aclrtDestroyContext aclrtCreateStream "
-        "aclrtDestroyStream aclrtSynchronizeStream aclrtMalloc aclrtMallocHost aclrtFree aclrtFreeHost "
-        "aclrtMemcpy aclrtMemcpyAsync aclrtMemset aclrtMemsetAsync aclrtLaunchKernel "
+        "aclrtDestroyStream aclrtSynchronizeStream aclrtMalloc aclrtMallocHost aclrtMallocCached "
+        "aclrtFree aclrtFreeHost aclrtGetMemInfo aclrtMemcpy aclrtMemcpyAsync aclrtMemset "
+        "aclrtMemsetAsync aclrtLaunchKernel aclrtLaunchKernelV2 aclrtLaunchKernelWithConfig "
         "aclrtLaunchKernelWithHostArgs"
     ).split(),
-    *"HcclAllReduce HcclBroadcast HcclAllGather HcclReduceScatter".split(),
+    *"HcclAllReduce HcclBroadcast HcclAllGather HcclReduceScatter HcclBarrier".split(),
 }
 
 

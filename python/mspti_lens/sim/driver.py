@@ -435,7 +435,12 @@ class Simulator:
     ) -> Job:
         """Start a simulated workload on its own threads: ``training`` (forward/backward launches,
         gradient all-reduce on a second thread per training thread, optimizer, sync) or
-        ``inference`` (prefill and decode launches, small tensor-parallel all-reduces)."""
+        ``inference`` (prefill and decode launches, small tensor-parallel all-reduces).
+
+        Its calls take a program's path: the simulator's interposed wrappers, which forward to the
+        simulated CANN runtime libraries (the package's own unless ``ASCEND_HOME_PATH`` names a
+        tree; docs/simulated_cann.md). A call that fails (no runtime library found: the wrapper
+        says so on stderr) fails the job, and joining it raises RuntimeError."""
         if kind not in WORKLOADS:
             raise ValueError(f"unknown workload {kind!r}; valid workloads are {', '.join(WORKLOADS)}")
         for name, v, lo, hi in (

@@ -424,3 +424,57 @@ fn calls_left_open_by_ended_threads_are_not_in_flight_in_a_later_session_on_the_
     on_threads_at_once(shard::all_shards().len(), full_call);
     assert_eq!(windows::snapshot().counters[Counter::Abandoned] - before, 3);
 }
+
+/// `workload::WorkloadConfig` of the simulator (rust/sim/src/workload.rs).
+#[repr(C)]
+struct WorkloadConfig {
+    kind: u32,
+    steps: u32,
+    ranks: u32,
+    threads: u32,
+    seed: u64,
+    time_scale: f64,
+}
+
+/// The simulator's workloads call its interposed wrappers, which forward to the runtime libraries
+/// the build put beside it (`cann_tree/lib64`), which drive this very simulator. With every
+/// modelled time 0, each call's announced host time (0) replaces the runtime's own constant, so
+/// every call but the synchronize takes 0 ns; the synchronize waits for the kernels the wrapper
+/// placed on the device, which its runtime function can see only if its device is this one.
+#[test]
+fn a_workload_runs_through_the_runtime_libraries_beside_the_simulator_on_one_device() {
+    let _g = serial();
+    let s = sim();
+    let _session = session();
+    // SAFETY: the simulator exports these names with these C signatures (rust/sim/src/lib.rs).
+    let (start, join, progress, release) = unsafe {
+        (
+            *s._lib.get::<unsafe extern "C" fn(*const WorkloadConfig) -> u64>(b"msimWorkloadStart").unwrap(),
+            *s._lib.get::<extern "C" fn(u64) -> u32>(b"msimJobJoin").unwrap(),
+            *s._lib
+                .get::<unsafe extern "C" fn(u64, *mut u64, *mut u64, *mut u64) -> u32>(b"msimJobProgress")
+                .unwrap(),
+            *s._lib.get::<extern "C" fn(u64)>(b"msimJobRelease").unwrap(),
+        )
+    };
+    // The graph workload: set-up, 3 x (copy in, launch, synchronize, copy out), tear-down.
+    let cfg = WorkloadConfig { kind: 2, steps: 3, ranks: 1, threads: 1, seed: 1, time_scale: 0.0 };
+    // SAFETY: a valid configuration.
+    let h = unsafe { start(&cfg) };
+    assert_ne!(h, 0);
+    assert_eq!(join(h), 0, "a call of the workload failed (is cann_tree/lib64 beside the simulator?)");
+    let (mut done, mut total, mut calls) = (0, 0, 0);
+    // SAFETY: valid out pointers.
+    assert_eq!(unsafe { progress(h, &mut done, &mut total, &mut calls) }, 0);
+    release(h);
+    assert_eq!((done, total, calls), (3, 3, 18));
+    let t = windows::snapshot();
+    for name in ["aclrtSetDevice", "aclrtCreateStream", "aclrtMalloc", "aclrtMemcpyAsync", "aclrtMemcpy"] {
+        let h = hist_of(&t, name);
+        assert_eq!(h.sum(), 0, "{name} spent the runtime's own host time, not the announced 0");
+    }
+    assert_eq!(hist_of(&t, "aclrtLaunchKernelV2").count(), 3);
+    let sync = hist_of(&t, "aclrtSynchronizeStream");
+    assert_eq!(sync.count(), 3);
+    assert!(sync.min().unwrap() > 0, "the synchronize did not wait for the kernels on this device");
+}

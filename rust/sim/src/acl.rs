@@ -4,7 +4,9 @@
 //! each wrapper fires ENTER, forwards to the real function, writes the call's records and fires
 //! EXIT (upstream `csrc/common/inject/acl_inject.cpp`, `hccl_inject.cpp`). The real function is
 //! found as upstream's `function_loader.cpp` finds it: `dlopen($ASCEND_HOME_PATH/lib64/<lib>.so)`
-//! (or the bare name when that is unset or missing), then `dlsym`.
+//! (or the bare name when that is unset or missing), then `dlsym`. Where neither finds it (a
+//! process that loaded the simulator from the Python package or a build directory), the runtime
+//! bundled beside the simulator is loaded (`bundled`), so that its device is this one.
 //!
 //! In the simulated CANN tree (`python -m mspti_lens.sim cann DIR`, docs/simulated_cann.md) the
 //! real functions are the project's C runtime libraries (rust/sim/cann/), which keep the program's
@@ -12,12 +14,15 @@
 //! functions at the end of this file: the device lives here, and the tree's `libascend_hal.so` is
 //! a link to this file, so preloaded or not a process has one device.
 //!
-//! The wrappers drive the device model (kernels, copies, collectives placed on their stream's
-//! timeline) as the simulator's own calls do, so a program and `run_workload` produce the same
-//! records. Without the preload none of this runs: the program works and nothing is delivered.
+//! The simulator's own workloads (`workload.rs`) call these very wrappers, as the dynamic loader
+//! binds a preloaded program's calls to them, so `run_workload` takes a program's path through
+//! the runtime libraries. Without the preload none of this runs for a program: it works and
+//! nothing is delivered.
 
 use core::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use mspti_abi::*;
 
@@ -35,6 +40,16 @@ const RTLD_LAZY: c_int = 1;
 extern "C" {
     fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
     fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    fn dladdr(addr: *const c_void, info: *mut DlInfo) -> c_int;
+}
+
+/// glibc's `Dl_info` (dlfcn.h).
+#[repr(C)]
+struct DlInfo {
+    dli_fname: *const c_char,
+    dli_fbase: *mut c_void,
+    dli_sname: *const c_char,
+    dli_saddr: *mut c_void,
 }
 
 /// The runtime libraries whose functions are intercepted, as upstream's loader names them.
@@ -45,35 +60,168 @@ enum Lib {
 }
 
 const LIB_FILES: [&str; 2] = ["libascendcl.so", "libhccl.so"];
+/// The same names for `dlopen`.
+const LIB_NAMES: [&CStr; 2] = [c"libascendcl.so", c"libhccl.so"];
 static HANDLES: [AtomicPtr<c_void>; 2] =
     [AtomicPtr::new(std::ptr::null_mut()), AtomicPtr::new(std::ptr::null_mut())];
 
-/// `$ASCEND_HOME_PATH/lib64/<file>` when that file exists, else the bare file name (the dynamic
-/// loader's search then decides), as upstream's `FunctionLoader::CanonicalSoPath`.
-fn library_path(file: &str) -> std::ffi::CString {
-    let home = std::env::var_os("ASCEND_HOME_PATH").filter(|h| !h.is_empty());
-    let path = home
-        .map(|h| std::path::Path::new(&h).join("lib64").join(file))
-        .filter(|p| p.is_file())
-        .map(|p| p.into_os_string().into_string().unwrap_or_else(|_| file.to_owned()))
-        .unwrap_or_else(|| file.to_owned());
-    std::ffi::CString::new(path).unwrap_or_else(|_| std::ffi::CString::new(file).expect("no NUL in names"))
+/// `$ASCEND_HOME_PATH/lib64/<file>` when that file exists, as upstream's
+/// `FunctionLoader::CanonicalSoPath`.
+fn installed_path(file: &str) -> Option<std::ffi::CString> {
+    let home = std::env::var_os("ASCEND_HOME_PATH").filter(|h| !h.is_empty())?;
+    let path = std::path::Path::new(&home).join("lib64").join(file);
+    if !path.is_file() {
+        return None;
+    }
+    std::ffi::CString::new(path.into_os_string().into_encoded_bytes()).ok()
 }
 
+fn open(path: &CStr) -> *mut c_void {
+    // SAFETY: `path` is a NUL-terminated string; dlopen is thread-safe and returns NULL on failure.
+    unsafe { dlopen(path.as_ptr(), RTLD_LAZY) }
+}
+
+/// The runtime library `lib`: the installed one (`$ASCEND_HOME_PATH`), else what the dynamic
+/// loader finds by name (upstream's rule, and a program linked against it has it loaded), else
+/// the runtime bundled beside the simulator. NULL when none is there.
 fn handle(lib: Lib) -> *mut c_void {
     let slot = &HANDLES[lib as usize];
     let h = slot.load(Ordering::Acquire);
     if !h.is_null() {
         return h;
     }
-    let path = library_path(LIB_FILES[lib as usize]);
-    // SAFETY: `path` is a NUL-terminated string; dlopen is thread-safe and returns NULL on failure.
-    let h = unsafe { dlopen(path.as_ptr(), RTLD_LAZY) };
+    let file = LIB_FILES[lib as usize];
+    let h = match installed_path(file) {
+        Some(path) => open(&path),
+        None => {
+            let h = open(LIB_NAMES[lib as usize]);
+            if h.is_null() {
+                bundled::handles()[lib as usize] as *mut c_void
+            } else {
+                h
+            }
+        }
+    };
     if !h.is_null() {
+        bundled::check_same_device(h, file);
         // Two racing first calls may both open it: dlopen counts references, both get the same handle.
         slot.store(h, Ordering::Release);
     }
     h
+}
+
+/// The runtime libraries the Python package and the build ship beside the simulator
+/// (`cann_tree/lib64/`, rust/lens/build.rs), for a process that loaded the simulator from there
+/// with no CANN tree installed: the Python `Simulator`, the Rust tests.
+///
+/// Those libraries need `libascend_hal.so`, which they find through their RUNPATH `$ORIGIN`, the
+/// directory of the path they were loaded by (symbolic links are not resolved), and which must
+/// be this very object, or the process would have a second simulator with a device of its own.
+/// So they are loaded through a private directory of symbolic links: `libascend_hal.so` to this
+/// library's file and the runtime's files to the bundled ones. The dynamic loader, finding
+/// `libascend_hal.so` to be a file it has loaded (same device and inode), uses the loaded object.
+/// The directory is removed once both libraries are loaded.
+mod bundled {
+    use std::ffi::{CStr, CString, OsStr};
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, OnceLock};
+
+    use super::*;
+
+    /// Set by `msimSetRuntimeDir` before the first intercepted call.
+    static RUNTIME_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+    pub(super) fn set_runtime_dir(dir: PathBuf) {
+        *crate::locks::lock(&RUNTIME_DIR) = Some(dir);
+    }
+
+    pub(super) fn leaf_guard() -> Box<dyn std::any::Any> {
+        Box::new(crate::locks::lock(&RUNTIME_DIR))
+    }
+
+    /// The file this library was loaded from (as the loader was given it).
+    fn own_file() -> Option<PathBuf> {
+        let mut info = DlInfo {
+            dli_fname: std::ptr::null(),
+            dli_fbase: std::ptr::null_mut(),
+            dli_sname: std::ptr::null(),
+            dli_saddr: std::ptr::null_mut(),
+        };
+        // SAFETY: the address is one of this library's functions; `info` is writable.
+        let found = unsafe { dladdr(msimHostWork as *const c_void, &mut info) } != 0;
+        if !found || info.dli_fname.is_null() {
+            return None;
+        }
+        // SAFETY: dladdr's file name is a NUL-terminated string owned by the loader.
+        let name = unsafe { CStr::from_ptr(info.dli_fname) };
+        std::fs::canonicalize(OsStr::from_bytes(name.to_bytes())).ok()
+    }
+
+    /// The bundled runtime's directory: the one `msimSetRuntimeDir` named, else `cann_tree/lib64`
+    /// beside this library's file.
+    fn runtime_dir(own: &Path) -> Option<PathBuf> {
+        let set = crate::locks::lock(&RUNTIME_DIR).clone();
+        let dir = set.or_else(|| own.parent().map(|d| d.join("cann_tree").join("lib64")))?;
+        dir.join(LIB_FILES[0]).is_file().then_some(dir)
+    }
+
+    /// A new directory only this process uses, under `$TMPDIR`.
+    fn private_dir() -> Option<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::temp_dir();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        (0..16).find_map(|i| {
+            let dir = base.join(format!("mspti-sim-runtime-{}-{nanos}-{i}", std::process::id()));
+            std::fs::DirBuilder::new().mode(0o700).create(&dir).ok().map(|()| dir)
+        })
+    }
+
+    /// Load the bundled libascendcl.so and libhccl.so through a private directory (see above).
+    fn load() -> [usize; 2] {
+        let mut handles = [0usize; 2];
+        let Some(own) = own_file() else { return handles };
+        let Some(dir) = runtime_dir(&own) else { return handles };
+        let Some(links) = private_dir() else { return handles };
+        let mut ok = std::os::unix::fs::symlink(&own, links.join("libascend_hal.so")).is_ok();
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            if name.as_bytes().ends_with(b".so") && name != "libascend_hal.so" && name != "libmspti.so" {
+                ok &= std::os::unix::fs::symlink(entry.path(), links.join(&name)).is_ok();
+            }
+        }
+        if ok {
+            for (h, file) in handles.iter_mut().zip(LIB_FILES) {
+                if let Ok(path) = CString::new(links.join(file).into_os_string().into_encoded_bytes()) {
+                    *h = open(&path) as usize;
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&links);
+        handles
+    }
+
+    /// The bundled runtime's handles (0 where it is not there), loaded once per process.
+    pub(super) fn handles() -> [usize; 2] {
+        static HANDLES: OnceLock<[usize; 2]> = OnceLock::new();
+        *HANDLES.get_or_init(load)
+    }
+
+    /// Say once when the runtime library found drives another simulator than this one (its
+    /// `libascend_hal.so` is another file, as with an `ASCEND_HOME_PATH` tree whose libmspti.so
+    /// is not the library this process loaded): its device work never reaches this device.
+    pub(super) fn check_same_device(h: *mut c_void, file: &str) {
+        // SAFETY: `h` is a live dlopen handle and the name a NUL-terminated string.
+        let theirs = unsafe { dlsym(h, c"msimHostWork".as_ptr()) } as usize;
+        if theirs != 0 && theirs != msimHostWork as *const () as usize {
+            eprintln!(
+                "mspti-sim: the {file} found drives another copy of the simulator than this process's \
+                 (its libascend_hal.so is another file): its device work is not this device's"
+            );
+        }
+    }
 }
 
 /// `cache` value of a function found missing (no function lives at address 1).
@@ -130,7 +278,15 @@ fn intercept(api: u32, spec: CallSpec, stream: Option<*mut c_void>, forward: imp
     if let Some(s) = stream.filter(|s| !s.is_null()) {
         device::set_thread_stream(device::stream_of(s));
     }
-    let rc = apis::call_with(api, Some(spec), 0, forward);
+    // Documented mode's functionParams report the call's modelled host time: the announced one
+    // (the simulator's workloads), else 0 (a program's call spends the runtime's own constant).
+    let work_ns = NEXT_HOST_WORK.with(Cell::get).unwrap_or(0);
+    let rc = apis::call_with(api, Some(spec), work_ns, || {
+        WORK_START.with(|w| w.set(Some(Instant::now())));
+        forward()
+    });
+    // A call that failed before its host work leaves nothing for the next call to take.
+    clear_announced_host_work();
     device::set_thread_stream(before);
     rc
 }
@@ -205,8 +361,22 @@ intercept!(ACL, ACL_MISSING, fn aclrtDestroyStream(stream: Stream), spec = plain
 intercept!(ACL, ACL_MISSING, fn aclrtSynchronizeStream(stream: Stream), spec = plain(), stream = Some(stream));
 intercept!(ACL, ACL_MISSING, fn aclrtMalloc(dev_ptr: *mut Ptr, size: usize, policy: c_int), spec = bytes(size), stream = None);
 intercept!(ACL, ACL_MISSING, fn aclrtMallocHost(host_ptr: *mut Ptr, size: usize), spec = bytes(size), stream = None);
+intercept!(
+    ACL,
+    ACL_MISSING,
+    fn aclrtMallocCached(dev_ptr: *mut Ptr, size: usize, policy: c_int),
+    spec = bytes(size),
+    stream = None
+);
 intercept!(ACL, ACL_MISSING, fn aclrtFree(dev_ptr: Ptr), spec = plain(), stream = None);
 intercept!(ACL, ACL_MISSING, fn aclrtFreeHost(host_ptr: Ptr), spec = plain(), stream = None);
+intercept!(
+    ACL,
+    ACL_MISSING,
+    fn aclrtGetMemInfo(attr: c_int, free: *mut usize, total: *mut usize),
+    spec = plain(),
+    stream = None
+);
 intercept!(
     ACL,
     ACL_MISSING,
@@ -239,6 +409,20 @@ intercept!(
     ACL,
     ACL_MISSING,
     fn aclrtLaunchKernel(func: Ptr, block_dim: u32, args: CPtr, args_size: usize, stream: Stream),
+    spec = launch(),
+    stream = Some(stream)
+);
+intercept!(
+    ACL,
+    ACL_MISSING,
+    fn aclrtLaunchKernelV2(func: Ptr, block_dim: u32, args: CPtr, args_size: usize, cfg: Ptr, stream: Stream),
+    spec = launch(),
+    stream = Some(stream)
+);
+intercept!(
+    ACL,
+    ACL_MISSING,
+    fn aclrtLaunchKernelWithConfig(func: Ptr, block_dim: u32, stream: Stream, cfg: Ptr, args: Ptr, reserve: Ptr),
     spec = launch(),
     stream = Some(stream)
 );
@@ -321,6 +505,56 @@ intercept!(
     stream = Some(stream)
 );
 
+/// HCCL's barrier carries no data; its records say 0 bytes of fp32, as the all-reduce of nothing
+/// HCCL runs it as.
+const BARRIER_DATA_TYPE: c_int = MSPTI_ACTIVITY_COMMUNICATION_FP32 as c_int;
+
+intercept!(
+    HCCL,
+    HCCL_E_INTERNAL,
+    fn HcclBarrier(comm: Ptr, stream: Stream),
+    spec = collective(0, BARRIER_DATA_TYPE, comm),
+    stream = Some(stream)
+);
+
+/// `HcclCommInitRootInfo` of libhccl (MSPTI does not intercept it): a communicator of `ranks`
+/// ranks named `name` (at most 127 bytes are kept), whose rank `rank` this thread is.
+pub(crate) fn comm_init(ranks: u32, rank: u32, name: &CStr) -> Result<Ptr, c_int> {
+    static INIT: AtomicUsize = AtomicUsize::new(0);
+    /// `HCCL_ROOT_INFO_BYTES` (hccl_types.h).
+    const ROOT_INFO_BYTES: usize = 4108;
+    let f = real(Lib::Hccl, c"HcclCommInitRootInfo", &INIT, 0).ok_or(HCCL_E_INTERNAL)?;
+    // SAFETY: dlsym's address of HcclCommInitRootInfo(uint32_t, const HcclRootInfo *, uint32_t,
+    // HcclComm *) (hccl.h); HcclRootInfo is ROOT_INFO_BYTES bytes of text.
+    let f: unsafe extern "C" fn(u32, *const u8, u32, *mut Ptr) -> c_int = unsafe { std::mem::transmute(f) };
+    let mut root = [0u8; ROOT_INFO_BYTES];
+    let n = name.to_bytes().len().min(127);
+    root[..n].copy_from_slice(&name.to_bytes()[..n]);
+    let mut comm: Ptr = std::ptr::null_mut();
+    // SAFETY: `root` is a whole root info and `comm` writable storage for the handle.
+    let rc = unsafe { f(ranks, root.as_ptr(), rank, &mut comm) };
+    if rc == 0 {
+        Ok(comm)
+    } else {
+        Err(rc)
+    }
+}
+
+/// `HcclCommDestroy` of libhccl (not intercepted either).
+pub(crate) fn comm_destroy(comm: Ptr) -> c_int {
+    static DESTROY: AtomicUsize = AtomicUsize::new(0);
+    let Some(f) = real(Lib::Hccl, c"HcclCommDestroy", &DESTROY, 0) else { return HCCL_E_INTERNAL };
+    // SAFETY: dlsym's address of HcclCommDestroy(HcclComm) (hccl.h).
+    let f: unsafe extern "C" fn(Ptr) -> c_int = unsafe { std::mem::transmute(f) };
+    // SAFETY: `comm` is a communicator comm_init made, destroyed once by its owner.
+    unsafe { f(comm) }
+}
+
+/// The interception's leaf lock (the bundled runtime's directory), for the fork handlers.
+pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
+    vec![bundled::leaf_guard()]
+}
+
 // ---------------------------------------------------------------------------------------------
 // The simulated device as the runtime libraries drive it (the tree's libascend_hal.so). None of
 // these exist in a real CANN.
@@ -363,19 +597,119 @@ pub extern "C" fn msimClearNextLaunch() {
     device::take_next();
 }
 
+thread_local! {
+    /// The host time (ns) announced for this thread's next runtime call (`msimSetNextHostWork`).
+    static NEXT_HOST_WORK: Cell<Option<u64>> = const { Cell::new(None) };
+    /// When the real function of the intercepted call in progress on this thread was entered.
+    static WORK_START: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The stream id announced for this thread's next `aclrtCreateStream` (`msimSetNextStream`).
+    static NEXT_STREAM: Cell<Option<u32>> = const { Cell::new(None) };
+}
+
+/// Forget a host time announced for a call that did not take it.
+pub(crate) fn clear_announced_host_work() {
+    NEXT_HOST_WORK.with(|n| n.set(None));
+    WORK_START.with(|w| w.set(None));
+}
+
+/// How much of the announced `ns` is still to be spent: all of it on the virtual clock (the
+/// runtime's own work takes no virtual time), on the real clock what the call's real work (a
+/// real copy, say) has not already taken since its real function was entered.
+fn announced_remaining(ns: u64) -> u64 {
+    let start = WORK_START.with(Cell::take);
+    match start {
+        Some(t) if !clock::is_virtual() => {
+            let spent = t.elapsed().min(Duration::from_nanos(ns));
+            ns - spent.as_nanos() as u64
+        }
+        _ => ns,
+    }
+}
+
+/// The modelled host time of this thread's next runtime call, in place of the runtime's own
+/// constant: the simulator's workloads draw each call's from their latency models.
+#[no_mangle]
+pub extern "C" fn msimSetNextHostWork(ns: u64) {
+    NEXT_HOST_WORK.with(|n| n.set(Some(ns)));
+}
+
+/// The stream id this thread's next `aclrtCreateStream` gives its stream (the workloads keep
+/// theirs: compute thread t on stream t, its collectives on stream 1000 + t).
+#[no_mangle]
+pub extern "C" fn msimSetNextStream(stream: u32) {
+    NEXT_STREAM.with(|n| n.set(Some(stream)));
+}
+
+/// A new stream's handle for `aclrtCreateStream`: the announced id, else the device's next one
+/// (1, 2, ...; stream 0 is the default stream).
+#[no_mangle]
+pub extern "C" fn msimCreateStream() -> *mut c_void {
+    static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+    let id = NEXT_STREAM.with(Cell::take).unwrap_or_else(|| NEXT_ID.fetch_add(1, Ordering::Relaxed));
+    device::msimStreamHandle(id)
+}
+
 /// Modelled host work of a runtime function: the virtual clock advances by `ns`, the real one
-/// passes that long.
+/// passes that long. An announced host time (`msimSetNextHostWork`) takes the place of `ns`.
 #[no_mangle]
 pub extern "C" fn msimHostWork(ns: u64) {
-    clock::spend(ns);
+    match NEXT_HOST_WORK.with(Cell::take) {
+        Some(announced) => clock::spend(announced_remaining(announced)),
+        None => clock::spend(ns),
+    }
 }
 
 /// Block until this thread's device has finished everything on `stream` (a stream handle), as
 /// `aclrtSynchronizeStream` does: the virtual clock jumps there, the real one waits.
 #[no_mangle]
 pub extern "C" fn msimWaitStream(stream: *mut c_void) {
-    let s = if stream.is_null() { device::thread_stream() } else { device::stream_of(stream) };
-    clock::spend(device::sync_wait_ns_on(s));
+    clock::spend(device::sync_wait_ns_on(stream_id(stream)));
+    // An announced host time of the call is spent after the wait, as on the virtual clock.
+    WORK_START.with(|w| {
+        if w.get().is_some() {
+            w.set(Some(Instant::now()));
+        }
+    });
+}
+
+/// `aclrtSynchronizeStream`'s time: until `stream`'s work is done, or until the call's own host
+/// work `ns` (the announced one, if any) has passed if the stream is idle by then.
+#[no_mangle]
+pub extern "C" fn msimSyncWait(stream: *mut c_void, ns: u64) {
+    let wait = device::sync_wait_ns_on(stream_id(stream));
+    let own = match NEXT_HOST_WORK.with(Cell::take) {
+        Some(announced) => announced_remaining(announced),
+        None => ns,
+    };
+    clock::spend(wait.max(own));
+}
+
+/// The stream id of a handle the runtime passes (NULL: this thread's stream).
+fn stream_id(stream: *mut c_void) -> u32 {
+    if stream.is_null() {
+        device::thread_stream()
+    } else {
+        device::stream_of(stream)
+    }
+}
+
+/// Where the bundled runtime libraries are (`libascendcl.so`, `libhccl.so` and what they link),
+/// for a process whose `ASCEND_HOME_PATH` names no CANN tree: by default `cann_tree/lib64` beside
+/// this library's file. Takes effect if set before the first intercepted call. Returns 0, or 1
+/// for NULL.
+///
+/// # Safety
+/// `dir` must be NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn msimSetRuntimeDir(dir: *const c_char) -> u32 {
+    if dir.is_null() {
+        return 1;
+    }
+    // SAFETY: a non-NULL C string, by this function's contract.
+    let bytes = unsafe { CStr::from_ptr(dir) }.to_bytes();
+    let path = std::path::PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(bytes));
+    bundled::set_runtime_dir(path);
+    0
 }
 
 #[cfg(test)]
@@ -383,7 +717,7 @@ mod tests {
     use super::*;
 
     /// Every function defined here, by name.
-    const INTERPOSED: [&str; 21] = [
+    const INTERPOSED: [&str; 26] = [
         "aclrtSetDevice",
         "aclrtResetDevice",
         "aclrtCreateContext",
@@ -393,18 +727,23 @@ mod tests {
         "aclrtSynchronizeStream",
         "aclrtMalloc",
         "aclrtMallocHost",
+        "aclrtMallocCached",
         "aclrtFree",
         "aclrtFreeHost",
+        "aclrtGetMemInfo",
         "aclrtMemcpy",
         "aclrtMemcpyAsync",
         "aclrtMemset",
         "aclrtMemsetAsync",
         "aclrtLaunchKernel",
+        "aclrtLaunchKernelV2",
+        "aclrtLaunchKernelWithConfig",
         "aclrtLaunchKernelWithHostArgs",
         "HcclAllReduce",
         "HcclBroadcast",
         "HcclAllGather",
         "HcclReduceScatter",
+        "HcclBarrier",
     ];
 
     #[test]

@@ -395,6 +395,7 @@ extern "C" fn fork_prepare() {
         Box::new(lock(&DISABLED_DOMAINS)),
     ];
     guards.extend(device::leaf_guards());
+    guards.extend(crate::acl::leaf_guards());
     guards.extend(crate::mstx::leaf_guards());
     FORK_GUARDS.with(|g| *g.borrow_mut() = guards);
 }

@@ -68,7 +68,8 @@ thread_local! {
 }
 
 /// What the next simulated call on this thread does on the device and in its records; set by
-/// the msim* call functions and the workloads just before `apis::call`, taken by its hook.
+/// the msim* call functions just before `apis::call`, and for a launch by the runtime
+/// (`msimSetNextLaunch`) or a workload just before the intercepted call, whose wrapper takes it.
 #[derive(Clone, Copy, Debug)]
 pub struct CallSpec {
     /// Kernel name of a launch.
@@ -260,9 +261,96 @@ pub(crate) fn lock_channel() -> std::sync::MutexGuard<'static, impl Sized> {
     lock(&CHANNEL)
 }
 
-/// The device's leaf locks (the communicator name), for the fork handlers.
+/// The device's leaf locks (the communicator name, the queued data work), for the fork handlers.
 pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
-    vec![Box::new(lock(&COMM_NAME))]
+    vec![Box::new(lock(&COMM_NAME)), Box::new(lock(&DATA_WORK))]
+}
+
+/// Data the device moves for an asynchronous runtime call (`aclrtMemcpyAsync`,
+/// `aclrtMemsetAsync`, an all-gather's copies), queued on its stream: as a device's copy engine
+/// does it while the host goes on, the calling thread does not; it is done when the host next
+/// waits for the stream (or the device, or frees memory), or another stream waits for it.
+#[derive(Clone, Copy)]
+struct DataWork {
+    device: u32,
+    stream: u32,
+    dst: usize,
+    /// The source of a copy (unused by a fill).
+    src: usize,
+    len: usize,
+    /// A fill's byte, or None for a copy.
+    fill: Option<u8>,
+}
+
+static DATA_WORK: Mutex<Vec<DataWork>> = Mutex::new(Vec::new());
+
+fn queue_data_work(stream: *mut c_void, w: DataWork) {
+    let stream = if stream.is_null() { thread_stream() } else { stream_of(stream) };
+    lock(&DATA_WORK).push(DataWork { device: thread_device(), stream, ..w });
+}
+
+/// Do the data work queued on `stream` of this thread's device (every stream of it: None), in
+/// the order it was queued.
+pub fn run_data_work(stream: Option<u32>) {
+    let device = thread_device();
+    let mut due = Vec::new();
+    lock(&DATA_WORK).retain(|w| {
+        let mine = w.device == device && stream.is_none_or(|s| s == w.stream);
+        if mine {
+            due.push(*w);
+        }
+        !mine
+    });
+    for w in due {
+        match w.fill {
+            // SAFETY: the runtime queued `len` writable bytes at `dst` (msimQueueFill's contract),
+            // still allocated: it runs the queue before freeing memory.
+            Some(v) => unsafe { std::ptr::write_bytes(w.dst as *mut u8, v, w.len) },
+            // SAFETY: as above, and `len` readable bytes at `src` (msimQueueCopy's contract);
+            // `copy` allows the two to overlap, as memmove does.
+            None => unsafe { std::ptr::copy(w.src as *const u8, w.dst as *mut u8, w.len) },
+        }
+    }
+}
+
+/// Queue a copy of `len` bytes from `src` to `dst` on `stream` (NULL: this thread's stream),
+/// for the device to do (see `DataWork`).
+///
+/// # Safety
+/// `dst` must stay valid for `len` bytes of writes and `src` for `len` bytes of reads until the
+/// queue of that stream is run (`msimRunQueued`), which the runtime does before freeing memory.
+#[no_mangle]
+pub unsafe extern "C" fn msimQueueCopy(
+    stream: *mut c_void,
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+) {
+    if len > 0 {
+        let w = DataWork { device: 0, stream: 0, dst: dst as usize, src: src as usize, len, fill: None };
+        queue_data_work(stream, w);
+    }
+}
+
+/// Queue a fill of `len` bytes at `dst` with the low byte of `value` on `stream` (see
+/// `msimQueueCopy`).
+///
+/// # Safety
+/// `dst` must stay valid for `len` bytes of writes until the stream's queue is run.
+#[no_mangle]
+pub unsafe extern "C" fn msimQueueFill(stream: *mut c_void, dst: *mut c_void, value: i32, len: usize) {
+    if len > 0 {
+        let w = DataWork { device: 0, stream: 0, dst: dst as usize, src: 0, len, fill: Some(value as u8) };
+        queue_data_work(stream, w);
+    }
+}
+
+/// Do the data work queued on `stream` of this thread's device (NULL: on every stream of it), as
+/// the runtime does before the host reads results (a synchronize, an operator computing on the
+/// host) or frees memory.
+#[no_mangle]
+pub extern "C" fn msimRunQueued(stream: *mut c_void) {
+    run_data_work((!stream.is_null()).then(|| stream_of(stream)));
 }
 
 fn ensure_channel_thread() {
@@ -518,6 +606,8 @@ pub fn latest_free() -> u64 {
 /// recorded there and waited on here, as DDP's optimizer waits for the gradient all-reduce): its
 /// next task starts no earlier than `other`'s last one ends. No host call, no callback.
 pub fn stream_wait(other: u32) {
+    // What the device has done by then includes `other`'s data work.
+    run_data_work(Some(other));
     let device = thread_device();
     let mut c = lock(&CHANNEL);
     let m = c.timelines.get_or_insert_with(Timelines::default);

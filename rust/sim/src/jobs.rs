@@ -12,6 +12,8 @@ pub struct Job {
     pub total: AtomicU64,
     pub calls: AtomicU64,
     pub cancel: AtomicBool,
+    /// A thread's runtime call failed (the job's threads stop at their next step).
+    failed: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -22,6 +24,7 @@ impl Job {
             total: AtomicU64::new(total),
             calls: AtomicU64::new(0),
             cancel: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
         })
     }
@@ -31,10 +34,17 @@ impl Job {
         lock(&self.threads).push(h);
     }
 
-    /// Wait for every thread; true when none panicked.
+    /// Wait for every thread; true when none panicked and no call failed.
     pub fn join(&self) -> bool {
         let hs: Vec<_> = std::mem::take(&mut *lock(&self.threads));
-        hs.into_iter().map(|h| h.join().is_ok()).fold(true, |a, b| a & b)
+        let joined = hs.into_iter().map(|h| h.join().is_ok()).fold(true, |a, b| a & b);
+        joined && !self.failed.load(Ordering::Relaxed)
+    }
+
+    /// A thread of the job failed: every thread stops at its next step, and `join` says so.
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::Relaxed);
+        self.cancel.store(true, Ordering::Relaxed);
     }
 
     /// Whether every thread of the job has ended.

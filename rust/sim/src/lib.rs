@@ -2,10 +2,12 @@
 //!
 //! It exports the real MSPTI callback-API symbols with the real C ABI and the subscriber rules of
 //! MSPTI 26.x (upstream `csrc/callback/callback_manager.cpp`), so mspti-lens loads it through the same
-//! run-time loading path as a real library. Its simulated runtime entry points have names of
-//! their own (`msimCall`, `msim_aclrtLaunchKernel`, ...): loaded next to a real CANN it shadows
-//! nothing; the real names appear only as the `functionName` strings its callbacks carry.
-//! The extra symbol `msimVersion` is how a loader can tell this library is simulated.
+//! run-time loading path as a real library. Preloaded, it interposes the ACL runtime and HCCL
+//! functions as the real libmspti does (`acl`), forwarding to the simulated runtime libraries,
+//! which drive the device here; the simulator's own workloads call those same wrappers
+//! (`workload`). Its single simulated calls have names of their own (`msimCall`,
+//! `msim_aclrtLaunchKernel`, ...). The extra symbol `msimVersion` is how a loader can tell this
+//! library is simulated.
 
 use core::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;

@@ -2,6 +2,7 @@
  * memory, streams are the simulated device's, and every call that does device work reaches the
  * simulated device through libascend_hal.so (sim_hal.h). With libmspti.so preloaded, the program's
  * calls of the intercepted functions reach MSPTI's wrappers first, which forward here. */
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,12 @@ void DlogInnerForC(int moduleId, int level, const char *fmt, ...);
 #define HOST_NS_ALLOC 5000
 #define HOST_NS_LAUNCH 4000
 
+/* An Atlas A2 device's HBM: what aclrtGetMemInfo reports as the total. */
+#define DEVICE_HBM_BYTES (64ULL << 30)
+
 static atomic_int g_initialized;
-static atomic_uint g_next_stream = 1;
+/* Device memory held by the program (aclrtMalloc, aclrtMallocCached), for aclrtGetMemInfo. */
+static atomic_size_t g_device_bytes;
 static _Thread_local int32_t t_device;
 static _Thread_local aclrtContext t_context;
 
@@ -61,6 +66,7 @@ aclError aclrtResetDevice(int32_t deviceId)
     if (deviceId < 0) {
         return ACL_ERROR_INVALID_PARAM;
     }
+    msimRunQueued(NULL);
     msimWaitStream(NULL);
     msimHostWork(HOST_NS_SMALL);
     return ACL_SUCCESS;
@@ -144,7 +150,7 @@ aclError aclrtCreateStream(aclrtStream *stream)
     if (stream == NULL) {
         return ACL_ERROR_INVALID_PARAM;
     }
-    *stream = msimStreamHandle(atomic_fetch_add(&g_next_stream, 1));
+    *stream = msimCreateStream();
     msimHostWork(HOST_NS_SMALL);
     return ACL_SUCCESS;
 }
@@ -154,6 +160,7 @@ aclError aclrtDestroyStream(aclrtStream stream)
     if (stream == NULL) {
         return ACL_ERROR_INVALID_PARAM;
     }
+    msimRunQueued(stream);
     msimWaitStream(stream);
     msimHostWork(HOST_NS_SMALL);
     return ACL_SUCCESS;
@@ -161,12 +168,14 @@ aclError aclrtDestroyStream(aclrtStream stream)
 
 aclError aclrtSynchronizeStream(aclrtStream stream)
 {
-    msimWaitStream(stream);
+    msimRunQueued(stream);
+    msimSyncWait(stream, 0);
     return ACL_SUCCESS;
 }
 
 aclError aclrtSynchronizeDevice(void)
 {
+    msimRunQueued(NULL);
     msimWaitStream(NULL);
     return ACL_SUCCESS;
 }
@@ -191,10 +200,26 @@ static aclError alloc(void **ptr, size_t size)
     return *ptr == NULL ? ACL_ERROR_BAD_ALLOC : ACL_SUCCESS;
 }
 
+static aclError device_alloc(void **devPtr, size_t size)
+{
+    aclError rc = alloc(devPtr, size);
+    if (rc == ACL_SUCCESS) {
+        atomic_fetch_add(&g_device_bytes, malloc_usable_size(*devPtr));
+    }
+    return rc;
+}
+
 aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)
 {
     (void)policy;
-    return alloc(devPtr, size);
+    return device_alloc(devPtr, size);
+}
+
+/* Device memory is host memory here, so a cached allocation is an ordinary one. */
+aclError aclrtMallocCached(void **devPtr, size_t size, aclrtMemMallocPolicy policy)
+{
+    (void)policy;
+    return device_alloc(devPtr, size);
 }
 
 aclError aclrtMallocHost(void **hostPtr, size_t size)
@@ -209,6 +234,8 @@ static aclError release(void *ptr)
     if (ptr == NULL) {
         return ACL_ERROR_INVALID_PARAM;
     }
+    /* Freeing synchronizes with the device, as CANN's does: no queued copy outlives its memory. */
+    msimRunQueued(NULL);
     free(ptr);
     msimHostWork(HOST_NS_SMALL);
     return ACL_SUCCESS;
@@ -216,6 +243,9 @@ static aclError release(void *ptr)
 
 aclError aclrtFree(void *devPtr)
 {
+    if (devPtr != NULL) {
+        atomic_fetch_sub(&g_device_bytes, malloc_usable_size(devPtr));
+    }
     return release(devPtr);
 }
 
@@ -224,10 +254,36 @@ aclError aclrtFreeHost(void *hostPtr)
     return release(hostPtr);
 }
 
-static aclError copy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind)
+/* The device's HBM as the program sees it: its total, less what the program holds. The simulated
+ * device has no DDR of its own, so the DDR attributes report 0 and 0, as CANN does for memory a
+ * device does not have. */
+aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total)
+{
+    if (free == NULL || total == NULL || (int)attr < 0 || attr > ACL_HBM_MEM_P2P_NORMAL) {
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    int hbm = attr == ACL_HBM_MEM || attr == ACL_HBM_MEM_HUGE || attr == ACL_HBM_MEM_NORMAL ||
+              attr == ACL_HBM_MEM_P2P_HUGE || attr == ACL_HBM_MEM_P2P_NORMAL;
+    size_t held = atomic_load(&g_device_bytes);
+    *total = hbm ? (size_t)DEVICE_HBM_BYTES : 0;
+    *free = hbm ? (held < *total ? *total - held : 0) : 0;
+    msimHostWork(HOST_NS_SMALL);
+    return ACL_SUCCESS;
+}
+
+static aclError check_copy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind)
 {
     if (dst == NULL || src == NULL || count > destMax || (int)kind < 0 || kind > ACL_MEMCPY_DEFAULT) {
         return ACL_ERROR_INVALID_PARAM;
+    }
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind)
+{
+    aclError rc = check_copy(dst, destMax, src, count, kind);
+    if (rc != ACL_SUCCESS) {
+        return rc;
     }
     memmove(dst, src, count);
     /* About 20 GB/s, plus a fixed cost. */
@@ -235,19 +291,21 @@ static aclError copy(void *dst, size_t destMax, const void *src, size_t count, a
     return ACL_SUCCESS;
 }
 
-aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind)
-{
-    return copy(dst, destMax, src, count, kind);
-}
-
+/* The device moves the data (its copy engine, while the host goes on): queued on the stream, done
+ * when the host synchronizes with it (or frees memory). */
 aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind,
                           aclrtStream stream)
 {
-    (void)stream;
-    return copy(dst, destMax, src, count, kind);
+    aclError rc = check_copy(dst, destMax, src, count, kind);
+    if (rc != ACL_SUCCESS) {
+        return rc;
+    }
+    msimQueueCopy(stream, dst, src, count);
+    msimHostWork(HOST_NS_SMALL);
+    return ACL_SUCCESS;
 }
 
-static aclError fill(void *devPtr, size_t maxCount, int32_t value, size_t count)
+aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
 {
     if (devPtr == NULL || count > maxCount) {
         return ACL_ERROR_INVALID_PARAM;
@@ -257,15 +315,14 @@ static aclError fill(void *devPtr, size_t maxCount, int32_t value, size_t count)
     return ACL_SUCCESS;
 }
 
-aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
-{
-    return fill(devPtr, maxCount, value, count);
-}
-
 aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream)
 {
-    (void)stream;
-    return fill(devPtr, maxCount, value, count);
+    if (devPtr == NULL || count > maxCount) {
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    msimQueueFill(stream, devPtr, value, count);
+    msimHostWork(HOST_NS_SMALL);
+    return ACL_SUCCESS;
 }
 
 static aclError launch(void)
@@ -285,6 +342,30 @@ aclError aclrtLaunchKernel(aclrtFuncHandle funcHandle, uint32_t blockDim, const 
     (void)argsData;
     (void)argsSize;
     (void)stream;
+    return launch();
+}
+
+aclError aclrtLaunchKernelV2(aclrtFuncHandle funcHandle, uint32_t blockDim, const void *argsData, size_t argsSize,
+                             aclrtLaunchKernelCfg *cfg, aclrtStream stream)
+{
+    (void)funcHandle;
+    (void)blockDim;
+    (void)argsData;
+    (void)argsSize;
+    (void)cfg;
+    (void)stream;
+    return launch();
+}
+
+aclError aclrtLaunchKernelWithConfig(aclrtFuncHandle funcHandle, uint32_t blockDim, aclrtStream stream,
+                                     aclrtLaunchKernelCfg *cfg, aclrtArgsHandle argsHandle, void *reserve)
+{
+    (void)funcHandle;
+    (void)blockDim;
+    (void)stream;
+    (void)cfg;
+    (void)argsHandle;
+    (void)reserve;
     return launch();
 }
 

@@ -2,7 +2,9 @@
  * thread per device, HcclCommInitAll) share one communicator group; each rank's collective is
  * placed on its own stream by the simulated device when MSPTI intercepts it. Results are computed
  * as if every rank contributed the same data (the samples' ranks do): a SUM all-reduce multiplies
- * by the rank count, a gather repeats the buffer. */
+ * fp32 elements by the rank count, a gather repeats the buffer. Other data types are not
+ * reduced: their result is the input, so an in-place collective of them (recvBuf == sendBuf, as
+ * torch's process groups issue gradient all-reduces) moves no data. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,7 +134,9 @@ HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataT
         return HCCL_E_PARA;
     }
     uint32_t n = ((struct SimComm *)comm)->nranks;
-    memmove(recvBuf, sendBuf, count * es);
+    if (recvBuf != sendBuf) {
+        memmove(recvBuf, sendBuf, count * es);
+    }
     if (op == HCCL_REDUCE_SUM && dataType == HCCL_DATA_TYPE_FP32) {
         for (uint64_t i = 0; i < count; i++) {
             ((float *)recvBuf)[i] *= (float)n;
@@ -157,14 +161,18 @@ HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint3
 HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType, HcclComm comm,
                          aclrtStream stream)
 {
-    (void)stream;
     size_t es = elem_size(dataType);
     if (sendBuf == NULL || recvBuf == NULL || comm == NULL || es == 0) {
         return HCCL_E_PARA;
     }
     uint32_t n = ((struct SimComm *)comm)->nranks;
+    /* The device moves the data (queued on the stream, done when the host or another stream waits
+     * for it); in place, the rank's own slot is the send buffer already. */
     for (uint32_t r = 0; r < n; r++) {
-        memmove((char *)recvBuf + r * sendCount * es, sendBuf, sendCount * es);
+        char *slot = (char *)recvBuf + r * sendCount * es;
+        if (slot != (char *)sendBuf) {
+            msimQueueCopy(stream, slot, sendBuf, sendCount * es);
+        }
     }
     msimHostWork(HOST_NS_COLLECTIVE);
     return HCCL_SUCCESS;
@@ -179,11 +187,26 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, H
         return HCCL_E_PARA;
     }
     struct SimComm *c = comm;
-    memmove(recvBuf, (char *)sendBuf + c->rank * recvCount * es, recvCount * es);
+    char *own = (char *)sendBuf + c->rank * recvCount * es;
+    if ((char *)recvBuf != own) {
+        memmove(recvBuf, own, recvCount * es);
+    }
     if (op == HCCL_REDUCE_SUM && dataType == HCCL_DATA_TYPE_FP32) {
         for (uint64_t i = 0; i < recvCount; i++) {
             ((float *)recvBuf)[i] *= (float)c->nranks;
         }
+    }
+    msimHostWork(HOST_NS_COLLECTIVE);
+    return HCCL_SUCCESS;
+}
+
+/* Like every collective here it does not wait for the other ranks; in a multi-process job the
+ * preloaded simulator makes each collective meet its peers first (rust/sim/src/multirank.rs). */
+HcclResult HcclBarrier(HcclComm comm, aclrtStream stream)
+{
+    (void)stream;
+    if (comm == NULL) {
+        return HCCL_E_PARA;
     }
     msimHostWork(HOST_NS_COLLECTIVE);
     return HCCL_SUCCESS;

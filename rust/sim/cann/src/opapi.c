@@ -84,6 +84,8 @@ aclnnStatus aclnnAdd(void *workspace, uint64_t workspaceSize, aclOpExecutor *exe
     if (executor == NULL || executor->op != SIM_OP_ADD) {
         return ACL_ERROR_INVALID_PARAM;
     }
+    /* It reads its inputs after the stream's earlier work: copies queued there land first. */
+    msimRunQueued(stream);
     int64_t n = simTensorNumel(executor->out);
     for (int64_t i = 0; i < n; i++) {
         store(executor->out, i, load(executor->self, i) + executor->alpha * load(executor->other, i));
@@ -133,6 +135,8 @@ aclnnStatus aclnnMatmul(void *workspace, uint64_t workspaceSize, aclOpExecutor *
     if (executor == NULL || executor->op != SIM_OP_MATMUL) {
         return ACL_ERROR_INVALID_PARAM;
     }
+    /* It reads its inputs after the stream's earlier work: copies queued there land first. */
+    msimRunQueued(stream);
     int64_t m = executor->self->shape[0], k = executor->self->shape[1], n = executor->other->shape[1];
     /* Converted once: element loads of half-precision data are slow in the inner loop. */
     double *a = malloc((size_t)(m * k) * sizeof(double));

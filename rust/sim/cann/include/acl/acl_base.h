@@ -21,6 +21,7 @@ typedef void *aclrtFuncHandle;
 typedef void *aclrtBinHandle;
 typedef struct aclrtLaunchKernelCfg aclrtLaunchKernelCfg;
 typedef struct aclrtPlaceHolderInfo aclrtPlaceHolderInfo;
+typedef void *aclrtArgsHandle;
 
 static const int ACL_SUCCESS = 0;
 static const int ACL_ERROR_INVALID_PARAM = 100000;
