@@ -51,7 +51,9 @@ def run(target: str, seconds: int, out: Path, known: bool, seed: int = 0, runs: 
         f"-artifact_prefix={arts}/{target}-",
         "-print_final_stats=1",
     ] + ([f"-seed={seed}"] if seed else [])
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=HERE, timeout=None if runs else seconds + 300)
+    p = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, cwd=HERE, timeout=None if runs else seconds + 300
+    )
     log = p.stdout + p.stderr
     m = re.search(r"Done (\d+) runs in (\d+) second", log)
     done = (
@@ -100,10 +102,7 @@ def main() -> int:
     results = [run(t, a.seconds, a.out, not a.all_findings, a.seed, runs.get(t, 0)) for t in targets]
     for r in results:
         bound = f"of {runs[r['target']]} asked" if r["target"] in runs else f"in {r['seconds']} s"
-        print(
-            f"{r['target']}: {r['runs']} inputs ({bound}), exit {r['exit']}, findings "
-            f"{r['findings']}"
-        )
+        print(f"{r['target']}: {r['runs']} inputs ({bound}), exit {r['exit']}, findings {r['findings']}")
     print(json.dumps({"targets": results}))
     return 0 if all(r["exit"] == 0 for r in results) else 1
 
