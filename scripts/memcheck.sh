@@ -47,6 +47,14 @@ cat >"$SUPP" <<'EOF'
    fun:_ZN7_native3ffi7symbols4bind*
 }
 {
+   glibcs-loader-reads-whole-words-of-a-short-runpath-string-looking-for-ORIGIN-when-the-simulator-loads-the-runtime
+   Memcheck:Addr8
+   fun:strncmp
+   fun:is_dst
+   ...
+   fun:_dl_map_object
+}
+{
    the-simulators-subscriber-objects-are-never-freed-so-a-racing-callback-can-still-read-one
    Memcheck:Leak
    match-leak-kinds: definite
