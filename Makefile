@@ -12,9 +12,9 @@ MEMCHECK_TIMEOUT ?= 900
 # pytest's workers (pytest-xdist): every worker is its own process, so each has its own simulator,
 # subscriber and shards; tests that start processes give them their own ports and directories.
 PYTEST_WORKERS ?= auto
-# Tests go to whichever worker is free, a module marked xdist_group as one unit, long units first
+# Each test module goes whole to whichever worker is free, modules with slow tests first
 # (tests/conftest.py orders them; xdist's own reordering by test count is off).
-PYTEST_DIST := --dist loadgroup --no-loadscope-reorder
+PYTEST_DIST := --dist loadfile --no-loadscope-reorder
 # How hard the stress tests push (tests/conftest.py `stress`): 1 is CI's size; 0.2 for a quick look.
 STRESS ?= 1
 export MSPTI_LENS_STRESS := $(STRESS)

@@ -19,21 +19,17 @@ collect_ignore = ["data"]
 
 
 def pytest_collection_modifyitems(config, items):
-    """Whole modules in this order: those one worker runs together (an ``xdist_group``: they share
-    an expensive module fixture), then those with slow tests, then the rest. pytest-xdist
-    (``--dist loadgroup``) hands the units out in this order to whichever worker is free, so the
-    long units start first and the short tests fill in at the end, and no worker sits idle while
-    the other still has a long tail."""
-
-    def rank(item) -> int:
-        if item.get_closest_marker("xdist_group"):
-            return 0
-        return 1 if item.get_closest_marker("slow") else 2
-
+    """Whole modules, those with slow tests first. pytest-xdist (``make test``: ``--dist loadfile``)
+    hands each module to one worker, which runs its module fixtures (JupyterLab and Chromium, the
+    CANN samples, the slow-rank job) once, and hands them out in this order to whichever worker is
+    free: the long modules start first, the short ones fill in at the end, and no worker sits idle
+    while the other still has a long tail."""
     by_module: dict[str, list] = {}
     for item in items:
         by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
-    order = sorted(by_module.values(), key=lambda module: min(rank(i) for i in module))
+    order = sorted(
+        by_module.values(), key=lambda module: not any(i.get_closest_marker("slow") for i in module)
+    )
     items[:] = [item for module in order for item in module]
 
 

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 
-# One worker runs the module (make test: --dist loadgroup): one JupyterLab and one Chromium for all.
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = os.environ.get("MSPTI_LENS_CHROMIUM", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,6 @@ BENCH = ROOT / "bench" / "cann_monitors.py"
 
 pytestmark = [
     pytest.mark.slow,
-    # One worker runs the module: the benchmark runs once.
-    pytest.mark.xdist_group("cann_monitors_bench"),
     pytest.mark.skipif(
         any(shutil.which(t) is None for t in ("cmake", "c++", "gcc")),
         reason="needs cmake, c++ and gcc (the official package's build and the workload)",

@@ -27,8 +27,6 @@ from mspti_lens.sim import cann
 
 pytestmark = [
     pytest.mark.slow,
-    # One worker runs the module: the samples are built and run once.
-    pytest.mark.xdist_group("cann_samples"),
     pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler (c++)"),
 ]
 

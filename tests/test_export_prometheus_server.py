@@ -25,8 +25,6 @@ from mspti_lens.export import serve
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = [
     pytest.mark.slow,
-    # One worker runs the module: each Prometheus server is started and scraped once.
-    pytest.mark.xdist_group("prometheus_server"),
     pytest.mark.skipif(
         PROMETHEUS is None,
         reason="the prometheus binary is missing (Debian: apt-get install prometheus; `make system-deps`)",

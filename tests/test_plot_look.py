@@ -44,6 +44,7 @@ def time_axes(fig):
     return [ax for ax in fig.axes if ax.get_visible() and ax.get_xscale() == "log"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kind", ["distribution", "distribution-narrow", "cdf", "hccl", "launch", "before_after"]
 )
@@ -62,6 +63,7 @@ def test_time_axes_use_one_unit_named_in_the_label(snap, kind):
             assert re.fullmatch(r"[\d,]+(\.\d+)?", t), (kind, t)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["distribution", "cdf", "hccl", "before_after"])
 def test_legends_are_readable_and_clear_of_the_data(snap, kind):
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -26,8 +26,7 @@ from mspti_lens.runs.run import RunWarning
 from mspti_lens.sim import job
 from mspti_lens.snapshot import Snapshot
 
-# One worker runs the module: the slow-rank job (the module fixture) is recorded once.
-pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("runs_job")]
+pytestmark = pytest.mark.timeout(240)
 WATCHDOG_S = 180
 STEPS = 12
 
@@ -59,6 +58,7 @@ def slow_run(tmp_path_factory) -> Path:
     return _slow_job(str(tmp_path_factory.mktemp("runs")))
 
 
+@pytest.mark.slow
 def test_the_injected_slow_rank_is_named_on_the_simulator(slow_run):
     run = mspti_lens.open_run(slow_run)
     s = run.stragglers()
@@ -120,6 +120,7 @@ def _device_events_landed() -> bool:
 
 
 @pytest.mark.skipif(not _device_events_landed(), reason="needs Snapshot.device_events (the devlog branch)")
+@pytest.mark.slow
 def test_the_late_rank_is_named_for_every_instance_by_both_rules_on_the_simulator(tmp_path):
     out = tmp_path / "late-rank-1"
     record(out, "--ranks", "4", "--slow-rank", "1")
@@ -138,6 +139,7 @@ def test_the_late_rank_is_named_for_every_instance_by_both_rules_on_the_simulato
     assert (t["rank"], t["slow_affect_count"], t["late_count"], t["instances"]) == (1, STEPS, STEPS, STEPS)
 
 
+@pytest.mark.slow
 def test_without_activity_records_stragglers_vote_per_window_and_say_so_on_the_simulator(tmp_path):
     out = tmp_path / "no-activity"
     cmd = [
@@ -167,6 +169,7 @@ def test_without_activity_records_stragglers_vote_per_window_and_say_so_on_the_s
     assert run.slow_ranks().select("rank", "slow_affect_count", "late_count").rows() == [(1, 3, 3)]
 
 
+@pytest.mark.slow
 def test_a_balanced_job_names_no_slow_rank_on_the_simulator(tmp_path):
     out = tmp_path / "balanced"
     record(out, "--ranks", "4")
@@ -215,6 +218,7 @@ def test_two_hosts_merge_on_the_simulator(slow_run):
     assert per_host["num_calls"].to_list()[0] == per_host["num_calls"].to_list()[1]
 
 
+@pytest.mark.slow
 def test_a_slow_link_lengthens_the_swaps_of_its_two_ranks_only_on_the_simulator(tmp_path):
     out = tmp_path / "slow-link"
     record(out, "--ranks", "4", "--slow-link", "0-1")
@@ -227,6 +231,7 @@ def test_a_slow_link_lengthens_the_swaps_of_its_two_ranks_only_on_the_simulator(
     )
 
 
+@pytest.mark.slow
 def test_a_rank_killed_with_9_leaves_a_run_that_opens_with_it_incomplete_on_the_simulator(tmp_path):
     out = tmp_path / "killed"
     cmd = [
