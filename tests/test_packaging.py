@@ -119,18 +119,55 @@ def test_tests_read_no_data_from_outside_the_repository():
     assert hits == []
 
 
-def test_the_step_timer_prints_every_step_that_ran_also_when_one_fails(tmp_path):
+def step_timer(tmp_path, *steps: str, **env: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """scripts/timed_steps.sh with a `make` whose step passes when its name starts with "good" and
+    that prints its step's name; the result and the table's rows (step -> the other columns)."""
     make = tmp_path / "make"
-    make.write_text('#!/bin/sh\n[ "$2" = good ]\n')  # `make --no-print-directory STEP`: only `good` passes
-    make.chmod(0o755)
-    env = {"PATH": "/usr/bin:/bin", "MAKE": str(make)}
-    run = [str(ROOT / "scripts" / "timed_steps.sh"), "good", "bad", "never"]
-    r = subprocess.run(run, capture_output=True, text=True, env=env)
+    if not make.exists():
+        # `make --no-print-directory STEP`
+        make.write_text('#!/bin/sh\necho "ran $2"\ncase $2 in good*) exit 0 ;; *) exit 1 ;; esac\n')
+        make.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "MAKE": str(make), "STEPS_DIR": str(tmp_path / "steps"), **env}
+    r = subprocess.run(
+        [str(ROOT / "scripts" / "timed_steps.sh"), *steps], capture_output=True, text=True, env=env
+    )
+    lines = r.stdout.splitlines()
+    head = max(i for i, line in enumerate(lines) if line.split()[:1] == ["step"])
+    return r, {line.split()[0]: line.split()[1:] for line in lines[head + 1 :] if line.strip()}
+
+
+def test_the_step_timer_prints_every_step_that_ran_also_when_one_fails(tmp_path):
+    r, rows = step_timer(tmp_path, "good", "bad", "never")
     assert r.returncode == 1, r.stdout + r.stderr
-    # step, wall seconds, CPU seconds, result
-    rows = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()[2:] if line.strip()}
-    assert rows["good"][2:] == ["ok"] and rows["bad"][2:] == ["FAILED", "(1)"] and "never" not in rows
+    # step: wall seconds, CPU seconds, lane ("-": before the lanes), result
+    assert rows["good"][2:] == ["-", "ok"] and rows["bad"][2:] == ["-", "FAILED", "(1)"], r.stdout
+    assert "never" not in rows and "ran never" not in r.stdout
     assert all(v.isdigit() for row in rows.values() for v in row[:2]), r.stdout
     assert "total" in rows
-    r = subprocess.run(run, capture_output=True, text=True, env={**env, "KEEP_GOING": "1"})
-    assert r.returncode == 1 and "never" in r.stdout  # on to the end, the first failure's status
+    r, rows = step_timer(tmp_path, "good", "bad", "never", KEEP_GOING="1")
+    assert r.returncode == 1 and "never" in rows  # on to the end, the first failure's status
+
+
+def test_the_step_timer_runs_lanes_side_by_side_after_the_steps_before_them(tmp_path):
+    r, rows = step_timer(tmp_path, "good0", "--", "good1 good2", "good3 good4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {s: row[2] for s, row in rows.items() if s != "total"} == {
+        "good0": "-",
+        "good1": "1",
+        "good2": "1",
+        "good3": "2",
+        "good4": "2",
+    }
+    out = r.stdout
+    # The first lane's output as it comes, the second's whole at the end, below a header per step.
+    assert out.index("ran good0") < out.index("ran good1") < out.index("ran good2") < out.index("==== good3")
+    assert out.index("==== good3") < out.index("ran good3") < out.index("==== good4") < out.index("ran good4")
+    assert (tmp_path / "steps" / "good4.log").read_text() == "ran good4\n"
+
+
+def test_a_failing_step_stops_its_lane_and_the_run_and_no_step_after_the_lanes_start(tmp_path):
+    r, rows = step_timer(tmp_path, "good0", "--", "bad1 good2", "good3")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert rows["bad1"][3:] == ["FAILED", "(1)"] and "good2" not in rows
+    r, rows = step_timer(tmp_path, "bad0", "--", "good1", "good2")
+    assert r.returncode == 1 and set(rows) == {"bad0", "total"}, r.stdout
