@@ -22,12 +22,13 @@ TICKS=$(getconf CLK_TCK)
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 began=$(date +%s)
 
-# CPU time (user + system, in clock ticks) of this shell's finished children: fields 16 and 17 of
-# /proc/PID/stat; the command name (field 2) may hold spaces, so count from after its ')'. BASHPID:
-# a lane is a subshell, whose children are its own.
+# CPU time (user + system, in clock ticks) of the finished children of the shell PID: fields 16
+# and 17 of /proc/PID/stat; the command name (field 2) may hold spaces, so count from after its
+# ')'. The caller passes its own BASHPID: a lane is a subshell whose children are its own, and
+# this function runs in a command substitution, a subshell of its own.
 children_ticks() {
   local rest
-  rest=$(sed 's/^.*) //' "/proc/$BASHPID/stat")
+  rest=$(sed 's/^.*) //' "/proc/$1/stat")
   set -- $rest
   echo $((${14} + ${15}))
 }
@@ -35,15 +36,15 @@ children_ticks() {
 # run_step LANE STEP: runs it (its output to the terminal for lane 1, else to its log) and writes
 # "LANE SECONDS CPU RC" to $LOGS/STEP.result. Returns the step's status.
 run_step() {
-  local lane=$1 step=$2 start ticks rc
-  start=$(date +%s) ticks=$(children_ticks)
+  local lane=$1 step=$2 self=$BASHPID start ticks rc
+  start=$(date +%s) ticks=$(children_ticks "$self")
   if [ "$lane" -le 1 ]; then
     $MAKE --no-print-directory "$step"
   else
     $MAKE --no-print-directory "$step" >"$LOGS/$step.log" 2>&1
   fi
   rc=$?
-  echo "$lane $(($(date +%s) - start)) $((($(children_ticks) - ticks) / TICKS)) $rc" >"$LOGS/$step.result"
+  echo "$lane $(($(date +%s) - start)) $((($(children_ticks "$self") - ticks) / TICKS)) $rc" >"$LOGS/$step.result"
   if [ "$lane" -gt 1 ]; then
     echo "== [lane $lane] $step: $([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)") ($LOGS/$step.log)"
   fi

@@ -121,11 +121,16 @@ def test_tests_read_no_data_from_outside_the_repository():
 
 def step_timer(tmp_path, *steps: str, **env: str) -> tuple[subprocess.CompletedProcess, dict]:
     """scripts/timed_steps.sh with a `make` whose step passes when its name starts with "good" and
-    that prints its step's name; the result and the table's rows (step -> the other columns)."""
+    that prints its step's name (a step named "good-cpu..." first spends 1.5 s of CPU time); the result
+    and the table's rows (step -> the other columns)."""
     make = tmp_path / "make"
     if not make.exists():
+        burn = f"{sys.executable} -c 'import time\nwhile time.process_time() < 1.5: pass'"
         # `make --no-print-directory STEP`
-        make.write_text('#!/bin/sh\necho "ran $2"\ncase $2 in good*) exit 0 ;; *) exit 1 ;; esac\n')
+        make.write_text(
+            f'#!/bin/sh\necho "ran $2"\ncase $2 in good-cpu*) {burn} ;; esac\n'
+            "case $2 in good*) exit 0 ;; *) exit 1 ;; esac\n"
+        )
         make.chmod(0o755)
     env = {"PATH": "/usr/bin:/bin", "MAKE": str(make), "STEPS_DIR": str(tmp_path / "steps"), **env}
     r = subprocess.run(
@@ -146,6 +151,14 @@ def test_the_step_timer_prints_every_step_that_ran_also_when_one_fails(tmp_path)
     assert "total" in rows
     r, rows = step_timer(tmp_path, "good", "bad", "never", KEEP_GOING="1")
     assert r.returncode == 1 and "never" in rows  # on to the end, the first failure's status
+
+
+def test_the_step_timer_counts_the_cpu_time_of_what_each_step_ran(tmp_path):
+    r, rows = step_timer(tmp_path, "good-cpu", "good", "--", "good1", "good-cpu2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    # before the lanes and in a lane (a subshell of its own)
+    assert int(rows["good-cpu"][1]) >= 1 and int(rows["good-cpu2"][1]) >= 1, r.stdout
+    assert rows["good"][1] == rows["good1"][1] == "0", r.stdout
 
 
 def test_the_step_timer_runs_lanes_side_by_side_after_the_steps_before_them(tmp_path):
