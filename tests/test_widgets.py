@@ -233,6 +233,21 @@ def test_auto_refresh_runs_on_a_thread_while_collection_runs(session, sim):
     assert not cp.auto_refreshing
 
 
+def test_the_running_mark_is_live_from_the_first_beat(session, sim):
+    """The status line's "running" mark vanishes by itself unless beats rewrite it; it must be
+    the vanishing one from the start, not only from the thread's first beat (an interval later):
+    a kernel restarted in between would leave a dead panel saying "running"."""
+    session.start()
+    cp = ControlPanel(session, interval=60)
+    try:
+        assert "mspti-lens-running" in cp.status.value and "mspti-lens-gone" in cp.status.value, (
+            cp.status.value
+        )
+        assert "mspti-lens-disconnected" in cp.heartbeat.value
+    finally:
+        cp.close()
+
+
 def test_refresh_stops_when_session_closes(sim):
     s = Session(library="sim")
     s.start()

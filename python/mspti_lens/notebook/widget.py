@@ -394,9 +394,11 @@ class ControlPanel:
         if self._thread is not None and self._thread.is_alive():
             return
         self._stop.clear()
-        self._beat()
         self._thread = threading.Thread(target=self._loop, name="mspti-lens-panel", daemon=True)
         self._thread.start()
+        # Auto-refreshing from here on, so this first beat also makes the status line's "running"
+        # mark live: a kernel restarted before the thread's first beat leaves no "running" behind.
+        self._beat()
 
     def stop_auto_refresh(self) -> None:
         self._stop.set()
