@@ -46,7 +46,7 @@ run_step() {
   rc=$?
   echo "$lane $(($(date +%s) - start)) $((($(children_ticks "$self") - ticks) / TICKS)) $rc" >"$LOGS/$step.result"
   if [ "$lane" -gt 1 ]; then
-    echo "== [lane $lane] $step: $([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)") ($LOGS/$step.log)"
+    printf "\n"; echo "== [lane $lane] $step: $([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)") ($LOGS/$step.log)"
   fi
   if [ "$rc" != 0 ] && [ "${KEEP_GOING:-0}" != 1 ]; then touch "$LOGS/.stop"; fi
   return "$rc"
