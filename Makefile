@@ -20,13 +20,11 @@ PYTEST_DIST := --dist loadfile --no-loadscope-reorder
 # How hard the stress tests push (tests/conftest.py `stress`): 1 is CI's size; 0.2 for a quick look.
 STRESS ?= 1
 export MSPTI_LENS_STRESS := $(STRESS)
-# What `make test` runs (scripts/timed_steps.sh, which times each step and prints the times in a
-# table at the end): the packages and the build, then two lanes side by side. The first, lint and
-# the pytest suite, shown as it runs; the second, the Rust tests (their own builds), valgrind, the
-# sdist and wheels, the quick benchmarks, which use the second core where pytest leaves it idle.
-# Its steps' output follows the first lane's. `make test TEST_STEPS="lint test-python"` runs steps
-# one after another.
-TEST_STEPS ?= system-deps dev -- "lint test-python" "test-rust test-rust-aarch64 memcheck wheels bench-quick"
+# What `make test` runs, in this order, so a lint slip fails in seconds, not at the end; each step is
+# timed (wall and CPU) and the times are printed in a table at the end (scripts/timed_steps.sh).
+# Steps side by side were tried: on two cores the builds and pytest slowed each other more than
+# they gained, and tests that wait on the machine timed out.
+TEST_STEPS ?= system-deps dev lint test-rust test-rust-aarch64 test-python memcheck wheels bench-quick
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
 BUILT := $(VENV)/.built

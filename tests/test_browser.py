@@ -32,7 +32,6 @@ WAIT_MS = int(os.environ.get("MSPTI_LENS_BROWSER_WAIT_MS", 240_000))
 # The notebook on screen (JupyterLab may keep other, hidden panels around).
 NB = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
 IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
-DIALOG = ".jp-Dialog .jp-mod-accept"
 SETUP = [
     ("load", "%load_ext mspti_lens"),
     (
@@ -188,7 +187,7 @@ def write_notebook(folder: Path, name: str, cells: list[tuple[str, str]]) -> str
 
 def accept_dialogs(page, wait_ms: int = 8_000) -> None:
     """Accept a JupyterLab dialog (kernel choice) if one shows up within ``wait_ms``."""
-    button = page.locator(DIALOG).first
+    button = page.locator(".jp-Dialog .jp-mod-accept").first
     try:
         button.wait_for(timeout=wait_ms)
     except Exception:
@@ -200,15 +199,7 @@ def open_notebook(page, lab, file: str) -> None:
     url, token, _ = lab
     page.goto(f"{url}/lab/tree/{file}?reset&token={token}")  # reset: no tabs restored from before
     page.locator(NB).first.wait_for()
-    # JupyterLab may ask which kernel to start (the default one): its dialog comes before the
-    # kernel is idle, so whichever shows first says whether there is one to accept.
-    page.wait_for_function(
-        "([d, s]) => document.querySelector(d)"
-        " || [...document.querySelectorAll(s)].some(e => e.offsetParent !== null)",
-        arg=[DIALOG, IDLE],
-    )
-    if page.locator(DIALOG).count():
-        page.locator(DIALOG).first.click()
+    accept_dialogs(page)  # JupyterLab may ask which kernel to start: the default one
     wait_idle(page)
 
 
@@ -219,9 +210,9 @@ def wait_idle(page) -> None:
 
 
 def run_menu(page, item: str) -> None:
-    """A Run menu item (none of those used asks anything: the kernel is running)."""
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_role("menuitem", name=item, exact=False).first.click()
+    accept_dialogs(page, 2_000)
 
 
 def cell(page, index: int):
