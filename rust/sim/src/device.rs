@@ -293,24 +293,23 @@ fn queue_data_work(stream: *mut c_void, w: DataWork) {
 /// the order it was queued.
 pub fn run_data_work(stream: Option<u32>) {
     let device = thread_device();
-    let mut due = Vec::new();
+    // The work is done under the queue's lock: a thread that runs the queue before freeing memory
+    // (the runtime's free) then waits for any copy another thread has taken off the queue and not
+    // finished, instead of finding the queue empty and freeing memory that copy still writes.
     lock(&DATA_WORK).retain(|w| {
         let mine = w.device == device && stream.is_none_or(|s| s == w.stream);
         if mine {
-            due.push(*w);
+            match w.fill {
+                // SAFETY: the runtime queued `len` writable bytes at `dst` (msimQueueFill's
+                // contract), still allocated: it runs the queue, under this lock, before freeing.
+                Some(v) => unsafe { std::ptr::write_bytes(w.dst as *mut u8, v, w.len) },
+                // SAFETY: as above, and `len` readable bytes at `src` (msimQueueCopy's contract);
+                // `copy` allows the two to overlap, as memmove does.
+                None => unsafe { std::ptr::copy(w.src as *const u8, w.dst as *mut u8, w.len) },
+            }
         }
         !mine
     });
-    for w in due {
-        match w.fill {
-            // SAFETY: the runtime queued `len` writable bytes at `dst` (msimQueueFill's contract),
-            // still allocated: it runs the queue before freeing memory.
-            Some(v) => unsafe { std::ptr::write_bytes(w.dst as *mut u8, v, w.len) },
-            // SAFETY: as above, and `len` readable bytes at `src` (msimQueueCopy's contract);
-            // `copy` allows the two to overlap, as memmove does.
-            None => unsafe { std::ptr::copy(w.src as *const u8, w.dst as *mut u8, w.len) },
-        }
-    }
 }
 
 /// Queue a copy of `len` bytes from `src` to `dst` on `stream` (NULL: this thread's stream),
