@@ -144,8 +144,8 @@ def official_package(cache: Path, tree, log) -> Path:
             sys.exit("the official package did not build:\n" + build_log[-4000:])
         shutil.rmtree(root / "build", ignore_errors=True)
         try:
-            # Atomic, and never over a package another process (make test runs the quick mode in
-            # pytest and in bench-quick side by side) may be running from: the first one there wins.
+            # Atomic, and never over a package another process may be running from (pytest's
+            # quick run and a bench run in another shell can build at once): the first one wins.
             os.rename(root, key)
         except OSError:
             if not (key / "mspti" / "lib64" / "mspti_C.so").is_file():
