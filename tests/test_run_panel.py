@@ -46,11 +46,12 @@ def first_windows(out) -> bool:
 
 def test_the_run_panel_shows_a_running_job_and_settles_when_it_ends(tmp_path, sim):
     out = tmp_path / "run"
+    hold = tmp_path / "go"  # the job runs its last step once this exists: live until the test says
     cmd = [
         sys.executable, "-m", "mspti_lens", "record", "--out", str(out), "--interval", "0.3",
         "--library", "sim", "--clock", "mspti", "--",
-        sys.executable, "-m", "mspti_lens.sim", "job", "--steps", "40", "--step-delay", "0.05",
-        "--ranks", "4", "--hosts", "2", "--slow-rank", "2",
+        sys.executable, "-m", "mspti_lens.sim", "job", "--steps", "20", "--step-delay", "0.02",
+        "--ranks", "4", "--hosts", "2", "--slow-rank", "2", "--hold", str(hold),
     ]  # fmt: skip
     log = tmp_path / "record.log"
     with open(log, "w") as f:  # a file, not a pipe: nothing left open if the test fails early
@@ -72,6 +73,7 @@ def test_the_run_panel_shows_a_running_job_and_settles_when_it_ends(tmp_path, si
         first = panel.last
         assert first is not None and first.running
         assert "running" in panel.status.value
+        hold.touch()
         job.wait(timeout=BOUND_S)
         assert job.returncode == 0, log.read_text()
         wait_for("the panel to see every rank finish", lambda: not panel.auto_refreshing)

@@ -256,8 +256,10 @@ def test_a_rank_killed_with_9_leaves_a_run_that_opens_with_it_incomplete_on_the_
         if rec.poll() is None:
             rec.kill()
     assert rec.returncode == 1, err  # the job failed: its launcher saw a rank die
-    with_warnings = mspti_lens.open_run(out)
-    r = with_warnings.ranks().sort("rank")
+    with_warnings = mspti_lens.open_run(out, stale_after=1.0)
+    # Read once its last window is older than stale_after: until then a rank is running.
+    last = with_warnings.files()["written"].max()
+    r = with_warnings.ranks(now=last + 1.5).sort("rank")
     assert r["rank"].to_list() == [0, 1, 2, 3]
     killed = r.filter(pl.col("rank") == 2).row(0, named=True)
     assert (killed["complete"], killed["status"]) == (False, "incomplete")

@@ -39,10 +39,11 @@ from .writer import EVENTS_GLOB, WINDOW_GLOB
 # window's reading of each process, added over processes).
 FILE_COUNTERS = (*COUNTERS, *MOMENT_COUNTERS)
 HCCL_DOMAIN = next(d for d, n in DOMAIN_NAMES.items() if n.lower() == "hccl")
-# complete: every process of the rank wrote its final window; incomplete: not, while at least half
-# of the ranks have (the job ended without it: killed, crashed); stale: no window for longer than
-# stale_after;
-# missing: expected from the job's world size, never seen.
+# complete: every process of the rank wrote its final window; running: not, and its last window is
+# at most stale_after old (a slow rank still writing while the others have finished is running);
+# incomplete: no window for longer than stale_after while at least half of the ranks are complete
+# (the job ended without it: killed, crashed); stale: no window for longer than stale_after, the
+# others not done (hung, or a loaded machine); missing: expected from the job's world size, never seen.
 STATUSES = ("complete", "running", "incomplete", "stale", "missing")
 
 
@@ -383,11 +384,11 @@ class Run:
         ).with_columns(
             pl.when(pl.col("complete"))
             .then(pl.lit("complete"))
+            .when(pl.col("age_s") <= stale_after)
+            .then(pl.lit("running"))
             .when(pl.col("complete").sum() * 2 >= pl.len())
             .then(pl.lit("incomplete"))
-            .when(pl.col("age_s") > stale_after)
-            .then(pl.lit("stale"))
-            .otherwise(pl.lit("running"))
+            .otherwise(pl.lit("stale"))
             .alias("status")
         )
         cols = ["host", "rank", "status", "complete", "processes", "windows", "calls", "last_update", "age_s"]

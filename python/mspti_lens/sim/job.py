@@ -63,6 +63,7 @@ class JobPlan:
     step_delay: float = 0.0
     timeout: float = 60.0
     seed: int = 0
+    hold: str | None = None  # a file: each rank waits for it before its last step
 
     def __post_init__(self) -> None:
         if not isinstance(self.ranks, int) or not 1 <= self.ranks <= 1024:
@@ -174,6 +175,10 @@ def run_rank(plan: JobPlan, rank: int, region_path: str) -> int:
 
     try:
         for step in range(plan.steps):
+            if plan.hold is not None and step == plan.steps - 1:
+                # A job kept alive until told: its ranks live, write windows and end cleanly after.
+                while not os.path.exists(plan.hold):
+                    time.sleep(0.02)
             for _ in range(LAUNCH_CHUNKS):
                 ns = int(LAUNCH_NS * slow * (1 + JITTER * rng.random()))
                 for _ in range(LAUNCHES):
@@ -250,6 +255,8 @@ def run_job(plan: JobPlan, quiet: bool = False) -> int:
             args += ["--slow-rank", str(plan.slow_rank)]
         if plan.slow_link is not None:
             args += ["--slow-link", f"{plan.slow_link[0]}-{plan.slow_link[1]}"]
+        if plan.hold is not None:
+            args += ["--hold", plan.hold]
         for r in range(plan.ranks):
             cmd = [sys.executable, "-m", RANK_MODULE, "rank", "--rank", str(r), "--region", path, *args]
             procs.append(subprocess.Popen(cmd, env=_rank_env(plan, r)))
@@ -313,6 +320,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-delay", type=float, default=0.0, help="real seconds each rank sleeps per step")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a collective waits for its peers")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--hold",
+        default=None,
+        metavar="FILE",
+        help="before its last step each rank waits until FILE exists (a job that runs until told)",
+    )
 
 
 def plan_of(args: argparse.Namespace) -> JobPlan:
@@ -326,6 +339,7 @@ def plan_of(args: argparse.Namespace) -> JobPlan:
         step_delay=args.step_delay,
         timeout=args.timeout,
         seed=args.seed,
+        hold=args.hold,
     )
 
 
