@@ -185,22 +185,36 @@ def write_notebook(folder: Path, name: str, cells: list[tuple[str, str]]) -> str
     return f"{name}.ipynb"
 
 
-def accept_dialogs(page, wait_ms: int = 8_000) -> None:
-    """Accept a JupyterLab dialog (kernel choice) if one shows up within ``wait_ms``."""
-    button = page.locator(".jp-Dialog .jp-mod-accept").first
-    try:
-        button.wait_for(timeout=wait_ms)
-    except Exception:
-        return
-    button.click()
+def accept_dialog(page) -> None:
+    """Accept the dialog an action asks (a kernel restart's confirmation), once it shows."""
+    page.locator(".jp-Dialog .jp-mod-accept").first.click()
+
+
+def start_kernel(lab, file: str) -> str:
+    """A kernel session for the notebook, through the server's REST API, before the notebook opens:
+    JupyterLab connects to it and asks nothing. Left to itself, JupyterLab shows its kernel choice
+    when the kernel specs have not loaded yet (a loaded machine), or not at all."""
+    url, token, _ = lab
+    body = json.dumps({"path": file, "name": file, "type": "notebook", "kernel": {"name": "python3"}})
+    req = urllib.request.Request(
+        f"{url}/api/sessions?token={token}",
+        data=body.encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)["kernel"]["id"]
 
 
 def open_notebook(page, lab, file: str) -> None:
     url, token, _ = lab
+    kernel = start_kernel(lab, file)
     page.goto(f"{url}/lab/tree/{file}?reset&token={token}")  # reset: no tabs restored from before
     page.locator(NB).first.wait_for()
-    accept_dialogs(page)  # JupyterLab may ask which kernel to start: the default one
     wait_idle(page)
+    with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=30) as r:
+        kernels = [s["kernel"]["id"] for s in json.load(r) if s["path"] == file]
+    assert kernels == [kernel], f"the notebook did not take the kernel started for it: {kernels}"
 
 
 def wait_idle(page) -> None:
@@ -211,8 +225,7 @@ def wait_idle(page) -> None:
 
 def run_menu(page, item: str) -> None:
     page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name=item, exact=False).first.click()
-    accept_dialogs(page, 2_000)
+    page.get_by_role("menuitem", name=item, exact=False).first.click()  # none of these asks anything
 
 
 def cell(page, index: int):
@@ -665,7 +678,7 @@ def test_a_panel_says_it_is_disconnected_after_a_kernel_restart(page, lab):
     assert not page.evaluate(visible)  # alive: the beats keep it hidden
     page.get_by_role("menuitem", name="Kernel", exact=True).click()
     page.get_by_role("menuitem", name="Restart Kernel…", exact=False).first.click()
-    accept_dialogs(page)
+    accept_dialog(page)
     wait_idle(page)
     page.wait_for_function(visible)
     shot(page, 2, "views.8-disconnected-after-restart")
