@@ -66,8 +66,7 @@ EOF
 status=0
 VG=(valgrind -q --error-exitcode=99 --num-callers=40 --suppressions="$SUPP")
 
-# -- 1. native tests under memcheck ------------------------------------------------------------
-echo "== 1/3 memcheck: native Rust tests"
+# -- what runs: the native test binaries `make test-rust` built, and a Python workload ------------
 mapfile -t BINS < <(cargo test --workspace --profile test-release --no-run --message-format=json 2>/dev/null |
   "$PY" -c 'import sys, json
 for l in sys.stdin:
@@ -75,28 +74,6 @@ for l in sys.stdin:
     except ValueError: continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("profile", {}).get("test"):
         print(m["executable"])')
-rust_tests=0
-rust_errors=0
-for b in "${BINS[@]}"; do
-  name=$(basename "$b")
-  log=$OUT/memcheck-$name.log
-  # Timing assertions do not hold at valgrind's speed: skip them (they run in `cargo test`). A
-  # forked child that _exits reports every parent allocation as its own leak: skip the fork tests.
-  if "${VG[@]}" --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite \
-      "$b" --test-threads=2 --skip tsc_and_monotonic_agree_on_a_sleep \
-      --skip a_child_forked_during_snapshots --skip forked_children >"$log" 2>&1; then
-    echo "   ok   $name"
-  else
-    echo "   FAIL $name (see $log)"
-    rust_errors=$((rust_errors + 1))
-    status=1
-  fi
-  n=$( (grep -Eo '^test result: ok\. [0-9]+ passed' "$log" || true) | awk '{s+=$4} END {print s+0}')
-  rust_tests=$((rust_tests + n))
-done
-
-# -- 2. a multi-threaded Python workload under memcheck ----------------------------------------
-echo "== 2/3 memcheck: multi-threaded Python workload on the simulator"
 WORK=$OUT/workload.py
 cat >"$WORK" <<'EOF'
 import ctypes, importlib.util, json, random, sys, threading
@@ -191,11 +168,55 @@ for rnd in range(3):
 fig["health"] = N.health()
 print("RESULT " + json.dumps(fig))
 EOF
+
+# -- the runs, side by side -------------------------------------------------------------------
+# valgrind runs a program's threads one at a time, so each run keeps one core busy: the runs are
+# independent and go MEMCHECK_JOBS at a time (default: the machine's cores), the longest first;
+# their logs are read, in order, once every run has ended.
+JOBS=${MEMCHECK_JOBS:-$(nproc)}
+spawn() { # LOG CMD...: CMD's output in LOG, its exit status in LOG.rc
+  local log=$1
+  shift
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  ("$@" >"$log" 2>&1; echo $? >"$log.rc") &
+}
 plog=$OUT/memcheck-python-workload.log
 PYSUPP=()
 [ -f /usr/lib/valgrind/python3.supp ] && PYSUPP=(--suppressions=/usr/lib/valgrind/python3.supp)
-PYTHONMALLOC=malloc valgrind -q --num-callers=40 --leak-check=no "${PYSUPP[@]}" \
-  "$PY" "$WORK" "$EXT" "$SIM" >"$plog" 2>&1 || true
+spawn "$plog" env PYTHONMALLOC=malloc valgrind -q --num-callers=40 --leak-check=no "${PYSUPP[@]}" \
+  "$PY" "$WORK" "$EXT" "$SIM"
+CONT=$(printf '%s\n' "${BINS[@]}" | grep '/callback_contention-' | head -1)
+dlog=$OUT/drd-callback_contention.log
+spawn "$dlog" valgrind --tool=drd --num-callers=30 "$CONT" --test-threads=1
+for b in "${BINS[@]}"; do
+  # Timing assertions do not hold at valgrind's speed: skip them (they run in `cargo test`). A
+  # forked child that _exits reports every parent allocation as its own leak: skip the fork tests.
+  spawn "$OUT/memcheck-$(basename "$b").log" "${VG[@]}" --leak-check=full --errors-for-leak-kinds=definite \
+    --show-leak-kinds=definite "$b" --test-threads=2 --skip tsc_and_monotonic_agree_on_a_sleep \
+    --skip a_child_forked_during_snapshots --skip forked_children
+done
+wait
+
+# -- 1. native tests under memcheck ------------------------------------------------------------
+echo "== 1/3 memcheck: native Rust tests"
+rust_tests=0
+rust_errors=0
+for b in "${BINS[@]}"; do
+  name=$(basename "$b")
+  log=$OUT/memcheck-$name.log
+  if [ "$(cat "$log.rc")" = 0 ]; then
+    echo "   ok   $name"
+  else
+    echo "   FAIL $name (see $log)"
+    rust_errors=$((rust_errors + 1))
+    status=1
+  fi
+  n=$( (grep -Eo '^test result: ok\. [0-9]+ passed' "$log" || true) | awk '{s+=$4} END {print s+0}')
+  rust_tests=$((rust_tests + n))
+done
+
+# -- 2. a multi-threaded Python workload under memcheck ----------------------------------------
+echo "== 2/3 memcheck: multi-threaded Python workload on the simulator"
 # CPython 3.11 itself reports a few uninitialised-value errors at start-up (int.from_bytes, the
 # small-int cache); count only the errors with a frame in our extension or the simulator.
 pyerr=$("$PY" - "$plog" <<'EOF'
@@ -224,9 +245,7 @@ pyres=$(grep '^RESULT ' "$plog" | tail -1 | cut -c8-)
 
 # -- 3. DRD over the shard/snapshot contention test --------------------------------------------
 echo "== 3/3 drd: shard/snapshot contention"
-CONT=$(printf '%s\n' "${BINS[@]}" | grep '/callback_contention-' | head -1)
-dlog=$OUT/drd-callback_contention.log
-valgrind --tool=drd --num-callers=30 "$CONT" --test-threads=1 >"$dlog" 2>&1 || status=1
+[ "$(cat "$dlog.rc")" = 0 ] || status=1
 drd=$("$PY" - "$dlog" <<'EOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
