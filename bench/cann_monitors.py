@@ -10,8 +10,9 @@ simulated workload, in separate processes alternated in one run. A section of BE
 The official side is Huawei's own Python package (mspti/: the mspti_C extension and its
 KernelMonitor), vendored unmodified in tests/data/ascend-mspti and built from its CMake files on
 a simulated CANN tree (``python -m mspti_lens.sim cann DIR``) by the same helper the tests use
-(tests/test_cann_samples.py); the build is cached by the hash of its sources. Its user callback
-is a minimal dict aggregator: per kernel name a list [count, total, min, max] of end - start.
+(tests/test_cann_samples.py), and kept by the hash of its sources where those tests keep theirs.
+Its user callback is a minimal dict aggregator: per kernel name a list [count, total, min, max] of
+end - start.
 The mspti-lens side is ``Session(enable=[], activity=["kernel"])``: no host callbacks, only the
 KERNEL records, aggregated by its drain thread into the kernels frame (with no launch callback
 traced there is no launch to join kernels to, so mspti-lens asks the library for KERNEL records
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import hashlib
 import json
 import os
 import shutil
@@ -119,38 +119,20 @@ def _helpers():
     return test_cann_samples
 
 
-def _sources_hash() -> str:
-    h = hashlib.sha256()
-    roots = [UPSTREAM / "mspti", UPSTREAM / "csrc", TESTS / "data" / "mspti_package"]
-    for root in roots:
-        for p in sorted(root.rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts:
-                h.update(str(p.relative_to(ROOT)).encode())
-                h.update(p.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def official_package(cache: Path, tree, log) -> Path:
-    """The official package built on the tree (cached by the hash of its sources: the extension
-    links libmspti.so by name, so it runs on any tree)."""
+def official_package(tree, log) -> Path:
+    """The official package built on the tree, kept by tests/test_cann_samples.py's helpers under
+    the hash of its sources (the extension links libmspti.so by name, so it runs on any tree): a
+    build the CANN samples' tests made is used as it is."""
     t = _helpers()
-    key = cache / f"mspti-package-{_sources_hash()}"
-    if (key / "mspti" / "lib64" / "mspti_C.so").is_file():
+    key = t.package_key()
+    if t.built(key):
         return key
     log(f"building the official package (mspti_C) into {key} ...")
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         root, build_log = t.build_package(tree, t.tree_env(tree), Path(tmp))
-        if not (root / "mspti" / "lib64" / "mspti_C.so").is_file():
+        if not t.built(root):
             sys.exit("the official package did not build:\n" + build_log[-4000:])
-        shutil.rmtree(root / "build", ignore_errors=True)
-        try:
-            # Atomic, and never over a package another process may be running from (pytest's
-            # quick run and a bench run in another shell can build at once): the first one wins.
-            os.rename(root, key)
-        except OSError:
-            if not (key / "mspti" / "lib64" / "mspti_C.so").is_file():
-                raise
-    return key
+        return t.keep_package(root)
 
 
 def workload_library(tree, where: Path) -> Path:
@@ -371,12 +353,10 @@ def run(
                 f"bench/cann_monitors.py needs {tool} (the official package's build and the workload): "
                 "apt-get install cmake g++ (make system-deps)"
             )
-    cache = ROOT / "bench-out" / "cann-monitors-cache"
-    cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cann-monitors-") as tmp:
         where = Path(tmp)
         tree = cann.write_tree(where / "toolkit")
-        package = official_package(cache, tree, log)
+        package = official_package(tree, log)
         so = workload_library(tree, where)
         env = {**t.python_env(tree, package), "LD_PRELOAD": str(tree.mspti)}
         load = [os.getloadavg()[0]]

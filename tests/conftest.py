@@ -18,6 +18,11 @@ TRACES = DATA / "traces" / "hta"
 collect_ignore = ["data"]
 
 
+# Modules whose builds later modules reuse: the CANN samples' build of the official package is
+# kept for the monitors benchmark (tests/test_cann_monitors_bench.py), so it starts first.
+BUILDS_FIRST = ("tests/test_cann_samples.py",)
+
+
 def pytest_collection_modifyitems(config, items):
     """Whole modules, those with slow tests first. pytest-xdist (``make test``: ``--dist loadfile``)
     hands each module to one worker, which runs its module fixtures (JupyterLab and Chromium, the
@@ -28,7 +33,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
     order = sorted(
-        by_module.values(), key=lambda module: not any(i.get_closest_marker("slow") for i in module)
+        by_module.values(),
+        key=lambda module: (
+            not any(i.get_closest_marker("slow") for i in module),
+            module[0].nodeid.split("::")[0] not in BUILDS_FIRST,
+        ),
     )
     items[:] = [item for module in order for item in module]
 

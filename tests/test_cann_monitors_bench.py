@@ -28,7 +28,8 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("cann-monitors") / "result.json"
-    # The first run builds the official package (about a minute here); later runs use its cache.
+    # It runs on the official package tests/test_cann_samples.py built and kept (it starts first);
+    # alone, the first run builds it.
     p = subprocess.run(
         [sys.executable, str(BENCH), "--quick", "--json", str(out)],
         capture_output=True,

@@ -13,10 +13,12 @@ builds, the Python samples after it); each test then reads its case's result."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,9 @@ UPSTREAM = HERE / "data" / "ascend-mspti"
 ST_SCRIPTS = UPSTREAM / "test" / "mspti_cpp" / "st" / "script"
 STANDIN = HERE / "data" / "torch_standin"
 PACKAGE_DRIVER = HERE / "data" / "mspti_package" / "CMakeLists.txt"
+# Builds of the official package by the hash of their sources (package_key): this module's fresh
+# build is kept there, and bench/cann_monitors.py runs on it instead of building its own.
+PACKAGE_CACHE = HERE.parent / "target" / "official-mspti-package"
 # Each sample and the class of test_mspti_samples.py that checks it.
 C_CASES = {
     "callback_domain": "CallbackDomainTest",
@@ -117,6 +122,40 @@ def build_package(tree: cann.CannTree, env: dict[str, str], where: Path) -> tupl
     return root, "\n".join(log)
 
 
+def package_key() -> Path:
+    """Where a build of the official package from these sources is kept (the extension links
+    libmspti.so by name, so one build runs on any tree)."""
+    h = hashlib.sha256()
+    for root in (UPSTREAM / "mspti", UPSTREAM / "csrc", PACKAGE_DRIVER.parent):
+        for p in sorted(root.rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts:
+                h.update(str(p.relative_to(HERE.parent)).encode())
+                h.update(p.read_bytes())
+    return PACKAGE_CACHE / f"mspti-package-{h.hexdigest()[:16]}"
+
+
+def built(package: Path) -> bool:
+    return (package / "mspti" / "lib64" / "mspti_C.so").is_file()
+
+
+def keep_package(root: Path) -> Path:
+    """A copy of a built package (without its build directory) at package_key(), published by one
+    rename: a reader never sees half a package, and of two builds at once the first stays."""
+    key = package_key()
+    if built(key):
+        return key
+    PACKAGE_CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=PACKAGE_CACHE) as tmp:
+        staged = Path(tmp) / "package"
+        shutil.copytree(root, staged, ignore=lambda d, names: ["build"] if Path(d) == root else [])
+        try:
+            os.rename(staged, key)
+        except OSError:
+            if not built(key):
+                raise
+    return key
+
+
 def tree_env(tree: cann.CannTree) -> dict[str, str]:
     """This process's environment (without its CANN variables) as ``source set_env.sh`` leaves it."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND_") and k != "LD_PRELOAD"}
@@ -159,7 +198,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     running = {s: start(s, c, env) for s, c in C_CASES.items()}
     package, package_log = build_package(tree, env, where)
     py_env = {**python_env(tree, package), "RESULT_DIR": env["RESULT_DIR"], "MODEL_PATH": env["MODEL_PATH"]}
-    if (package / "mspti" / "lib64" / "mspti_C.so").is_file():
+    if built(package):
+        keep_package(package)
         running |= {s: start(s, c, py_env) for s, c in PYTHON_CASES.items()}
     results = {}
     for sample, p in running.items():
