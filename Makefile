@@ -4,7 +4,10 @@ PY := $(VENV)/bin/python
 # Through the interpreter: a copied venv's bin/pip still names the interpreter it was made with.
 PIP := $(PY) -m pip
 # uv installs the venv's packages: it fetches and unpacks them in parallel, in a fraction of pip's time.
-UV_PIP := $(VENV)/bin/uv pip install -q --python $(PY)
+# It compiles their bytecode as pip does: a Python run with PYTHONDONTWRITEBYTECODE (set on this
+# project's CI machines) writes none, and every test process would compile polars, matplotlib and
+# IPython again at import (three times the import time; pytest took about 470 s instead of 340 s).
+UV_PIP := $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY)
 AARCH64 := aarch64-unknown-linux-gnu
 # pyo3's build configuration uses the project's interpreter (lint and tests build the bindings too).
 export PYO3_PYTHON := $(abspath $(PY))
@@ -70,6 +73,8 @@ cross-deps: ## aarch64 cross-building: rustup's target, Debian's cross gcc and l
 # The extension's build script (rust/lens/build.rs) builds the simulator and puts it in the package.
 # The feature test-hooks adds the functions only tests and benchmarks call (wheels leave them out).
 dev: $(BUILT) ## venv + Python deps + release build of the extension and the simulator, installed editable
+	@# the package's own bytecode too (editable: its sources are imported from python/), and the tests'
+	@$(PY) -m compileall -q python tests bench
 
 $(BUILT): $(VENV)/.deps $(RUST_SOURCES)
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q --features test-hooks
