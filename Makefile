@@ -4,10 +4,13 @@ PY := $(VENV)/bin/python
 # Through the interpreter: a copied venv's bin/pip still names the interpreter it was made with.
 PIP := $(PY) -m pip
 # uv installs the venv's packages: it fetches and unpacks them in parallel, in a fraction of pip's time.
-# It compiles their bytecode as pip does: a Python run with PYTHONDONTWRITEBYTECODE (set on this
-# project's CI machines) writes none, and every test process would compile polars, matplotlib and
-# IPython again at import (three times the import time; pytest took about 470 s instead of 340 s).
-UV_PIP := $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY)
+UV_PIP := $(VENV)/bin/uv pip install -q --python $(PY)
+# Python writes the bytecode of what it imports, here: uv installs none (pip compiled it all at
+# install), and with PYTHONDONTWRITEBYTECODE (set on this project's CI machines) every test process
+# compiled polars, matplotlib and IPython again at import, three times the import time (pytest took
+# about 470 s instead of 340 s). Writing it on first import costs less than uv's --compile-bytecode
+# of every installed package (20 s more in `make dev`).
+unexport PYTHONDONTWRITEBYTECODE
 AARCH64 := aarch64-unknown-linux-gnu
 # pyo3's build configuration uses the project's interpreter (lint and tests build the bindings too).
 export PYO3_PYTHON := $(abspath $(PY))
@@ -16,7 +19,10 @@ export PYO3_PYTHON := $(abspath $(PY))
 MEMCHECK_TIMEOUT ?= 900
 # pytest's workers (pytest-xdist): every worker is its own process, so each has its own simulator,
 # subscriber and shards; tests that start processes give them their own ports and directories.
-PYTEST_WORKERS ?= auto
+# One more than the cores: the browser and CANN-samples modules mostly wait (on JupyterLab and
+# Chromium; on upstream's HCCL sample, which sleeps 48 s), and a third worker runs the rest
+# meanwhile (305 s instead of 336 s on 2 cores).
+PYTEST_WORKERS ?= $(shell echo $$(($$(nproc) + 1)))
 # Each test module goes whole to whichever worker is free, modules with slow tests first
 # (tests/conftest.py orders them; xdist's own reordering by test count is off).
 PYTEST_DIST := --dist loadfile --no-loadscope-reorder
@@ -73,8 +79,6 @@ cross-deps: ## aarch64 cross-building: rustup's target, Debian's cross gcc and l
 # The extension's build script (rust/lens/build.rs) builds the simulator and puts it in the package.
 # The feature test-hooks adds the functions only tests and benchmarks call (wheels leave them out).
 dev: $(BUILT) ## venv + Python deps + release build of the extension and the simulator, installed editable
-	@# the package's own bytecode too (editable: its sources are imported from python/), and the tests'
-	@$(PY) -m compileall -q python tests bench
 
 $(BUILT): $(VENV)/.deps $(RUST_SOURCES)
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q --features test-hooks
