@@ -9,7 +9,8 @@
 # install uses. Before the wheels, the sdist is checked as a user gets it: its contents
 # (scripts/check_sdist_contents.sh), then `pip install` of it into a fresh venv running the demo
 # (scripts/check_install.sh unpacked-sdist). pip builds it in place, with this target directory, so
-# the host wheel after it reuses that build: each crate is compiled once per target.
+# the host wheel after it reuses that build: each crate is compiled once per target. The other
+# architectures' wheels build meanwhile (below).
 #
 # Usage: scripts/build_wheels.sh [OUT_DIR]   (CHECK_SDIST=0 skips the pip install of the sdist)
 set -euo pipefail
@@ -22,8 +23,8 @@ HOST=$(rustc -vV | sed -n 's/^host: //p')
 TARGETS=${WHEEL_TARGETS:-x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu}
 WORK=$ROOT/target/wheels  # inside the repository, so cargo finds .cargo/config.toml (the aarch64 linker)
 
-rm -rf "$WORK/clone" "$WORK/sdist" "$WORK/src"
-mkdir -p "$WORK/sdist" "$WORK/src" "$OUT"
+rm -rf "$WORK/clone" "$WORK/sdist" "$WORK/src" "$WORK/src-cross"
+mkdir -p "$WORK/sdist" "$WORK/src" "$WORK/src-cross" "$OUT"
 rm -f "$OUT"/mspti_lens-*.whl
 git clone -q --no-hardlinks "$ROOT" "$WORK/clone"
 (cd "$WORK/clone" && "$MATURIN" sdist -o "$WORK/sdist" >"$WORK/sdist.log" 2>&1) || { cat "$WORK/sdist.log"; exit 1; }
@@ -32,20 +33,42 @@ rm -rf "$WORK/clone"
 # -m: the files get this moment's time, not the sdist's fixed one (maturin writes reproducible
 # archives dated 2006), so cargo sees sources newer than any earlier build of this path.
 tar xzmf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/src"
+tar xzmf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/src-cross"
 SRC=$(ls -d "$WORK"/src/mspti_lens-*/)
+SRC_CROSS=$(ls -d "$WORK"/src-cross/mspti_lens-*/)
+
+# The other architectures' wheels build beside the host's install check and wheel: from their own
+# copy of the sdist (the build script writes the target's simulator into the package directory)
+# and into their own target directory (cargo locks one for a whole build), so the cores stay busy
+# while pip downloads and installs and the demo runs.
+cross=() cross_logs=()
+trap 'kill "${cross[@]}" 2>/dev/null || true' EXIT
+for t in $TARGETS; do
+  [ "$t" = "$HOST" ] && continue
+  log=$WORK/wheel-$t.log
+  (cd "$SRC_CROSS" && CARGO_TARGET_DIR=$ROOT/target/cross-wheels \
+    exec "$MATURIN" build --quiet --release --target "$t" -o "$OUT") >"$log" 2>&1 &
+  cross+=("$!") cross_logs+=("$t:$log")
+done
 if [ "${CHECK_SDIST:-1}" != 0 ]; then
   "$ROOT/scripts/check_install.sh" unpacked-sdist "$SRC"
 fi
-cd "$SRC"
-for t in $TARGETS; do
+if [[ " $TARGETS " == *" $HOST "* ]]; then
+  echo "== wheel for $HOST"
+  # The repository's target directory: the crates.io dependencies `make dev` compiled are reused,
+  # and the sdist's own crates as pip just built them (artifacts are keyed by path). Built without
+  # --target, as `make dev` is, so that its dependencies match.
+  (cd "$SRC" && CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target} "$MATURIN" build --quiet --release -o "$OUT")
+fi
+for i in "${!cross[@]}"; do
+  t=${cross_logs[$i]%%:*} log=${cross_logs[$i]#*:}
   echo "== wheel for $t"
-  # The repository's target directory: the crates.io dependencies `make dev` (host) and earlier wheel
-  # builds compiled are reused; the sdist's own crates compile apart (artifacts are keyed by path).
-  # The host wheel is built without --target, as `make dev` is, so that its dependencies match.
-  if [ "$t" = "$HOST" ]; then target=(); else target=(--target "$t"); fi
-  CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target} "$MATURIN" build --quiet --release "${target[@]}" -o "$OUT"
+  if ! wait "${cross[$i]}"; then
+    cat "$log"
+    echo "the $t wheel did not build (log: $log)"
+    exit 1
+  fi
 done
-cd "$ROOT"
 "$PY" scripts/check_wheels.py "$OUT"/mspti_lens-*.whl
 
 # Each wheel's simulator also runs: loaded by a C program built for its architecture (the aarch64
