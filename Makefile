@@ -31,9 +31,10 @@ STRESS ?= 1
 export MSPTI_LENS_STRESS := $(STRESS)
 # What `make test` runs, in this order, so a lint slip fails in seconds, not at the end; each step is
 # timed (wall and CPU) and the times are printed in a table at the end (scripts/timed_steps.sh).
-# Steps side by side were tried: on two cores the builds and pytest slowed each other more than
-# they gained, and tests that wait on the machine timed out.
-TEST_STEPS ?= system-deps dev lint test-rust test-rust-aarch64 test-python memcheck wheels bench-quick
+# Steps side by side (A+B) were tried for the builds and pytest: on two cores they slowed each other
+# more than they gained, and tests that wait on the machine timed out. The quick benchmarks run on
+# one core, beside the wheels, whose builds leave one idle while pip downloads and installs.
+TEST_STEPS ?= system-deps dev lint test-rust test-rust-aarch64 test-python memcheck wheels+bench-quick
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
 BUILT := $(VENV)/.built
@@ -47,7 +48,7 @@ help: ## list the tasks
 
 $(VENV)/.deps: pyproject.toml Makefile
 	python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip "uv>=0.5"
+	$(PIP) install -q "uv>=0.5"
 	$(UV_PIP) "maturin>=1.5,<2" pytest pytest-timeout pytest-xdist hypothesis nbclient nbformat ipykernel \
 		ipython ipywidgets traitlets polars pyarrow numpy matplotlib jupyterlab playwright mypy "ruff==0.17.6" \
 		opentelemetry-proto hdrhistogram prometheus-client  # the last three: the exports, read back by their own parsers

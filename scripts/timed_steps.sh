@@ -1,41 +1,79 @@
 #!/usr/bin/env bash
 # Runs `make STEP` for each STEP in order and prints, at the end, how long each took (wall time and
-# the CPU time of everything it ran), so that a step that grows is seen in every run. The table is printed whether the steps pass or fail (also on
-# Ctrl-C). A failing step stops the run unless KEEP_GOING=1; the exit status is the first failure's.
+# the CPU time of everything it ran), so that a step that grows is seen in every run. The table is
+# printed whether the steps pass or fail (also on Ctrl-C). A failing step stops the run unless
+# KEEP_GOING=1; the exit status is the first failure's.
+#
+# A STEP of the form A+B runs `make A` and `make B` side by side (B's output is printed when both
+# have ended); each has its row, marked, and the total counts the pair's wall time once.
 #
 # Usage: scripts/timed_steps.sh STEP...      (`make test` calls it with CI's steps)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
 names=() secs=() cpus=() codes=()
-status=0
+status=0 wall=0
 TICKS=$(getconf CLK_TCK)
-# CPU time (user + system, in clock ticks) of this shell's finished children: fields 16 and 17 of
-# /proc/PID/stat; the command name (field 2) may hold spaces, so count from after its ')'.
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+# CPU time (user + system, in clock ticks) of a shell's finished children (this shell's, or the
+# side-by-side subshell's): fields 16 and 17 of /proc/PID/stat; the command name (field 2) may hold
+# spaces, so count from after its ')'.
 children_ticks() {
   local rest
-  rest=$(sed 's/^.*) //' /proc/$$/stat)
+  rest=$(sed 's/^.*) //' "/proc/$1/stat")
   set -- $rest
   echo $((${14} + ${15}))
 }
+# run_step STEP RESULT_FILE: `make STEP`, its wall seconds, CPU seconds and exit status in the file.
+run_step() {
+  local me=$BASHPID start ticks rc # this shell (a $(...) is a subshell of its own)
+  start=$(date +%s) ticks=$(children_ticks "$me")
+  $MAKE --no-print-directory "$1"
+  rc=$?
+  echo "$(($(date +%s) - start)) $((($(children_ticks "$me") - ticks) / TICKS)) $rc" >"$2"
+}
 table() {
-  local total=0 total_cpu=0 i
+  local total_cpu=0 i
   printf '\n%-22s %9s %9s  %s\n' step seconds cpu-s result
   for i in "${!names[@]}"; do
     printf '%-22s %9s %9s  %s\n' "${names[$i]}" "${secs[$i]}" "${cpus[$i]}" "${codes[$i]}"
-    total=$((total + secs[i])) total_cpu=$((total_cpu + cpus[i]))
+    total_cpu=$((total_cpu + cpus[i]))
   done
-  printf '%-22s %9s %9s\n' total "$total" "$total_cpu"
+  printf '%-22s %9s %9s\n' total "$wall" "$total_cpu"
 }
-trap 'table; exit 130' INT TERM
+trap 'table; rm -rf "$TMP"; exit 130' INT TERM
 for step in "$@"; do
-  start=$(date +%s) ticks=$(children_ticks)
-  $MAKE --no-print-directory "$step"
-  rc=$?
-  names+=("$step") secs+=("$(($(date +%s) - start))") cpus+=("$((($(children_ticks) - ticks) / TICKS))")
-  if [ "$rc" = 0 ]; then codes+=(ok); else codes+=("FAILED ($rc)"); fi
-  if [ "$rc" != 0 ] && [ "$status" = 0 ]; then status=$rc; fi
-  if [ "$rc" != 0 ] && [ "${KEEP_GOING:-0}" != 1 ]; then break; fi
+  IFS=+ read -ra parts <<<"$step"
+  start=$(date +%s)
+  if [ "${#parts[@]}" = 1 ]; then
+    run_step "$step" "$TMP/result"
+    results=("$TMP/result")
+  else
+    results=()
+    for i in "${!parts[@]}"; do
+      if [ "$i" = 0 ]; then
+        (run_step "${parts[0]}" "$TMP/result-0") &
+      else
+        (run_step "${parts[$i]}" "$TMP/result-$i" >"$TMP/output-$i" 2>&1) &
+      fi
+      results+=("$TMP/result-$i")
+    done
+    wait
+    for i in "${!parts[@]}"; do
+      [ "$i" = 0 ] || { echo "== output of ${parts[$i]} (beside ${parts[0]})"; cat "$TMP/output-$i"; }
+    done
+  fi
+  wall=$((wall + $(date +%s) - start))
+  for i in "${!parts[@]}"; do
+    read -r s c rc <"${results[$i]}"
+    names+=("${parts[$i]}") secs+=("$s") cpus+=("$c")
+    if [ "$rc" = 0 ]; then code=ok; else code="FAILED ($rc)"; fi
+    [ "${#parts[@]}" = 1 ] || code="$code (side by side: $step)"
+    codes+=("$code")
+    if [ "$rc" != 0 ] && [ "$status" = 0 ]; then status=$rc; fi
+  done
+  if [ "$status" != 0 ] && [ "${KEEP_GOING:-0}" != 1 ]; then break; fi
 done
 trap - INT TERM
 table

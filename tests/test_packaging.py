@@ -154,3 +154,14 @@ def test_the_step_timer_counts_the_cpu_time_of_what_each_step_ran(tmp_path):
     r, rows = step_timer(tmp_path, "good-cpu", "good")
     assert r.returncode == 0, r.stdout + r.stderr
     assert int(rows["good-cpu"][1]) >= 1 and rows["good"][1] == "0", r.stdout
+
+
+def test_the_step_timer_runs_a_plus_b_side_by_side_each_with_its_own_row(tmp_path):
+    r, rows = step_timer(tmp_path, "good+good-cpu", "good2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert rows["good"][2:] == rows["good-cpu"][2:] == ["ok", "(side", "by", "side:", "good+good-cpu)"]
+    # each side's CPU is its own: the side that burnt 1.5 s has it, the other none
+    assert int(rows["good-cpu"][1]) >= 1 and rows["good"][1] == "0", r.stdout
+    assert "== output of good-cpu (beside good)" in r.stdout and rows["good2"][2:] == ["ok"]
+    r, rows = step_timer(tmp_path, "good+bad", "never")
+    assert r.returncode == 1 and rows["bad"][2] == "FAILED" and "never" not in rows, r.stdout
