@@ -140,6 +140,10 @@ def page(chromium, lab, request):
     pg.set_default_timeout(WAIT_MS)
     yield pg
     name = request.node.name.removeprefix("test_")
+    try:  # the whole page too: a dialog over the notebook shows only there
+        pg.screenshot(path=str(ARTIFACTS / f"browser-{name}-page.png"), timeout=10_000)
+    except Exception:
+        pass
     try:
         cells = pg.locator(f"{NB} .jp-Cell")
         for i in range(cells.count()):
@@ -190,6 +194,18 @@ def accept_dialog(page) -> None:
     page.locator(".jp-Dialog .jp-mod-accept").first.click()
 
 
+def accept_dialogs(page, wait_ms: int) -> None:
+    """Accept a JupyterLab dialog if one shows up within ``wait_ms``, and say which it was."""
+    button = page.locator(".jp-Dialog .jp-mod-accept").first
+    try:
+        button.wait_for(timeout=wait_ms)
+    except Exception:
+        return
+    title = page.locator(".jp-Dialog-header").first.inner_text(timeout=5_000)
+    print(f"accepted a JupyterLab dialog: {title!r}")
+    button.click()
+
+
 def start_kernel(lab, file: str) -> str:
     """A kernel session for the notebook, through the server's REST API, before the notebook opens:
     JupyterLab connects to it and asks nothing. Left to itself, JupyterLab shows its kernel choice
@@ -215,6 +231,15 @@ def open_notebook(page, lab, file: str) -> None:
     with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=30) as r:
         kernels = [s["kernel"]["id"] for s in json.load(r) if s["path"] == file]
     assert kernels == [kernel], f"the notebook did not take the kernel started for it: {kernels}"
+    # the page is connected to it (its websocket open) before anything runs
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        with urllib.request.urlopen(f"{url}/api/kernels/{kernel}?token={token}", timeout=30) as r:
+            model = json.load(r)
+        if model.get("connections", 0) >= 1 and model.get("execution_state") == "idle":
+            break
+        assert time.monotonic() < deadline, f"the page never connected to its kernel: {model}"
+        time.sleep(0.1)
 
 
 def wait_idle(page) -> None:
@@ -225,7 +250,8 @@ def wait_idle(page) -> None:
 
 def run_menu(page, item: str) -> None:
     page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name=item, exact=False).first.click()  # none of these asks anything
+    page.get_by_role("menuitem", name=item, exact=False).first.click()
+    accept_dialogs(page, 2_000)  # none should ask anything; one that does is accepted and named
 
 
 def cell(page, index: int):
