@@ -31,16 +31,22 @@ STRESS ?= 1
 export MSPTI_LENS_STRESS := $(STRESS)
 # What `make test` runs, in this order, so a lint slip fails in seconds, not at the end; each step is
 # timed (wall and CPU) and the times are printed in a table at the end (scripts/timed_steps.sh).
-# Steps side by side (A+B) were tried for the builds and pytest: on two cores they slowed each other
-# more than they gained, and tests that wait on the machine timed out. The quick benchmarks run on
-# one core, beside the wheels, whose builds leave one idle while pip downloads and installs.
-TEST_STEPS ?= system-deps dev lint test-rust test-rust-aarch64 test-python memcheck wheels+bench-quick
+# Some steps run side by side (A+B), where one leaves a core idle that the other can use:
+# - the loom models beside lint (mypy and ruff run on one core), in their own target directory
+#   (cargo locks one for a whole build);
+# - the aarch64 tests beside pytest, whose browser and CANN-samples modules mostly wait (about 80
+#   CPU seconds beside about 130 idle); all of the builds beside pytest (tried once) slowed it more
+#   than they gained, and tests that wait on the machine timed out;
+# - the quick benchmarks (one core) beside the wheels, whose builds leave one idle while pip
+#   downloads and installs.
+TEST_STEPS ?= system-deps dev lint+test-loom test-rust-native test-python+test-rust-aarch64 memcheck \
+	wheels+bench-quick
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
 BUILT := $(VENV)/.built
 RUST_SOURCES := $(wildcard $(shell git ls-files rust Cargo.toml Cargo.lock pyproject.toml .cargo 2>/dev/null))
 
-.PHONY: help system-deps cross-deps dev demo lint test test-fast test-rust test-loom test-rust-aarch64 \
+.PHONY: help system-deps cross-deps dev demo lint test test-fast test-rust test-rust-native test-loom test-rust-aarch64 \
 	test-python memcheck check-sdist check-installs wheels bench bench-quick clean
 
 help: ## list the tasks
@@ -96,10 +102,11 @@ lint: dev ## cargo fmt --check, clippy -D warnings, ruff check + format --check,
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy python/mspti_lens
 
+test-rust: test-rust-native test-loom ## Rust unit and integration tests, then the loom model tests
+
 # The behaviour tests dlopen the simulator cdylib rust/lens/build.rs builds (MSPTI_SIM_LIBRARY).
-test-rust: ## Rust unit and integration tests, then the loom model tests
+test-rust-native: ## the Rust unit and integration tests, for this machine's architecture
 	cargo test --workspace --profile test-release
-	$(MAKE) test-loom
 
 test-loom: ## loom model tests: windows, exemplars, buffer pool; the simulator's multi-rank barrier
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens -p mspti-sim --profile loom --lib loom_tests
