@@ -32,14 +32,14 @@ export MSPTI_LENS_STRESS := $(STRESS)
 # What `make test` runs, in this order, so a lint slip fails in seconds, not at the end; each step is
 # timed (wall and CPU) and the times are printed in a table at the end (scripts/timed_steps.sh).
 # Some steps run side by side (A+B), where one leaves a core idle that the other can use:
-# - the loom models beside `make dev` (uv's downloads and installs), in their own target directory
+# - the loom models beside lint (mypy and ruff run on one core), in their own target directory
 #   (cargo locks one for a whole build);
-# - the aarch64 tests and valgrind beside pytest, whose browser and CANN-samples modules mostly
-#   wait (about 120 CPU seconds beside about 130 idle); all of the builds beside pytest (tried
-#   once) slowed it more than they gained, and tests that wait on the machine timed out;
+# - the aarch64 tests beside pytest, whose browser and CANN-samples modules mostly wait (about 80
+#   CPU seconds beside about 130 idle); all of the builds beside pytest (tried once) slowed it more
+#   than they gained, and tests that wait on the machine timed out;
 # - the quick benchmarks (one core) beside the wheels, whose builds leave one idle while pip
 #   downloads and installs.
-TEST_STEPS ?= system-deps dev+test-loom lint test-rust-native test-python+test-rust-aarch64+memcheck \
+TEST_STEPS ?= system-deps dev lint+test-loom test-rust-native test-python+test-rust-aarch64 memcheck \
 	wheels+bench-quick
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
