@@ -32,6 +32,7 @@ WAIT_MS = int(os.environ.get("MSPTI_LENS_BROWSER_WAIT_MS", 240_000))
 # The notebook on screen (JupyterLab may keep other, hidden panels around).
 NB = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
 IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+ACCEPT = ".jp-Dialog .jp-mod-accept"  # a JupyterLab dialog's accept button
 SETUP = [
     ("load", "%load_ext mspti_lens"),
     (
@@ -191,12 +192,12 @@ def write_notebook(folder: Path, name: str, cells: list[tuple[str, str]]) -> str
 
 def accept_dialog(page) -> None:
     """Accept the dialog an action asks (a kernel restart's confirmation), once it shows."""
-    page.locator(".jp-Dialog .jp-mod-accept").first.click()
+    page.locator(ACCEPT).first.click()
 
 
 def accept_dialogs(page, wait_ms: int) -> None:
     """Accept a JupyterLab dialog if one shows up within ``wait_ms``, and say which it was."""
-    button = page.locator(".jp-Dialog .jp-mod-accept").first
+    button = page.locator(ACCEPT).first
     try:
         button.wait_for(timeout=wait_ms)
     except Exception:
