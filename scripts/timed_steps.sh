@@ -5,7 +5,8 @@
 # KEEP_GOING=1; the exit status is the first failure's.
 #
 # A STEP of the form A+B runs `make A` and `make B` side by side (B's output is printed when both
-# have ended); each has its row, marked, and the total counts the pair's wall time once.
+# have ended); each has its row, marked, and the total counts the pair's wall time once. A side may
+# be a sequence, A+B,C: B then C (C only if B passed, unless KEEP_GOING=1), beside A.
 #
 # Usage: scripts/timed_steps.sh STEP...      (`make test` calls it with CI's steps)
 set -uo pipefail
@@ -33,6 +34,17 @@ run_step() {
   rc=$?
   echo "$(($(date +%s) - start)) $((($(children_ticks "$me") - ticks) / TICKS)) $rc" >"$2"
 }
+# run_lane I STEP...: the steps of side I in order, each with its result file, up to a failure.
+run_lane() {
+  local i=$1 j=0 rc
+  shift
+  for step in "$@"; do
+    run_step "$step" "$TMP/result-$i-$j"
+    read -r _ _ rc <"$TMP/result-$i-$j"
+    j=$((j + 1))
+    [ "$rc" = 0 ] || [ "${KEEP_GOING:-0}" = 1 ] || break
+  done
+}
 table() {
   local total_cpu=0 i
   printf '\n%-22s %9s %9s  %s\n' step seconds cpu-s result
@@ -50,26 +62,29 @@ for step in "$@"; do
     run_step "$step" "$TMP/result"
     results=("$TMP/result")
   else
-    results=()
+    results=() lanes=()
     for i in "${!parts[@]}"; do
+      IFS=, read -ra lane <<<"${parts[$i]}"
+      for j in "${!lane[@]}"; do results+=("$TMP/result-$i-$j") lanes+=("${lane[$j]}"); done
       if [ "$i" = 0 ]; then
-        (run_step "${parts[0]}" "$TMP/result-0") &
+        run_lane "$i" "${lane[@]}" &
       else
-        (run_step "${parts[$i]}" "$TMP/result-$i" >"$TMP/output-$i" 2>&1) &
+        run_lane "$i" "${lane[@]}" >"$TMP/output-$i" 2>&1 &
       fi
-      results+=("$TMP/result-$i")
     done
     wait
     for i in "${!parts[@]}"; do
       [ "$i" = 0 ] || { echo "== output of ${parts[$i]} (beside ${parts[0]})"; cat "$TMP/output-$i"; }
     done
+    parts=("${lanes[@]}")
   fi
   wall=$((wall + $(date +%s) - start))
   for i in "${!parts[@]}"; do
+    [ -s "${results[$i]}" ] || continue # a lane's step after its failure did not run
     read -r s c rc <"${results[$i]}"
     names+=("${parts[$i]}") secs+=("$s") cpus+=("$c")
     if [ "$rc" = 0 ]; then code=ok; else code="FAILED ($rc)"; fi
-    [ "${#parts[@]}" = 1 ] || code="$code (side by side: $step)"
+    [ "$step" = "${parts[$i]}" ] || code="$code (side by side: $step)"
     codes+=("$code")
     if [ "$rc" != 0 ] && [ "$status" = 0 ]; then status=$rc; fi
   done

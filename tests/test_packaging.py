@@ -165,3 +165,15 @@ def test_the_step_timer_runs_a_plus_b_side_by_side_each_with_its_own_row(tmp_pat
     assert "== output of good-cpu (beside good)" in r.stdout and rows["good2"][2:] == ["ok"]
     r, rows = step_timer(tmp_path, "good+bad", "never")
     assert r.returncode == 1 and rows["bad"][2] == "FAILED" and "never" not in rows, r.stdout
+
+
+def test_the_step_timer_runs_a_side_of_several_steps_in_order_up_to_a_failure(tmp_path):
+    r, rows = step_timer(tmp_path, "good+good-cpu,good-after", "good2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    side = ["ok", "(side", "by", "side:", "good+good-cpu,good-after)"]
+    assert rows["good"][2:] == rows["good-cpu"][2:] == rows["good-after"][2:] == side, r.stdout
+    # one after the other in their side: each step's CPU is its own
+    assert int(rows["good-cpu"][1]) >= 1 and rows["good-after"][1] == "0", r.stdout
+    r, rows = step_timer(tmp_path, "good+bad,never", "never2")
+    assert r.returncode == 1 and rows["bad"][2] == "FAILED" and "never" not in rows, r.stdout
+    assert "never2" not in rows and "good" in rows
