@@ -34,20 +34,21 @@ export MSPTI_LENS_STRESS := $(STRESS)
 # Some steps run side by side (A+B), where one leaves a core idle that the other can use:
 # - the loom models beside lint (mypy and ruff run on one core), in their own target directory
 #   (cargo locks one for a whole build);
-# - the aarch64 tests beside pytest, whose browser and CANN-samples modules mostly wait (about 80
-#   CPU seconds beside about 130 idle); all of the builds beside pytest (tried once) slowed it more
-#   than they gained, and tests that wait on the machine timed out;
+# - the aarch64 tests, then the aarch64 wheel, beside pytest, whose browser and CANN-samples modules
+#   mostly wait (pytest used about 480 of 670 core-seconds; these two take about 140 CPU seconds);
+#   all of the builds beside pytest (tried once) slowed it more than they gained, and tests that
+#   wait on the machine timed out;
 # - the quick benchmarks (one core) beside the wheels, whose builds leave one idle while pip
-#   downloads and installs.
-TEST_STEPS ?= system-deps dev lint+test-loom test-rust-native test-python+test-rust-aarch64 memcheck \
-	wheels+bench-quick
+#   downloads and installs (the aarch64 wheel built beside pytest is kept: scripts/build_wheels.sh).
+TEST_STEPS ?= system-deps dev lint+test-loom test-rust-native test-python+test-rust-aarch64,wheels-cross \
+	memcheck wheels+bench-quick
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
 BUILT := $(VENV)/.built
 RUST_SOURCES := $(wildcard $(shell git ls-files rust Cargo.toml Cargo.lock pyproject.toml .cargo 2>/dev/null))
 
 .PHONY: help system-deps cross-deps dev demo lint test test-fast test-rust test-rust-native test-loom test-rust-aarch64 \
-	test-python memcheck check-sdist check-installs wheels bench bench-quick clean
+	test-python memcheck check-sdist check-installs wheels wheels-cross bench bench-quick clean
 
 help: ## list the tasks
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -134,6 +135,9 @@ check-installs: wheels ## every install path: sdist, pip install DIR, git+file:/
 
 wheels: $(VENV)/.deps cross-deps ## sdist of HEAD pip-installed in a fresh venv (demo), then x86-64 and aarch64 wheels from it
 	scripts/build_wheels.sh dist
+
+wheels-cross: $(VENV)/.deps cross-deps ## the cross-built (aarch64) wheel alone, from an sdist of HEAD; `make wheels` keeps it
+	WHEEL_TARGETS=$(AARCH64) CHECK_SDIST=0 scripts/build_wheels.sh dist
 
 test: ## everything CI runs (.ci/run), each step timed: TEST_STEPS, a table of times at the end
 	@scripts/timed_steps.sh $(TEST_STEPS)

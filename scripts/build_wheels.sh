@@ -12,6 +12,10 @@
 # the host wheel after it reuses that build: each crate is compiled once per target. The other
 # architectures' wheels build meanwhile (below).
 #
+# A wheel built from a byte-identical sdist (maturin's are reproducible) by the same rustc and
+# maturin is kept instead of built again: OUT_DIR/.built-TARGET holds that key. `make test` builds
+# the aarch64 wheel beside pytest so (`make wheels-cross`), and its `make wheels` then keeps it.
+#
 # Usage: scripts/build_wheels.sh [OUT_DIR]   (CHECK_SDIST=0 skips the pip install of the sdist)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,11 +29,23 @@ WORK=$ROOT/target/wheels  # inside the repository, so cargo finds .cargo/config.
 
 rm -rf "$WORK/clone" "$WORK/sdist" "$WORK/src" "$WORK/src-cross"
 mkdir -p "$WORK/sdist" "$WORK/src" "$WORK/src-cross" "$OUT"
-rm -f "$OUT"/mspti_lens-*.whl
 git clone -q --no-hardlinks "$ROOT" "$WORK/clone"
 (cd "$WORK/clone" && "$MATURIN" sdist -o "$WORK/sdist" >"$WORK/sdist.log" 2>&1) || { cat "$WORK/sdist.log"; exit 1; }
 rm -rf "$WORK/clone"
 "$ROOT/scripts/check_sdist_contents.sh" "$WORK"/sdist/mspti_lens-*.tar.gz
+KEY="$(sha256sum "$WORK"/sdist/mspti_lens-*.tar.gz | cut -d' ' -f1) $(rustc -V) $("$MATURIN" --version)"
+# the wheels of the targets built now go; a kept one (its key matches) and other targets' stay
+built=()
+for t in $TARGETS; do
+  arch=${t%%-*}
+  if [ "$t" != "$HOST" ] && [ "$(cat "$OUT/.built-$t" 2>/dev/null)" = "$KEY" ] \
+      && ls "$OUT"/mspti_lens-*_"$arch".whl >/dev/null 2>&1; then
+    echo "== wheel for $t: kept, built from this same sdist ($OUT/.built-$t)"
+  else
+    rm -f "$OUT"/mspti_lens-*_"$arch".whl "$OUT/.built-$t"
+    built+=("$t")
+  fi
+done
 # -m: the files get this moment's time, not the sdist's fixed one (maturin writes reproducible
 # archives dated 2006), so cargo sees sources newer than any earlier build of this path.
 tar xzmf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/src"
@@ -43,7 +59,7 @@ SRC_CROSS=$(ls -d "$WORK"/src-cross/mspti_lens-*/)
 # while pip downloads and installs and the demo runs.
 cross=() cross_logs=()
 trap 'kill "${cross[@]}" 2>/dev/null || true' EXIT
-for t in $TARGETS; do
+for t in "${built[@]}"; do
   [ "$t" = "$HOST" ] && continue
   log=$WORK/wheel-$t.log
   (cd "$SRC_CROSS" && CARGO_TARGET_DIR=$ROOT/target/cross-wheels \
@@ -53,7 +69,7 @@ done
 if [ "${CHECK_SDIST:-1}" != 0 ]; then
   "$ROOT/scripts/check_install.sh" unpacked-sdist "$SRC"
 fi
-if [[ " $TARGETS " == *" $HOST "* ]]; then
+if [[ " ${built[*]} " == *" $HOST "* ]]; then
   echo "== wheel for $HOST"
   # The repository's target directory: the crates.io dependencies `make dev` compiled are reused,
   # and the sdist's own crates as pip just built them (artifacts are keyed by path). Built without
@@ -68,12 +84,15 @@ for i in "${!cross[@]}"; do
     echo "the $t wheel did not build (log: $log)"
     exit 1
   fi
+  echo "$KEY" >"$OUT/.built-$t"
 done
-"$PY" scripts/check_wheels.py "$OUT"/mspti_lens-*.whl
+wheels=()
+for t in $TARGETS; do wheels+=("$OUT"/mspti_lens-*_"${t%%-*}".whl); done
+"$PY" scripts/check_wheels.py "${wheels[@]}"
 
 # Each wheel's simulator also runs: loaded by a C program built for its architecture (the aarch64
 # one under qemu-user, through .cargo/aarch64-run), it delivers the callbacks of ten calls.
-for w in "$OUT"/mspti_lens-*.whl; do
+for w in "${wheels[@]}"; do
   case $w in
     *_x86_64.whl) cc=gcc run=() ;;
     *_aarch64.whl) cc=aarch64-linux-gnu-gcc run=("$ROOT/.cargo/aarch64-run") ;;
