@@ -19,6 +19,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODE=${1:-sdist}
 MATURIN=${MATURIN:-$ROOT/.venv/bin/maturin}
+UV=${UV:-$ROOT/.venv/bin/uv}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mspti-lens-install.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -42,7 +43,14 @@ esac
 
 python3 -m venv "$WORK/venv"
 echo "== pip install $MODE"
-"$WORK/venv/bin/pip" install -q --disable-pip-version-check "$TARGET"
+# pip builds and installs mspti-lens as a user's pip does (PEP 517, maturin in an isolated build
+# environment); the dependencies its installed metadata lists come through uv, which installs the
+# same packages from its cache in seconds where pip took 20 s (resolving, unpacking, compiling).
+"$WORK/venv/bin/pip" install -q --disable-pip-version-check --no-deps "$TARGET"
+"$WORK/venv/bin/python" -c 'import importlib.metadata as m; print("\n".join(m.requires("mspti-lens") or []))' \
+  >"$WORK/requires.txt"
+"$UV" pip install -q --python "$WORK/venv/bin/python" -r "$WORK/requires.txt"
+"$WORK/venv/bin/pip" check --disable-pip-version-check
 cd "$WORK"  # not the repository: the installed package, not the source tree, is imported
 echo "== python -m mspti_lens demo"
 "$WORK/venv/bin/python" -m mspti_lens demo --out "$WORK/demo-out" | tail -n 5
