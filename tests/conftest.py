@@ -42,6 +42,14 @@ def pytest_collection_modifyitems(config, items):
     items[:] = [item for module in order for item in module]
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on its test (`item.rep_call`), for fixtures that keep evidence of a failure."""
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep
+
+
 @pytest.fixture
 def sim():
     """The bundled simulator, reset to its defaults before and after the test."""

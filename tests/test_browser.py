@@ -133,15 +133,28 @@ def chromium(lab):
 
 @pytest.fixture
 def page(chromium, lab, request):
-    """A fresh page at device pixel ratio 2 (so the figures' sharpness is checked). Afterwards
-    every cell is saved as a screenshot named after the test (what the user saw, pass or fail)."""
+    """A fresh page at device pixel ratio 2 (so the figures' sharpness is checked). After a test
+    that failed (or every test, with MSPTI_LENS_BROWSER_SHOTS=all), the page and each of its cells
+    are saved as screenshots named after the test: what the user saw. Shooting them after every
+    test cost about 15 CPU seconds of Chromium's."""
     ARTIFACTS.mkdir(exist_ok=True)
     context = chromium.new_context(viewport={"width": 1400, "height": 1600}, device_scale_factor=2)
     pg = context.new_page()
     pg.set_default_timeout(WAIT_MS)
     yield pg
-    name = request.node.name.removeprefix("test_")
-    try:  # the whole page too: a dialog over the notebook shows only there
+    reports = [getattr(request.node, f"rep_{when}", None) for when in ("setup", "call")]
+    if (
+        any(r is not None and r.failed for r in reports)
+        or os.environ.get("MSPTI_LENS_BROWSER_SHOTS") == "all"
+    ):
+        save_screen(pg, request.node.name.removeprefix("test_"))
+    context.close()
+    shutdown_kernels(lab)
+
+
+def save_screen(pg, name: str) -> None:
+    """The whole page (a dialog over the notebook shows only there) and each cell, as screenshots."""
+    try:
         pg.screenshot(path=str(ARTIFACTS / f"browser-{name}-page.png"), timeout=10_000)
     except Exception:
         pass
@@ -152,8 +165,6 @@ def page(chromium, lab, request):
             cells.nth(i).screenshot(path=str(ARTIFACTS / f"browser-{name}-cell{i}.png"), timeout=10_000)
     except Exception:
         pass
-    context.close()
-    shutdown_kernels(lab)
 
 
 def shutdown_kernels(lab) -> None:
