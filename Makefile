@@ -31,7 +31,8 @@ STRESS ?= 1
 export MSPTI_LENS_STRESS := $(STRESS)
 # What `make test` runs, in this order, so a lint slip fails in seconds, not at the end; each step is
 # timed (wall and CPU) and the times are printed in a table at the end (scripts/timed_steps.sh).
-# Some steps run side by side (A+B), where one leaves a core idle that the other can use:
+# Some steps run side by side (A+B), where one leaves a core idle that the other can use; B runs
+# niced, so that it takes what A leaves idle without slowing A:
 # - the loom models beside lint (mypy and ruff run on one core), in their own target directory
 #   (cargo locks one for a whole build);
 # - the aarch64 tests, then the aarch64 wheel, beside pytest, whose browser and CANN-samples modules

@@ -6,7 +6,9 @@
 #
 # A STEP of the form A+B runs `make A` and `make B` side by side (B's output is printed when both
 # have ended); each has its row, marked, and the total counts the pair's wall time once. A side may
-# be a sequence, A+B,C: B then C (C only if B passed, unless KEEP_GOING=1), beside A.
+# be a sequence, A+B,C: B then C (C only if B passed, unless KEEP_GOING=1), beside A. The sides after
+# the first run niced (SIDE_NICE, 19 by default): they take the cores A leaves idle and do not slow
+# A, the longer step the pair is there for (on a busy machine the CPU's time is what runs out).
 #
 # Usage: scripts/timed_steps.sh STEP...      (`make test` calls it with CI's steps)
 set -uo pipefail
@@ -30,7 +32,7 @@ children_ticks() {
 run_step() {
   local me=$BASHPID start ticks rc # this shell (a $(...) is a subshell of its own)
   start=$(date +%s) ticks=$(children_ticks "$me")
-  $MAKE --no-print-directory "$1"
+  ${NICE:-} $MAKE --no-print-directory "$1"
   rc=$?
   echo "$(($(date +%s) - start)) $((($(children_ticks "$me") - ticks) / TICKS)) $rc" >"$2"
 }
@@ -69,7 +71,7 @@ for step in "$@"; do
       if [ "$i" = 0 ]; then
         run_lane "$i" "${lane[@]}" &
       else
-        run_lane "$i" "${lane[@]}" >"$TMP/output-$i" 2>&1 &
+        NICE="nice -n ${SIDE_NICE:-19}" run_lane "$i" "${lane[@]}" >"$TMP/output-$i" 2>&1 &
       fi
     done
     wait

@@ -9,6 +9,7 @@ architectures) are CI steps, not tests here: `make wheels` (the sdist's pip inst
 from __future__ import annotations
 
 import importlib.util
+import os
 import platform
 import re
 import shutil
@@ -128,7 +129,8 @@ def step_timer(tmp_path, *steps: str, **env: str) -> tuple[subprocess.CompletedP
         burn = f"{sys.executable} -c 'import time\nwhile time.process_time() < 1.5: pass'"
         # `make --no-print-directory STEP`
         make.write_text(
-            f"#!/bin/sh\ncase $2 in good-cpu) {burn} ;; esac\ncase $2 in good*) exit 0 ;; *) exit 1 ;; esac\n"
+            f'#!/bin/sh\ncase $2 in good-cpu) {burn} ;; good-nice*) echo "$2 niceness $(nice)" ;; esac\n'
+            "case $2 in good*) exit 0 ;; *) exit 1 ;; esac\n"
         )
         make.chmod(0o755)
     env = {"PATH": "/usr/bin:/bin", "MAKE": str(make), **env}
@@ -174,6 +176,11 @@ def test_the_step_timer_runs_a_side_of_several_steps_in_order_up_to_a_failure(tm
     assert rows["good"][2:] == rows["good-cpu"][2:] == rows["good-after"][2:] == side, r.stdout
     # one after the other in their side: each step's CPU is its own
     assert int(rows["good-cpu"][1]) >= 1 and rows["good-after"][1] == "0", r.stdout
+    # the side runs niced, so that it takes only what the main step leaves idle
+    r, rows = step_timer(tmp_path, "good-nice-main+good-nice-side", "good-nice-alone")
+    assert r.returncode == 0, r.stdout + r.stderr
+    nice = dict(re.findall(r"^good-nice-(\w+) niceness (\d+)$", r.stdout, re.M))
+    assert nice["main"] == nice["alone"] == str(os.nice(0)) and nice["side"] == "19", r.stdout
     r, rows = step_timer(tmp_path, "good+bad,never", "never2")
     assert r.returncode == 1 and rows["bad"][2] == "FAILED" and "never" not in rows, r.stdout
     assert "never2" not in rows and "good" in rows
