@@ -12,6 +12,7 @@ UV_PIP := $(VENV)/bin/uv pip install -q --python $(PY)
 # of every installed package (20 s more in `make dev`).
 unexport PYTHONDONTWRITEBYTECODE
 AARCH64 := aarch64-unknown-linux-gnu
+HOST := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 # pyo3's build configuration uses the project's interpreter (lint and tests build the bindings too).
 export PYO3_PYTHON := $(abspath $(PY))
 # valgrind runs the native tests, the Python workload and DRD in about a minute on an idle machine;
@@ -31,25 +32,25 @@ STRESS ?= 1
 export MSPTI_LENS_STRESS := $(STRESS)
 # What `make test` runs, in this order, so a lint slip fails in seconds, not at the end; each step is
 # timed (wall and CPU) and the times are printed in a table at the end (scripts/timed_steps.sh).
-# Some steps run side by side (A+B), where one leaves a core idle that the other can use; B runs
-# niced, so that it takes what A leaves idle without slowing A:
-# - the loom models beside lint (mypy and ruff run on one core), in their own target directory
-#   (cargo locks one for a whole build);
-# - the aarch64 tests, then the aarch64 wheel, beside pytest, whose browser and CANN-samples modules
-#   mostly wait (pytest used about 480 of 670 core-seconds; these two take about 140 CPU seconds);
-#   all of the builds beside pytest (tried once) slowed it more than they gained, and tests that
-#   wait on the machine timed out;
-# - the quick benchmarks (one core) beside the wheels, whose builds leave one idle while pip
-#   downloads and installs (the aarch64 wheel built beside pytest is kept: scripts/build_wheels.sh).
-TEST_STEPS ?= system-deps dev lint+test-loom test-rust-native test-python+test-rust-aarch64,wheels-cross \
-	memcheck wheels+bench-quick
+# Some steps run side by side (A+B; A+B,C: B then C beside A). B runs niced: it takes the cores A
+# leaves idle without slowing A. On 2 cores the steps need about 1,000 CPU seconds, so side by side
+# only gains where one step leaves a core idle:
+# - the loom models beside make dev, whose package installs and links use one core, in their own
+#   target directory (cargo locks one for a whole build);
+# - the native Rust tests beside lint, whose ruff and mypy use one;
+# - the aarch64 tests beside pytest, whose browser and CANN-samples modules wait on JupyterLab,
+#   Chromium and upstream's HCCL sample (it sleeps 48 s);
+# - the quick benchmarks (one core), then the aarch64 wheel, beside the sdist's install check and
+#   the host wheel, which wait on pip.
+TEST_STEPS ?= system-deps dev+test-loom lint+test-rust-native test-python+test-rust-aarch64 memcheck \
+	wheels-host+bench-quick,wheels-cross
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
 BUILT := $(VENV)/.built
 RUST_SOURCES := $(wildcard $(shell git ls-files rust Cargo.toml Cargo.lock pyproject.toml .cargo 2>/dev/null))
 
 .PHONY: help system-deps cross-deps dev demo lint test test-fast test-rust test-rust-native test-loom test-rust-aarch64 \
-	test-python memcheck check-sdist check-installs wheels wheels-cross bench bench-quick clean
+	test-python memcheck check-sdist check-installs wheels wheels-host wheels-cross bench bench-quick clean
 
 help: ## list the tasks
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -137,7 +138,10 @@ check-installs: wheels ## every install path: sdist, pip install DIR, git+file:/
 wheels: $(VENV)/.deps cross-deps ## sdist of HEAD pip-installed in a fresh venv (demo), then x86-64 and aarch64 wheels from it
 	scripts/build_wheels.sh dist
 
-wheels-cross: $(VENV)/.deps cross-deps ## the cross-built (aarch64) wheel alone, from an sdist of HEAD; `make wheels` keeps it
+wheels-host: $(VENV)/.deps ## `make wheels` for this machine's architecture only (the sdist checked first)
+	WHEEL_TARGETS=$(HOST) scripts/build_wheels.sh dist
+
+wheels-cross: $(VENV)/.deps cross-deps ## `make wheels` for aarch64 only, without the sdist's install check
 	WHEEL_TARGETS=$(AARCH64) CHECK_SDIST=0 scripts/build_wheels.sh dist
 
 test: ## everything CI runs (.ci/run), each step timed: TEST_STEPS, a table of times at the end

@@ -12,9 +12,9 @@
 # the host wheel after it reuses that build: each crate is compiled once per target. The other
 # architectures' wheels build meanwhile (below).
 #
-# A wheel built from a byte-identical sdist (maturin's are reproducible) by the same rustc and
-# maturin is kept instead of built again: OUT_DIR/.built-TARGET holds that key. `make test` builds
-# the aarch64 wheel beside pytest so (`make wheels-cross`), and its `make wheels` then keeps it.
+# `make wheels` builds them all; `make test` builds the host's (`make wheels-host`, with the sdist
+# check) beside the quick benchmarks and the aarch64 one (`make wheels-cross`): each invocation has
+# its own work directory and replaces only its targets' wheels in OUT_DIR.
 #
 # Usage: scripts/build_wheels.sh [OUT_DIR]   (CHECK_SDIST=0 skips the pip install of the sdist)
 set -euo pipefail
@@ -25,27 +25,16 @@ MATURIN=${MATURIN:-$ROOT/.venv/bin/maturin}
 PY=${PYTHON:-$ROOT/.venv/bin/python}
 HOST=$(rustc -vV | sed -n 's/^host: //p')
 TARGETS=${WHEEL_TARGETS:-x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu}
-WORK=$ROOT/target/wheels  # inside the repository, so cargo finds .cargo/config.toml (the aarch64 linker)
+# inside the repository, so cargo finds .cargo/config.toml (the aarch64 linker); one per target set
+WORK=$ROOT/target/wheels/${TARGETS// /+}
 
-rm -rf "$WORK/clone" "$WORK/sdist" "$WORK/src" "$WORK/src-cross"
+rm -rf "$WORK"
 mkdir -p "$WORK/sdist" "$WORK/src" "$WORK/src-cross" "$OUT"
+for t in $TARGETS; do rm -f "$OUT"/mspti_lens-*_"${t%%-*}".whl; done
 git clone -q --no-hardlinks "$ROOT" "$WORK/clone"
 (cd "$WORK/clone" && "$MATURIN" sdist -o "$WORK/sdist" >"$WORK/sdist.log" 2>&1) || { cat "$WORK/sdist.log"; exit 1; }
 rm -rf "$WORK/clone"
 "$ROOT/scripts/check_sdist_contents.sh" "$WORK"/sdist/mspti_lens-*.tar.gz
-KEY="$(sha256sum "$WORK"/sdist/mspti_lens-*.tar.gz | cut -d' ' -f1) $(rustc -V) $("$MATURIN" --version)"
-# the wheels of the targets built now go; a kept one (its key matches) and other targets' stay
-built=()
-for t in $TARGETS; do
-  arch=${t%%-*}
-  if [ "$t" != "$HOST" ] && [ "$(cat "$OUT/.built-$t" 2>/dev/null)" = "$KEY" ] \
-      && ls "$OUT"/mspti_lens-*_"$arch".whl >/dev/null 2>&1; then
-    echo "== wheel for $t: kept, built from this same sdist ($OUT/.built-$t)"
-  else
-    rm -f "$OUT"/mspti_lens-*_"$arch".whl "$OUT/.built-$t"
-    built+=("$t")
-  fi
-done
 # -m: the files get this moment's time, not the sdist's fixed one (maturin writes reproducible
 # archives dated 2006), so cargo sees sources newer than any earlier build of this path.
 tar xzmf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/src"
@@ -59,7 +48,7 @@ SRC_CROSS=$(ls -d "$WORK"/src-cross/mspti_lens-*/)
 # while pip downloads and installs and the demo runs.
 cross=() cross_logs=()
 trap 'kill "${cross[@]}" 2>/dev/null || true' EXIT
-for t in "${built[@]}"; do
+for t in $TARGETS; do
   [ "$t" = "$HOST" ] && continue
   log=$WORK/wheel-$t.log
   (cd "$SRC_CROSS" && CARGO_TARGET_DIR=$ROOT/target/cross-wheels \
@@ -69,7 +58,7 @@ done
 if [ "${CHECK_SDIST:-1}" != 0 ]; then
   "$ROOT/scripts/check_install.sh" unpacked-sdist "$SRC"
 fi
-if [[ " ${built[*]} " == *" $HOST "* ]]; then
+if [[ " $TARGETS " == *" $HOST "* ]]; then
   echo "== wheel for $HOST"
   # The repository's target directory: the crates.io dependencies `make dev` compiled are reused,
   # and the sdist's own crates as pip just built them (artifacts are keyed by path). Built without
@@ -84,7 +73,6 @@ for i in "${!cross[@]}"; do
     echo "the $t wheel did not build (log: $log)"
     exit 1
   fi
-  echo "$KEY" >"$OUT/.built-$t"
 done
 wheels=()
 for t in $TARGETS; do wheels+=("$OUT"/mspti_lens-*_"${t%%-*}".whl); done
