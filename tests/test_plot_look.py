@@ -29,15 +29,15 @@ def snap():
         return session.snapshot()
 
 
-def figures(snap):
-    return {
-        "distribution": plots.distribution(snap, top=6),
-        "distribution-narrow": plots.distribution(snap, names=["aclrtMemset"]),
-        "cdf": plots.cdf(snap),
-        "hccl": plots.compare_hccl(snap),
-        "launch": plots.compare_launch(snap),
-        "before_after": plots.before_after(snap, snap),
-    }
+# Each test draws only the figure it checks (drawing all six for each took most of the module's time).
+FIGURES = {
+    "distribution": lambda snap: plots.distribution(snap, top=6),
+    "distribution-narrow": lambda snap: plots.distribution(snap, names=["aclrtMemset"]),
+    "cdf": plots.cdf,
+    "hccl": plots.compare_hccl,
+    "launch": plots.compare_launch,
+    "before_after": lambda snap: plots.before_after(snap, snap),
+}
 
 
 def time_axes(fig):
@@ -49,7 +49,7 @@ def time_axes(fig):
     "kind", ["distribution", "distribution-narrow", "cdf", "hccl", "launch", "before_after"]
 )
 def test_time_axes_use_one_unit_named_in_the_label(snap, kind):
-    fig = figures(snap)[kind]
+    fig = FIGURES[kind](snap)
     fig.canvas.draw()
     axes = time_axes(fig)
     assert axes, kind
@@ -68,7 +68,7 @@ def test_time_axes_use_one_unit_named_in_the_label(snap, kind):
 def test_legends_are_readable_and_clear_of_the_data(snap, kind):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    fig = figures(snap)[kind]
+    fig = FIGURES[kind](snap)
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     renderer = canvas.get_renderer()
@@ -117,19 +117,18 @@ def device_snap():
         return session.snapshot()
 
 
-def device_figures(snap):
-    return {
-        "launch_split": plots.launch_split(snap),
-        "kernels": plots.kernel_distributions(snap, top=4),
-        "collectives": plots.collectives(snap),
-    }
+DEVICE_FIGURES = {
+    "launch_split": plots.launch_split,
+    "kernels": lambda snap: plots.kernel_distributions(snap, top=4),
+    "collectives": plots.collectives,
+}
 
 
 @pytest.mark.parametrize("kind", ["launch_split", "kernels", "collectives"])
 def test_device_plots_have_time_units_legends_off_the_data_and_labels_inside(device_snap, kind):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    fig = device_figures(device_snap)[kind]
+    fig = DEVICE_FIGURES[kind](device_snap)
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     renderer = canvas.get_renderer()
@@ -182,7 +181,8 @@ def test_plots_called_directly_show_at_twice_the_css_size_in_ipython(device_snap
     was = formatter.enabled
     formatter.enabled = True  # as in a Jupyter kernel
     try:
-        for kind, fig in device_figures(device_snap).items():
+        for kind, draw in DEVICE_FIGURES.items():
+            fig = draw(device_snap)
             data, metadata = ip.display_formatter.format(fig)
             png = data["image/png"]
             w, h = struct.unpack(">II", png[16:24])
