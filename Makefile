@@ -38,12 +38,11 @@ export MSPTI_LENS_STRESS := $(STRESS)
 # - the loom models beside make dev, whose package installs and links use one core, in their own
 #   target directory (cargo locks one for a whole build);
 # - the native Rust tests beside lint, whose ruff and mypy use one;
-# - the aarch64 tests beside pytest, whose browser and CANN-samples modules wait on JupyterLab,
-#   Chromium and upstream's HCCL sample (it sleeps 48 s);
-# - the quick benchmarks (one core), then the aarch64 wheel, beside the sdist's install check and
-#   the host wheel, which wait on pip.
-TEST_STEPS ?= system-deps dev+test-loom lint+test-rust-native test-python+test-rust-aarch64 memcheck \
-	wheels-host+bench-quick,wheels-cross
+# - the aarch64 tests, then the quick benchmarks (one core), beside pytest, whose browser and
+#   CANN-samples modules wait on JupyterLab, Chromium and upstream's HCCL sample (it sleeps 48 s);
+# - the aarch64 wheel beside the sdist's install check and the host wheel, which wait on pip.
+TEST_STEPS ?= system-deps dev+test-loom lint+test-rust-native test-python+test-rust-aarch64,bench-quick \
+	memcheck wheels-host+wheels-cross
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
 BUILT := $(VENV)/.built
