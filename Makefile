@@ -38,11 +38,13 @@ export MSPTI_LENS_STRESS := $(STRESS)
 # - the loom models beside make dev, whose package installs and links use one core, in their own
 #   target directory (cargo locks one for a whole build);
 # - the native Rust tests beside lint, whose ruff and mypy use one;
-# - the aarch64 tests, then the quick benchmarks (one core), beside pytest, whose browser and
-#   CANN-samples modules wait on JupyterLab, Chromium and upstream's HCCL sample (it sleeps 48 s);
-# - the aarch64 wheel beside the sdist's install check and the host wheel, which wait on pip.
-TEST_STEPS ?= system-deps dev+test-loom lint+test-rust-native test-python+test-rust-aarch64,bench-quick \
-	memcheck wheels-host+wheels-cross
+# - the aarch64 tests beside pytest, whose browser and CANN-samples modules wait on JupyterLab,
+#   Chromium and upstream's HCCL sample (it sleeps 48 s); they end about when pytest does (the
+#   quick benchmarks after them made that step 39 s longer than pytest);
+# - the aarch64 wheel beside the sdist's install check and the host wheel, which wait on pip, and
+#   the quick benchmarks, which use one core.
+TEST_STEPS ?= system-deps dev+test-loom lint+test-rust-native test-python+test-rust-aarch64 memcheck \
+	wheels-host,bench-quick+wheels-cross
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
 BUILT := $(VENV)/.built
