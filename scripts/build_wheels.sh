@@ -12,9 +12,9 @@
 # the host wheel after it reuses that build: each crate is compiled once per target. The other
 # architectures' wheels build meanwhile (below).
 #
-# `make wheels` builds them all; `make test` builds the host's (`make wheels-host`, with the sdist
-# check) beside the quick benchmarks and the aarch64 one (`make wheels-cross`): each invocation has
-# its own work directory and replaces only its targets' wheels in OUT_DIR.
+# `make wheels` builds them all; `make wheels-host` (with the sdist check) and `make wheels-cross`
+# build one half each, and `make test` runs them side by side: each invocation has its own work
+# directory and replaces only its targets' wheels in OUT_DIR.
 #
 # Usage: scripts/build_wheels.sh [OUT_DIR]   (CHECK_SDIST=0 skips the pip install of the sdist)
 set -euo pipefail

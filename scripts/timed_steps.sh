@@ -38,7 +38,7 @@ run_step() {
 }
 # run_lane I STEP...: the steps of side I in order, each with its result file, up to a failure.
 run_lane() {
-  local i=$1 j=0 rc
+  local i=$1 j=0 rc step
   shift
   for step in "$@"; do
     run_step "$step" "$TMP/result-$i-$j"
