@@ -29,18 +29,20 @@ TARGETS=${WHEEL_TARGETS:-x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu}
 WORK=$ROOT/target/wheels/${TARGETS// /+}
 
 rm -rf "$WORK"
-mkdir -p "$WORK/sdist" "$WORK/src" "$WORK/src-cross" "$OUT"
+mkdir -p "$WORK/sdist" "$OUT"
 for t in $TARGETS; do rm -f "$OUT"/mspti_lens-*_"${t%%-*}".whl; done
 git clone -q --no-hardlinks "$ROOT" "$WORK/clone"
 (cd "$WORK/clone" && "$MATURIN" sdist -o "$WORK/sdist" >"$WORK/sdist.log" 2>&1) || { cat "$WORK/sdist.log"; exit 1; }
 rm -rf "$WORK/clone"
 "$ROOT/scripts/check_sdist_contents.sh" "$WORK"/sdist/mspti_lens-*.tar.gz
-# -m: the files get this moment's time, not the sdist's fixed one (maturin writes reproducible
-# archives dated 2006), so cargo sees sources newer than any earlier build of this path.
-tar xzmf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/src"
-tar xzmf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/src-cross"
-SRC=$(ls -d "$WORK"/src/mspti_lens-*/)
-SRC_CROSS=$(ls -d "$WORK"/src-cross/mspti_lens-*/)
+# One unpacked copy for the sdist's install check and the host wheel, one for the other targets'
+# wheels, each only when needed. -m: the files get this moment's time, not the sdist's fixed one
+# (maturin writes reproducible archives dated 2006), so cargo sees sources newer than any earlier
+# build of this path.
+unpack() { mkdir -p "$WORK/$1" && tar xzmf "$WORK"/sdist/mspti_lens-*.tar.gz -C "$WORK/$1" && ls -d "$WORK/$1"/mspti_lens-*/; }
+SRC= SRC_CROSS=
+if [ "${CHECK_SDIST:-1}" != 0 ] || [[ " $TARGETS " == *" $HOST "* ]]; then SRC=$(unpack src); fi
+if [ -n "$(for t in $TARGETS; do [ "$t" = "$HOST" ] || echo "$t"; done)" ]; then SRC_CROSS=$(unpack src-cross); fi
 
 # The other architectures' wheels build beside the host's install check and wheel: from their own
 # copy of the sdist (the build script writes the target's simulator into the package directory)
