@@ -185,9 +185,10 @@ def test_collectives_give_hccl_and_communication_records_with_bytes_on_the_simul
     hs, cs = c.records(HCCL), c.records(COMMUNICATION)
     assert [h["name"] for h in hs] == ["HcclAllReduce", "HcclAllGather"]
     assert [x["name"] for x in cs] == ["hcom_allReduce_", "hcom_allGather_"]  # HCCL's op names
-    for h, x, nbytes in zip(hs, cs, (64 << 20, 4 << 20)):
+    # bytes/ns = GB/s; an all-gather's counts every rank's part (hccl_calculator.cpp)
+    for h, x, nbytes, ranks in zip(hs, cs, (64 << 20, 4 << 20), (1, 8)):
         assert h["commName"] == x["commName"] == "tp_group_0" and h["ds"] == x["ds"] == (0, 9)
-        assert h["bandWidth"] == pytest.approx(nbytes / (h["end"] - h["start"]))  # bytes/ns = GB/s
+        assert h["bandWidth"] == pytest.approx(nbytes * ranks / (h["end"] - h["start"]))
         assert x["count"] * 2 == nbytes and x["dataType"] == 3  # FP16
         assert (h["start"], h["end"]) == (x["start"], x["end"])
     assert hs[1]["start"] >= hs[0]["end"]  # one HCCL stream: the ops queue

@@ -206,12 +206,40 @@ def test_communication_records_carry_hccls_op_name_data_type_and_algorithm_on_th
     assert [h["name"] for h in hs] == [a for a, *_ in calls]  # HCCL records: the functions' names
     assert [(x["dataType"], x["count"]) for x in cs] == [(dt, n) for _, n, dt, _ in calls]
     assert [x["algType"] for x in cs] == ["MESH", "MESH-HD", "MESH-PAIRWISE", "MESH-PIPELINE", "MESH-NHR"]
+    # hccl_calculator.cpp: count x type size, times rankSize for AllGather and ReduceScatter.
     sizes = (2, 4, 2, 2, 1)
-    for h, (_, n, _, _), size in zip(hs, calls, sizes):
-        assert h["bandWidth"] == pytest.approx(n * size / (h["end"] - h["start"]))
+    for h, (api, n, _, ranks), size in zip(hs, calls, sizes):
+        per_rank = api in ("HcclAllGather", "HcclReduceScatter")
+        want = n * size * (ranks if per_rank else 1) / (h["end"] - h["start"])
+        assert h["bandWidth"] == pytest.approx(want), api
     # test_mspti_communication.py: each COMMUNICATION record has an API record of its name and id.
     api = {(r["correlationId"], r["name"]) for r in c.records(API)}
     assert all((x["correlationId"], x["name"]) in api for x in cs)
+
+
+def test_hccl_bandwidth_is_computed_as_msptis_hccl_calculator_does_on_the_simulator(env):
+    # hccl_calculator.cpp: count x type size x rankSize for AllGather, ReduceScatter, Scatter and
+    # AlltoAll; count x type size for AllReduce, Broadcast, Reduce, Send and Recv; no formula for
+    # the barrier; over end - start.
+    L = env.lib
+    L.msimCallCollective.argtypes = [
+        ctypes.c_uint32,
+        ctypes.c_uint64,
+        ctypes.c_uint64,
+        ctypes.c_uint32,
+        ctypes.c_uint32,
+    ]
+    c = env.collect()
+    env.enable(HCCL)
+    times_ranks = {"HcclAllGather", "HcclReduceScatter", "HcclScatter", "HcclAlltoAll"}
+    alone = {"HcclAllReduce", "HcclBroadcast", "HcclReduce", "HcclSend", "HcclRecv"}
+    count, fp16, ranks = 1 << 16, 3, 8
+    for api in sorted(times_ranks | alone) + ["HcclBarrier"]:
+        assert L.msimCallCollective(env.sim.api(api), 9_000, count, fp16, ranks) == 0, api
+    c.drain()
+    got = {h["name"]: h["bandWidth"] * (h["end"] - h["start"]) for h in c.records(HCCL)}
+    want = {api: count * 2 * (ranks if api in times_ranks else 1) for api in times_ranks | alone}
+    assert got == pytest.approx({**want, "HcclBarrier": 0})
 
 
 def test_the_training_workload_writes_cann_kernel_types_and_19_digit_timestamps_on_the_simulator(env):
