@@ -31,8 +31,6 @@ const LENT: u8 = 1;
 const READY: u8 = 2;
 const DRAINING: u8 = 3;
 
-/// MSPTI's buffers are 8-byte aligned in every Huawei consumer; ours are 4 KiB aligned.
-const ALIGN: usize = 4096;
 /// Distinct pools a process may create (one per buffer configuration).
 pub const MAX_POOLS: usize = 8;
 /// Chunks of one pool: the first holds the buffers asked for, each later one as many as the
@@ -98,16 +96,7 @@ struct Chunk {
 impl Chunk {
     /// A chunk of `n` buffers, the first of them already LENT when `lend_first`.
     fn new(buffer_size: usize, n: usize, first: usize, lend_first: bool) -> Option<Chunk> {
-        let layout = std::alloc::Layout::from_size_align(buffer_size.checked_mul(n)?, ALIGN).ok()?;
-        if layout.size() == 0 {
-            return None;
-        }
-        // SAFETY: the layout has a non-zero size (checked above). Zeroed pages are only touched
-        // when MSPTI writes them.
-        let base = unsafe { std::alloc::alloc_zeroed(layout) };
-        if base.is_null() {
-            return None;
-        }
+        let base = map_zeroed(buffer_size.checked_mul(n)?)?;
         let slots = (0..n)
             .map(|i| Slot {
                 state: AtomicU8::new(if lend_first && i == 0 { LENT } else { FREE }),
@@ -117,6 +106,31 @@ impl Chunk {
             .collect();
         Some(Chunk { base, first, slots })
     }
+}
+
+/// `bytes` of page-aligned, zero-filled memory that takes no resident memory until written: an
+/// anonymous private mapping (chunks are never unmapped: pools live for the process). Not
+/// `alloc_zeroed`: with an alignment above 16 it writes every byte, which put a 64 MiB memset in
+/// every session's start and a 64-128 MiB one inside the MSPTI request that grew the pool (tens
+/// of ms under MSPTI's record lock, while other threads' requests were answered NULL and their
+/// records dropped).
+fn map_zeroed(bytes: usize) -> Option<*mut u8> {
+    if bytes == 0 {
+        return None;
+    }
+    // SAFETY: a fresh anonymous mapping, no address hint and no file: it touches no existing
+    // memory; the result is checked against MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p.cast::<u8>())
 }
 
 /// Counters of the buffer traffic (cumulative for the pool).
@@ -562,6 +576,32 @@ mod tests {
         assert_eq!((p.lent(), p.free_count()), (0, 5));
         assert!(p.lend().is_some(), "released buffers are lent again, without growing");
         assert_eq!(p.counters().grown, 2);
+    }
+
+    #[test]
+    fn buffers_take_no_resident_memory_until_written() {
+        // A pool of 64 MiB is mapped, not written: its pages become resident only as MSPTI
+        // fills them (mincore: bit 0 of each page's byte says resident).
+        static KEPT: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+        let p: &'static Pool = Box::leak(Box::new(Pool::new(8 << 20, 8, 64 << 20).expect("pool")));
+        KEPT.lock().unwrap().push(p as *const Pool as usize);
+        let page = 4096;
+        let resident = |b: *mut u8, len: usize| -> usize {
+            let mut v = vec![0u8; len / page];
+            // SAFETY: `b` is the page-aligned start of a mapping at least `len` long; `v` has
+            // one byte per page.
+            let rc = unsafe { libc::mincore(b.cast(), len, v.as_mut_ptr()) };
+            assert_eq!(rc, 0);
+            v.iter().filter(|&&x| x & 1 != 0).count()
+        };
+        let b = p.lend().expect("a buffer");
+        assert_eq!(b as usize % page, 0, "page-aligned");
+        assert_eq!(resident(b, p.buffer_size), 0, "no page of an unwritten buffer is resident");
+        // SAFETY: a lent buffer of buffer_size bytes belongs to its borrower.
+        unsafe { std::ptr::write_bytes(b, 1, 3 * page) };
+        assert_eq!(resident(b, p.buffer_size), 3, "exactly the pages written");
+        // SAFETY: as above; the rest of the buffer reads as zero.
+        assert_eq!(unsafe { *b.add(3 * page) }, 0);
     }
 
     #[test]
