@@ -632,7 +632,8 @@ def run_child(side: str, wl: str, clock: str, n: int, so: Path, env: dict, lens_
     cmd += ["--n", str(n), "--workload", str(so), "--stats", str(len(STATS))]
     if lens_buffers is not None:
         cmd += ["--lens-buffers", str(lens_buffers)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    # In the run's directory: msMonitor writes its log (msmonitor_log/) where it runs.
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=so.parent)
     if out.returncode != 0:
         sys.exit(f"the {side} process ({wl}/{clock}) failed (rc {out.returncode}):\n{out.stderr[-4000:]}")
     res = json.loads(out.stdout.strip().splitlines()[-1])
