@@ -728,8 +728,8 @@ def render(r: dict) -> list[str]:
             f"measured, installed at `{mm}`."
             if mm
             else "**not installed** (the interpreter cannot `import msmonitor`; the repository carries "
-            "no copy of it and no recipe to build it: build its plugin/ as docs/simulated_cann.md "
-            "describes and put it on PYTHONPATH, then run this bench again)."
+            "no copy of it and no recipe to build it: install msMonitor's plugin, the `msmonitor` "
+            "package, where this interpreter or its PYTHONPATH finds it, and run this bench again)."
         )
     )
     w("")
