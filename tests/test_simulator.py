@@ -8,6 +8,7 @@ import threading
 
 import polars as pl
 import pytest
+from _sim_activity import AHEAD_NS
 
 from mspti_lens import Session, catalog
 from mspti_lens.backend import simulator_path
@@ -148,14 +149,14 @@ def test_cann8_without_ld_preload_enables_fine_and_delivers_nothing(sim, monkeyp
 
 def test_callbacks_are_synchronous_enter_before_and_exit_after_the_work(sim, raw):
     sim.set_clock("virtual")
-    sim.lib.msimVirtualSet(1_000)
+    sim.lib.msimVirtualSet(AHEAD_NS + 1_000)
     assert sim.lib.msptiEnableCallback(1, raw.handle, 1, 22) == 0
     sim.call("aclrtMemcpy", 5_000)
     sim.call("aclrtMalloc", 7_000)  # not enabled: no callback
     me = threading.get_ident()
     assert [(e["site"], e["name"], e["t"], e["thread"]) for e in raw.events] == [
-        (0, "aclrtMemcpy", 1_000, me),
-        (1, "aclrtMemcpy", 6_000, me),
+        (0, "aclrtMemcpy", AHEAD_NS + 1_000, me),
+        (1, "aclrtMemcpy", AHEAD_NS + 6_000, me),
     ]
     # ENTER and EXIT are checked separately against the bitmap.
     raw.events.clear()

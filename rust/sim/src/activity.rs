@@ -1078,10 +1078,12 @@ pub extern "C" fn msimActivityStat(which: u32) -> u64 {
 
 /// Back to defaults, for tests: every kind off, buffers handed back (FlushAll), callbacks and
 /// the timestamp callback forgotten, device timelines and pending device records cleared,
-/// counters, correlation ids, external stacks, marker domains and MSTX ranges reset.
+/// counters, correlation ids, external stacks, marker domains and MSTX ranges reset, and the
+/// calling thread's virtual clock back in the present.
 #[no_mangle]
 pub extern "C" fn msimActivityReset() {
     KINDS.store(0, Ordering::Relaxed);
+    clock::virtual_set(0);
     device::reset();
     flush_all();
     *lock(&CALLBACKS) = Callbacks { request: None, complete: None };
