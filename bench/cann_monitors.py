@@ -334,7 +334,8 @@ class Meter:
         }
 
 
-DELIVERY_TIMEOUT_S = 120.0
+# A side whose records stop coming is recorded with what it got (its loss is the finding).
+DELIVERY_TIMEOUT_S = 30.0
 
 
 def sim_stats_raw(g: ctypes.CDLL, count: int) -> list[int]:
@@ -652,7 +653,7 @@ def run_child(side: str, wl: str, clock: str, n: int, so: Path, env: dict, lens_
         sys.exit(f"the {side} process ({wl}/{clock}) failed (rc {out.returncode}):\n{out.stderr[-4000:]}")
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["library"] = sim_stats(res.pop("library_raw"))
-    if res["rc"] != 0 or not res["delivered"]:
+    if res["rc"] != 0 or (side == "lens" and not res["delivered"]):
         sys.exit(
             f"the {side} process ({wl}/{clock}): workload rc {res['rc']}, all records delivered: "
             f"{res['delivered']} (got {res['got']} of {res['expected']}; the simulator's stats "
@@ -672,10 +673,12 @@ def lost(res: dict) -> int:
 
 
 def agreement(runs: dict[str, list[dict]], timed_on_host: bool = False) -> dict:
-    """Every process that lost no record against the first official one, per name. Device times
+    """Every process that lost no record against the first official one that lost none (else the
+    first such mspti-lens one), per name. Device times
     are the models' on either clock; a range's is host time, which on the real clock differs run
     to run, so there only its count is compared (`timed_on_host`)."""
-    ref = runs["official"][0]["per_name"]
+    complete = [x for side in ("official", "lens") for x in runs.get(side, []) if lost(x) == 0]
+    ref = (complete or runs["official"])[0]["per_name"]
     mismatches = []
     compared = {}
     for side, rs in runs.items():
@@ -855,7 +858,8 @@ def render(r: dict) -> list[str]:
         verdict = "**identical**" if ag["exact"] else f"**DIFFERENT** ({len(ag['mismatches'])} mismatches)"
         w(
             "- Exact agreement, per name count, total, min and max of end - start (kernels, collectives, "
-            "ranges; marks by count), every process of every side against the first official one: "
+            "ranges; marks by count), every process of every side that lost nothing against the first "
+            "official one that lost nothing: "
             f"{ag['names']} names, {ag['records']:,} records: {verdict}"
             + (
                 " (ranges by count: on the real clock their host time differs run to run)"
@@ -999,9 +1003,8 @@ def main() -> None:
             print("MISMATCH", case, m, file=sys.stderr)
         if not d["agreement"]["exact"]:
             failed.append(f"{case}: the sides' per-name numbers do not agree (MISMATCH lines above)")
-        for side in ("official", "lens"):
-            if any(lost(x) for x in d["runs"][side]):
-                failed.append(f"{case}: {side} lost records")
+        if any(lost(x) for x in d["runs"]["lens"]):
+            failed.append(f"{case}: mspti-lens lost records")
     if failed:
         sys.exit("; ".join(failed))
 
