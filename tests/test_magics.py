@@ -623,3 +623,28 @@ def test_a_session_with_an_interval_gives_the_magics_a_timeline(ip, sim):
     assert any("image/png" in o.data for o in cap.outputs)
     with pytest.raises(UsageError, match="a timeline every 0.05 s; run `%mspti close` first"):
         ip.run_line_magic("mspti", "start --interval 1")
+
+
+def test_a_cell_that_asks_for_activity_shows_device_time_under_the_host_table(ip):
+    with capture_output():
+        snap = ip.run_cell_magic(
+            "mspti", "-a kernel -a marker --display summary", "s.run_workload('training', steps=1, seed=1)"
+        )
+    text, page = repr(snap), snap._repr_html_()
+    host, device = text.split("launch split per launch function · by total device time")
+    assert "aclrtLaunchKernel" in host and "HcclAllReduce" in host
+    for column in ("host_enqueue_med", "queue_delay_med", "device_med", "device_total"):
+        assert column in device.splitlines()[1], device
+    assert "kernels (device time) · by total time" in device and "MatMulV2" in device
+    assert re.search(r"MatMulV2\s+KERNEL_AICORE\s+\d+\s+[\d.]+ %\s+[\d.]+ (µs|ms)", device), device
+    assert "_.kernels()" in device and "-k launch_split" in device
+    assert page.index("mspti-lens-device") > page.index("aclrtLaunchKernel")
+    # the device figures are kinds of %mspti plot
+    for kind in ("launch_split", "kernels", "collectives"):
+        with capture_output() as cap:
+            ip.run_line_magic("mspti", f"plot -k {kind}")
+        assert cap.outputs and "image/png" in cap.outputs[0].data, kind
+    # a cell without -a shows no device section
+    with capture_output():
+        plain = ip.run_cell_magic("mspti", "--display summary", "s.run_workload('training', steps=1, seed=1)")
+    assert "Device time" not in plain._repr_html_() and "launch split" not in repr(plain)

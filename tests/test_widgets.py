@@ -438,3 +438,17 @@ def test_table_and_plot_show_the_same_snapshot_and_labels_are_never_cut(session,
     assert panel.callbacks.layout.overflow == "hidden auto"
     assert panel.search.layout.flex == "0 0 auto" and panel.callbacks.layout.width == "max-content"
     panel.close()
+
+
+def test_the_panel_shows_device_time_once_an_activity_kind_is_on(session, sim):
+    p = Panel(session)
+    sim.run_workload("training", steps=1, seed=2)
+    assert "Device time" not in p.refresh().table_html()
+    p.set_activity("kernel", True)
+    sim.run_workload("training", steps=1, seed=2)
+    page = p.refresh().table_html()
+    assert page.index("Device time") > page.index("aclrtLaunchKernel")
+    assert "launch split per launch function" in page and "MatMulV2" in page
+    ui = ControlPanel(session, interval=0.05, auto_refresh=False)
+    assert "launch_split" in ui.kind.options
+    ui.close()

@@ -14,6 +14,7 @@ import polars as pl
 from ..snapshot import Snapshot
 from ..timeline import empty_timeline
 from ..units import format_ns
+from .device import collectives, kernel_distributions, launch_split
 from .figure import _count_axis, _legend_outside, _new_figure, _ns_axis, _title
 from .timeline import TIMELINE_COLUMNS, timeline
 
@@ -290,8 +291,9 @@ def before_after(
     return fig
 
 
-# The plots the panel and the magics offer, by kind: the one dispatch both use.
-KINDS = ("distribution", "cdf", "hccl", "launch", "timeline")
+# The plots the panel and the magics offer, by kind: the one dispatch both use. The last three
+# are of device time (a snapshot with activity); without it their axes say how to collect it.
+KINDS = ("distribution", "cdf", "hccl", "launch", "timeline", "launch_split", "kernels", "collectives")
 
 
 def plot(
@@ -309,6 +311,12 @@ def plot(
         return cdf(data)
     if kind == "hccl":
         return compare_hccl(data, **dens)
+    if kind in ("launch_split", "kernels", "collectives"):
+        if not isinstance(data, Snapshot):
+            raise TypeError(f"the {kind} plot takes a Snapshot with activity, not {type(data).__name__}")
+        if kind == "launch_split":
+            return launch_split(data)
+        return kernel_distributions(data, top=top) if kind == "kernels" else collectives(data)
     if kind == "timeline":
         keeps = isinstance(data, Snapshot) or set(TIMELINE_COLUMNS) <= set(data.columns)
         return timeline(data if keeps else empty_timeline(), top=top)
