@@ -146,7 +146,8 @@ def device_note(snap: Any) -> str:
             return ""
         kinds = ", ".join(snap.device.info["kinds"])
         return f"no device records of {kinds} in this window: did it launch kernels or collectives?"
-    return f"device time: `_.launches()`, `_.kernels()`, `_.collectives()`, `_.ranges()` as frames; {DEVICE_PLOTS}"
+    frames = "`_.launches()`, `_.kernels()`, `_.collectives()`, `_.ranges()`"
+    return f"device time: {frames} as frames; {DEVICE_PLOTS}"
 
 
 def device_text(snap: Any, unit: str | None = None, top: int | None = None) -> str:
