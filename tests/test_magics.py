@@ -648,3 +648,18 @@ def test_a_cell_that_asks_for_activity_shows_device_time_under_the_host_table(ip
     with capture_output():
         plain = ip.run_cell_magic("mspti", "--display summary", "s.run_workload('training', steps=1, seed=1)")
     assert "Device time" not in plain._repr_html_() and "launch split" not in repr(plain)
+
+
+def test_a_second_session_while_the_magics_one_is_open_names_mspti_close(ip):
+    from mspti_lens import Session, SessionError
+
+    with capture_output():
+        ip.run_line_magic("mspti", "start")
+    with pytest.raises(SessionError) as e:
+        Session(library="sim")
+    text = str(e.value)
+    assert "the %mspti magics' session is already active" in text and "`%mspti close`" in text, text
+    assert "session.close()" not in text and "\n" not in text and len(text) < 160, text
+    with capture_output():
+        ip.run_line_magic("mspti", "close")
+    Session(library="sim").close()  # the slot is free again

@@ -210,6 +210,7 @@ class MsptiMagics(Magics):
                     enable=targets or DEFAULT_TARGETS,
                     interval=getattr(args, "interval", None),
                 )
+            self.session.close_hint = ("the %mspti magics' session", "run `%mspti close`")
         except SessionError as e:
             raise UsageError(f"{e} (the magics need their own)") from None
         self.windows = []
