@@ -36,6 +36,7 @@ from .tables import count_of
 DISPLAYS = ("both", "summary", "plot", "none")
 UNITS = ("auto", "ns", "us", "ms", "s")
 DEFAULT_TARGETS = ("runtime", "hccl")  # what %%mspti traces without -d/-c
+INTERRUPTED = "mspti_interrupted"  # the variable an interrupted %%mspti cell's window is kept in
 SAVE_FORMATS = {".parquet": "the snapshot; mspti_lens.load reads it", ".csv": "the summary table, in ns"}
 
 
@@ -391,12 +392,14 @@ class MsptiMagics(Magics):
             return self._present(snap, args, self.display)
         # Interrupted: one line (how far the job got, what the window holds), no table or plot
         # to render and no traceback, so the prompt is back at once.
+        # The hint names a variable holding this cell's window: `%mspti summary` would show the
+        # live window instead while a session records (a panel, %mspti start), and `_` is not set
+        # by a cell that raised.
         wrapped = self._wrap(snap, args, "interrupted")
         self.last = wrapped
-        if args.out:
-            self._shell.user_ns[args.out] = wrapped
+        self._shell.user_ns[args.out or INTERRUPTED] = wrapped
         job = getattr(error, "mspti_lens_job", "the cell was interrupted")
-        name = f"`{args.out}`" if args.out else "`%mspti summary`"
+        name = f"`{args.out or INTERRUPTED}`"
         text = (
             f"{job}; the window holds the {count_of(snap.total_calls, 'call')} made until then "
             f"({count_of(len(snap), 'API')}): {name}"
