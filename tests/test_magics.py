@@ -307,7 +307,7 @@ def test_panel_run_shows_the_recorded_run_without_recording_the_notebook(ip, sim
         ("%mspti bogus", "valid commands are start, stop"),
         ("%mspti sumary", "did you mean summary?"),
         ("%mspti", "needs a command"),
-        ("%mspti start --bogus", "unrecognized arguments"),
+        ("%mspti start --bogus", "unknown option --bogus"),
         ("%mspti start -d gpu", "unknown domain 'gpu'; valid domains: runtime, hccl"),
         ("%mspti start -c aclrtNoSuchThing", "aclrtLaunchKernel"),
         (
@@ -315,8 +315,8 @@ def test_panel_run_shows_the_recorded_run_without_recording_the_notebook(ip, sim
             "unknown callback 'aclrtLaunchKernl'; did you mean aclrtLaunchKernel?",
         ),
         ("%%mspti -c HcclAlReduce\n1", "did you mean HcclAllReduce?"),
-        ("%mspti plot -k pie", "invalid choice"),
-        ("%mspti summary -u parsec", "invalid choice"),
+        ("%mspti plot -k pie", "unknown choice 'pie'; valid choices: distribution"),
+        ("%mspti summary -u parsec", "unknown choice 'parsec'"),
         ("%mspti save", "takes one PATH"),
         ("%mspti diff onlyone", "two snapshots"),
         ("%mspti stop", "no mspti-lens session is open"),
@@ -663,3 +663,27 @@ def test_a_second_session_while_the_magics_one_is_open_names_mspti_close(ip):
     with capture_output():
         ip.run_line_magic("mspti", "close")
     Session(library="sim").close()  # the slot is free again
+
+
+@pytest.mark.parametrize(
+    "line, want",
+    [
+        ("%mspti start -d runtim", "unknown domain 'runtim'; did you mean runtime?"),
+        ("%%mspti -a kernal\npass", "unknown activity kind 'kernal'; did you mean kernel?"),
+        ("%mspti start --domian runtime", "unknown option --domian; did you mean --domain?"),
+        ("%mspti plot -k cfd", "-k/--kind: unknown choice 'cfd'; did you mean cdf?"),
+    ],
+)
+def test_every_name_the_user_types_gets_did_you_mean_in_one_short_line(ip, line, want):
+    text = run_usage_error(ip, line).splitlines()[0]
+    assert text.startswith(want) and len(text) < 200, text
+
+
+def test_a_session_with_a_mistyped_target_suggests_the_near_name():
+    from mspti_lens import catalog
+
+    with pytest.raises(ValueError) as e:
+        catalog.resolve("runtme")
+    assert str(e.value) == "unknown callback or domain 'runtme'; did you mean 'runtime'?"
+    with pytest.raises(ValueError, match="did you mean 'aclrtLaunchKernel'"):
+        catalog.resolve("aclrtLaunchKernal")
