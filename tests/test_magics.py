@@ -687,3 +687,18 @@ def test_a_session_with_a_mistyped_target_suggests_the_near_name():
     assert str(e.value) == "unknown callback or domain 'runtme'; did you mean 'runtime'?"
     with pytest.raises(ValueError, match="did you mean 'aclrtLaunchKernel'"):
         catalog.resolve("aclrtLaunchKernal")
+
+
+def test_start_on_a_running_session_says_so_and_changes_the_set_only_when_asked(ip, sim):
+    from mspti_lens.notebook.panel import Panel
+
+    with capture_output():
+        ip.run_line_magic("mspti", "start")
+    Panel(magics(ip).session).set_domain("hccl", False)  # switched off in the panel
+    with capture_output():
+        again = ip.run_line_magic("mspti", "start")
+    assert "already recording (nothing changed" in again.text and "hccl: 0 of 12" in again.text, again.text
+    assert sim.enabled_mask(2) == 0 and sim.enabled_mask(1) == ALL_RUNTIME
+    with capture_output():
+        asked = ip.run_line_magic("mspti", "start -d hccl")
+    assert "traced as asked" in asked.text and sim.enabled_mask(2) == HCCL_ALL and sim.enabled_mask(1) == 0

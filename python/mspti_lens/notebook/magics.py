@@ -477,16 +477,23 @@ class MsptiMagics(Magics):
     def _cmd_start(self, args):
         targets = self._targets(args)
         fresh = self.session is None or self.session.closed
+        kinds = _check_kinds(_split(args.activity))
         session = self._ensure_session(args, targets)
+        was_running = not fresh and session.running
         if targets and not fresh:
             self._only(session, targets)
-        if _split(args.activity):
-            session.enable_activity(*_check_kinds(_split(args.activity)))
-        session.start()
+        if kinds:
+            session.enable_activity(*kinds)
+        if not was_running:
+            session.start()
         self.cell = None  # from now on line commands act on this recording
         b = session.backend
         from .display import enabled_per_domain
 
+        if was_running:  # what a panel switched off stays off unless -d/-c/-a say otherwise
+            changed = "traced as asked" if targets or kinds else "nothing changed; -d/-c pick what to trace"
+            text = f"mspti-lens is already recording ({changed}): {enabled_per_domain(session.enabled)}"
+            return Message(text)
         text = f"mspti-lens recording on {b.label} ({b.path}): {enabled_per_domain(session.enabled)}"
         if b.simulated:
             text += "\nSIMULATED: the calls are those of the mspti-lens simulator, not of an NPU."
