@@ -101,3 +101,14 @@ def test_the_diff_table_sorts_by_change_aligns_numbers_right_and_marks_missing(d
     cells = html_cells(t._repr_html_())
     numbers = [(a_, v) for a_, v in cells if re.fullmatch(r"[+−]?[\d,.]+( %| ns| µs| ms)?", v)]
     assert numbers and all(a_ == "right" for a_, _ in numbers)
+
+
+def test_one_name_for_the_time_share_and_one_row_height_in_and_out_of_widgets(device_snap):
+    # the snapshot's table says time_pct, as kernels() and the run summaries do
+    heads = device_snap.table().cells()[0]
+    assert "time_pct" in heads and "time_%" not in heads
+    assert "time_pct" in Table(device_snap.kernels()).cells()[0]
+    # the table sets its own line height: inside the panel's widget it would take the widgets' 28 px
+    assert re.search(
+        r"<table class='mspti-lens-table' style='[^']*line-height:1.4", device_snap.table().html()
+    )

@@ -46,7 +46,7 @@ def summary_table(snap: Any, unit: str | None = None, top: int | None = None) ->
         check_unit(unit)
     if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 1):
         raise ValueError(f"top must be a positive int (rows to show), not {top!r}")
-    df = snap.summary().select(TABLE_COLUMNS).rename({"time_pct": "time_%"})
+    df = snap.summary().select(TABLE_COLUMNS)  # time_pct, as in kernels() and run summaries
     n = len(df)
     if top is not None and top < n:
         return Table(df.head(top), f"{top} of {count_of(n, 'API')} by total time", top=0, unit=unit)

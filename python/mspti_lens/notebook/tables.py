@@ -226,7 +226,9 @@ class Table:
         cap = self._caption() if caption is None else caption
         cap_html = f"<caption style='text-align:left'>{html.escape(cap)}</caption>" if cap else ""
         return (
-            "<table class='mspti-lens-table' style='border-collapse:collapse;font-size:12px'>"
+            # line-height of its own: inside a widget (the panel) rows would take the widgets'
+            # inline height (28 px), twice a static table's
+            "<table class='mspti-lens-table' style='border-collapse:collapse;font-size:12px;line-height:1.4'>"
             f"{cap_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
         )
 
