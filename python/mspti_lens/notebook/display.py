@@ -197,7 +197,16 @@ class DiffTable(Table):
         return heads, rows, right
 
     def _caption(self) -> str:
-        return f"A (before): {self.labels[0]} · B (after): {self.labels[1]} · Δ: change from A to B"
+        return (
+            f"A (before): {self.labels[0]} · B (after): {self.labels[1]} · Δ: change from A to B "
+            "(red: slower, green: faster) · by |med Δ|, largest first; APIs on one side only last"
+        )
+
+    def cell_style(self, head: str, text: str) -> str:
+        """A change's colour: slower (a positive time change) red, faster green."""
+        if not head.endswith(" Δ"):
+            return ""
+        return ";color:#b02a37" if text.startswith("+") else ";color:#146c43" if text.startswith("−") else ""
 
 
 def final_view_html(title: str, table_html: str, png: bytes | None, css_width: int) -> str:

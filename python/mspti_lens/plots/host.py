@@ -255,6 +255,10 @@ def before_after(
     fa, sa, snap_a = _frame(after)
     cols = ["name", "lower_ns", "upper_ns", "count"]
     both = pl.concat([fb.select(cols), fa.select(cols)])
+    # the top APIs of both sides: an API one side lacks would get a panel with one curve
+    common = set(fb["name"]) & set(fa["name"])
+    if names is None and common:
+        both = both.filter(pl.col("name").is_in(sorted(common)))
     picked = _pick(both, names, top) if len(both) else []
     n = max(len(picked), 1)
     fig, axes = _new_figure((10, 2.6 * n + 0.6), n, 1)
@@ -283,7 +287,7 @@ def before_after(
         )
     fig.suptitle(
         _title(
-            f"{labels[0].capitalize()} / {labels[1]}" if labels != ("before", "after") else "Before / after",
+            f"A: {labels[0]} / B: {labels[1]}" if labels != ("before", "after") else "Before / after",
             sb or sa,
         )
     )
