@@ -249,3 +249,13 @@ def test_collectives_draw_host_time_beside_each_device_bar_on_the_rows_of_both_p
     bw = {round(t.get_position()[1]): t.get_text().strip() for t in bx.texts}
     assert bw[list(col["op"]).index("hccl_barrier_")] == "—"
     assert bw[list(col["op"]).index("hcom_allReduce_")].endswith("GB/s")
+
+
+def test_the_launch_comparison_shows_every_curve_on_one_bin_grid(snap):
+    fig = plots.compare_launch(snap)
+    curves = fig.axes[0].patches  # one StepPatch per launch function
+    assert len(curves) >= 2
+    edges = [tuple(c.get_data().edges) for c in curves]
+    assert len(set(edges)) == 1  # the same bins in every curve
+    widths = [c.get_linewidth() for c in curves]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == len(widths)  # none hides another
