@@ -380,10 +380,17 @@ def test_external_correlation_is_one_global_stack_on_the_simulator(env):
     other.start()
     other.join()  # another thread pops this thread's id: the stack is process-global
     assert last.value == 777
+    # external_correlation_reporter.cpp checks no kind: any is pushed; a kind never pushed (or
+    # popped empty) is QUEUE_EMPTY.
     assert (
-        L.msptiActivityPushExternalCorrelationId(0, 1) == 1
-        and L.msptiActivityPushExternalCorrelationId(5, 1) == 1
+        L.msptiActivityPushExternalCorrelationId(0, 11)
+        == L.msptiActivityPushExternalCorrelationId(9, 12)
+        == 0
     )
+    assert L.msptiActivityPopExternalCorrelationId(9, ctypes.byref(last)) == 0 and last.value == 12
+    assert L.msptiActivityPopExternalCorrelationId(9, ctypes.byref(last)) == 5
+    assert L.msptiActivityPopExternalCorrelationId(77, ctypes.byref(last)) == 5 and last.value == 12
+    assert L.msptiActivityPopExternalCorrelationId(0, ctypes.byref(last)) == 0 and last.value == 11
     c.drain()
     ext = c.records(8)
     (k,) = c.records(KERNEL)

@@ -84,6 +84,20 @@ def test_unsubscribe_waits_for_launched_work_and_hands_over_its_records_on_the_s
     assert L.msimDevicePending() == 0
 
 
+def test_unsubscribe_with_a_wrong_handle_still_stops_the_device_first_on_the_simulator(env):
+    # callback_manager.cpp: msptiUnsubscribe runs ResetAllDevice before UnInit checks the handle.
+    L = env.lib
+    L.msimSetClock(0)
+    L.msimSetDeviceModel(3_000, LATE_NS, 20_000)
+    c = env.collect()
+    env.enable(KERNEL)
+    env.launch(3, host_ns=1_000, device_ns=1_000_000)
+    assert L.msimDevicePending() == 3
+    assert L.msptiUnsubscribe(env.sub.handle.value + 16) == 1  # not the subscriber ...
+    assert L.msimDevicePending() == 0  # ... yet the device's records were written first
+    assert L.msptiActivityFlushAll(1) == 0 and len(c.records(KERNEL)) == 3
+
+
 def test_unsubscribe_counts_the_records_of_work_the_device_could_not_finish_on_the_simulator(env):
     L = env.lib
     L.msimSetClock(0)
