@@ -445,3 +445,21 @@ def test_forked_children_can_launch_while_another_thread_interns_names(sim, tmp_
     assert out.returncode == 0, out.stderr
     hung, failed = map(int, out.stdout.split())
     assert (hung, failed) == (0, 0), f"of 80 forked children {hung} hung and {failed} failed in msimLaunch"
+
+
+def test_the_simulators_command_line_lists_job_and_cann_and_hides_rank():
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "mspti_lens.sim", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    listed = [
+        line.split()[0] for line in out.stdout.split("positional arguments:")[1].splitlines()[2:] if line
+    ]
+    assert "{job,cann}" in out.stdout and listed[:2] == ["job", "cann"]
+    assert "rank" not in out.stdout and "SUPPRESS" not in out.stdout
+    cann = subprocess.run(
+        [sys.executable, "-m", "mspti_lens.sim", "cann", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert cann.returncode == 0 and "usage: python -m mspti_lens.sim cann" in cann.stdout

@@ -355,14 +355,23 @@ def plan_of(args: argparse.Namespace) -> JobPlan:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mspti_lens.sim", description="The bundled simulator's tools.")
-    sub = p.add_subparsers(dest="command", required=True)
+    # `rank` (one rank of a job, started by `job`) is left out of the listing: no help, and the
+    # metavar names the commands a user runs.
+    sub = p.add_subparsers(dest="command", required=True, metavar="{job,cann}")
     j = sub.add_parser("job", help="run a simulated multi-process job (SIMULATED)")
     add_arguments(j)
-    r = sub.add_parser("rank", help=argparse.SUPPRESS)
+    # `cann` is listed here and parses its own arguments (below).
+    sub.add_parser("cann", help="write a simulated CANN toolkit tree into DIR (cann --help)")
+    r = sub.add_parser("rank")
     add_arguments(r)
     r.add_argument("--rank", type=int, required=True)
     r.add_argument("--region", required=True)
     r.add_argument("--start-ns", type=int, default=0)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["cann"]:
+        from .cann import main as cann_main
+
+        return cann_main(argv[1:])
     args = p.parse_args(argv)
     try:
         plan = plan_of(args)
