@@ -65,14 +65,15 @@ def _level(first: int, last: int) -> int:
     return (last - first + 1).bit_length() - 1
 
 
-def due_merges(
-    segments: list[tuple[int, int]], fine: int = FINE_WINDOWS
-) -> list[tuple[tuple[int, int], ...]]:
+Segment = tuple[int, int]  # (first window, last window)
+
+
+def due_merges(segments: list[Segment], fine: int = FINE_WINDOWS) -> list[tuple[Segment, Segment]]:
     """The merges due, in order, for a process's segments (first, last window; sorted): the
     newest ``fine`` single windows stay; older segments merge like a binary counter's carries,
     the two newest old ones while they are of one size (1+1, 2+2, ...)."""
     segs = sorted(segments)
-    out = []
+    out: list[tuple[Segment, Segment]] = []
     while True:
         tail = 0
         for a, b in reversed(segs):

@@ -48,10 +48,10 @@ HEARTBEAT_S = 5.0  # and rewrites its process file at least this often
 LOST_AFTER_S = 4 * HEARTBEAT_S
 COMMANDS = ("start", "stop")
 COMMAND_FIELDS = {"generation", "command", "enable", "activity", "for_s", "ranks", "issued", "by"}
-# What profiling costs per call while on: the callback's ENTER+EXIT pair into a histogram,
-# measured by bench/overhead.py on this machine (BENCHMARKS.md, "Callback cost"); an estimate.
-COST_PER_CALL_NS = 120.0
-COST_SOURCE = "BENCHMARKS.md, 'On-demand control' (callback cost per call on the simulator)"
+# What profiling costs per call while on: the callback's ENTER+EXIT pair into a histogram, the
+# added ns per pair bench/run.py measures (BENCHMARKS.md, section 1: 49.7 ns); an estimate.
+COST_PER_CALL_NS = 50.0
+COST_SOURCE = "BENCHMARKS.md, section 1: mspti-lens's added ns per ENTER/EXIT pair"
 
 
 class ControlError(ValueError):

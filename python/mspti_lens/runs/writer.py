@@ -146,7 +146,7 @@ class WindowWriter:
 
     def __init__(
         self,
-        session: Any | None,
+        session: Any,
         out: str | os.PathLike,
         interval: float,
         *,
@@ -372,7 +372,8 @@ class WindowWriter:
         buffers reach the collector only when full or flushed, and a final window that missed
         them would lose them (the last window settles: device records trail FlushAll)."""
         with contextlib.suppress(Exception):  # a window without the last records beats none
-            self.session.flush_activity(settle)
+            if self.session is not None:
+                self.session.flush_activity(settle)
 
     def _write_events(self, snap: Any) -> None:
         """The window's device event log, if it has any (Snapshot.device_events of the contract)."""
