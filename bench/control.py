@@ -70,10 +70,10 @@ def child(mode: str, batches: int) -> dict:
     def phase() -> list[float]:
         out = []
         for _ in range(batches):
-            t = time.perf_counter_ns()
+            t = time.process_time_ns()  # every thread's CPU (the hook's too), not time descheduled
             for _ in range(BATCH):
                 call(api, 1000)
-            out.append((time.perf_counter_ns() - t) / BATCH)
+            out.append((time.process_time_ns() - t) / BATCH)
         return out
 
     res = {"before": phase()}
@@ -194,8 +194,9 @@ def render(res: dict) -> list[str]:
     L = ["## On-demand control: cost while off, time to acknowledge (bench/control.py)", ""]
     L.append(
         f"One workload, simulated `aclrtLaunchKernel` calls from a Python loop ({BATCH:,} per batch), "
-        f"processes alternated in one run ({res['cost']['batches']['none']} batches each); ns per call, "
-        "median. 'paused', 'on' and 'after stop' are one process: under the hook with profiling off, "
+        f"processes alternated in one run ({res['cost']['batches']['none']} batches each); CPU ns per call "
+        "(the process's CPU time, all its threads, the hook's included: on a shared machine wall time "
+        "measures the neighbours), median. 'paused', 'on' and 'after stop' are one process: under the hook with profiling off, "
         "then `control start` (runtime), then `control stop`."
     )
     L += [
