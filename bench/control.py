@@ -196,7 +196,8 @@ def render(res: dict) -> list[str]:
         f"One workload, simulated `aclrtLaunchKernel` calls from a Python loop ({BATCH:,} per batch), "
         f"processes alternated in one run ({res['cost']['batches']['none']} batches each); CPU ns per call "
         "(the process's CPU time, all its threads, the hook's included: on a shared machine wall time "
-        "measures the neighbours), median. 'paused', 'on' and 'after stop' are one process: under the hook with profiling off, "
+        "measures the neighbours), median. 'paused', 'on' and 'after stop' are one process: under "
+        "the hook with profiling off, "
         "then `control start` (runtime), then `control stop`."
     )
     L += [
