@@ -234,7 +234,7 @@ def test_two_controllers_at_once_never_share_a_generation_and_the_highest_wins(t
     assert json.loads(control.command_path(run).read_text())["generation"] == 50
 
 
-def test_a_process_obeys_only_its_own_users_command_file(tmp_path):
+def test_a_process_obeys_only_its_own_users_command_file(tmp_path, capsys):
     run = tmp_path / "run"
     (control.control_dir(run) / control.PROCESSES_DIR).mkdir(parents=True)
     applied: list[int] = []
@@ -250,6 +250,11 @@ def test_a_process_obeys_only_its_own_users_command_file(tmp_path):
         proc.poll()
         row = json.loads(proc.path.read_text())
         assert applied == [] and "writable by group or others" in row["refused"]["why"]
+        # status shows the refusal; --wait names the process that has not applied it, exit 1
+        assert ctl(run, "status", "--wait", "0.3") == 1
+        said = capsys.readouterr()
+        assert "refused: command.json is writable by group or others" in said.out
+        assert f"did not apply generation 1 within 0.3 s: rank 0 on h (pid {os.getpid()})" in said.err
         os.chmod(path, 0o644)
         proc.poll()
         assert applied == [1] and json.loads(proc.path.read_text())["refused"] is None
