@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-WATCHDOG_S = 120.0
+WATCHDOG_S = 300.0
 LAUNCH_NS = 2_000
 ALLREDUCE_NS = 30_000
 

@@ -24,8 +24,8 @@ from mspti_lens.__main__ import main as cli
 from mspti_lens.runs import control
 from mspti_lens.snapshot import Snapshot
 
-pytestmark = pytest.mark.timeout(240)
-BOUND_S = 120.0
+pytestmark = pytest.mark.timeout(900)
+BOUND_S = 240.0  # per wait: a loaded machine (many processes starting at once) is slow, not wrong
 JOB = Path(__file__).with_name("control_job.py")
 
 
@@ -129,6 +129,8 @@ def test_a_paused_job_is_steered_through_every_command_with_exact_counts(tmp_pat
     # The on periods: until the stop, the --for, the last one.
     periods = run.periods()
     assert periods.group_by("rank").len().sort("rank")["len"].to_list() == [3, 3, 3]
+    # the timeline's windows say their period: calls in the first and the last (none in the --for)
+    assert sorted(run.timeline()["period"].unique()) == [1, 3]
     # Each window says what was enabled: rank 2's windows of generation 4 traced HCCL alone.
     for path in run.files().filter((pl.col("rank") == 2) & (pl.col("generation") == 4))["path"]:
         meta = Snapshot.load(path).meta

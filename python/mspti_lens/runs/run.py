@@ -353,8 +353,9 @@ class Run:
 
     def timeline(self) -> pl.DataFrame:
         """Per window and rank, per function: calls, total, mean, min and max (ns), with the
-        window's wall-clock start and end (s since the epoch)."""
-        windows = self._files.select("path", "pid", "window", "window_start", "window_end")
+        window's wall-clock start and end (s since the epoch) and its on period (a gap between
+        two periods is time profiling was off; :meth:`periods` lists them)."""
+        windows = self._files.select("path", "pid", "window", "window_start", "window_end", "period")
 
         def q(lf: pl.LazyFrame) -> pl.DataFrame:
             rows = lf.select("path", "host", "rank", "domain", "name", "count", "sum", "min", "max")
@@ -364,6 +365,7 @@ class Run:
         out = rows.group_by("host", "rank", "window", "domain", "name").agg(
             pl.col("window_start").min(),
             pl.col("window_end").max(),
+            pl.col("period").max(),
             pl.col("count").sum().alias("num_calls"),
             pl.col("sum").sum().alias("total_ns"),
             pl.col("min").min().alias("min_ns"),
@@ -379,6 +381,7 @@ class Run:
             "window",
             "window_start",
             "window_end",
+            "period",
             "domain",
             "name",
             "num_calls",
