@@ -150,14 +150,19 @@ def ack_latency(n: int, log) -> dict:
                 assert time.monotonic() < end, "the processes did not register"
                 time.sleep(0.05)
             ctl = RunControl(out)
-            res = {}
+            res: dict[str, list[float]] = {"load": [os.getloadavg()[0]]}
             for what in ("start", "stop", "start", "stop"):
                 t = time.monotonic()
                 gen = ctl.start(["runtime"], []) if what == "start" else ctl.stop()
                 left = ctl.wait(BOUND_S, gen)
                 assert not left, f"{len(left)} processes did not acknowledge"
                 res.setdefault(what, []).append(time.monotonic() - t)
-            return {"ranks": n, "start_s": max(res["start"]), "stop_s": max(res["stop"])}
+            return {
+                "ranks": n,
+                "start_s": max(res["start"]),
+                "stop_s": max(res["stop"]),
+                "load": res["load"][0],
+            }
         finally:
             for p in procs:
                 p.kill()
@@ -226,14 +231,15 @@ def render(res: dict) -> list[str]:
         "Time from a command to the last process's acknowledgement (N paused processes, each only "
         "sleeping under the hook; `start` subscribes a Session in each, `stop` closes it; worst of two):",
         "",
-        "| processes | start | stop | goal |",
-        "|---:|---:|---:|---|",
+        "| processes | start | stop | machine load (1 min) | goal |",
+        "|---:|---:|---:|---:|---|",
     ]
     for a in res["acks"]:
         goal = ""
         if a["ranks"] == 128:
             goal = ("met" if max(a["start_s"], a["stop_s"]) <= GOAL_ACK_S else "MISSED") + " (<= 1 s)"
-        L.append(f"| {a['ranks']} | {a['start_s']:.2f} s | {a['stop_s']:.2f} s | {goal} |")
+        load = f"{a['load']:.0f}" if "load" in a else "?"
+        L.append(f"| {a['ranks']} | {a['start_s']:.2f} s | {a['stop_s']:.2f} s | {load} | {goal} |")
     d = res["mds"]
     L += [
         "",
