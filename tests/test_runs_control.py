@@ -286,3 +286,15 @@ def test_a_process_obeys_only_its_own_users_command_file(tmp_path, capsys):
     finally:
         proc.end()
     assert json.loads(proc.path.read_text())["state"] == "ended"
+
+
+def test_the_command_lines_description_names_every_subcommand():
+    import argparse
+
+    from mspti_lens.__main__ import build_parser
+
+    p = build_parser()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    description = " ".join((p.description or "").split())
+    assert {"record", "control"} <= set(sub.choices)
+    assert [c for c in sub.choices if c not in description] == [], description
