@@ -4,6 +4,7 @@ slow-rank rules, the run's views. Process-level jobs are in test_runs_job_on_the
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -88,7 +89,11 @@ def test_a_process_that_makes_no_call_leaves_no_files_on_the_simulator(tmp_path,
     env = {hook.RECORD_VARIABLE: str(tmp_path), hook.LIBRARY_VARIABLE: "sim", **rank}
     p = python_with_hook(env, "print(1)")
     assert (p.returncode, p.stderr) == (0, "")
-    assert not list(tmp_path.iterdir())
+    assert not list(tmp_path.glob("host=*"))  # no rank folder, no window
+    # Its control file (runs/control.py): a rank is shown as ended; a process without a rank
+    # variable that recorded nothing (a launcher, a helper) leaves none.
+    procs = [json.loads(f.read_text()) for f in tmp_path.glob("control/processes/*.json")]
+    assert [(q["rank"], q["state"]) for q in procs] == ([(1, "ended")] if rank else [])
 
 
 # -- rank identity ---------------------------------------------------------------------------------

@@ -212,7 +212,8 @@ def test_two_hosts_merge_on_the_simulator(slow_run):
         ("sim-host-1", i) for i in range(4, 8)
     ]
     assert (r["status"] == "complete").all()
-    assert sorted(p.name for p in slow_run.iterdir()) == ["host=sim-host-0", "host=sim-host-1"]
+    # the hosts' folders, and control/ (the launch command and each process's file)
+    assert sorted(p.name for p in slow_run.iterdir()) == ["control", "host=sim-host-0", "host=sim-host-1"]
     per_host = run.by_rank().group_by("host").agg(pl.col("num_calls").sum()).sort("host")
     assert per_host["num_calls"].sum() == run.summary()["num_calls"].sum()
     assert per_host["num_calls"].to_list()[0] == per_host["num_calls"].to_list()[1]

@@ -1,4 +1,6 @@
-"""Command line: ``python -m mspti_lens {demo,replay,doctor,install-kernel,export}``."""
+"""mspti-lens's command line: demo and replay (the simulator), doctor, install-kernel, export,
+record (record every Python process of a job) and control (start, stop or retarget profiling in
+a recorded job while it runs)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,12 @@ def _install_kernel(args: argparse.Namespace) -> int:
 
 def _record(args: argparse.Namespace) -> int:
     from .runs.record import main
+
+    return main(args)
+
+
+def _control(args: argparse.Namespace) -> int:
+    from .runs.control import main
 
     return main(args)
 
@@ -76,6 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
     rec = sub.add_parser("record", help="record every Python process of a command (torchrun, mpirun, ...)")
     record_arguments(rec)
     rec.set_defaults(func=_record)
+    from .runs.control import add_arguments as control_arguments
+
+    ctl = sub.add_parser(
+        "control", help="start, stop or retarget profiling in a recorded job while it runs; its status"
+    )
+    control_arguments(ctl)
+    ctl.set_defaults(func=_control)
     return p
 
 

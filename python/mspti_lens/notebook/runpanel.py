@@ -1,8 +1,11 @@
 """The panel of a recorded run (``%mspti panel --run DIR``, ``%mspti run DIR``): the run's
 headline, the stragglers verdict, the merged summary, the rank heat map and every rank's status,
-re-read from disk every few seconds while any rank is still running. It only reads the run's
-files: no session is opened, nothing of the notebook is recorded and the MSPTI subscriber slot
-stays free. Formatting only: every number comes from the Run (:mod:`mspti_lens.runs.run`).
+re-read from disk every few seconds while any rank is still running. It opens no session: nothing
+of the notebook is recorded and the MSPTI subscriber slot stays free. For a job recorded with
+``record`` (``--paused`` or not) it steers the job's profiling: start and stop buttons, the enable
+picker (domains and callbacks, as the session panel's), a duration and a rank selection, each a
+command through the run directory (:mod:`mspti_lens.runs.control`). Formatting only: every number
+comes from the Run (:mod:`mspti_lens.runs.run`).
 
 :class:`RunView` builds what is shown (testable without a front end); :class:`RunPanel` is its
 ipywidgets front end, ending in a static view like the control panel's."""
@@ -22,7 +25,7 @@ from ..plots.figure import render_figure
 from .snapshot_repr import SIMULATED_BANNER_HTML
 from .tables import Table, count_of
 
-RANK_COLUMNS = ("host", "rank", "status", "windows", "calls", "age_s")
+RANK_COLUMNS = ("host", "rank", "status", "state", "windows", "calls", "age_s")
 SUMMARY_COLUMNS = (
     "domain",
     "name",
@@ -35,7 +38,7 @@ SUMMARY_COLUMNS = (
     "max_ns",
 )
 SUMMARY_TOP = 10
-WATCHED = ("running", "stale")  # rank statuses the panel keeps refreshing for
+WATCHED = ("running", "paused", "stale")  # rank statuses the panel keeps refreshing for
 MAX_PLOT_WIDTH = 760  # CSS pixels
 PLOT_EVERY_S = 5.0  # the heat map is redrawn at most this often (and only when the run changed)
 
@@ -86,6 +89,8 @@ class RunView:
     calls: int
     heatmap: str | None  # the function of the heat map
     taken_at: float = 0.0
+    control: str = ""  # the job's profiling state and its cost (a run recorded with control)
+    waiting: bool = False  # no window yet: the job has started, its ranks have not written
 
     def html(self, png: bytes | None = None, width: int = 0) -> str:
         from .display import png_html
@@ -95,18 +100,22 @@ class RunView:
         return (
             f"<div class='mspti-lens-run-panel'>{banner}<div><b>{html.escape(self.headline)}</b></div>"
             f"<div class='mspti-lens-verdict' style='margin:4px 0'>{html.escape(self.verdict)}</div>"
-            f"{self.summary_html}{img}{self.ranks_html}</div>"
+            + (f"<div class='mspti-lens-run-cost'>{html.escape(self.control)}</div>" if self.control else "")
+            + f"{self.summary_html}{img}{self.ranks_html}</div>"
         )
 
 
 def run_view(run: Any) -> RunView:
     """The run as shown now (``run`` already refreshed by the caller)."""
+    from ..runs.control import cost_sentence, read_processes
     from ..runs.view import headline
 
     ranks = run.ranks()
     summary = run.summary()
     files = run.files()
     cols = [c for c in SUMMARY_COLUMNS if c in summary.columns]
+    procs = [] if "://" in run.root else read_processes(run.root.removeprefix("file://"))
+    ranked = [p for p in procs if p.get("rank_source") != "pid" or p.get("windows")]
     return RunView(
         headline=headline(run),
         verdict=verdict(run),
@@ -128,6 +137,8 @@ def run_view(run: Any) -> RunView:
         calls=int(summary["num_calls"].sum()) if len(summary) else 0,
         heatmap=heatmap_api(run),
         taken_at=time.time(),
+        control=cost_sentence(ranked) if ranked else "",
+        waiting=not len(files),
     )
 
 
@@ -146,7 +157,10 @@ class RunPanel:
         self.body = w.HTML()
         self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
         self.status = w.HTML()
-        self.widget = w.VBox([self.status, self.body, self.plot])
+        run.warn = False  # skipped files are said in the status line, not as Python warnings
+        self.controls = RunControls(run, self) if _controllable(run) else None
+        parts = [self.status, *([self.controls.widget] if self.controls else []), self.body, self.plot]
+        self.widget = w.VBox(parts)
         self.widget.add_class("mspti-lens-run-panel")
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -177,15 +191,20 @@ class RunPanel:
                 return self.last
             self.last = view
             state = (
-                "● running"
+                "● waiting for the run's first windows"
+                if view.waiting and view.running
+                else "● running"
                 if view.running
                 else "■ every rank has finished"
                 if view.finished
                 else "■ no rank is running (some did not finish: see their status)"
             )
+            skipped = len(self.run.skipped)
             self.status.value = (
                 f"<span class='mspti-lens-run-state'>{state} · refreshed "
-                f"{time.strftime('%H:%M:%S', time.localtime(view.taken_at))}</span>"
+                f"{time.strftime('%H:%M:%S', time.localtime(view.taken_at))}"
+                + (f" · {skipped} unreadable file(s) skipped (run.skipped says why)" if skipped else "")
+                + "</span>"
             )
             self.body.value = view.html()
             key = (view.calls, view.heatmap)
@@ -205,6 +224,8 @@ class RunPanel:
         while not self._stop.wait(self.every):
             try:
                 view = self.refresh()
+                if self.controls is not None:
+                    self.controls.sync()
                 if not view.running:
                     self.refresh(force_plot=True)  # the finished run, heat map included
                     break
@@ -255,4 +276,109 @@ class RunPanel:
         return f"<mspti_lens RunPanel {v.headline if v else ''}>"
 
 
-__all__ = ["RunPanel", "RunView", "heatmap_api", "run_view", "verdict"]
+def _controllable(run: Any) -> bool:
+    from ..runs.control import control_dir
+
+    return "://" not in run.root and control_dir(run.root.removeprefix("file://")).is_dir()
+
+
+class RunControls:
+    """The run panel's steering: start (or retarget) and stop buttons, the enable picker
+    (domain toggles and the session panel's callback list with its search), a duration in
+    seconds (0: until stopped), a rank selection (``0-3,7``, ``host=NAME``, empty: all), and a
+    line saying what was issued or why not. Each button issues one command to the run."""
+
+    def __init__(self, run: Any, panel: RunPanel):
+        import ipywidgets as w
+
+        from ..catalog import DOMAINS
+        from ..runs.hook import DEFAULT_ENABLE
+        from .panel import options
+
+        self.run, self.panel = run, panel
+        default = set(DEFAULT_ENABLE.split(","))
+        self.domains = {
+            d: w.ToggleButton(
+                value=d in default, description=d, layout=w.Layout(width="auto", min_width="90px")
+            )
+            for d in DOMAINS
+        }
+        self.search = w.Text(
+            placeholder="search callbacks: launch, HcclAll, memcpy...", layout=w.Layout(width="340px")
+        )
+        self.options = options()
+        self.checkboxes = {
+            o.key: w.Checkbox(
+                description=o.label, indent=False, tooltip=o.key, layout=w.Layout(width="max-content")
+            )
+            for o in self.options
+        }
+        self.callbacks = w.VBox(
+            list(self.checkboxes.values()),
+            layout=w.Layout(height="120px", overflow="hidden auto", width="max-content", min_width="340px"),
+        )
+        self.callbacks.add_class("mspti-lens-picker")
+        self.search.observe(lambda ch: self._filter(), names="value")
+        self.duration = w.BoundedFloatText(
+            value=0, min=0, max=7 * 86400, step=10, description="for (s)", layout=w.Layout(width="170px")
+        )
+        self.ranks = w.Text(placeholder="ranks: all, 0-3,7, host=NAME", layout=w.Layout(width="220px"))
+        self.start = w.Button(description="start", icon="play", tooltip="turn profiling on (or retarget it)")
+        self.stop = w.Button(description="stop", icon="stop", tooltip="write the last window, unsubscribe")
+        self.start.add_class("mspti-lens-run-start")
+        self.stop.add_class("mspti-lens-run-stop")
+        self.start.on_click(lambda _: self._issue("start"))
+        self.stop.on_click(lambda _: self._issue("stop"))
+        self.message = w.HTML()
+        self.message.add_class("mspti-lens-run-message")
+        row = w.HBox([*self.domains.values(), self.duration, self.ranks, self.start, self.stop])
+        self.widget = w.VBox([row, self.search, self.callbacks, self.message])
+        self.widget.add_class("mspti-lens-run-controls")
+        self.generation = 0
+
+    def _filter(self) -> None:
+        q = self.search.value
+        for o in self.options:
+            self.checkboxes[o.key].layout.display = "" if o.matches(q) else "none"
+
+    def enable(self) -> list[str]:
+        """The enable set the picker says: the toggled domains, then the checked callbacks."""
+        on = [d for d, t in self.domains.items() if t.value]
+        return on + [k for k, cb in self.checkboxes.items() if cb.value]
+
+    def _issue(self, what: str) -> None:
+        ctl = self.run.control
+        ranks = self.ranks.value.strip() or None
+        try:
+            if what == "start":
+                enable = self.enable()
+                if not enable:
+                    raise ValueError("nothing to trace: toggle a domain or check a callback")
+                gen = ctl.start(enable, for_s=self.duration.value or None, ranks=ranks)
+                what = f"start ({', '.join(enable)}" + (
+                    f", for {self.duration.value:g} s)" if self.duration.value else ")"
+                )
+            else:
+                gen = ctl.stop(ranks=ranks)
+        except Exception as e:  # noqa: BLE001 - said in the panel, the job and its data untouched
+            self.message.value = f'<span style="color:#b02a37">{html.escape(str(e).splitlines()[0])}</span>'
+            return
+        self.generation = gen
+        self.message.value = f"issued {html.escape(what)} as generation {gen}; waiting for the ranks"
+        self.sync()
+
+    def sync(self) -> None:
+        """Say how many ranks applied the latest command (called after each refresh)."""
+        if not self.generation:
+            return
+        try:
+            left = self.run.control.pending(self.generation)
+        except Exception:  # noqa: BLE001 - the next refresh says it again
+            return
+        if not left:
+            self.message.value = f"generation {self.generation}: applied by every live process"
+        else:
+            self.message.value = f"generation {self.generation}: {len(left)} process(es) not there yet"
+
+
+__all__ = ["RunControls", "RunPanel", "RunView", "heatmap_api", "run_view", "verdict"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ CLOCK_VARIABLE = "MSPTI_LENS_CLOCK"
 ENABLE_VARIABLE = "MSPTI_LENS_ENABLE"
 ACTIVITY_VARIABLE = "MSPTI_LENS_ACTIVITY"  # `record --activity KINDS`; "none" turns activity off
 PROMETHEUS_VARIABLE = "MSPTI_LENS_PROMETHEUS"  # `record --prometheus PORT`: each process serves /metrics
+PAUSED_VARIABLE = "MSPTI_LENS_PAUSED"  # `record --paused`: "1", no Session until `control start`
+GENERATION_VARIABLE = "MSPTI_LENS_GENERATION"  # the command generation `record` launched the job at
 DEFAULT_INTERVAL = 10.0
 DEFAULT_ENABLE = "runtime,hccl"
 # On by default: one COMMUNICATION record per collective is cheap (no per-kernel records), and it
@@ -33,6 +36,7 @@ COMMUNICATION_BUFFERS = (1 << 20, 4)
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 
 _writer: Any = None
+_recorder: Any = None
 _server: Any = None  # the /metrics server of `record --prometheus`, kept alive with the process
 
 
@@ -41,13 +45,15 @@ def _say(text: str) -> None:
 
 
 def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
-    """Start recording this process if asked to; returns the WindowWriter, or None."""
-    global _writer
+    """Start recording this process if asked to; returns the WindowWriter, or None. With
+    ``record --paused`` the process holds no Session (no MSPTI subscriber) until a ``control
+    start`` command; either way it obeys the run's commands (runs/control.py)."""
+    global _writer, _recorder
     out = env.get(RECORD_VARIABLE)
     if not out or _writer is not None:
         return _writer
     try:
-        from .writer import WindowWriter, check_writable, install_signal_handlers, rank_identity
+        from .writer import WindowWriter, check_writable, host_name, install_signal_handlers, rank_identity
 
         rank = rank_identity(env)  # a rank no run can hold is refused before subscribing
 
@@ -64,11 +70,114 @@ def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
         except OSError as e:
             _say(f"not recording this process: {e} (the output directory of `record --out`); it runs on")
             return None
+        recorder = Recorder(env)
+        paused = env.get(PAUSED_VARIABLE) == "1"
+        writer = WindowWriter(None, out, interval, host=host_name(env), rank=rank)
+        recorder.writer = writer
+        from .compact import Compactor
+
+        writer.compactor = Compactor(writer.dir, os.getpid())
+        if not paused:
+            recorder.turn_on(recorder.enable, recorder.activity, None, int(env.get(GENERATION_VARIABLE) or 0))
+        writer.start()
+        install_signal_handlers(writer)
+        os.register_at_fork(after_in_child=_forked, after_in_parent=_counted_fork)
+        _writer, _recorder = writer, recorder
+        if writer.session is not None:
+            _serve_metrics(writer, env)
+        recorder.control_start(out, int(env.get(GENERATION_VARIABLE) or 0))
+        return writer
+    except Exception as e:  # noqa: BLE001 - never break the program being recorded
+        _say(f"not recording this process ({type(e).__name__}: {e}); it runs on")
+        return None
+
+
+class Recorder:
+    """What a recorded process does on each command: subscribe (a Session with the enable set),
+    retarget the Session in place, or end the period and unsubscribe."""
+
+    def __init__(self, env: dict[str, str] | os._Environ):
+        self.env = env
+        self.enable = [t for t in (env.get(ENABLE_VARIABLE) or DEFAULT_ENABLE).split(",") if t]
+        self.activity = activity_kinds(env)
+        self.writer: Any = None
+        self.control: Any = None
+        self.until: float | None = None  # a `start --for` ends here (time.monotonic)
+        self.on_enable: list[str] = []
+        self.on_activity: list[str] = []
+
+    # -- commands ------------------------------------------------------------------------------
+    def apply(self, cmd: dict[str, Any]) -> None:
+        gen = int(cmd["generation"])
+        if cmd["command"] == "stop":
+            self.until = None
+            self.writer.end("stop")
+            return
+        enable = self.enable if cmd.get("enable") is None else list(cmd["enable"])
+        activity = self.activity if cmd.get("activity") is None else list(cmd["activity"])
+        if self.writer.session is None:
+            self.turn_on(enable, activity, cmd.get("for_s"), gen)
+        else:
+            self.retarget(enable, activity, cmd.get("for_s"), gen)
+
+    def tick(self) -> None:
+        if self.until is not None and time.monotonic() >= self.until:
+            self.until = None
+            self.writer.end("for ended")
+            if self.control is not None:
+                self.control.write()
+
+    def state(self) -> dict[str, Any]:
+        on = self.writer is not None and self.writer.session is not None
+        left = None if self.until is None else max(0.0, self.until - time.monotonic())
+        return {
+            "state": "on" if on else "off",
+            "enable": list(self.on_enable) if on else [],
+            "activity": list(self.on_activity) if on else [],
+            "until": None if left is None else time.time() + left,
+            "period": self.writer.period if self.writer is not None else 0,
+            "windows": self.writer.seq if self.writer is not None else 0,
+            "calls": self.writer.calls if self.writer is not None else 0,
+            "last_window": self.writer.last_window if self.writer is not None else None,
+            "calls_per_s": self.writer.calls_per_s if on else 0.0,
+        }
+
+    def _meta(self, gen: int) -> dict[str, Any]:
+        return {"enable": list(self.on_enable), "activity": list(self.on_activity), "generation": gen}
+
+    def turn_on(self, enable: list[str], activity: list[str], for_s: float | None, gen: int) -> None:
+        session = self._session(enable, activity)
+        self.on_enable, self.on_activity = list(enable), list(session.activity)
+        self.until = None if not for_s else time.monotonic() + float(for_s)
+        self.writer.begin(session, self._meta(gen))
+
+    def retarget(self, enable: list[str], activity: list[str], for_s: float | None, gen: int) -> None:
+        from .control import resolved_callbacks
+
+        session = self.writer.session
+        old, new = resolved_callbacks(self.on_enable), resolved_callbacks(enable)
+        old_kinds, new_kinds = set(session.activity), set(activity)
+
+        def change() -> None:
+            # Callback by callback: what is in both sets is never off for a moment.
+            for d, c in sorted(new - old):
+                session.enable((d, c))
+            for d, c in sorted(old - new):
+                session.disable((d, c))
+            if new_kinds - old_kinds:
+                session.enable_activity(*sorted(new_kinds - old_kinds))
+            if old_kinds - new_kinds:
+                session.disable_activity(*sorted(old_kinds - new_kinds))
+
+        self.on_enable, self.on_activity = list(enable), sorted(new_kinds)
+        self.until = None if not for_s else time.monotonic() + float(for_s)
+        self.writer.retarget(change, self._meta(gen))
+
+    def _session(self, enable: list[str], kinds: list[str]) -> Any:
         from ..device import DEFAULT_ACTIVITY_BUFFERS
         from ..session import Session
 
-        enable = [t for t in (env.get(ENABLE_VARIABLE) or DEFAULT_ENABLE).split(",") if t]
-        kinds = activity_kinds(env)
+        env = self.env
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             options: dict[str, Any] = {
@@ -88,16 +197,25 @@ def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
             session.start()
         for w in caught[:1]:
             _say(str(w.message).split(". ")[0] + ".")  # one line per process, not a paragraph
-        writer = WindowWriter(session, out, interval, rank=rank)
-        writer.start()
-        install_signal_handlers(writer)
-        os.register_at_fork(after_in_child=_forked, after_in_parent=_counted_fork)
-        _writer = writer
-        _serve_metrics(writer, env)
-        return writer
-    except Exception as e:  # noqa: BLE001 - never break the program being recorded
-        _say(f"not recording this process ({type(e).__name__}: {e}); it runs on")
-        return None
+        return session
+
+    def control_start(self, out: str, generation: int) -> None:
+        from .control import ProcessControl
+
+        w = self.writer
+        self.control = ProcessControl(
+            out,
+            host=w.host,
+            rank=w.rank,
+            rank_source=w.rank_source,
+            apply=self.apply,
+            state=self.state,
+            tick=self.tick,
+            generation=generation,
+        )
+        w.on_finish.append(self.control.end)
+        w.on_window.append(self.control.write)
+        self.control.start()
 
 
 def activity_kinds(env: dict[str, str] | os._Environ = os.environ) -> list[str]:
@@ -147,6 +265,7 @@ def _counted_fork() -> None:
 def _forked() -> None:
     # A forked child shares the parent's rank and files: the parent records (and serves), the
     # child does not.
-    global _writer, _server
+    global _writer, _server, _recorder
     _writer = None
     _server = None
+    _recorder = None

@@ -1,5 +1,6 @@
-"""``python -m mspti_lens record [--out DIR] [--interval S] -- CMD...``: record every Python
-process a command starts (torchrun, mpirun, ``python train.py``) without changing it."""
+"""``python -m mspti_lens record [--paused] [--out DIR] [--interval S] -- CMD...``: record every
+Python process a command starts (torchrun, mpirun, ``python train.py``) without changing it; with
+``--paused`` each process starts with profiling off until ``python -m mspti_lens control DIR start``."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ def child_env(args: argparse.Namespace, env: dict[str, str] | None = None) -> di
     e = dict(os.environ if env is None else env)
     e[hook.RECORD_VARIABLE] = str(Path(args.out).resolve())
     e[hook.INTERVAL_VARIABLE] = str(args.interval)
+    e[hook.PAUSED_VARIABLE] = "1" if getattr(args, "paused", False) else "0"
+    if getattr(args, "generation", None) is not None:
+        e[hook.GENERATION_VARIABLE] = str(args.generation)
     for var, value in (
         (hook.LIBRARY_VARIABLE, args.library),
         (hook.CLOCK_VARIABLE, args.clock),
@@ -52,6 +56,12 @@ def child_env(args: argparse.Namespace, env: dict[str, str] | None = None) -> di
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="mspti-run", help="the run's directory (default: ./mspti-run)")
+    p.add_argument(
+        "--paused",
+        action="store_true",
+        help="start every process with profiling off (no MSPTI subscriber: no cost) until "
+        "`python -m mspti_lens control DIR start`",
+    )
     p.add_argument(
         "--interval",
         type=float,
@@ -99,16 +109,29 @@ def main(args: argparse.Namespace) -> int:
         from ..device import check_kinds
 
         check_kinds(hook.activity_kinds({hook.ACTIVITY_VARIABLE: args.activity}))  # names the valid kinds
+    if args.enable:
+        from .control import check_enable
+
+        check_enable([t for t in args.enable.split(",") if t])  # did-you-mean before anything runs
+    if args.paused and args.prometheus is not None:
+        raise ValueError("--prometheus serves the Session a process starts with: not with --paused")
     from .writer import check_writable
 
     try:
         check_writable(args.out)
     except OSError as e:
         raise ValueError(f"{e}: choose another --out") from None
+    from .control import issue
+
+    # The job's launch is a command like any other: its generation is what every process starts
+    # at, so a command left in DIR by an earlier job is never obeyed by this one.
+    args.generation = issue(args.out, {"command": "stop" if args.paused else "start", "ranks": None})
     env = child_env(args)
     started = time.time()
+    how = "paused: start it with `python -m mspti_lens control DIR start`" if args.paused else "on"
     print(
-        f"mspti-lens: recording {' '.join(cmd)} -> {env[hook.RECORD_VARIABLE]} (every {args.interval:g} s)",
+        f"mspti-lens: recording {' '.join(cmd)} -> {env[hook.RECORD_VARIABLE]} "
+        f"(every {args.interval:g} s; {how})",
         file=sys.stderr,
         flush=True,
     )

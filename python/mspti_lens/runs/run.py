@@ -25,6 +25,8 @@ import polars as pl
 from ..catalog import DOMAIN_NAMES
 from ..snapshot import COUNTERS, MOMENT_COUNTERS, Snapshot
 from ..snapshot_file import FORMAT, LOADABLE_VERSIONS, merge_saved, native_from_state
+from .compact import covered_paths
+from .control import CONTROL_DIR, RunControl, read_processes
 from .stragglers import (  # noqa: F401 - latest_starters is re-exported
     INSTANCE_COLUMNS,
     instance_votes,
@@ -44,7 +46,8 @@ HCCL_DOMAIN = next(d for d, n in DOMAIN_NAMES.items() if n.lower() == "hccl")
 # incomplete: no window for longer than stale_after while at least half of the ranks are complete
 # (the job ended without it: killed, crashed); stale: no window for longer than stale_after, the
 # others not done (hung, or a loaded machine); missing: expected from the job's world size, never seen.
-STATUSES = ("complete", "running", "incomplete", "stale", "missing")
+# paused: alive, profiling off (a run recorded with `record --paused` or stopped by `control stop`).
+STATUSES = ("complete", "running", "paused", "incomplete", "stale", "missing")
 
 
 # The device event columns collective_events() reads (Snapshot.device_events' contract).
@@ -119,6 +122,9 @@ FILE_SCHEMA = {
     "rank": pl.Int64,
     "pid": pl.Int64,
     "window": pl.Int64,
+    "window_first": pl.Int64,
+    "period": pl.Int64,
+    "generation": pl.Int64,
     "final": pl.Boolean,
     "window_start": pl.Float64,
     "window_end": pl.Float64,
@@ -167,6 +173,9 @@ def _file_row(path: str) -> dict[str, Any] | Exception:
             "rank": rank,
             "pid": int(m.get("pid") or 0),
             "window": int(m.get("window") or 0),
+            "window_first": int(m.get("window_first") or m.get("window") or 0),
+            "period": int(m.get("period") or 1),
+            "generation": int(m.get("generation") or 0),
             "final": bool(m.get("final")),
             "window_start": float(m.get("window_start") or 0.0),
             "window_end": float(m.get("window_end") or 0.0),
@@ -177,6 +186,8 @@ def _file_row(path: str) -> dict[str, Any] | Exception:
             "label": str(m.get("label", "unknown backend")),
             "clock": str(m.get("clock", "")),
             **{c: int(counters.get(c, 0)) for c in FILE_COUNTERS},
+            "_periods": m.get("periods")
+            or [[int(m.get("period") or 1), m.get("window_start"), m.get("window_end"), m.get("enable")]],
         }
     except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
         return e
@@ -189,6 +200,9 @@ class Run:
     def __init__(self, root: str | os.PathLike, *, stale_after: float | None = None):
         self.root = os.fspath(root)
         self.stale_after = stale_after
+        # A skipped file is a RunWarning; a view that says them itself (the run panel) sets
+        # this False and reads ``skipped``.
+        self.warn = True
         self.skipped: dict[str, str] = {}
         self._rows: dict[str, dict[str, Any]] = {}
         self._event_paths: list[str] = []
@@ -200,15 +214,28 @@ class Run:
     def refresh(self) -> Run:
         """Re-list the run's files (new windows, new ranks). A window file never changes once
         written, so only new files are read."""
-        new = [p for p in list_windows(self.root) if p not in self._rows and p not in self.skipped]
+        listed = list_windows(self.root)
+        # Older windows are merged into segments as a rank runs (runs/compact.py): a window a
+        # listed segment covers, or one gone since, is left out, so nothing counts twice.
+        covered = covered_paths(listed)
+        here = [p for p in listed if p not in covered]
+        keep = set(here)
+        for gone in [p for p in self._rows if p not in keep]:
+            del self._rows[gone]
+        new = [p for p in here if p not in self._rows and p not in self.skipped]
         with ThreadPoolExecutor(max_workers=8) as pool:  # footers: latency-bound on shared storage
             for path, row in zip(new, pool.map(_file_row, new)):
                 if isinstance(row, Exception):
+                    if isinstance(row, FileNotFoundError):
+                        continue  # merged into a segment between the listing and the read
                     self._skip(path, row)
                 else:
                     self._rows[path] = row
-        self._files = pl.DataFrame(list(self._rows.values()), schema=FILE_SCHEMA).sort("path")
-        self._event_paths = [p for p in list_windows(self.root, EVENTS_GLOB) if p not in self.skipped]
+        rows = [{k: v for k, v in r.items() if k != "_periods"} for r in self._rows.values()]
+        self._files = pl.DataFrame(rows, schema=FILE_SCHEMA).sort("path")
+        events = list_windows(self.root, EVENTS_GLOB)
+        hidden = covered_paths(events)
+        self._event_paths = [p for p in events if p not in self.skipped and p not in hidden]
         self._snapshot: Snapshot | None = None
         self._collectives: pl.DataFrame | None = None
         return self
@@ -216,7 +243,8 @@ class Run:
     def _skip(self, path: str, why: Exception | str) -> None:
         reason = str(why).splitlines()[0] if str(why) else type(why).__name__
         self.skipped[path] = reason
-        warnings.warn(RunWarning(f"skipped {path}: {reason}"), stacklevel=3)
+        if self.warn:
+            warnings.warn(RunWarning(f"skipped {path}: {reason}"), stacklevel=3)
 
     def files(self) -> pl.DataFrame:
         """One row per window file read: host, rank, pid, window, final, times, counters."""
@@ -236,6 +264,11 @@ class Run:
         """Run ``query`` on the scan; if a file turns out unreadable past its footer, skip it
         (checking each file) and run it again."""
         try:
+            return query(self._scan())
+        except (pl.exceptions.PolarsError, OSError):
+            pass
+        try:  # first, files merged into a segment since the listing: list again
+            self.refresh()
             return query(self._scan())
         except (pl.exceptions.PolarsError, OSError) as e:
             if isinstance(e, pl.exceptions.SchemaError):
@@ -320,8 +353,9 @@ class Run:
 
     def timeline(self) -> pl.DataFrame:
         """Per window and rank, per function: calls, total, mean, min and max (ns), with the
-        window's wall-clock start and end (s since the epoch)."""
-        windows = self._files.select("path", "pid", "window", "window_start", "window_end")
+        window's wall-clock start and end (s since the epoch) and its on period (a gap between
+        two periods is time profiling was off; :meth:`periods` lists them)."""
+        windows = self._files.select("path", "pid", "window", "window_start", "window_end", "period")
 
         def q(lf: pl.LazyFrame) -> pl.DataFrame:
             rows = lf.select("path", "host", "rank", "domain", "name", "count", "sum", "min", "max")
@@ -331,6 +365,7 @@ class Run:
         out = rows.group_by("host", "rank", "window", "domain", "name").agg(
             pl.col("window_start").min(),
             pl.col("window_end").max(),
+            pl.col("period").max(),
             pl.col("count").sum().alias("num_calls"),
             pl.col("sum").sum().alias("total_ns"),
             pl.col("min").min().alias("min_ns"),
@@ -346,6 +381,7 @@ class Run:
             "window",
             "window_start",
             "window_end",
+            "period",
             "domain",
             "name",
             "num_calls",
@@ -359,16 +395,49 @@ class Run:
     # -- ranks ---------------------------------------------------------------------------------
     def ranks(self, now: float | None = None) -> pl.DataFrame:
         """One row per rank: processes, windows, calls, last update and its age, whether every
-        process of the rank wrote its final window (``complete``) and a status (``STATUSES``)."""
+        process of the rank ended cleanly (``complete``: its final window written, or it ended
+        with profiling off), a status (``STATUSES``) and, for a run recorded with control, its
+        profiling ``state`` (on, off, ended, lost; ``paused`` status: alive and off)."""
         now = time.time() if now is None else now
         f = self._files
         interval = float(cast(float, f["interval_s"].max()) or 0.0) if f.height else 0.0
         stale_after = self.stale_after if self.stale_after is not None else max(3 * interval, 1.0)
         per_pid = f.group_by("host", "rank", "pid").agg(pl.col("final").any(), pl.col("written").max())
+        procs = self.processes()
+        if procs.height:
+            # A process without a rank variable and without windows is a launcher or a helper.
+            with_windows = per_pid.select("host", "rank", "pid").with_columns(pl.lit(True).alias("_w"))
+            procs = procs.join(with_windows, on=["host", "rank", "pid"], how="left").filter(
+                (pl.col("rank_source") != "pid") | pl.col("_w").fill_null(False)
+            )
+            per_pid = per_pid.join(
+                procs.select("host", "rank", "pid", "state", "heartbeat"),
+                on=["host", "rank", "pid"],
+                how="full",
+                coalesce=True,
+            ).with_columns(
+                (pl.col("final").fill_null(False) | (pl.col("state") == "ended").fill_null(False)).alias(
+                    "final"
+                ),
+                pl.when(pl.col("state").is_in(["on", "off"]))
+                .then(pl.max_horizontal("written", "heartbeat"))
+                .otherwise(pl.col("written").fill_null(pl.col("heartbeat")))
+                .alias("written"),
+            )
+        else:
+            per_pid = per_pid.with_columns(pl.lit(None, dtype=pl.String).alias("state"))
         per_rank = per_pid.group_by("host", "rank").agg(
             pl.col("pid").n_unique().cast(pl.UInt32).alias("processes"),
             pl.col("final").all().alias("complete"),
             pl.col("written").max().alias("last_update"),
+            pl.when((pl.col("state") == "on").any())
+            .then(pl.lit("on"))
+            .when((pl.col("state") == "off").any())
+            .then(pl.lit("off"))
+            .when((pl.col("state") == "lost").any())
+            .then(pl.lit("lost"))
+            .otherwise(pl.col("state").drop_nulls().first())
+            .alias("state"),
         )
         if f.height:
             calls = self._collect(
@@ -377,13 +446,22 @@ class Run:
         else:
             calls = pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64, "calls": pl.UInt64})
         nwin = f.group_by("host", "rank").agg(pl.len().cast(pl.UInt32).alias("windows"))
-        out = per_rank.join(nwin, on=["host", "rank"]).join(calls, on=["host", "rank"], how="left")
+        out = per_rank.join(nwin, on=["host", "rank"], how="left").join(
+            calls, on=["host", "rank"], how="left"
+        )
         out = out.with_columns(
             (pl.lit(now) - pl.col("last_update")).alias("age_s"),
             pl.col("calls").fill_null(0).cast(pl.UInt64),
+            pl.col("windows").fill_null(0).cast(pl.UInt32),
         ).with_columns(
             pl.when(pl.col("complete"))
             .then(pl.lit("complete"))
+            .when(pl.col("state") == "on")
+            .then(pl.lit("running"))
+            .when(pl.col("state") == "off")
+            .then(pl.lit("paused"))
+            .when(pl.col("state") == "lost")  # its process died (killed, crashed): no final window
+            .then(pl.lit("incomplete"))
             .when(pl.col("age_s") <= stale_after)
             .then(pl.lit("running"))
             .when(pl.col("complete").sum() * 2 >= pl.len())
@@ -391,7 +469,8 @@ class Run:
             .otherwise(pl.lit("stale"))
             .alias("status")
         )
-        cols = ["host", "rank", "status", "complete", "processes", "windows", "calls", "last_update", "age_s"]
+        cols = ["host", "rank", "status", "complete", "processes", "windows", "calls", "last_update"]
+        cols += ["age_s", "state"]
         out = out.select(cols)
         world = f["world_size"].drop_nulls().max() if f.height else None
         if world:
@@ -404,6 +483,51 @@ class Run:
                 )
                 out = pl.concat([out, gone], how="diagonal_relaxed")
         return out.sort("rank", "host")
+
+    def processes(self) -> pl.DataFrame:
+        """The run's processes as their control files say (host, rank, pid, state, heartbeat,
+        rank_source); empty for a run without control (or at a URL)."""
+        schema = {
+            "host": pl.String,
+            "rank": pl.Int64,
+            "pid": pl.Int64,
+            "state": pl.String,
+            "heartbeat": pl.Float64,
+            "rank_source": pl.String,
+        }
+        if _is_url(self.root):
+            return pl.DataFrame(schema=schema)
+        rows = [{k: p.get(k) for k in schema} for p in read_processes(self.root.removeprefix("file://"))]
+        return pl.DataFrame(rows, schema=schema, orient="row")
+
+    def periods(self) -> pl.DataFrame:
+        """When profiling was on: one row per rank, process and on period, with its start and
+        end (s since the epoch) and what was enabled (compacted windows keep their periods)."""
+        rows = []
+        for r in self._rows.values():
+            for p in r.get("_periods") or []:
+                rows.append((r["host"], r["rank"], r["pid"], int(p[0]), p[1], p[2], ",".join(p[3] or [])))
+        schema = {
+            "host": pl.String,
+            "rank": pl.Int64,
+            "pid": pl.Int64,
+            "period": pl.Int64,
+            "start": pl.Float64,
+            "end": pl.Float64,
+            "enable": pl.String,
+        }
+        df = pl.DataFrame(rows, schema=schema, orient="row")
+        return (
+            df.group_by("host", "rank", "pid", "period")
+            .agg(pl.col("start").min(), pl.col("end").max(), pl.col("enable").max())
+            .sort("host", "rank", "pid", "period")
+        )
+
+    @property
+    def control(self) -> RunControl:
+        """Start, stop and retarget profiling in the job while it runs (``.start()``,
+        ``.stop()``, ``.status()``, ``.wait()``): see ``python -m mspti_lens control``."""
+        return RunControl(self.root)
 
     # -- stragglers ----------------------------------------------------------------------------
     def collective_times(self) -> pl.DataFrame:
@@ -567,6 +691,8 @@ def _check_run_root(p: Path) -> None:
     where the run root is; else a RunWarning saying what is there (a run being recorded may
     have written nothing yet, so an empty run is still a Run)."""
     layout = "host=H/rank=R/window-*.parquet"
+    if (p / CONTROL_DIR).is_dir():
+        return  # `record` started here: a run whose processes have written no window yet
     if p.name.startswith("rank=") and p.parent.name.startswith("host="):
         raise ValueError(
             f"{p} is one rank's folder of a run; open the run's root, the directory `record --out` "

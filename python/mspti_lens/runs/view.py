@@ -14,6 +14,7 @@ import polars as pl
 STATUS_STYLE = {
     "complete": ("#2e7d32", "complete"),
     "running": ("#1565c0", "running"),
+    "paused": ("#616161", "paused"),
     "incomplete": ("#c62828", "INCOMPLETE"),
     "stale": ("#e65100", "STALE"),
     "missing": ("#c62828", "MISSING"),

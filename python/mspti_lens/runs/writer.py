@@ -46,6 +46,8 @@ HOST_VARIABLE = "MSPTI_LENS_HOST"
 WINDOW_GLOB = "window-*.parquet"
 WINDOW_NAME = re.compile(r"^window-(\d+)-pid(\d+)\.parquet$")
 EVENTS_GLOB = "events-*.parquet"
+TICK_S = 0.25  # the writer thread looks at the clock this often
+FIRST_WINDOW_S = 1.0  # the first window of an on period is written after at most this long
 
 
 # In the run's root, one per recorded process that forked: how many children it forked (they
@@ -137,6 +139,9 @@ class WindowWriter:
     """Takes a window from a Session every ``interval`` seconds and writes it atomically.
 
     The Session's ``reset()`` hands over each window, so every call is in exactly one file.
+    Profiling may be turned on and off while the process runs (:meth:`begin`, :meth:`end`,
+    :meth:`retarget`): without a Session (off) it writes nothing. Each window's metadata says
+    what was enabled and which on period (``period``) and command (``generation``) it is of.
     """
 
     def __init__(
@@ -164,10 +169,20 @@ class WindowWriter:
         self.started = time.time()
         self.seq = 0
         self.calls = 0
+        # What the windows of the current on period say about it (enable set, generation, ...).
+        self.period_meta: dict[str, Any] = {}
+        self.period = 1 if session is not None else 0
+        self.last_window: float | None = None  # when the last window was written
+        self.calls_per_s = 0.0  # calls per second in the last window
+        self.on_finish: list[Any] = []  # called once the final window is written (control)
+        self.on_window: list[Any] = []  # called after each window written (control's status)
+        self.compactor: Any = None  # merges older windows (runs/compact.py), after each write
+        self._due = time.monotonic() + self.interval  # the next periodic window
         self.keys: dict[str, int] = {}
-        # Held for each window's write. Only the final write and the writer thread take it, and a
-        # signal handler never waits on it (see finish).
-        self._lock = threading.Lock()
+        # Held for each window's write. The final write, the writer thread and the control thread
+        # (begin, end, retarget: each holds it around its own window) take it; a signal handler
+        # never waits on it (see finish). Reentrant: end and retarget write a window inside.
+        self._lock = threading.RLock()
         self._stop = threading.Event()
         # Taken once, without waiting, by the one call of finish that writes the final window.
         self._finish_token = threading.Lock()
@@ -186,11 +201,52 @@ class WindowWriter:
         return self
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._stop.wait(min(self.interval, TICK_S)):
+            if self.session is None or time.monotonic() < self._due:
+                continue
             try:
+                self._due = time.monotonic() + self.interval
                 self.write_window(final=False)
             except Exception as e:  # noqa: BLE001 - a full disk must not end the program
                 print(f"mspti-lens: could not write a window to {self.dir}: {e}", file=sys.stderr)
+
+    # -- on and off ----------------------------------------------------------------------------
+    def begin(self, session: Any, meta: dict[str, Any]) -> None:
+        """Profiling turned on: take windows from ``session`` (started) from now on."""
+        with self._lock:
+            if self._closing:
+                session.close()
+                return
+            self.session = session
+            self.period += 1
+            self.period_meta = dict(meta)
+            # The period's first window comes soon, so a view shows what was turned on at once.
+            self._due = time.monotonic() + min(self.interval, FIRST_WINDOW_S)
+
+    def end(self, reason: str = "stop") -> None:
+        """Profiling turned off: the period's last window, then the Session is closed (MSPTI
+        unsubscribed: no callback, no activity buffer)."""
+        with self._lock:
+            if self.session is None or self._closing:
+                return
+            try:
+                self.write_window(final=False, reason=reason, period_end=True)
+            finally:
+                with contextlib.suppress(Exception):
+                    self.session.close()
+                self.session = None
+                self.calls_per_s = 0.0
+
+    def retarget(self, change: Any, meta: dict[str, Any]) -> None:
+        """Change what is enabled (``change()``, on the Session) at a window boundary: the
+        window so far says the old set, the next the new one; what stays enabled keeps counting
+        and nothing is in both windows (``reset()`` hands each call to exactly one)."""
+        with self._lock:
+            if self.session is None or self._closing:
+                return
+            self.write_window(final=False, reason="retarget")
+            change()
+            self.period_meta = dict(meta)
 
     def finish(self, reason: str = "exit") -> bool:
         """Write the last window (marked final), close the Session, print the rank's summary line.
@@ -206,12 +262,16 @@ class WindowWriter:
         try:
             self._closing = True
             self._stop.set()
-            try:
-                self.write_window(final=True, reason=reason)
-            except Exception as e:  # noqa: BLE001 - the program's exit must go on
-                _say_line(f"mspti-lens: could not write the last window to {self.dir}: {e}")
-            with contextlib.suppress(Exception):  # closing at exit is best effort
-                self.session.close()
+            if self.session is not None:
+                try:
+                    self.write_window(final=True, reason=reason)
+                except Exception as e:  # noqa: BLE001 - the program's exit must go on
+                    _say_line(f"mspti-lens: could not write the last window to {self.dir}: {e}")
+                with contextlib.suppress(Exception):  # closing at exit is best effort
+                    self.session.close()
+            for call in self.on_finish:
+                with contextlib.suppress(Exception):  # best effort at exit
+                    call()
             if self.seq:
                 _say_line(self.summary_line())
         finally:
@@ -244,15 +304,17 @@ class WindowWriter:
                 os.kill(os.getpid(), signum)
 
     # -- windows -------------------------------------------------------------------------------
-    def write_window(self, final: bool, reason: str | None = None) -> Path | None:
+    def write_window(self, final: bool, reason: str | None = None, period_end: bool = False) -> Path | None:
         with self._lock:
-            if self._closing and not final:
+            if (self._closing and not final) or self.session is None:
                 return None
-            self._flush_activity(settle=final)
+            self._flush_activity(settle=final or period_end)
             snap = self.session.reset()
+            calls = 0
             if len(snap):
                 df = snap.summary()
-                self.calls += int(df["num_calls"].sum())
+                calls = int(df["num_calls"].sum())
+                self.calls += calls
                 for name, total in zip(df["name"], df["total_ns"]):
                     self.keys[name] = self.keys.get(name, 0) + int(total)
             dev = getattr(snap, "device", None)
@@ -278,14 +340,31 @@ class WindowWriter:
                     "process_start": self.started,
                     "argv": self.argv[:16],
                     "written": time.time(),
+                    "on": True,  # a window is only written while profiling is on
+                    "period": self.period,
+                    "period_end": bool(period_end or final),
+                    **self.period_meta,
                 }
             )
+            m = snap.meta
+            m["periods"] = [[self.period, m.get("window_start"), m.get("window_end"), m.get("enable")]]
             path = self.dir / window_name(self.seq, self._pid)
             tmp = self.dir / f".{path.name}.{self._pid}.tmp"
             self.dir.mkdir(parents=True, exist_ok=True)
             self._write_events(snap)
             snap.save(tmp)
             os.replace(tmp, path)
+            span = float(m.get("window_end") or 0) - float(m.get("window_start") or 0)
+            self.calls_per_s = calls / span if span > 0 else 0.0
+            self.last_window = m["written"]
+            for call in self.on_window:
+                with contextlib.suppress(Exception):  # status then shows the previous window
+                    call()
+            if self.compactor is not None:
+                try:
+                    self.compactor.compact()
+                except Exception as e:  # noqa: BLE001 - uncompacted windows are still whole
+                    _say_line(f"mspti-lens: could not compact the windows in {self.dir}: {e}")
             return path
 
     def _flush_activity(self, settle: bool) -> None:
@@ -293,7 +372,8 @@ class WindowWriter:
         buffers reach the collector only when full or flushed, and a final window that missed
         them would lose them (the last window settles: device records trail FlushAll)."""
         with contextlib.suppress(Exception):  # a window without the last records beats none
-            self.session.flush_activity(settle)
+            if self.session is not None:
+                self.session.flush_activity(settle)
 
     def _write_events(self, snap: Any) -> None:
         """The window's device event log, if it has any (Snapshot.device_events of the contract)."""
