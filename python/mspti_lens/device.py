@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from . import _native
+from . import collectives as collectives_model
 from .columns import QUANTILES, STAT_COLUMNS, stat_columns
 
 KINDS: tuple[str, ...] = tuple(_native.activity_kinds())
@@ -137,8 +138,10 @@ class DeviceData:
             df = pl.concat([df, m], how="diagonal")
         return df.with_columns(pl.lit(source).alias("source")).sort(["domain", "name", "side"])
 
-    def collectives(self, source: str) -> pl.DataFrame:
-        """Per (communicator, op, record source): device duration and bandwidth (GB/s)."""
+    def collectives(self, source: str, ranks: Any = None) -> pl.DataFrame:
+        """Per (communicator, op, record source): device duration and bandwidth (GB/s), with
+        nccl-tests' median algbw_gbps, busbw_gbps and bytes (``nccl_bytes``) from the event log
+        (``ranks``: the communicators' rank count, see collectives.per_collective)."""
         d = self._table("collectives", "duration").select(
             pl.col("key0").alias("group"),
             pl.col("key1").alias("op"),
@@ -155,7 +158,17 @@ class DeviceData:
             (pl.col("min_ns").cast(pl.Float64) / 1000.0).alias("bw_min_gbps"),
         )
         out = d.join(bw, on=["group", "op", "from"], how="left")
+        # nccl-tests' algbw and busbw from the event log (null without events or known ranks).
+        nccl = collectives_model.per_op(self.device_events(source), ranks).select(
+            "group", pl.col("name").alias("op"), "from", "algbw_gbps", "busbw_gbps", "nccl_bytes"
+        )
+        out = out.join(nccl, on=["group", "op", "from"], how="left", nulls_equal=True)
         return out.with_columns(pl.lit(source).alias("source")).sort(["group", "op", "from"])
+
+    def collectives_by_size(self, source: str, ranks: Any = None) -> pl.DataFrame:
+        """nccl-tests' table per (communicator, op, size bucket): collectives.by_size."""
+        out = collectives_model.by_size(self.device_events(source), ranks)
+        return out.with_columns(pl.lit(source).alias("source"))
 
     def memcpy(self, source: str) -> pl.DataFrame:
         d = self._table("memcpy", "duration").select(
@@ -316,7 +329,7 @@ def _dev(snap: Any) -> DeviceData | None:
     return getattr(snap, "device", None)
 
 
-def frame(snap: Any, name: str) -> pl.DataFrame:
+def frame(snap: Any, name: str, **kw: Any) -> pl.DataFrame:
     """Snapshot.<name>() for the device frames; an empty frame (with the right columns) when the
     snapshot has no activity."""
     d = _dev(snap)
@@ -326,7 +339,17 @@ def frame(snap: Any, name: str) -> pl.DataFrame:
                 [], [], [], [], [], [], [], [], [], [], [], [], [], [], {}, "off", "", []
             )
         )
-    return getattr(d, name)(_source(snap))
+    return getattr(d, name)(_source(snap), **kw)
+
+
+def collectives(snap: Any, by: str | None = None, ranks: Any = None) -> pl.DataFrame:
+    """Snapshot.collectives(): per (communicator, op, source), or with ``by="size"`` nccl-tests'
+    table per message-size bucket."""
+    if by is None:
+        return frame(snap, "collectives", ranks=ranks)
+    if by != "size":
+        raise ValueError(f"collectives(by=...) takes 'size' or None, not {by!r}")
+    return frame(snap, "collectives_by_size", ranks=ranks)
 
 
 def histogram(snap: Any) -> pl.DataFrame:

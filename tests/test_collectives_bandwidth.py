@@ -1,0 +1,110 @@
+"""nccl-tests' bandwidth (bytes, algbw, busbw) per message-size bucket on the simulator's virtual
+clock: known counts, types and ranks give bytes exactly, and algbw/busbw are bytes over the
+recorded device time times nccl-tests' bus factor; bad input gets no bandwidth."""
+
+from __future__ import annotations
+
+import ctypes
+
+import polars as pl
+import pytest
+from _sim_activity import bind
+
+from mspti_lens import Session
+from mspti_lens.collectives import NO_HCCL_NOTE, bus_factor, by_size, format_gbps, note, op_of, size_bucket
+
+pytestmark = pytest.mark.filterwarnings("ignore::mspti_lens.errors.SimulatedBackendWarning")
+FP16, FP32 = 3, 4
+
+
+def test_bus_factors_and_names_are_nccl_tests():
+    assert bus_factor("all_reduce", 8) == 2 * 7 / 8
+    assert (
+        bus_factor("all_gather", 4) == bus_factor("reduce_scatter", 4) == bus_factor("all_to_all", 4) == 0.75
+    )
+    assert bus_factor("broadcast", None) == bus_factor("send", 8) == 1.0
+    assert bus_factor("all_reduce", None) is None
+    assert [op_of(n) for n in ("HcclAllReduce", "hcom_allGather_", "hcom_receive_", "Weird")] == [
+        "all_reduce",
+        "all_gather",
+        "recv",
+        "Weird",
+    ]
+    assert [size_bucket(b) for b in (None, 0, 1, 1023, 1024, 1025)] == [None, None, 1, 512, 1024, 1024]
+
+
+def test_by_size_is_exact_on_the_virtual_clock(sim):
+    sim.reset()
+    L = bind(sim.lib)
+    sim.set_clock("virtual")
+    L.msimSetDeviceModel(2000, 0, 1000)
+    L.msimCallCollective.argtypes = [
+        ctypes.c_uint32,
+        ctypes.c_uint64,
+        ctypes.c_uint64,
+        ctypes.c_uint32,
+        ctypes.c_uint32,
+    ]
+    calls = [
+        ("HcclAllReduce", 1 << 18, FP32),
+        ("HcclAllGather", 1 << 10, FP16),
+        ("HcclBroadcast", 1 << 20, FP16),
+    ]
+    try:
+        with Session(
+            library="sim", enable=["LAUNCH"], clock="mspti", activity=["communication", "hccl"]
+        ) as s:
+            L.msimSetThreadStream(0, 9)
+            L.msimSetCommName(b"tp0")
+            for op, count, dt in calls * 3:
+                assert L.msimCallCollective(sim.api(op), 30_000, count, dt, 8) == 0
+            snap = s.snapshot()
+    finally:
+        L.msimSetCommName(None)
+        L.msimSetThreadStream(0, 0)
+    ev = snap.device_events().filter(pl.col("kind") == "communication")
+    t = snap.collectives(by="size", ranks=8)
+    assert t["op"].to_list() == ["all_gather", "all_reduce", "broadcast"]
+    want_bytes = {"all_reduce": (1 << 18) * 4, "all_gather": (1 << 10) * 2 * 8, "broadcast": (1 << 20) * 2}
+    factor = {"all_reduce": 2 * 7 / 8, "all_gather": 7 / 8, "broadcast": 1.0}
+    for r in t.iter_rows(named=True):
+        name = {
+            "all_reduce": "hcom_allReduce_",
+            "all_gather": "hcom_allGather_",
+            "broadcast": "hcom_broadcast_",
+        }
+        d = ev.filter(pl.col("name") == name[r["op"]])["duration_ns"]
+        assert r["num_calls"] == 3 and r["bytes"] == want_bytes[r["op"]] and r["ranks"] == 8
+        assert r["med_ns"] == float(d.median())  # type: ignore[arg-type]
+        assert r["algbw_gbps"] == pytest.approx(want_bytes[r["op"]] / d.median())  # type: ignore[operator]
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * factor[r["op"]])
+        assert r["algbw_p10_gbps"] <= r["algbw_gbps"] <= r["algbw_p90_gbps"]
+    # HCCL's own bandWidth beside it where its size agrees (all-reduce: count x type size).
+    ar = t.filter(pl.col("op") == "all_reduce").row(0, named=True)
+    assert ar["hccl_bw_gbps"] == pytest.approx(ar["algbw_gbps"], rel=1e-9)
+    # Without the rank count all-reduce has no busbw and all-gather no bytes; broadcast keeps both.
+    u = snap.collectives(by="size").filter(pl.col("op") != "broadcast")
+    assert u["busbw_gbps"].is_null().all()
+    c = snap.collectives()
+    assert {"algbw_gbps", "busbw_gbps", "bytes"} <= set(c.columns) and c.height == 6
+    with pytest.raises(ValueError, match="'size' or None"):
+        snap.collectives(by="sizes")
+
+
+def test_unknown_type_or_zero_duration_gets_no_bandwidth_and_no_hccl_is_one_sentence():
+    ev = pl.DataFrame(
+        {
+            "kind": ["communication", "communication", "hccl"],
+            "name": ["hcom_allReduce_", "hcom_allReduce_", "HcclAllReduce"],
+            "group": ["g"] * 3,
+            "duration_ns": [0, 100, 100],
+            "bytes": [1024, 0, None],
+        },
+        schema_overrides={"bytes": pl.UInt64, "duration_ns": pl.Int64},
+    )
+    t = by_size(ev, ranks=4)
+    assert t["algbw_gbps"].is_null().all() and t["busbw_gbps"].is_null().all()
+    assert format_gbps(None) == "—" and format_gbps(float("inf")) == "—" and format_gbps(1.5) == "1.50"
+    assert note(ev.clear()) == NO_HCCL_NOTE and note(ev) is None
+    with pytest.raises(ValueError, match="rank count"):
+        by_size(ev, ranks=0)
