@@ -10,7 +10,11 @@ import polars as pl
 import pytest
 from _sim_activity import bind
 
-from mspti_lens import Session
+from polars.testing import assert_frame_equal
+
+from mspti_lens import Session, Snapshot, plots
+from mspti_lens.export.otlp import to_otlp
+from mspti_lens.export.prometheus import to_prometheus
 from mspti_lens.collectives import NO_HCCL_NOTE, bus_factor, by_size, format_gbps, note, op_of, size_bucket
 
 pytestmark = pytest.mark.filterwarnings("ignore::mspti_lens.errors.SimulatedBackendWarning")
@@ -33,7 +37,7 @@ def test_bus_factors_and_names_are_nccl_tests():
     assert [size_bucket(b) for b in (None, 0, 1, 1023, 1024, 1025)] == [None, None, 1, 512, 1024, 1024]
 
 
-def test_by_size_is_exact_on_the_virtual_clock(sim):
+def test_by_size_is_exact_on_the_virtual_clock(sim, tmp_path):
     sim.reset()
     L = bind(sim.lib)
     sim.set_clock("virtual")
@@ -65,6 +69,7 @@ def test_by_size_is_exact_on_the_virtual_clock(sim):
     ev = snap.device_events().filter(pl.col("kind") == "communication")
     t = snap.collectives(by="size", ranks=8)
     assert t["op"].to_list() == ["all_gather", "all_reduce", "broadcast"]
+    assert t["data_type"].to_list() == ["fp16", "fp32", "fp16"]
     want_bytes = {"all_reduce": (1 << 18) * 4, "all_gather": (1 << 10) * 2 * 8, "broadcast": (1 << 20) * 2}
     factor = {"all_reduce": 2 * 7 / 8, "all_gather": 7 / 8, "broadcast": 1.0}
     for r in t.iter_rows(named=True):
@@ -89,6 +94,32 @@ def test_by_size_is_exact_on_the_virtual_clock(sim):
     assert {"algbw_gbps", "busbw_gbps", "bytes"} <= set(c.columns) and c.height == 6
     with pytest.raises(ValueError, match="'size' or None"):
         snap.collectives(by="sizes")
+    # The data type survives a file, and the series are exported from the same table.
+    path = tmp_path / "snap.parquet"
+    snap.save(path)
+    back = Snapshot.load(path)
+    assert_frame_equal(back.collectives(by="size", ranks=8).drop("source"), t.drop("source"))
+    prom = to_prometheus(snap)
+    bc = t.filter(pl.col("op") == "broadcast").row(0, named=True)
+    line = (
+        f'mspti_lens_collective_busbw_gbps{{group="tp0",op="broadcast",data_type="fp16",bytes="{bc["bytes"]}"'
+    )
+    assert any(x.startswith(line) and float(x.split()[-1]) == bc["busbw_gbps"] for x in prom.splitlines())
+    assert isinstance(to_prometheus(snap, "protobuf"), bytes)
+    metrics = to_otlp(snap)["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+    busbw = next(m for m in metrics if m["name"] == "mspti_lens.collective.busbw")["gauge"]["dataPoints"]
+    assert sorted(p["asDouble"] for p in busbw) == sorted(
+        snap.collectives(by="size").filter(pl.col("busbw_gbps").is_not_null())["busbw_gbps"].to_list()
+    )
+    # A window without collectives gets one sentence, in the table's place and in the plot.
+    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"]) as s:
+        none = s.snapshot()
+    assert none.collectives(by="size").height == 0
+    assert plots.bandwidth(none).axes[0].texts[0].get_text() == NO_HCCL_NOTE
+    fig = plots.bandwidth(snap, ranks=8)
+    assert {ln.get_label() for ln in fig.axes[0].get_lines()} == {
+        "all_gather fp16 [tp0]", "all_reduce fp32 [tp0]", "broadcast fp16 [tp0]"
+    }  # fmt: skip
 
 
 def test_unknown_type_or_zero_duration_gets_no_bandwidth_and_no_hccl_is_one_sentence():
@@ -99,6 +130,7 @@ def test_unknown_type_or_zero_duration_gets_no_bandwidth_and_no_hccl_is_one_sent
             "group": ["g"] * 3,
             "duration_ns": [0, 100, 100],
             "bytes": [1024, 0, None],
+            "data_type": ["fp16", "unknown:99", None],
         },
         schema_overrides={"bytes": pl.UInt64, "duration_ns": pl.Int64},
     )

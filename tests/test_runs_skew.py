@@ -82,3 +82,14 @@ def test_a_recorded_job_with_a_rank_a_known_time_late_gives_that_skew_exactly(tm
     assert (s["spread_ns"] == LATE_NS).all() and (s["wait_ns"] == LATE_NS).all()
     v = lagging(run)
     assert v["rank"] == 1 and v["wait_ns"] == LATE_NS * STEPS
+
+
+def test_the_distribution_per_op_counts_every_instance():
+    from mspti_lens.runs.skew import by_op
+
+    d = by_op(skew(events(late_rank=2, late_ns=LATE_NS, instances=5))).row(0, named=True)
+    assert (d["instances"], d["spread_med_ns"], d["spread_max_ns"], d["last_rank_mode"]) == (
+        5, 20 + LATE_NS, 20 + LATE_NS, 2
+    )  # fmt: skip
+    assert d["wait_total_ns"] == 5 * sum(20 + LATE_NS - x for x in (0, 10, 30))
+    assert by_op(skew(events(0, 0).clear())).height == 0

@@ -46,10 +46,11 @@ NO_HCCL_NOTE = (
     "no HCCL collectives in this data: enable the communication or hccl activity kind "
     "(Session(activity=['communication']) or record --activity communication) on a job that runs them"
 )
-BY_SIZE_KEYS = ("group", "op", "bytes")
+BY_SIZE_KEYS = ("group", "op", "data_type", "bytes")
 BY_SIZE_SCHEMA: dict[str, pl.DataType] = {
     "group": pl.String(),
     "op": pl.String(),
+    "data_type": pl.String(),
     "bytes": pl.UInt64(),
     "ranks": pl.UInt32(),
     "num_calls": pl.UInt64(),
@@ -116,8 +117,11 @@ def per_collective(events: pl.DataFrame, ranks: Any = None) -> pl.DataFrame:
     (nccl-tests' size), algbw_gbps, busbw_gbps. ``ranks``: the rank count (an int, or a dict
     group -> int); COMMUNICATION bytes of all-gather and co. need it."""
     ev = events.filter(pl.col("kind").is_in(["communication", "hccl"]))
+    if "data_type" not in ev.columns:  # event logs written before the column
+        ev = ev.with_columns(pl.lit(None, pl.String).alias("data_type"))
     rows = []
-    for kind, name, group, dur, b in ev.select("kind", "name", "group", "duration_ns", "bytes").iter_rows():
+    cols = ("kind", "name", "group", "data_type", "duration_ns", "bytes")
+    for kind, name, group, dt, dur, b in ev.select(cols).iter_rows():
         op = op_of(name)
         n = _ranks_for(ranks, group)
         nbytes: int | None = None if op in NO_BYTES or not b else int(b)
@@ -129,7 +133,7 @@ def per_collective(events: pl.DataFrame, ranks: Any = None) -> pl.DataFrame:
         bus = alg * f if alg is not None and f is not None else None
         if alg is not None and not math.isfinite(alg):
             alg = bus = None
-        rows.append((group, op, name, kind, n, dur, nbytes, alg, bus))
+        rows.append((group, op, name, kind, dt, n, dur, nbytes, alg, bus))
     return pl.DataFrame(
         rows,
         schema={
@@ -137,6 +141,7 @@ def per_collective(events: pl.DataFrame, ranks: Any = None) -> pl.DataFrame:
             "op": pl.String,
             "name": pl.String,
             "from": pl.String,
+            "data_type": pl.String,
             "ranks": pl.UInt32,
             "duration_ns": pl.Int64,
             "bytes": pl.UInt64,
@@ -153,7 +158,8 @@ def _source(per: pl.DataFrame) -> str:
 
 
 def by_size(events: pl.DataFrame, ranks: Any = None) -> pl.DataFrame:
-    """nccl-tests' table: per (communicator, op, message-size bucket in powers of two) the count,
+    """nccl-tests' table: per (communicator, op, data type (COMMUNICATION records; null from HCCL
+    records), message-size bucket in powers of two) the count,
     device time (median, p10, p90) and algbw / busbw (median, p10, p90), with HCCL's own
     bandWidth (median) beside it when HCCL records are present (BY_SIZE_SCHEMA)."""
     per = per_collective(events, ranks)
@@ -163,7 +169,7 @@ def by_size(events: pl.DataFrame, ranks: Any = None) -> pl.DataFrame:
     src = _source(per)
     main = per.filter(pl.col("from") == src)
     q = lambda c, p: pl.col(c).quantile(p, "linear")  # noqa: E731
-    out = main.group_by("group", "op", "bucket").agg(
+    out = main.group_by("group", "op", "data_type", "bucket").agg(
         pl.col("ranks").first(),
         pl.len().cast(pl.UInt64).alias("num_calls"),
         pl.col("duration_ns").median().cast(pl.Float64).alias("med_ns"),
@@ -181,13 +187,14 @@ def by_size(events: pl.DataFrame, ranks: Any = None) -> pl.DataFrame:
         .group_by("group", "op", "bucket")
         .agg(pl.col("algbw_gbps").median().alias("hccl_bw_gbps"))
     )
+    # HCCL records carry no data type: its bandwidth sits beside every type of the bucket.
     out = out.join(hccl, on=["group", "op", "bucket"], how="left", nulls_equal=True)
     out = out.rename({"bucket": "bytes"}).with_columns(pl.lit(src).alias("from"))
     return (
         out.select(list(BY_SIZE_SCHEMA))
         .cast(BY_SIZE_SCHEMA)
         .sort(  # type: ignore[arg-type]
-            "group", "op", "bytes", nulls_last=True
+            "group", "op", "data_type", "bytes", nulls_last=True
         )
     )
 

@@ -16,7 +16,9 @@ EVENT_KINDS: tuple[str, ...] = tuple(_native.device_event_kinds())
 # Snapshot.device_events(): one row per KERNEL / COMMUNICATION / HCCL record, by start_ns. `group`,
 # `sequence` (the collective's 0-based instance of its (group, name) since the session started)
 # and `bytes` are null for kernels; HCCL records carry no correlation id (0) and no byte count
-# (bandwidth x duration); times are the records' CLOCK_REALTIME-scale ns.
+# (bandwidth x duration); `data_type` is a COMMUNICATION record's dataType by name (fp16, ...;
+# unknown:N for a value the ABI does not name), null otherwise; times are the records'
+# CLOCK_REALTIME-scale ns.
 DEVICE_EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "kind": pl.String(),
     "name": pl.String(),
@@ -29,6 +31,7 @@ DEVICE_EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "end_ns": pl.Int64(),
     "duration_ns": pl.Int64(),
     "bytes": pl.UInt64(),
+    "data_type": pl.String(),
     "source": pl.String(),
 }
 # The events' limit per window (Session(device_events=...)): 0 turns the log off.
@@ -276,6 +279,9 @@ def events_frame(cols: dict, source: str) -> pl.DataFrame:
             "start_ns": pl.Series(native.get("start_ns", []), dtype=pl.UInt64).cast(pl.Int64),
             "end_ns": pl.Series(native.get("end_ns", []), dtype=pl.UInt64).cast(pl.Int64),
             "bytes": pl.Series(native.get("bytes", []), dtype=pl.UInt64),
+            "data_type": pl.Series(
+                native.get("data_type", [None] * len(native.get("kind", []))), dtype=pl.String
+            ),
         }
     )
     df = df.with_columns(
@@ -291,7 +297,10 @@ def _event_columns(e: Any) -> dict | None:
     if not isinstance(e, dict):
         raise TypeError("device events are not an object")
     keys = ("kind", "name", "group", "device_id", "stream_id", "correlation_id", "sequence", "start_ns")
-    return {k: list(e[k]) for k in (*keys, "end_ns", "bytes")}
+    out = {k: list(e[k]) for k in (*keys, "end_ns", "bytes")}
+    if "data_type" in e:  # files written before the column have none
+        out["data_type"] = list(e["data_type"])
+    return out
 
 
 def _readings(r: Any) -> list[tuple[int, int, dict[str, int]]] | None:

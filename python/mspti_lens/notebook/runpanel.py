@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from ..plots.figure import render_figure
+from ..runs.skew import lagging
 from .snapshot_repr import SIMULATED_BANNER_HTML
 from .tables import Table, count_of
 
@@ -109,7 +110,8 @@ def run_view(run: Any) -> RunView:
     cols = [c for c in SUMMARY_COLUMNS if c in summary.columns]
     return RunView(
         headline=headline(run),
-        verdict=verdict(run),
+        # The arrival skew's live verdict follows the stragglers' (runs.skew.lagging).
+        verdict=f"{verdict(run)} · {lagging(run)['sentence']}",
         summary_html=Table(
             summary.select(cols), f"every rank merged · top {SUMMARY_TOP} by total time", top=SUMMARY_TOP
         ).html()

@@ -144,3 +144,35 @@ def lagging(run: Any, recent: int = RECENT_INSTANCES) -> dict[str, Any]:
         "instances": latest.height,
         "wait_ns": wait,
     }
+
+
+def by_op(s: pl.DataFrame) -> pl.DataFrame:
+    """The skew's distribution per (group, op) of a :func:`skew` frame: instances, spread median /
+    p10 / p90 / max, total wait, and the rank last most often (null when none was named)."""
+    if not s.height:
+        return pl.DataFrame(
+            schema={
+                "group": pl.String,
+                "op": pl.String,
+                "instances": pl.UInt32,
+                "spread_med_ns": pl.Float64,
+                "spread_p10_ns": pl.Float64,
+                "spread_p90_ns": pl.Float64,
+                "spread_max_ns": pl.Int64,
+                "wait_total_ns": pl.Int64,
+                "last_rank_mode": pl.Int64,
+            }  # fmt: skip
+        )
+    return (
+        s.group_by("group", "op")
+        .agg(
+            pl.len().cast(pl.UInt32).alias("instances"),
+            pl.col("spread_ns").median().alias("spread_med_ns"),
+            pl.col("spread_ns").quantile(0.1, "linear").alias("spread_p10_ns"),
+            pl.col("spread_ns").quantile(0.9, "linear").alias("spread_p90_ns"),
+            pl.col("spread_ns").max().alias("spread_max_ns"),
+            pl.col("wait_ns").sum().alias("wait_total_ns"),
+            pl.col("last_rank").drop_nulls().mode().sort().first().alias("last_rank_mode"),
+        )
+        .sort("group", "op")
+    )
