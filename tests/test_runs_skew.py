@@ -8,6 +8,7 @@ import pytest
 from test_runs_job_on_the_simulator import STEPS, record
 
 import mspti_lens
+from mspti_lens.collectives import run_by_size
 from mspti_lens.runs.skew import NO_COLLECTIVES, lagging, skew
 
 LATE_NS = 7_000
@@ -82,6 +83,11 @@ def test_a_recorded_job_with_a_rank_a_known_time_late_gives_that_skew_exactly(tm
     assert (s["spread_ns"] == LATE_NS).all() and (s["wait_ns"] == LATE_NS).all()
     v = lagging(run)
     assert v["rank"] == 1 and v["wait_ns"] == LATE_NS * STEPS
+    # nccl-tests' table over the job: the rank count is the ranks seen in each communicator.
+    t = run_by_size(run).filter(pl.col("op") == "all_reduce")
+    assert (t["ranks"] == 2).all() and t["num_calls"].sum() == 2 * STEPS
+    # The job's collectives are modelled without a payload (count 0): no bytes, so no bandwidth.
+    assert t["bytes"].is_null().all() and t["algbw_gbps"].is_null().all() and t["busbw_gbps"].is_null().all()
 
 
 def test_the_distribution_per_op_counts_every_instance():

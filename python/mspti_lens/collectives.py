@@ -220,3 +220,13 @@ def note(events: pl.DataFrame) -> str | None:
 def format_gbps(x: float | None) -> str:
     """A bandwidth for reading: "—" when there is none."""
     return "—" if x is None or not math.isfinite(x) else f"{x:.2f}"
+
+
+def run_by_size(run: Any) -> pl.DataFrame:
+    """nccl-tests' table over every rank of a recorded run: each communicator's rank count is the
+    number of ranks whose event logs have it (every rank's collectives counted once each)."""
+    ev = run.device_events(("communication", "hccl"))
+    if not ev.height:
+        return pl.DataFrame(schema=BY_SIZE_SCHEMA)
+    ranks = {g: int(n) for g, n in ev.group_by("group").agg(pl.struct("host", "rank").n_unique()).iter_rows()}
+    return by_size(ev, ranks)
