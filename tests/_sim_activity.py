@@ -280,15 +280,21 @@ class Subscription:
         self.lib.msptiUnsubscribe(self.handle)
 
 
+# A virtual time far ahead of CLOCK_REALTIME (2065): a thread whose clock is set there keeps it
+# exactly from call to call, where a clock behind real time starts its next call at real time.
+AHEAD_NS = 3_000_000_000_000_000_000
+
+
 class Env:
-    """A subscriber on the simulator, its activity side reset and its virtual clock on."""
+    """A subscriber on the simulator, its activity side reset and its virtual clock on, at
+    `AHEAD_NS` + 1 ms."""
 
     def __init__(self, sim):
         self.sim = sim
         self.lib = bind(sim.lib)
         self.lib.msimActivityReset()
         self.lib.msimSetClock(1)
-        self.lib.msimVirtualSet(1_000_000)
+        self.lib.msimVirtualSet(AHEAD_NS + 1_000_000)
         self.sub = Subscription(self.lib)
         self.collectors: list[Collector] = []
 

@@ -8,7 +8,7 @@ import ctypes
 
 import polars as pl
 import pytest
-from _sim_activity import ERAS, bind
+from _sim_activity import AHEAD_NS, ERAS, bind
 
 from mspti_lens import Session, Snapshot
 from mspti_lens.device import DEVICE_EVENTS_SCHEMA
@@ -17,10 +17,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::mspti_lens.errors.SimulatedBack
 
 
 def fresh(sim):
-    """The simulator from its defaults, on the virtual clock, with an exact device model."""
+    """The simulator from its defaults, on the virtual clock (far ahead of real time, so the
+    calls keep the models' spacing), with an exact device model."""
     sim.reset()
     lib = bind(sim.lib)
     sim.set_clock("virtual")
+    lib.msimVirtualSet(AHEAD_NS)
     lib.msimSetDeviceModel(2000, 0, 1000)  # launch-to-start 2 us, records at once
     return lib
 
@@ -69,15 +71,17 @@ def test_the_event_log_has_the_contracts_schema_and_every_records_values_on_the_
     assert set(k["stream_id"]) == {1} and (k["correlation_id"] > 0).all()
     # Every kernel of the log is one the histograms counted.
     assert len(k) == snap.kernels()["num_calls"].sum()
-    for kind, names in (
-        ("communication", ["hcom_allReduce_", "hcom_allGather_"]),
-        ("hccl", ["HcclAllReduce", "HcclAllGather"]),
+    # HCCL: bandwidth x duration, exact here: the data size MSPTI's hccl_calculator.cpp divides,
+    # which for an all-gather counts every rank's part (8 ranks).
+    for kind, names, nbytes in (
+        ("communication", ["hcom_allReduce_", "hcom_allGather_"], [64 << 20, 4 << 20]),
+        ("hccl", ["HcclAllReduce", "HcclAllGather"], [64 << 20, 8 * (4 << 20)]),
     ):
         c = ev.filter(pl.col("kind") == kind)
         assert c["name"].to_list() == names  # COMMUNICATION: HCCL's op names; HCCL: the functions
         assert c["group"].to_list() == ["tp0", "tp0"] and set(c["stream_id"]) == {9}
         assert c["sequence"].to_list() == [0, 0]  # one instance each of two (group, op) pairs
-        assert c["bytes"].to_list() == [64 << 20, 4 << 20]  # HCCL: bandwidth x duration, exact here
+        assert c["bytes"].to_list() == nbytes
     assert snap.device.counters["device_events_dropped"] == 0
 
 
@@ -198,30 +202,28 @@ def test_merge_keeps_device_data_exactly_on_the_simulator(sim, L):
 def test_the_timestamp_callback_puts_records_on_the_sessions_clock_on_the_simulator(sim, L):
     # Newest dev has msptiActivityRegisterTimestampCallback: MSPTI takes every timestamp from our
     # callback (the session's clock on the CLOCK_REALTIME scale), not from its own clock, which
-    # here is the simulator's virtual clock (small numbers: ns since the virtual epoch).
+    # here is the simulator's virtual clock (set far ahead of real time).
     L.msimSetActivityEra(ERAS["newest"])
-    L.msimVirtualSet(1_000_000)
     with Session(library="sim", enable=["LAUNCH"], clock="monotonic", activity=["kernel"]) as s:
         assert s.snapshot().meta["clock_bridge"] == "timestamp_callback"
         kernels(sim, L, 3)
         snap = s.snapshot()
     ev = snap.device_events()
-    assert len(ev) == 3 and (ev["start_ns"] > 10**18).all()  # realtime scale, not virtual ns
+    assert len(ev) == 3 and ((ev["start_ns"] > 10**18) & (ev["start_ns"] < AHEAD_NS)).all()  # realtime
     assert snap.launches()["kernel_num"].sum() == 3 and snap.device.counters["clock_skew"] == 0
     # Closing unregisters it: MSPTI's clock is the simulator's (virtual) one again.
     t = ctypes.c_uint64(0)
-    assert L.msptiGetTimestamp(ctypes.byref(t)) == 0 and 0 < t.value < 10**15
+    assert L.msptiGetTimestamp(ctypes.byref(t)) == 0 and t.value >= AHEAD_NS
 
 
 def test_without_the_timestamp_callback_records_keep_msptis_clock_on_the_simulator(sim, L):
     L.msimSetActivityEra(ERAS["cann26"])  # no msptiActivityRegisterTimestampCallback
-    L.msimVirtualSet(1_000_000)
     with Session(library="sim", enable=["LAUNCH"], clock="monotonic", activity=["kernel"]) as s:
         kernels(sim, L, 3)
         snap = s.snapshot()
     assert snap.meta["clock_bridge"] != "timestamp_callback"  # both clocks sampled, as before
     ev = snap.device_events()
-    assert len(ev) == 3 and (ev["start_ns"] < 10**15).all()  # the simulator's own (virtual) clock
+    assert len(ev) == 3 and (ev["start_ns"] >= AHEAD_NS).all()  # the simulator's own (virtual) clock
 
 
 def test_the_bridge_stays_off_when_the_session_runs_on_msptis_clock_on_the_simulator(sim, L):

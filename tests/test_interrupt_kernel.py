@@ -101,9 +101,13 @@ def test_interrupting_a_profiled_cell_in_a_kernel_returns_promptly_with_one_line
         ]
         assert re.fullmatch(
             r"training workload interrupted after [\d,]+ of 1,000,000 steps; the window holds the "
-            r"[\d,]+ calls made until then \(\d+ APIs\): `%mspti summary`",
+            r"[\d,]+ calls made until then \(\d+ APIs\): `mspti_interrupted`",
             final,
         ), final
+        # the variable it names holds that cell's window
+        calls = re.search(r"the ([\d,]+) calls", final).group(1)
+        reply, msgs = run(kc, "print(f'{mspti_interrupted.total_calls:,}')")
+        assert calls in "".join(m["content"].get("text", "") for m in msgs if m["msg_type"] == "stream")
         # the kernel is usable at once, and the next cell counts its own calls only
         reply, msgs = run(kc, "%%mspti --display summary -o nxt\ns.call('aclrtMalloc', 1000, 5)")
         assert reply["content"]["status"] == "ok"

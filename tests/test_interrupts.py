@@ -121,14 +121,15 @@ def test_interrupting_a_profiled_cell_stops_the_job_and_the_next_cell_counts_its
     magics = next(m for m in shell.configurables if isinstance(m, MsptiMagics))
     before = sim_threads()
     try:
-        # the first %%mspti opens the session; then a long cell, interrupted
+        # a recording runs (as with a panel open); then a long cell, interrupted
         with capture_output():
+            shell.run_line_magic("mspti", "start")
             shell.run_cell_magic("mspti", "--display none", "s.call('aclrtMalloc', 1000, 1)")
         stopper = Interrupter(sim, lambda: magics.session.snapshot().total_calls > 0)
         try:
             with capture_output() as cap, pytest.raises(CellInterrupted) as raised:
                 shell.run_cell_magic(
-                    "mspti", "--display summary -o cut", "s.run_workload('training', steps=10**6, ranks=8)"
+                    "mspti", "--display summary", "s.run_workload('training', steps=10**6, ranks=8)"
                 )
         finally:
             stopper.done()
@@ -136,9 +137,15 @@ def test_interrupting_a_profiled_cell_stops_the_job_and_the_next_cell_counts_its
         text = raised.value.text
         assert re.fullmatch(
             r"training workload interrupted after [\d,]+ of 1,000,000 steps; the window holds the "
-            r"[\d,]+ calls made until then \(\d+ APIs\): `cut`",
+            r"[\d,]+ calls made until then \(\d+ APIs\): `mspti_interrupted`",
             text,
         ), text
+        # the variable it names is that cell's window, whatever the live session records since
+        sim.call("aclrtFree", 1000, 7)
+        calls = int(re.search(r"the ([\d,]+) calls", text).group(1).replace(",", ""))
+        assert shell.user_ns["mspti_interrupted"].total_calls == calls
+        assert magics.session.running and magics.session.snapshot().total_calls != calls
+        shell.user_ns["cut"] = shell.user_ns["mspti_interrupted"]
         assert "Traceback" not in cap.stdout + cap.stderr and "driver.py" not in cap.stdout + cap.stderr
         assert isinstance(raised.value, KeyboardInterrupt)  # a Run All stops at it
         assert sim_threads() == before

@@ -307,7 +307,7 @@ def test_panel_run_shows_the_recorded_run_without_recording_the_notebook(ip, sim
         ("%mspti bogus", "valid commands are start, stop"),
         ("%mspti sumary", "did you mean summary?"),
         ("%mspti", "needs a command"),
-        ("%mspti start --bogus", "unrecognized arguments"),
+        ("%mspti start --bogus", "unknown option --bogus"),
         ("%mspti start -d gpu", "unknown domain 'gpu'; valid domains: runtime, hccl"),
         ("%mspti start -c aclrtNoSuchThing", "aclrtLaunchKernel"),
         (
@@ -315,8 +315,8 @@ def test_panel_run_shows_the_recorded_run_without_recording_the_notebook(ip, sim
             "unknown callback 'aclrtLaunchKernl'; did you mean aclrtLaunchKernel?",
         ),
         ("%%mspti -c HcclAlReduce\n1", "did you mean HcclAllReduce?"),
-        ("%mspti plot -k pie", "invalid choice"),
-        ("%mspti summary -u parsec", "invalid choice"),
+        ("%mspti plot -k pie", "unknown choice 'pie'; valid choices: distribution"),
+        ("%mspti summary -u parsec", "unknown choice 'parsec'"),
         ("%mspti save", "takes one PATH"),
         ("%mspti diff onlyone", "two snapshots"),
         ("%mspti stop", "no mspti-lens session is open"),
@@ -623,3 +623,82 @@ def test_a_session_with_an_interval_gives_the_magics_a_timeline(ip, sim):
     assert any("image/png" in o.data for o in cap.outputs)
     with pytest.raises(UsageError, match="a timeline every 0.05 s; run `%mspti close` first"):
         ip.run_line_magic("mspti", "start --interval 1")
+
+
+def test_a_cell_that_asks_for_activity_shows_device_time_under_the_host_table(ip):
+    with capture_output():
+        snap = ip.run_cell_magic(
+            "mspti", "-a kernel -a marker --display summary", "s.run_workload('training', steps=1, seed=1)"
+        )
+    text, page = repr(snap), snap._repr_html_()
+    host, device = text.split("launch split per launch function · by total device time")
+    assert "aclrtLaunchKernel" in host and "HcclAllReduce" in host
+    for column in ("host_enqueue_med", "queue_delay_med", "device_med", "device_total"):
+        assert column in device.splitlines()[1], device
+    assert "kernels (device time) · by total time" in device and "MatMulV2" in device
+    assert re.search(r"MatMulV2\s+KERNEL_AICORE\s+\d+\s+[\d.]+ %\s+[\d.]+ (µs|ms)", device), device
+    assert "_.kernels()" in device and "-k launch_split" in device
+    assert page.index("mspti-lens-device") > page.index("aclrtLaunchKernel")
+    # the device figures are kinds of %mspti plot
+    for kind in ("launch_split", "kernels", "collectives"):
+        with capture_output() as cap:
+            ip.run_line_magic("mspti", f"plot -k {kind}")
+        assert cap.outputs and "image/png" in cap.outputs[0].data, kind
+    # a cell without -a shows no device section
+    with capture_output():
+        plain = ip.run_cell_magic("mspti", "--display summary", "s.run_workload('training', steps=1, seed=1)")
+    assert "Device time" not in plain._repr_html_() and "launch split" not in repr(plain)
+
+
+def test_a_second_session_while_the_magics_one_is_open_names_mspti_close(ip):
+    from mspti_lens import Session, SessionError
+
+    with capture_output():
+        ip.run_line_magic("mspti", "start")
+    with pytest.raises(SessionError) as e:
+        Session(library="sim")
+    text = str(e.value)
+    assert "the %mspti magics' session is already active" in text and "`%mspti close`" in text, text
+    assert "session.close()" not in text and "\n" not in text and len(text) < 160, text
+    with capture_output():
+        ip.run_line_magic("mspti", "close")
+    Session(library="sim").close()  # the slot is free again
+
+
+@pytest.mark.parametrize(
+    "line, want",
+    [
+        ("%mspti start -d runtim", "unknown domain 'runtim'; did you mean runtime?"),
+        ("%%mspti -a kernal\npass", "unknown activity kind 'kernal'; did you mean kernel?"),
+        ("%mspti start --domian runtime", "unknown option --domian; did you mean --domain?"),
+        ("%mspti plot -k cfd", "-k/--kind: unknown choice 'cfd'; did you mean cdf?"),
+    ],
+)
+def test_every_name_the_user_types_gets_did_you_mean_in_one_short_line(ip, line, want):
+    text = run_usage_error(ip, line).splitlines()[0]
+    assert text.startswith(want) and len(text) < 200, text
+
+
+def test_a_session_with_a_mistyped_target_suggests_the_near_name():
+    from mspti_lens import catalog
+
+    with pytest.raises(ValueError) as e:
+        catalog.resolve("runtme")
+    assert str(e.value) == "unknown callback or domain 'runtme'; did you mean 'runtime'?"
+    with pytest.raises(ValueError, match="did you mean 'aclrtLaunchKernel'"):
+        catalog.resolve("aclrtLaunchKernal")
+
+
+def test_start_on_a_running_session_says_so_and_changes_the_set_only_when_asked(ip, sim):
+    from mspti_lens.notebook.panel import Panel
+
+    with capture_output():
+        ip.run_line_magic("mspti", "start")
+    Panel(magics(ip).session).set_domain("hccl", False)  # switched off in the panel
+    with capture_output():
+        again = ip.run_line_magic("mspti", "start")
+    assert "already recording (nothing changed" in again.text and "hccl: 0 of 12" in again.text, again.text
+    assert sim.enabled_mask(2) == 0 and sim.enabled_mask(1) == ALL_RUNTIME
+    with capture_output():
+        asked = ip.run_line_magic("mspti", "start -d hccl")
+    assert "traced as asked" in asked.text and sim.enabled_mask(2) == HCCL_ALL and sim.enabled_mask(1) == 0

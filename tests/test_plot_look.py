@@ -233,3 +233,29 @@ def test_the_rank_heatmap_is_on_the_runs_time_axis_and_explains_empty_cells():
     assert "time since the run's first window (s)" in ax.get_xlabel()
     assert any("grey: the rank finished no HcclAllReduce call" in t.get_text() for t in fig.texts)
     assert fig.axes[1].get_ylabel() == "avg (µs)"
+
+
+def test_collectives_draw_host_time_beside_each_device_bar_on_the_rows_of_both_panels(device_snap):
+    col = device_snap.collectives()
+    fig = plots.collectives(device_snap)
+    ax, bx = fig.axes[:2]
+    device_bars, host_bars = ax.containers
+    # the COMMUNICATION record's op (hcom_allReduce_) is the summary's HCCL call (HcclAllReduce)
+    assert [round(b.get_width()) for b in host_bars] == [
+        device_snap.summary().filter(name=n)["med_ns"][0]
+        for n in ("HcclBarrier", "HcclAllReduce", "HcclBroadcast")
+    ], list(col["op"])
+    assert ax.get_shared_y_axes().joined(ax, bx) and ax.get_ylim() == bx.get_ylim()
+    bw = {round(t.get_position()[1]): t.get_text().strip() for t in bx.texts}
+    assert bw[list(col["op"]).index("hccl_barrier_")] == "—"
+    assert bw[list(col["op"]).index("hcom_allReduce_")].endswith("GB/s")
+
+
+def test_the_launch_comparison_shows_every_curve_on_one_bin_grid(snap):
+    fig = plots.compare_launch(snap)
+    curves = fig.axes[0].patches  # one StepPatch per launch function
+    assert len(curves) >= 2
+    edges = [tuple(c.get_data().edges) for c in curves]
+    assert len(set(edges)) == 1  # the same bins in every curve
+    widths = [c.get_linewidth() for c in curves]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == len(widths)  # none hides another

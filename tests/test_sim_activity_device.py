@@ -9,6 +9,7 @@ from itertools import pairwise
 import pytest
 from _sim_activity import (
     ACL_API,
+    AHEAD_NS,
     API,
     COMMUNICATION,
     ERAS,
@@ -71,7 +72,7 @@ def test_a_launch_returns_before_its_kernel_runs_and_kernels_queue_on_a_stream_o
     env.sub.enable(RUNTIME, LAUNCH)
     c = env.collect()
     env.enable(KERNEL, RUNTIME_API)
-    env.lib.msimVirtualSet(1_000_000)
+    env.lib.msimVirtualSet(AHEAD_NS + 1_000_000)
     env.launch(10, stream=4, host_ns=5_000, device_ns=50_000)  # device-bound: a queue builds up
     c.drain()
     ks = sorted(c.records(KERNEL), key=lambda k: k["start"])
@@ -83,7 +84,7 @@ def test_a_launch_returns_before_its_kernel_runs_and_kernels_queue_on_a_stream_o
         assert k["end"] - k["start"] == 50_000
     no_overlap_per_stream(ks)
     # First kernel: launch latency after its launch's host work; then back to back.
-    assert ks[0]["start"] == 1_000_000 + 5_000 + 3_000
+    assert ks[0]["start"] == AHEAD_NS + 1_000_000 + 5_000 + 3_000
     assert all(b["start"] == a["end"] for a, b in pairwise(ks))
     assert env.lib.msimStreamFreeAt(0, 4) == ks[-1]["end"]
     # The host was done long before the device: API window ends precede the kernels' ends.
@@ -93,12 +94,12 @@ def test_a_launch_returns_before_its_kernel_runs_and_kernels_queue_on_a_stream_o
 def test_synchronize_stream_waits_for_the_device_on_the_simulator(env):
     env.enable(KERNEL)  # the device timeline runs while any activity kind is enabled
     env.lib.msimSetDeviceModel(1_000, 0, 0)
-    env.lib.msimVirtualSet(0)
+    env.lib.msimVirtualSet(AHEAD_NS)
     env.lib.msimSetThreadStream(0, 2)
     env.launch(4, stream=2, host_ns=1_000, device_ns=100_000)
     env.lib.msimSynchronizeStream(2_000)
     assert (
-        env.lib.msimVirtualNow() == env.lib.msimStreamFreeAt(0, 2) == 1_000 + 1_000 + 4 * 100_000
+        env.lib.msimVirtualNow() == env.lib.msimStreamFreeAt(0, 2) == AHEAD_NS + 1_000 + 1_000 + 4 * 100_000
     )  # first launch + latency, then back to back
     env.lib.msimSetThreadStream(0, 0)
 
@@ -184,9 +185,10 @@ def test_collectives_give_hccl_and_communication_records_with_bytes_on_the_simul
     hs, cs = c.records(HCCL), c.records(COMMUNICATION)
     assert [h["name"] for h in hs] == ["HcclAllReduce", "HcclAllGather"]
     assert [x["name"] for x in cs] == ["hcom_allReduce_", "hcom_allGather_"]  # HCCL's op names
-    for h, x, nbytes in zip(hs, cs, (64 << 20, 4 << 20)):
+    # bytes/ns = GB/s; an all-gather's counts every rank's part (hccl_calculator.cpp)
+    for h, x, nbytes, ranks in zip(hs, cs, (64 << 20, 4 << 20), (1, 8)):
         assert h["commName"] == x["commName"] == "tp_group_0" and h["ds"] == x["ds"] == (0, 9)
-        assert h["bandWidth"] == pytest.approx(nbytes / (h["end"] - h["start"]))  # bytes/ns = GB/s
+        assert h["bandWidth"] == pytest.approx(nbytes * ranks / (h["end"] - h["start"]))
         assert x["count"] * 2 == nbytes and x["dataType"] == 3  # FP16
         assert (h["start"], h["end"]) == (x["start"], x["end"])
     assert hs[1]["start"] >= hs[0]["end"]  # one HCCL stream: the ops queue
@@ -196,7 +198,7 @@ def test_collectives_give_hccl_and_communication_records_with_bytes_on_the_simul
 def test_memory_records_carry_bytes_and_the_host_window_on_the_simulator(env):
     c = env.collect()
     env.enable(MEMCPY, MEMSET, MEMORY)
-    env.lib.msimVirtualSet(2_000_000)
+    env.lib.msimVirtualSet(AHEAD_NS + 2_000_000)
     env.lib.msimCallBytes(env.sim.api("aclrtMemcpy"), 50_000, 4, 0, 1)
     env.lib.msimCallBytes(env.sim.api("aclrtMemcpyAsync"), 7_000, 8 << 20, 4, 1)  # DTOD
     env.lib.msimCallBytes(env.sim.api("aclrtMemsetAsync"), 3_000, 1 << 20, 0, 1)
@@ -205,7 +207,7 @@ def test_memory_records_carry_bytes_and_the_host_window_on_the_simulator(env):
     env.lib.msptiActivityFlushAll(0)
     m1, m2 = c.records(MEMCPY)
     assert (m1["copyKind"], m1["bytes"], m1["isAsync"]) == (3, 4, 0)  # sync memcpy: DTOH
-    assert (m1["start"], m1["end"]) == (2_000_000, 2_050_000)  # host time of the call
+    assert (m1["start"], m1["end"]) == (AHEAD_NS + 2_000_000, AHEAD_NS + 2_050_000)  # host time of the call
     assert (m2["copyKind"], m2["bytes"], m2["isAsync"]) == (4, 8 << 20, 1)
     (ms,) = c.records(MEMSET)
     assert ms["bytes"] == 1 << 20 and ms["isAsync"] == 1

@@ -7,7 +7,7 @@ import os
 import threading
 
 import pytest
-from _sim_activity import KERNEL, MARKER, Env, Subscription
+from _sim_activity import AHEAD_NS, KERNEL, MARKER, Env, Subscription
 
 HOST, DEVICE = 0, 1
 RUNTIME, LAUNCH = 1, 10
@@ -24,7 +24,7 @@ def test_host_mark_and_range_without_a_stream_on_the_simulator(env):
     c = env.collect()
     env.enable(MARKER)
     L = env.lib
-    L.msimVirtualSet(7_000)
+    L.msimVirtualSet(AHEAD_NS + 7_000)
     L.mstxMarkA(b"checkpoint", None)
     rid = L.mstxRangeStartA(b"step 1", None)
     L.mstxRangeEnd(rid)
@@ -40,7 +40,7 @@ def test_host_mark_and_range_without_a_stream_on_the_simulator(env):
     assert (start["flag"], start["name"], start["domain"]) == (2, "step 1", "default")
     assert (end["flag"], end["name"], end["domain"]) == (4, "", "")  # END: empty name and domain
     assert start["id"] == end["id"] == rid and mark["id"] < rid
-    assert mark["objectId"][0] == os.getpid() and mark["timestamp"] == 7_000
+    assert mark["objectId"][0] == os.getpid() and mark["timestamp"] == AHEAD_NS + 7_000
 
 
 def test_marks_with_a_stream_give_device_records_with_empty_names_on_the_simulator(env):

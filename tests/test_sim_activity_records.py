@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from _sim_activity import (
     ACL_API,
+    AHEAD_NS,
     API,
     COMMUNICATION,
     ERAS,
@@ -313,14 +314,38 @@ def test_timestamps_are_realtime_and_match_msptiGetTimestamp_on_the_simulator(en
 def test_virtual_clock_timestamps_are_exact_on_the_simulator(env):
     c = env.collect()
     env.enable(RUNTIME_API, ACL_API)
-    env.lib.msimVirtualSet(5_000_000)
+    env.lib.msimVirtualSet(AHEAD_NS + 5_000_000)
     env.lib.msimCall(env.sim.api("aclrtMalloc"), 42_000)
     env.lib.msptiActivityFlushAll(0)
     (rt,) = c.records(RUNTIME_API)
     (acl,) = c.records(ACL_API)
-    assert (rt["start"], rt["end"]) == (5_000_000, 5_042_000) == (acl["start"], acl["end"])
+    assert (
+        (rt["start"], rt["end"]) == (AHEAD_NS + 5_000_000, AHEAD_NS + 5_042_000) == (acl["start"], acl["end"])
+    )
     assert rt["name"] == "DevMalloc" and acl["name"] == "aclrtMalloc"  # internal name != functionName
     assert rt["pt"][0] == os.getpid() and rt["pt"][1] > 0
+
+
+def test_a_call_that_starts_behind_real_time_starts_ahead_of_it_on_the_virtual_clock(env):
+    # msMonitor drops every record that ended before its own start (system_clock::now()): the
+    # virtual clock lives in the present, and only the models move it within and between calls.
+    # A lagging call starts clock::LEAD_NS (1 s) ahead, so the calls after it, back to back, find
+    # the clock ahead however long simulating them takes.
+    lead = 10**9
+    c = env.collect()
+    env.enable(RUNTIME_API, MARKER)
+    malloc = env.sim.api("aclrtMalloc")
+    env.lib.msimVirtualSet(5_000_000)  # far behind CLOCK_REALTIME
+    before = time.time_ns()
+    env.lib.msimCall(malloc, 42_000)
+    after = time.time_ns()
+    env.lib.msimCall(malloc, 0)
+    env.lib.mstxMarkA(b"next", None)
+    env.lib.msptiActivityFlushAll(0)
+    first, second = c.records(RUNTIME_API)
+    (mark,) = c.records(MARKER)
+    assert before + lead <= first["start"] <= after + lead and first["end"] - first["start"] == 42_000
+    assert second["start"] == second["end"] == mark["timestamp"] == first["end"]
 
 
 def test_timestamp_callback_sets_the_record_clock_on_the_simulator(env):
@@ -355,10 +380,17 @@ def test_external_correlation_is_one_global_stack_on_the_simulator(env):
     other.start()
     other.join()  # another thread pops this thread's id: the stack is process-global
     assert last.value == 777
+    # external_correlation_reporter.cpp checks no kind: any is pushed; a kind never pushed (or
+    # popped empty) is QUEUE_EMPTY.
     assert (
-        L.msptiActivityPushExternalCorrelationId(0, 1) == 1
-        and L.msptiActivityPushExternalCorrelationId(5, 1) == 1
+        L.msptiActivityPushExternalCorrelationId(0, 11)
+        == L.msptiActivityPushExternalCorrelationId(9, 12)
+        == 0
     )
+    assert L.msptiActivityPopExternalCorrelationId(9, ctypes.byref(last)) == 0 and last.value == 12
+    assert L.msptiActivityPopExternalCorrelationId(9, ctypes.byref(last)) == 5
+    assert L.msptiActivityPopExternalCorrelationId(77, ctypes.byref(last)) == 5 and last.value == 12
+    assert L.msptiActivityPopExternalCorrelationId(0, ctypes.byref(last)) == 0 and last.value == 11
     c.drain()
     ext = c.records(8)
     (k,) = c.records(KERNEL)

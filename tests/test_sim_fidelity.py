@@ -84,6 +84,20 @@ def test_unsubscribe_waits_for_launched_work_and_hands_over_its_records_on_the_s
     assert L.msimDevicePending() == 0
 
 
+def test_unsubscribe_with_a_wrong_handle_still_stops_the_device_first_on_the_simulator(env):
+    # callback_manager.cpp: msptiUnsubscribe runs ResetAllDevice before UnInit checks the handle.
+    L = env.lib
+    L.msimSetClock(0)
+    L.msimSetDeviceModel(3_000, LATE_NS, 20_000)
+    c = env.collect()
+    env.enable(KERNEL)
+    env.launch(3, host_ns=1_000, device_ns=1_000_000)
+    assert L.msimDevicePending() == 3
+    assert L.msptiUnsubscribe(env.sub.handle.value + 16) == 1  # not the subscriber ...
+    assert L.msimDevicePending() == 0  # ... yet the device's records were written first
+    assert L.msptiActivityFlushAll(1) == 0 and len(c.records(KERNEL)) == 3
+
+
 def test_unsubscribe_counts_the_records_of_work_the_device_could_not_finish_on_the_simulator(env):
     L = env.lib
     L.msimSetClock(0)
@@ -206,19 +220,47 @@ def test_communication_records_carry_hccls_op_name_data_type_and_algorithm_on_th
     assert [h["name"] for h in hs] == [a for a, *_ in calls]  # HCCL records: the functions' names
     assert [(x["dataType"], x["count"]) for x in cs] == [(dt, n) for _, n, dt, _ in calls]
     assert [x["algType"] for x in cs] == ["MESH", "MESH-HD", "MESH-PAIRWISE", "MESH-PIPELINE", "MESH-NHR"]
+    # hccl_calculator.cpp: count x type size, times rankSize for AllGather and ReduceScatter.
     sizes = (2, 4, 2, 2, 1)
-    for h, (_, n, _, _), size in zip(hs, calls, sizes):
-        assert h["bandWidth"] == pytest.approx(n * size / (h["end"] - h["start"]))
+    for h, (api, n, _, ranks), size in zip(hs, calls, sizes):
+        per_rank = api in ("HcclAllGather", "HcclReduceScatter")
+        want = n * size * (ranks if per_rank else 1) / (h["end"] - h["start"])
+        assert h["bandWidth"] == pytest.approx(want), api
     # test_mspti_communication.py: each COMMUNICATION record has an API record of its name and id.
     api = {(r["correlationId"], r["name"]) for r in c.records(API)}
     assert all((x["correlationId"], x["name"]) in api for x in cs)
+
+
+def test_hccl_bandwidth_is_computed_as_msptis_hccl_calculator_does_on_the_simulator(env):
+    # hccl_calculator.cpp: count x type size x rankSize for AllGather, ReduceScatter, Scatter and
+    # AlltoAll; count x type size for AllReduce, Broadcast, Reduce, Send and Recv; no formula for
+    # the barrier; over end - start.
+    L = env.lib
+    L.msimCallCollective.argtypes = [
+        ctypes.c_uint32,
+        ctypes.c_uint64,
+        ctypes.c_uint64,
+        ctypes.c_uint32,
+        ctypes.c_uint32,
+    ]
+    c = env.collect()
+    env.enable(HCCL)
+    times_ranks = {"HcclAllGather", "HcclReduceScatter", "HcclScatter", "HcclAlltoAll"}
+    alone = {"HcclAllReduce", "HcclBroadcast", "HcclReduce", "HcclSend", "HcclRecv"}
+    count, fp16, ranks = 1 << 16, 3, 8
+    for api in sorted(times_ranks | alone) + ["HcclBarrier"]:
+        assert L.msimCallCollective(env.sim.api(api), 9_000, count, fp16, ranks) == 0, api
+    c.drain()
+    got = {h["name"]: h["bandWidth"] * (h["end"] - h["start"]) for h in c.records(HCCL)}
+    want = {api: count * 2 * (ranks if api in times_ranks else 1) for api in times_ranks | alone}
+    assert got == pytest.approx({**want, "HcclBarrier": 0})
 
 
 def test_the_training_workload_writes_cann_kernel_types_and_19_digit_timestamps_on_the_simulator(env):
     c = env.collect(size=1 << 20, pool=64)
     env.enable(KERNEL, COMMUNICATION, MARKER)
     L = env.lib
-    L.msimVirtualSet(1_700_000_000_000_000_000)  # back to a thread's own start (Env sets 1 ms)
+    L.msimVirtualSet(0)  # back to the present (Env sets the clock far ahead)
     stream = L.msimStreamHandle(0)
     L.mstxMarkA(b"step", stream)
     env.sim.run_workload("training", steps=2, ranks=8, threads=1, seed=4)
@@ -234,11 +276,16 @@ def test_the_training_workload_writes_cann_kernel_types_and_19_digit_timestamps_
     assert all(len(str(t)) == 19 for t in stamps)  # the st regexes want \d{19}
 
 
-def test_virtual_clocks_start_on_a_clock_realtime_sized_base_on_the_simulator(sim):
+def test_virtual_clocks_start_in_the_present_on_the_simulator(sim):
+    # Real MSPTI timestamps are CLOCK_REALTIME ns: a new thread's virtual clock starts there.
     import threading
+    import time
 
     got = []
-    t = threading.Thread(target=lambda: got.append(sim.lib.msimVirtualNow()))
+    t = threading.Thread(
+        target=lambda: got.append((time.time_ns(), sim.lib.msimVirtualNow(), time.time_ns()))
+    )
     t.start()
     t.join()
-    assert got == [1_700_000_000_000_000_000]
+    ((before, now, after),) = got
+    assert before <= now <= after

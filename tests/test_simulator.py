@@ -8,6 +8,7 @@ import threading
 
 import polars as pl
 import pytest
+from _sim_activity import AHEAD_NS
 
 from mspti_lens import Session, catalog
 from mspti_lens.backend import simulator_path
@@ -137,6 +138,28 @@ def test_preload_check_gives_6_until_ld_preload_names_libmspti(sim, raw, monkeyp
     assert sim.lib.msptiEnableDomain(1, raw.handle, 1) == 0
 
 
+def test_enable_calls_check_preload_then_subscriber_then_handle_then_domain(sim, monkeypatch):
+    # callback_manager.cpp's EnableCallback and EnableDomain: HasLdPreload first, then init_, the
+    # handle, the domain, and the cbid last.
+    L = sim.lib
+    L.msptiEnableDomain.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32]
+    L.msptiEnableCallback.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32]
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    sim.preload_check(True)
+    assert L.msptiEnableDomain(1, None, 1) == 6  # no subscriber: still the preload's 6 first
+    s = Subscriber(sim)
+    try:
+        wrong = s.handle.value + 8
+        assert L.msptiEnableDomain(1, wrong, 9) == L.msptiEnableCallback(1, s.handle, 9, 64) == 6
+        sim.preload_check(False)
+        assert L.msptiEnableCallback(1, wrong, 9, 64) == 1  # the handle before the domain and cbid
+        assert L.msptiEnableCallback(1, s.handle, 9, 64) == 1  # the domain before the cbid
+        assert L.msptiEnableCallback(1, s.handle, 1, 64) == 1
+    finally:
+        s.close()
+    assert L.msptiEnableDomain(1, None, 9) == L.msptiEnableCallback(1, None, 9, 64) == 0  # nobody: 0
+
+
 def test_cann8_without_ld_preload_enables_fine_and_delivers_nothing(sim, monkeypatch):
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     sim.fidelity = "cann8"
@@ -148,14 +171,14 @@ def test_cann8_without_ld_preload_enables_fine_and_delivers_nothing(sim, monkeyp
 
 def test_callbacks_are_synchronous_enter_before_and_exit_after_the_work(sim, raw):
     sim.set_clock("virtual")
-    sim.lib.msimVirtualSet(1_000)
+    sim.lib.msimVirtualSet(AHEAD_NS + 1_000)
     assert sim.lib.msptiEnableCallback(1, raw.handle, 1, 22) == 0
     sim.call("aclrtMemcpy", 5_000)
     sim.call("aclrtMalloc", 7_000)  # not enabled: no callback
     me = threading.get_ident()
     assert [(e["site"], e["name"], e["t"], e["thread"]) for e in raw.events] == [
-        (0, "aclrtMemcpy", 1_000, me),
-        (1, "aclrtMemcpy", 6_000, me),
+        (0, "aclrtMemcpy", AHEAD_NS + 1_000, me),
+        (1, "aclrtMemcpy", AHEAD_NS + 6_000, me),
     ]
     # ENTER and EXIT are checked separately against the bitmap.
     raw.events.clear()

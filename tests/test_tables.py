@@ -101,3 +101,25 @@ def test_the_diff_table_sorts_by_change_aligns_numbers_right_and_marks_missing(d
     cells = html_cells(t._repr_html_())
     numbers = [(a_, v) for a_, v in cells if re.fullmatch(r"[+−]?[\d,.]+( %| ns| µs| ms)?", v)]
     assert numbers and all(a_ == "right" for a_, _ in numbers)
+    # the caption says the sort; a slower median is red, a faster one green
+    assert "by |med Δ|, largest first" in text.splitlines()[0]
+    page = t._repr_html_()
+    assert re.search(r"color:#b02a37'>\+[\d.]+ %<", page) and "color:#146c43" not in page
+    # the plot keeps the file name as typed and draws only APIs both sides have
+    from mspti_lens import plots
+
+    fig = plots.before_after(a, b, labels=("run_a.parquet", "b"))
+    assert fig._suptitle.get_text().startswith("A: run_a.parquet / B: b")
+    assert sorted(ax.get_title() for ax in fig.axes) == ["aclrtFree", "aclrtMalloc"]
+    assert all(len(ax.patches) == 2 for ax in fig.axes)  # two curves in every panel
+
+
+def test_one_name_for_the_time_share_and_one_row_height_in_and_out_of_widgets(device_snap):
+    # the snapshot's table says time_pct, as kernels() and the run summaries do
+    heads = device_snap.table().cells()[0]
+    assert "time_pct" in heads and "time_%" not in heads
+    assert "time_pct" in Table(device_snap.kernels()).cells()[0]
+    # the table sets its own line height: inside the panel's widget it would take the widgets' 28 px
+    assert re.search(
+        r"<table class='mspti-lens-table' style='[^']*line-height:1.4", device_snap.table().html()
+    )

@@ -342,8 +342,12 @@ def test_the_panel_plots_the_timeline_live_on_the_simulator(virtual):
             cp.kind.value = "timeline"
             first = cp.plot.value
             assert cp.panel.plot_kind == "timeline" and first and cp.plot.layout.display == ""
-            labels = {ln.get_label() for ln in cp.panel.figure().axes[0].get_lines()}
+            ax = cp.panel.figure().axes[0]
+            labels = {ln.get_label() for ln in ax.get_lines()}
             assert labels == {"aclrtMalloc p50", "aclrtMalloc p99"}
+            # seconds since the first interval, not clock digits under a date offset
+            assert ax.get_xlabel().startswith("time since the first interval (s; it began at ")
+            assert min(ln.get_xdata()[0] for ln in ax.get_lines()) == 0
             sim.call("aclrtFree", work_ns=2_000, count=10)
             _native.timeline_tick()
             cp.refresh()  # what the refresh thread does while the session runs
@@ -361,7 +365,8 @@ def test_without_an_interval_the_timeline_plot_says_so_in_its_axes(session, sim)
     sim.call("aclrtMalloc", 1000, 5)
     view = p.refresh()
     texts = [t.get_text() for ax in p.figure(view).axes for t in ax.texts]
-    assert any("interval=" in t for t in texts)
+    assert any("%%mspti --interval 0.5" in t and "Session(interval=0.5)" in t for t in texts), texts
+    assert p.figure(view).get_size_inches()[1] < 1.5  # a line of text, not an empty 4-inch frame
     frame_fig = plots.plot(view.snapshot.histogram(), "timeline")  # a histogram frame has no timeline
     assert any("interval=" in t.get_text() for t in frame_fig.axes[0].texts)
 
@@ -438,3 +443,17 @@ def test_table_and_plot_show_the_same_snapshot_and_labels_are_never_cut(session,
     assert panel.callbacks.layout.overflow == "hidden auto"
     assert panel.search.layout.flex == "0 0 auto" and panel.callbacks.layout.width == "max-content"
     panel.close()
+
+
+def test_the_panel_shows_device_time_once_an_activity_kind_is_on(session, sim):
+    p = Panel(session)
+    sim.run_workload("training", steps=1, seed=2)
+    assert "Device time" not in p.refresh().table_html()
+    p.set_activity("kernel", True)
+    sim.run_workload("training", steps=1, seed=2)
+    page = p.refresh().table_html()
+    assert page.index("Device time") > page.index("aclrtLaunchKernel")
+    assert "launch split per launch function" in page and "MatMulV2" in page
+    ui = ControlPanel(session, interval=0.05, auto_refresh=False)
+    assert "launch_split" in ui.kind.options
+    ui.close()

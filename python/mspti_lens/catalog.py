@@ -9,6 +9,8 @@ MSPTI enables whole callback ids, so naming one function enables every function 
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
@@ -63,6 +65,19 @@ def callback(domain: int, cbid: int) -> Callback | None:
 def enableable() -> tuple[Callback, ...]:
     """Callback ids that can be enabled (every id but INVALID)."""
     return tuple(c for c in callbacks() if c.cbid != 0)
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """ "; did you mean X?" for the closest choice (case-insensitive), or "": what every error
+    about a name the user typed (a callback, domain, kind, command or option) ends with."""
+    by_lower = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(str(word).strip().lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+
+
+def names() -> list[str]:
+    """Every name :func:`resolve` takes as a string: domains, enum, short and function names."""
+    return [*DOMAINS, *(n for c in enableable() for n in (c.enum, c.short, *c.names_26x, *c.names_8x))]
 
 
 def _valid_choices() -> str:
@@ -120,4 +135,7 @@ def resolve(what: Target) -> tuple[int, int | None]:
     for c in enableable():
         if up in (c.enum, c.short) or text in c.names_26x or text in c.names_8x:
             return c.domain, c.cbid
+    hint = suggest(text, names())
+    if hint:  # one short line: the near name, not the whole catalogue
+        raise ValueError(f"unknown callback or domain {what!r}{hint}")
     raise ValueError(f"unknown callback or domain {what!r}; {_valid_choices()}")

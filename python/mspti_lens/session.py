@@ -39,6 +39,11 @@ def _check_buffers(buffers: object) -> tuple[int, int, int | None]:
     )
 
 
+def _holder() -> Session | None:
+    """The latest Session, if it is still alive (the one holding MSPTI's slot when one does)."""
+    return _active() if _active is not None else None
+
+
 class Session:
     """Subscribe to MSPTI and record how long every enabled Runtime/HCCL API call takes.
 
@@ -128,7 +133,19 @@ class Session:
         self._preload_warned = False
         self._final: Snapshot | None = None
         self._activity = None
-        self._native = _native.NativeSession(self._lib, mark_launches or 0, exemplars)
+        # Who holds this session and how its user frees the slot, when that is not session.close()
+        # (the magics' session: the user has no such object): (holder, what to do), one line each.
+        self.close_hint: tuple[str, str] | None = None
+        try:
+            self._native = _native.NativeSession(self._lib, mark_launches or 0, exemplars)
+        except SessionError:
+            holder = _holder()
+            if holder is not None and not holder.closed and holder.close_hint:
+                raise SessionError(
+                    f"{holder.close_hint[0]} is already active in this process (MSPTI has one subscriber "
+                    f"slot); {holder.close_hint[1]} before starting a new one"
+                ) from None
+            raise
         try:
             if kinds or mark_launches is not None:
                 self._activity = _native.NativeActivity(

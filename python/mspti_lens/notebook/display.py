@@ -14,7 +14,7 @@ import polars as pl
 from ..catalog import DOMAINS, enableable
 from ..plots.figure import figure_bundle, render_figure
 from ..snapshot import COUNTERS, Snapshot
-from .snapshot_repr import SIMULATED_BANNER_HTML
+from .snapshot_repr import SIMULATED_BANNER_HTML, device_html, device_text
 from .tables import Table, count_of
 
 
@@ -139,9 +139,11 @@ class ConfiguredSnapshot(Snapshot):
 
     def __repr__(self) -> str:
         head = self._title()
+        dev = device_text(self, self._unit, self._top)
+        tail = "\n\n" + dev if dev else ""
         if not len(self):
-            return head + "\n(no calls recorded)" + (f" · {self.where}" if self.where else "")
-        return head + "\n" + self.table().text(self._caption())
+            return head + "\n(no calls recorded)" + (f" · {self.where}" if self.where else "") + tail
+        return head + "\n" + self.table().text(self._caption()) + tail
 
     def _repr_html_(self) -> str:
         banner = SIMULATED_BANNER_HTML if self.simulated else ""
@@ -150,7 +152,8 @@ class ConfiguredSnapshot(Snapshot):
         else:
             body = "<p>(no calls recorded)" + (f" · {html.escape(self.where)}" if self.where else "") + "</p>"
         img = png_html(self._figure[0], self._figure[1]) if self._figure else ""
-        return f"{banner}<div><b>{html.escape(self._title())}</b></div>{body}{img}"
+        dev = device_html(self, self._unit, self._top)
+        return f"{banner}<div><b>{html.escape(self._title())}</b></div>{body}{img}{dev}"
 
     def _repr_png_(self) -> bytes | None:
         return self._figure[0] if self._figure else None
@@ -194,7 +197,16 @@ class DiffTable(Table):
         return heads, rows, right
 
     def _caption(self) -> str:
-        return f"A (before): {self.labels[0]} · B (after): {self.labels[1]} · Δ: change from A to B"
+        return (
+            f"A (before): {self.labels[0]} · B (after): {self.labels[1]} · Δ: change from A to B "
+            "(red: slower, green: faster) · by |med Δ|, largest first; APIs on one side only last"
+        )
+
+    def cell_style(self, head: str, text: str) -> str:
+        """A change's colour: slower (a positive time change) red, faster green."""
+        if not head.endswith(" Δ"):
+            return ""
+        return ";color:#b02a37" if text.startswith("+") else ";color:#146c43" if text.startswith("−") else ""
 
 
 def final_view_html(title: str, table_html: str, png: bytes | None, css_width: int) -> str:

@@ -11,7 +11,6 @@ Output goes through rich reprs (HTML with a plain-text fallback), never the page
 
 from __future__ import annotations
 
-import difflib
 import os
 import warnings
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from IPython.display import display
 from traitlets import Enum, Float, Int, Unicode
 
 from .. import plots
-from ..catalog import DOMAINS, enableable, resolve
+from ..catalog import DOMAINS, enableable, resolve, suggest
 from ..errors import MsptiError, SessionError, SimulatedBackendWarning
 from ..plots.figure import figure_bundle
 from ..session import Session
@@ -36,6 +35,7 @@ from .tables import count_of
 DISPLAYS = ("both", "summary", "plot", "none")
 UNITS = ("auto", "ns", "us", "ms", "s")
 DEFAULT_TARGETS = ("runtime", "hccl")  # what %%mspti traces without -d/-c
+INTERRUPTED = "mspti_interrupted"  # the variable an interrupted %%mspti cell's window is kept in
 SAVE_FORMATS = {".parquet": "the snapshot; mspti_lens.load reads it", ".csv": "the summary table, in ns"}
 
 
@@ -112,15 +112,52 @@ def _split(values: list[str] | None) -> list[str]:
 
 def _suggest(word: str, choices: list[str]) -> str:
     """ "; did you mean X?" for the closest choice (case-insensitive), or ""."""
-    by_lower = {c.lower(): c for c in choices}
-    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
-    return f"; did you mean {by_lower[close[0]]}?" if close else ""
+    return suggest(word, choices).replace("'", "")
 
 
 def _check_domain(d: str) -> str:
     if d.strip().lower() in DOMAINS:
         return d
-    raise UsageError(f"unknown domain {d!r}; valid domains: {', '.join(DOMAINS)}")
+    raise UsageError(
+        f"unknown domain {d!r}{_suggest(d, list(DOMAINS)) or '; valid domains: ' + ', '.join(DOMAINS)}"
+    )
+
+
+def _check_kinds(kinds: list[str]) -> list[str]:
+    from ..device import KINDS
+
+    for k in kinds:
+        if k.strip().lower() not in KINDS:
+            valid = f"valid kinds are {', '.join(KINDS)}"
+            hint = _suggest(k, list(KINDS))
+            raise UsageError(
+                f"unknown activity kind {k!r}{hint} ({valid})"
+                if hint
+                else f"unknown activity kind {k!r}; {valid}"
+            )
+    return kinds
+
+
+def _parse(magic, line: str):
+    """parse_argstring, with "did you mean" for a mistyped option (--domian) or choice (-k cfd)."""
+    try:
+        return parse_argstring(magic, line)
+    except UsageError as e:
+        text = str(e)
+        import re
+
+        m = re.search(r"unrecognized arguments: (\S+)", text)
+        if m:
+            options = [o for a in magic.parser._actions for o in a.option_strings if o.startswith("--")]
+            raise UsageError(
+                f"unknown option {m.group(1)}{_suggest(m.group(1), options)} (see %mspti?)"
+            ) from None
+        m = re.search(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)", text)
+        if m:
+            choices = [c.strip(" '") for c in m.group(3).split(",")]
+            hint = _suggest(m.group(2), choices) or "; valid choices: " + ", ".join(choices)
+            raise UsageError(f"{m.group(1)}: unknown choice {m.group(2)!r}{hint}") from None
+        raise
 
 
 def _check_callback(c: str) -> str:
@@ -210,6 +247,7 @@ class MsptiMagics(Magics):
                     enable=targets or DEFAULT_TARGETS,
                     interval=getattr(args, "interval", None),
                 )
+            self.session.close_hint = ("the %mspti magics' session", "run `%mspti close`")
         except SessionError as e:
             raise UsageError(f"{e} (the magics need their own)") from None
         self.windows = []
@@ -332,7 +370,7 @@ class MsptiMagics(Magics):
     @line_cell_magic
     @_with_doc(_help())
     def mspti(self, line: str = "", cell: str | None = None):
-        args = parse_argstring(self.mspti, line)
+        args = _parse(self.mspti, line)
         try:
             if cell is not None:
                 if args.command is not None:
@@ -363,7 +401,7 @@ class MsptiMagics(Magics):
         was_running = session.running
         before = session.enabled
         self._only(session, targets)
-        kinds = _split(args.activity)
+        kinds = _check_kinds(_split(args.activity))
         if kinds:
             session.enable_activity(*kinds)  # before the cell, so its launches' kernels are seen
         try:
@@ -390,12 +428,14 @@ class MsptiMagics(Magics):
             return self._present(snap, args, self.display)
         # Interrupted: one line (how far the job got, what the window holds), no table or plot
         # to render and no traceback, so the prompt is back at once.
+        # The hint names a variable holding this cell's window: `%mspti summary` would show the
+        # live window instead while a session records (a panel, %mspti start), and `_` is not set
+        # by a cell that raised.
         wrapped = self._wrap(snap, args, "interrupted")
         self.last = wrapped
-        if args.out:
-            self._shell.user_ns[args.out] = wrapped
+        self._shell.user_ns[args.out or INTERRUPTED] = wrapped
         job = getattr(error, "mspti_lens_job", "the cell was interrupted")
-        name = f"`{args.out}`" if args.out else "`%mspti summary`"
+        name = f"`{args.out or INTERRUPTED}`"
         text = (
             f"{job}; the window holds the {count_of(snap.total_calls, 'call')} made until then "
             f"({count_of(len(snap), 'API')}): {name}"
@@ -437,16 +477,23 @@ class MsptiMagics(Magics):
     def _cmd_start(self, args):
         targets = self._targets(args)
         fresh = self.session is None or self.session.closed
+        kinds = _check_kinds(_split(args.activity))
         session = self._ensure_session(args, targets)
+        was_running = not fresh and session.running
         if targets and not fresh:
             self._only(session, targets)
-        if _split(args.activity):
-            session.enable_activity(*_split(args.activity))
-        session.start()
+        if kinds:
+            session.enable_activity(*kinds)
+        if not was_running:
+            session.start()
         self.cell = None  # from now on line commands act on this recording
         b = session.backend
         from .display import enabled_per_domain
 
+        if was_running:  # what a panel switched off stays off unless -d/-c/-a say otherwise
+            changed = "traced as asked" if targets or kinds else "nothing changed; -d/-c pick what to trace"
+            text = f"mspti-lens is already recording ({changed}): {enabled_per_domain(session.enabled)}"
+            return Message(text)
         text = f"mspti-lens recording on {b.label} ({b.path}): {enabled_per_domain(session.enabled)}"
         if b.simulated:
             text += "\nSIMULATED: the calls are those of the mspti-lens simulator, not of an NPU."

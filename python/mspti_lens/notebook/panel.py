@@ -31,6 +31,7 @@ from ..runs.view import refreshed_run_html
 from ..session import Session
 from ..snapshot import Snapshot
 from ..units import check_unit
+from .snapshot_repr import device_html
 from .tables import Table, count_of
 
 PLOT_KINDS = KINDS  # defined once, with the dispatch, in mspti_lens.plots
@@ -114,7 +115,7 @@ class View:
     def table_html(self) -> str:
         """The summary as a plain HTML table (numbers right-aligned, no dtype row, no quoting)."""
         if not len(self.table):
-            return "<p><i>(no calls recorded in this window)</i></p>"
+            return "<p><i>(no calls recorded in this window)</i></p>" + device_html(self.snapshot)
         n = len(self.snapshot)
         shown = len(self.table)
         caption = (
@@ -122,7 +123,8 @@ class View:
             if shown < n
             else f"{count_of(n, 'API')} by total time"
         )
-        return self.table.html(caption + (" · SIMULATED" if self.simulated else ""))
+        host = self.table.html(caption + (" · SIMULATED" if self.simulated else ""))
+        return host + device_html(self.snapshot, self.table.unit, len(self.table) or None)
 
     def slowest_html(self) -> str:
         """The slowest calls kept (exemplars), slowest first: which call, on which thread, when."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+import polars as pl
+
 from ..units import check_unit
 from .tables import Table, count_of
 
@@ -44,7 +46,7 @@ def summary_table(snap: Any, unit: str | None = None, top: int | None = None) ->
         check_unit(unit)
     if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 1):
         raise ValueError(f"top must be a positive int (rows to show), not {top!r}")
-    df = snap.summary().select(TABLE_COLUMNS).rename({"time_pct": "time_%"})
+    df = snap.summary().select(TABLE_COLUMNS)  # time_pct, as in kernels() and run summaries
     n = len(df)
     if top is not None and top < n:
         return Table(df.head(top), f"{top} of {count_of(n, 'API')} by total time", top=0, unit=unit)
@@ -53,13 +55,113 @@ def summary_table(snap: Any, unit: str | None = None, top: int | None = None) ->
 
 def as_text(snap: Any) -> str:
     """The title and the table (``snap.table()``, so a subclass's settings hold) as plain text."""
+    dev = device_text(snap)
+    tail = "\n\n" + dev if dev else ""
     if not len(snap):
-        return snap._title() + "\n(no calls recorded)"
-    return snap._title() + "\n" + snap.table().text()
+        return snap._title() + "\n(no calls recorded)" + tail
+    return snap._title() + "\n" + snap.table().text() + tail
 
 
 def as_html(snap: Any) -> str:
     """The banner when simulated, the title and the table as HTML."""
     banner = SIMULATED_BANNER_HTML if snap.simulated else ""
     body = snap.table().html() if len(snap) else "<p>(no calls recorded)</p>"
-    return f"{banner}<div><b>{html.escape(snap._title())}</b></div>{body}"
+    return f"{banner}<div><b>{html.escape(snap._title())}</b></div>{body}{device_html(snap)}"
+
+
+#: What the device frames show under the host table: (method, caption, columns shown as named).
+_LAUNCH_COLUMNS = {"name": "name", "join": "join", "api_num": "launches", "api_med_ns": "host_enqueue_med_ns",
+                   "queue_med_ns": "queue_delay_med_ns", "kernel_med_ns": "device_med_ns",
+                   "kernel_total_ns": "device_total_ns"}  # fmt: skip
+_KERNEL_COLUMNS = (
+    "name",
+    "type",
+    "num_calls",
+    "time_pct",
+    "total_ns",
+    "avg_ns",
+    "med_ns",
+    "p99_ns",
+    "max_ns",
+)
+_COLLECTIVE_COLUMNS = (
+    "group",
+    "op",
+    "from",
+    "num_calls",
+    "total_ns",
+    "med_ns",
+    "p99_ns",
+    "bytes",
+    "bw_med_gbps",
+)
+DEVICE_PLOTS = "`%mspti plot -k launch_split` (or kernels, collectives)"
+
+
+def _collected(snap: Any) -> bool:
+    """True when the snapshot's window collected activity kinds (device time)."""
+    d = getattr(snap, "device", None)
+    return d is not None and bool(d.info.get("kinds"))
+
+
+def device_tables(snap: Any, unit: str | None = None, top: int | None = None) -> list[Table]:
+    """The device time of a snapshot with activity, as tables for under its host table: the launch
+    split (host enqueue, queue delay, device time per launch function), the kernels and the
+    collectives, each by total device time, the first ``top`` rows. Empty without activity."""
+    if getattr(snap, "device", None) is None:
+        return []
+    out = []
+    la = snap.launches()
+    if len(la):
+        la = la.sort("kernel_total_ns", descending=True, nulls_last=True)
+        la = la.select([pl.col(c).alias(n) for c, n in _LAUNCH_COLUMNS.items() if c in la.columns])
+        out.append(_cut(la, "launch split per launch function · by total device time", unit, top))
+    k = snap.kernels()
+    if len(k):
+        k = k.sort("total_ns", descending=True).select([c for c in _KERNEL_COLUMNS if c in k.columns])
+        out.append(_cut(k, "kernels (device time) · by total time", unit, top))
+    col = snap.collectives()
+    if len(col):
+        col = col.sort("total_ns", descending=True).select(
+            [c for c in _COLLECTIVE_COLUMNS if c in col.columns]
+        )
+        out.append(_cut(col, "collectives (device time, bandwidth) · by total time", unit, top))
+    return out
+
+
+def _cut(df: pl.DataFrame, caption: str, unit: str | None, top: int | None) -> Table:
+    n = len(df)
+    if top and top < n:
+        return Table(df.head(top), f"{caption} · {top} of {n:,} rows", top=0, unit=unit)
+    return Table(df, caption, top=0, unit=unit)
+
+
+def device_note(snap: Any) -> str:
+    """One line under the device tables: where the rest is; or why there are none although
+    activity was collected."""
+    if getattr(snap, "device", None) is None:
+        return ""
+    if not (len(snap.launches()) or len(snap.kernels()) or len(snap.collectives())):
+        if not _collected(snap):
+            return ""
+        kinds = ", ".join(snap.device.info["kinds"])
+        return f"no device records of {kinds} in this window: did it launch kernels or collectives?"
+    frames = "`_.launches()`, `_.kernels()`, `_.collectives()`, `_.ranges()`"
+    return f"device time: {frames} as frames; {DEVICE_PLOTS}"
+
+
+def device_text(snap: Any, unit: str | None = None, top: int | None = None) -> str:
+    parts = [t.text() for t in device_tables(snap, unit, top)]
+    note = device_note(snap)
+    return "\n\n".join([*parts, note] if note else parts)
+
+
+def device_html(snap: Any, unit: str | None = None, top: int | None = None) -> str:
+    tables = "".join(f"<div style='margin-top:6px'>{t.html()}</div>" for t in device_tables(snap, unit, top))
+    note = device_note(snap)
+    if not tables and not note:
+        return ""
+    return (
+        "<div class='mspti-lens-device'><div style='margin-top:8px'><b>Device time</b></div>"
+        f"{tables}<div style='font-size:12px;color:#555'>{html.escape(note)}</div></div>"
+    )

@@ -215,20 +215,29 @@ class Table:
     def html(self, caption: str | None = None) -> str:
         heads, rows, right = self.cells()
 
-        def cell(tag: str, text: str, r: bool) -> str:
-            style = f"text-align:{'right' if r else 'left'};padding:1px 6px;white-space:nowrap"
+        def cell(tag: str, text: str, r: bool, extra: str = "") -> str:
+            style = f"text-align:{'right' if r else 'left'};padding:1px 6px;white-space:nowrap{extra}"
             return f"<{tag} style='{style}'>{html.escape(text)}</{tag}>"
 
         head = "".join(cell("th", h, r) for h, r in zip(heads, right))
         body = "".join(
-            "<tr>" + "".join(cell("td", v, r) for v, r in zip(row, right)) + "</tr>" for row in rows
+            "<tr>"
+            + "".join(cell("td", v, r, self.cell_style(h, v)) for h, v, r in zip(heads, row, right))
+            + "</tr>"
+            for row in rows
         )
         cap = self._caption() if caption is None else caption
         cap_html = f"<caption style='text-align:left'>{html.escape(cap)}</caption>" if cap else ""
         return (
-            "<table class='mspti-lens-table' style='border-collapse:collapse;font-size:12px'>"
+            # line-height of its own: inside a widget (the panel) rows would take the widgets'
+            # inline height (28 px), twice a static table's
+            "<table class='mspti-lens-table' style='border-collapse:collapse;font-size:12px;line-height:1.4'>"
             f"{cap_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
         )
+
+    def cell_style(self, head: str, text: str) -> str:
+        """Extra CSS of one cell (``;color:...``), by its column's header and text; none here."""
+        return ""
 
     def __repr__(self) -> str:
         return self.text()

@@ -122,37 +122,57 @@ def kernel_distributions(snap: Snapshot, top: int = 8, title: str | None = None)
     return fig
 
 
+def collective_key(name: str) -> str:
+    """One key for a collective's two spellings: HCCL's function (``HcclAllReduce``, what the
+    callbacks and the summary carry), its op name in COMMUNICATION records (``hcom_allReduce_``,
+    ``hccl_barrier_``) and torch_npu's (``HcclAllreduce``) all give ``allreduce``."""
+    key = name.lower().replace("_", "")
+    for prefix in ("hcom", "hccl"):
+        key = key.removeprefix(prefix)
+    return "recv" if key == "receive" else key
+
+
 def collectives(snap: Snapshot, title: str | None = None):
-    """Per (communicator, op): median device time beside median host time of the HCCL call, and
-    the bandwidth distribution's median (GB/s)."""
+    """Per (communicator, op): median device time beside median host time of the HCCL call (the
+    summary's row of the same collective), and the bandwidth distribution's median (GB/s; "—"
+    for an op that moves no data, such as a barrier). Both panels show the same rows."""
     _check(snap)
     col = snap.collectives()
-    fig, axes = _new_figure((11, 1.5 + 0.6 * max(len(col), 1)), 1, 2)
+    fig, axes = _new_figure((11, 1.5 + 0.6 * max(len(col), 1)), 1, 2, sharey=True)
     ax, bx = axes[0]
     if not len(col):
         _empty(ax, device.EMPTY_NOTE + ' ("communication", "hccl" or "marker" with torch_npu)')
         bx.set_axis_off()
         return fig
     host = snap.summary().filter(pl.col("domain") == "hccl").select("name", "med_ns")
-    host_of = {n.lower(): v for n, v in zip(host["name"], host["med_ns"])}
+    host_of = {collective_key(n): v for n, v in zip(host["name"], host["med_ns"])}
     labels = [f"{op} [{g}]\n{src}" for g, op, src in zip(col["group"], col["op"], col["from"])]
     y = np.arange(len(col))
     dev = col["med_ns"].cast(pl.Float64).to_numpy()
-    hst = np.array([host_of.get(op.lower(), np.nan) for op in col["op"]], dtype=float)
+    hst = np.array([host_of.get(collective_key(op), np.nan) for op in col["op"]], dtype=float)
     ax.barh(y - 0.2, dev, height=0.4, label="device (activity)", color="#55A868")
     ax.barh(y + 0.2, hst, height=0.4, label="host API (callback)", color="#4C72B0")
     ax.set_yticks(y, labels, fontsize=8)
-    ax.invert_yaxis()
+    ax.set_ylim(len(col) - 0.5, -0.5)  # first row on top, on both panels (the y-axis is shared)
     _ns_axis(ax, "median time per call")
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo, hi * 4)  # room for the value labels inside the axes
+    for yi, v in [(yi - 0.2, v) for yi, v in zip(y, dev)] + [(yi + 0.2, v) for yi, v in zip(y, hst)]:
+        text = " " + format_ns(v) if np.isfinite(v) and v > 0 else " —"
+        ax.text(v if np.isfinite(v) and v > 0 else lo, yi, text, va="center", fontsize=7, clip_on=True)
     bw = (
-        col["bw_med_gbps"].fill_null(np.nan).to_numpy()
+        col["bw_med_gbps"].cast(pl.Float64).fill_null(np.nan).to_numpy()
         if "bw_med_gbps" in col.columns
         else np.full(len(col), np.nan)
     )
-    bx.barh(y, bw, color="#8172B3")
-    bx.set_yticks(y, [""] * len(y))
-    bx.invert_yaxis()
-    bx.set_xlabel("median bandwidth, GB/s (waits included)")
+    bx.barh(y, np.nan_to_num(bw, nan=0.0), height=0.5, color="#8172B3")
+    bx.tick_params(axis="y", labelleft=False)
+    top = float(np.nanmax(bw)) if np.isfinite(bw).any() else 1.0
+    bx.set_xlim(0, top * 1.3)
+    for yi, v in zip(y, bw):
+        bx.text(v if np.isfinite(v) else 0, yi, f" {v:,.1f} GB/s" if np.isfinite(v) else " —", va="center",
+                fontsize=7, clip_on=True)  # fmt: skip
+    bx.set_xlabel("median bandwidth, GB/s (waits included)", fontsize=9)
     fig.suptitle(_title(title or "Collectives: device time and bandwidth beside host time", snap.simulated))
     fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))

@@ -15,8 +15,9 @@ PIXEL_RATIO = 2
 CSS_DPI = 100  # CSS pixels per figure inch
 
 
-def _new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1):
-    """A Figure with a ``rows`` x ``cols`` grid of axes that pyplot does not keep.
+def _new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1, sharey: bool = False):
+    """A Figure with a ``rows`` x ``cols`` grid of axes that pyplot does not keep (``sharey``:
+    one y-axis for all, so panels side by side show the same rows).
 
     On the main thread the figure is made by pyplot (which loads the notebook's backend, so the
     figure renders as an image) and released from pyplot at once: a returned figure is then
@@ -33,7 +34,7 @@ def _new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1):
 
         fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
-    axes = fig.subplots(rows, cols, squeeze=False)
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=sharey)
     _show_sharp(fig)
     return fig, axes
 

@@ -14,6 +14,7 @@ import polars as pl
 from ..snapshot import Snapshot
 from ..timeline import empty_timeline
 from ..units import format_ns
+from .device import collectives, kernel_distributions, launch_split
 from .figure import _count_axis, _legend_outside, _new_figure, _ns_axis, _title
 from .timeline import TIMELINE_COLUMNS, timeline
 
@@ -53,14 +54,18 @@ def _pick(frame: pl.DataFrame, names: Iterable[str] | None, top: int) -> list[st
     return names
 
 
-def _rebin(sub: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Sum the fine buckets into log-spaced display bins (BINS_PER_DECADE per decade)."""
+def _rebin(sub: pl.DataFrame, span: pl.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the fine buckets into log-spaced display bins (BINS_PER_DECADE per decade), on edges
+    covering ``span`` (default ``sub``): curves drawn together share their bins exactly."""
     sub = sub.filter(pl.col("upper_ns").is_finite())  # the overflow row has no finite bin
+    rng = sub if span is None else span.filter(pl.col("upper_ns").is_finite())
     lo = np.maximum(sub["lower_ns"].to_numpy().astype(float), 1.0)
     cnt = sub["count"].to_numpy().astype(float)
-    a = math.floor(math.log10(lo.min()) * BINS_PER_DECADE) / BINS_PER_DECADE
-    b = math.ceil(math.log10(max(sub["upper_ns"].to_numpy().max(), 2.0)) * BINS_PER_DECADE) / BINS_PER_DECADE
-    edges = 10 ** np.arange(a, b + 1.0 / BINS_PER_DECADE, 1.0 / BINS_PER_DECADE)
+    first = max(float(rng["lower_ns"].min()), 1.0)
+    last = max(float(rng["upper_ns"].max()), 2.0)
+    k0 = math.floor(round(math.log10(first) * BINS_PER_DECADE, 9))
+    k1 = math.ceil(round(math.log10(last) * BINS_PER_DECADE, 9))
+    edges = 10 ** (np.arange(k0, k1 + 1) / BINS_PER_DECADE)  # integer steps: the same grid for all
     idx = np.clip(np.searchsorted(edges, lo, side="right") - 1, 0, len(edges) - 2)
     vals = np.bincount(idx, weights=cnt, minlength=len(edges) - 1)
     return vals, edges
@@ -169,17 +174,21 @@ def _compare(
     if not names:
         ax.text(0.5, 0.5, "no calls recorded", ha="center", va="center", transform=ax.transAxes)
         strip.set_visible(False)
+    span = frame.filter(pl.col("name").is_in(names))
     for i, name in enumerate(names):
         sub = frame.filter(pl.col("name") == name).sort("lower_ns")
-        vals, edges = _rebin(sub)
+        vals, edges = _rebin(sub, span)
         y = vals / vals.sum() if density else vals
         colour = f"C{i % 10}"
         q = _quantiles(snap, name, (0.5, 0.9, 0.99, 0.999))
+        # earlier curves wider and under later ones: identical distributions all stay visible
         ax.stairs(
             y,
             edges,
             color=colour,
-            linewidth=1.6,
+            linewidth=1.4 + 1.6 * (len(names) - 1 - i),
+            alpha=0.9,
+            zorder=2 + i,
             label=f"{name} ({int(vals.sum()):,}; p50 {format_ns(q[0.5])}, p99 {format_ns(q[0.99])})",
         )
         row = len(names) - 1 - i
@@ -254,6 +263,10 @@ def before_after(
     fa, sa, snap_a = _frame(after)
     cols = ["name", "lower_ns", "upper_ns", "count"]
     both = pl.concat([fb.select(cols), fa.select(cols)])
+    # the top APIs of both sides: an API one side lacks would get a panel with one curve
+    common = set(fb["name"]) & set(fa["name"])
+    if names is None and common:
+        both = both.filter(pl.col("name").is_in(sorted(common)))
     picked = _pick(both, names, top) if len(both) else []
     n = max(len(picked), 1)
     fig, axes = _new_figure((10, 2.6 * n + 0.6), n, 1)
@@ -282,7 +295,7 @@ def before_after(
         )
     fig.suptitle(
         _title(
-            f"{labels[0].capitalize()} / {labels[1]}" if labels != ("before", "after") else "Before / after",
+            f"A: {labels[0]} / B: {labels[1]}" if labels != ("before", "after") else "Before / after",
             sb or sa,
         )
     )
@@ -290,8 +303,9 @@ def before_after(
     return fig
 
 
-# The plots the panel and the magics offer, by kind: the one dispatch both use.
-KINDS = ("distribution", "cdf", "hccl", "launch", "timeline")
+# The plots the panel and the magics offer, by kind: the one dispatch both use. The last three
+# are of device time (a snapshot with activity); without it their axes say how to collect it.
+KINDS = ("distribution", "cdf", "hccl", "launch", "timeline", "launch_split", "kernels", "collectives")
 
 
 def plot(
@@ -309,6 +323,12 @@ def plot(
         return cdf(data)
     if kind == "hccl":
         return compare_hccl(data, **dens)
+    if kind in ("launch_split", "kernels", "collectives"):
+        if not isinstance(data, Snapshot):
+            raise TypeError(f"the {kind} plot takes a Snapshot with activity, not {type(data).__name__}")
+        if kind == "launch_split":
+            return launch_split(data)
+        return kernel_distributions(data, top=top) if kind == "kernels" else collectives(data)
     if kind == "timeline":
         keeps = isinstance(data, Snapshot) or set(TIMELINE_COLUMNS) <= set(data.columns)
         return timeline(data if keeps else empty_timeline(), top=top)

@@ -56,41 +56,47 @@ def timeline(
             .sort(["num_calls", "name"], descending=[True, False])
         )
         picked = busiest["name"].head(top).to_list()
-    fig, axes = _new_figure(figsize)
+    # Without intervals there is nothing to draw: a short figure that says how to get them.
+    fig, axes = _new_figure(figsize if len(frame) else (figsize[0], 0.9))
     ax = axes[0][0]
     if not len(frame):
-        ax.text(
-            0.5,
-            0.5,
-            "no intervals yet: create the Session with interval=seconds",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
+        ax.text(0.5, 0.5, NO_INTERVALS, ha="center", va="center", transform=ax.transAxes, fontsize=9)
         ax.set_axis_off()
+        return fig
     from matplotlib.ticker import FuncFormatter
 
+    t0 = frame["start"].min()
     for i, name in enumerate(picked):
         sub = frame.filter(pl.col("name") == name).sort("start")
         if not len(sub):
             continue
         colour = f"C{i % 10}"
-        xs = [*sub["start"].to_list(), sub["end"][-1]]
+        xs = [_seconds(t, t0) for t in (*sub["start"].to_list(), sub["end"][-1])]
         for col, style, label in (("p50_ns", "-", "p50"), ("p99_ns", "--", "p99")):
             ys = sub[col].cast(pl.Float64).to_list()
             ax.step(xs, [*ys, ys[-1]], where="post", color=colour, linestyle=style, label=f"{name} {label}")
-    if len(frame):
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_ns(v) if v > 0 else ""))
-        ax.set_ylabel("host time per call")
-        ax.set_xlabel("time (UTC)")
-        import matplotlib.dates as mdates
-
-        locator = mdates.AutoDateLocator()
-        ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=8, ncol=2, loc="best")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_ns(v) if v > 0 else ""))
+    ax.set_ylabel("host time per call")
+    # seconds since the first interval (a clock axis read "05 06 ... 10" under a date offset)
+    start = t0.strftime("%H:%M:%S") if hasattr(t0, "strftime") else str(t0)
+    ax.set_xlabel(f"time since the first interval (s; it began at {start} UTC)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(
+        fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False
+    )
     ax.set_title(_title(title or "Host API latency over time (p50 solid, p99 dashed)", simulated))
     fig.tight_layout()
     return fig
+
+
+NO_INTERVALS = (
+    "no intervals: this session keeps no timeline. In a notebook: %%mspti --interval 0.5 (or "
+    "%mspti start --interval 0.5); in code: Session(interval=0.5)"
+)
+
+
+def _seconds(t: Any, t0: Any) -> float:
+    """Seconds from ``t0`` to ``t`` (datetimes, or numbers of seconds)."""
+    d = t - t0
+    return d.total_seconds() if hasattr(d, "total_seconds") else float(d)

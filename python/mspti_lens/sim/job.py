@@ -6,7 +6,10 @@ torch_npu job drives its own CANN. Their collectives meet in one shared-memory r
 simulator's ``multirank`` barrier, keyed by collective instance): a collective completes when
 every rank of its group has entered it, as HCCL's do, so one slow rank makes the others wait.
 With the virtual clock a waiting rank's clock jumps to the last arrival's time, so every
-duration is exact and deterministic; with the real clock ranks really wait.
+duration is exact and deterministic; with the real clock ranks really wait. On the virtual clock
+every rank starts at one instant the launcher chose ahead of real time (``START_LEAD_S`` more
+than the ranks' start-up and steps take), so their clocks never fall behind real time, which
+would move each rank's clock on its own.
 
 Per step a rank launches kernels (its compute: each kernel runs on the device for
 ``KERNEL_SHARE`` of its launch's host time, so the device keeps up with the host), all-reduces
@@ -50,6 +53,9 @@ ALLREDUCE_NS = 300_000
 SENDRECV_NS = 40_000
 SLOW_LINK_FACTOR = 5
 SYNC_NS = 20_000
+# Seconds ahead of the launcher's CLOCK_REALTIME at which every rank's virtual clock starts, on
+# top of the steps' own delays.
+START_LEAD_S = 60
 
 
 @dataclass(frozen=True)
@@ -144,14 +150,16 @@ class _Region:
             raise RuntimeError(f"the job region {path} is not usable by this simulator")
 
 
-def run_rank(plan: JobPlan, rank: int, region_path: str) -> int:
-    """One rank's loop. Returns the process exit code."""
+def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> int:
+    """One rank's loop, its virtual clock starting at ``start_ns`` (0: in the present). Returns
+    the process exit code."""
     from .driver import Simulator
 
     sim = Simulator()
     lib = _bind(sim.lib)
     if plan.clock == "virtual":
         sim.set_clock("virtual")
+        sim.lib.msimVirtualSet(start_ns)
     region = _Region(lib, region_path, plan)  # noqa: F841 - the mapping must stay alive
     rng = random.Random(plan.seed * 1_000_003 + rank)
     launch, allreduce = sim.api("aclrtLaunchKernel"), sim.api("HcclAllReduce")
@@ -266,6 +274,8 @@ def run_job(plan: JobPlan, quiet: bool = False) -> int:
             args += ["--hold", plan.hold]
         if plan.late_ns:
             args += ["--late-ns", str(plan.late_ns)]
+        start_s = START_LEAD_S + plan.steps * plan.step_delay
+        args += ["--start-ns", str(time.time_ns() + int(start_s * 1e9))]
         for r in range(plan.ranks):
             cmd = [sys.executable, "-m", RANK_MODULE, "rank", "--rank", str(r), "--region", path, *args]
             procs.append(subprocess.Popen(cmd, env=_rank_env(plan, r)))
@@ -365,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(r)
     r.add_argument("--rank", type=int, required=True)
     r.add_argument("--region", required=True)
+    r.add_argument("--start-ns", type=int, default=0)
     args = p.parse_args(argv)
     try:
         plan = plan_of(args)
@@ -372,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.command == "rank":
-        return run_rank(plan, args.rank, args.region)
+        return run_rank(plan, args.rank, args.region, args.start_ns)
     return run_job(plan)
 
 

@@ -16,7 +16,7 @@
 //!   node launch while COMMUNICATION is enabled; records carry the thread's current id.
 
 use std::cell::Cell;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
@@ -507,9 +507,11 @@ static NEXT_CORRELATION: Padded<AtomicU64> = Padded(AtomicU64::new(0));
 thread_local! {
     static CURRENT_CORRELATION: Cell<u64> = const { Cell::new(0) };
 }
-/// `ExternalCorrelationReporter`: one process-global stack per kind under one mutex (not per
-/// thread, whatever the header says).
-static EXTERNAL: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
+/// `ExternalCorrelationReporter` (upstream `csrc/activity/ascend/reporter/
+/// external_correlation_reporter.cpp`): one process-global stack per kind (any value: no kind is
+/// checked), in a map ordered by kind, under one mutex (not per thread, whatever the header says);
+/// a kind whose stack empties leaves the map.
+static EXTERNAL: Mutex<BTreeMap<u32, Vec<u64>>> = Mutex::new(BTreeMap::new());
 
 /// The calling thread's current correlation id (0 until something bumped it).
 pub fn current_correlation() -> u64 {
@@ -522,11 +524,8 @@ pub fn bump_correlation() -> u64 {
     let id = NEXT_CORRELATION.fetch_add(1, Ordering::Relaxed) + 1;
     CURRENT_CORRELATION.with(|c| c.set(id));
     if kind_enabled(MSPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
-        let tops: Vec<(u32, u64)> = lock(&EXTERNAL)
-            .iter()
-            .enumerate()
-            .filter_map(|(k, s)| s.last().map(|&top| (k as u32, top)))
-            .collect();
+        let tops: Vec<(u32, u64)> =
+            lock(&EXTERNAL).iter().filter_map(|(&k, s)| s.last().map(|&top| (k, top))).collect();
         for (k, top) in tops {
             let r = MsptiActivityExternalCorrelation {
                 kind: MSPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
@@ -880,14 +879,7 @@ pub extern "C" fn msptiActivityPushExternalCorrelationId(
     kind: MsptiExternalCorrelationKind,
     id: u64,
 ) -> MsptiResult {
-    if kind == MSPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= MSPTI_EXTERNAL_CORRELATION_KIND_SIZE {
-        return MSPTI_ERROR_INVALID_PARAMETER;
-    }
-    let mut g = lock(&EXTERNAL);
-    if g.len() < MSPTI_EXTERNAL_CORRELATION_KIND_SIZE as usize {
-        g.resize(MSPTI_EXTERNAL_CORRELATION_KIND_SIZE as usize, Vec::new());
-    }
-    g[kind as usize].push(id);
+    lock(&EXTERNAL).entry(kind).or_default().push(id);
     MSPTI_SUCCESS
 }
 
@@ -898,22 +890,19 @@ pub unsafe extern "C" fn msptiActivityPopExternalCorrelationId(
     kind: MsptiExternalCorrelationKind,
     last_id: *mut u64,
 ) -> MsptiResult {
-    if kind == MSPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= MSPTI_EXTERNAL_CORRELATION_KIND_SIZE {
-        return MSPTI_ERROR_INVALID_PARAMETER;
-    }
     if last_id.is_null() {
         // The real library returns 1 and does not pop, whatever the header says.
         return MSPTI_ERROR_INVALID_PARAMETER;
     }
     let mut g = lock(&EXTERNAL);
-    match g.get_mut(kind as usize).and_then(|s| s.pop()) {
-        Some(id) => {
-            // SAFETY: checked non-NULL above.
-            unsafe { *last_id = id };
-            MSPTI_SUCCESS
-        }
-        None => MSPTI_ERROR_QUEUE_EMPTY,
+    let Some(stack) = g.get_mut(&kind) else { return MSPTI_ERROR_QUEUE_EMPTY };
+    let id = stack.pop().unwrap_or_default();
+    if stack.is_empty() {
+        g.remove(&kind);
     }
+    // SAFETY: checked non-NULL above.
+    unsafe { *last_id = id };
+    MSPTI_SUCCESS
 }
 
 fn domain_arg(name: *const c_char) -> Option<String> {
@@ -1078,10 +1067,12 @@ pub extern "C" fn msimActivityStat(which: u32) -> u64 {
 
 /// Back to defaults, for tests: every kind off, buffers handed back (FlushAll), callbacks and
 /// the timestamp callback forgotten, device timelines and pending device records cleared,
-/// counters, correlation ids, external stacks, marker domains and MSTX ranges reset.
+/// counters, correlation ids, external stacks, marker domains and MSTX ranges reset, and the
+/// calling thread's virtual clock back in the present.
 #[no_mangle]
 pub extern "C" fn msimActivityReset() {
     KINDS.store(0, Ordering::Relaxed);
+    clock::virtual_set(0);
     device::reset();
     flush_all();
     *lock(&CALLBACKS) = Callbacks { request: None, complete: None };

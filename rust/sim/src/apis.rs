@@ -198,6 +198,7 @@ pub fn call(api: u32, work_ns: u64) -> i32 {
 /// collective's peer wait failing wins), or -1 for an unknown API.
 pub fn call_with(api: u32, spec: Option<device::CallSpec>, work_ns: u64, body: impl FnOnce() -> i32) -> i32 {
     let Some(a) = table().get(api as usize) else { return -1 };
+    let _call = clock::begin_call();
     let fidelity = state::fidelity();
     let Some(name) = a.name(fidelity) else {
         // Not hooked in this library version: the call happens, no callback fires.

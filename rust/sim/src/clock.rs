@@ -3,6 +3,16 @@
 //! The virtual clock is per thread because callbacks are synchronous on the calling thread: a
 //! thread's ENTER and EXIT read its own clock, so a call's measured duration is exactly the
 //! duration it was given, whatever other threads do.
+//!
+//! It lives in the present, as real MSPTI timestamps (CLOCK_REALTIME ns) do, so a client that
+//! compares records with its own clock (msMonitor drops every record that ended before its start)
+//! sees them: a thread's clock starts at CLOCK_REALTIME when first read, and it is never behind
+//! CLOCK_REALTIME when a call starts: a call that finds its thread's clock lagging starts
+//! `LEAD_NS` ahead of real time (`begin_call`). Within a call, and from one call to the next, it
+//! advances only by the models: the lead keeps a thread's back-to-back calls from finding the
+//! clock behind again while simulating them takes real time (a loaded machine, modelled calls
+//! shorter than the simulator's own work), so durations are exactly the models' and runs repeat
+//! exactly.
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
@@ -10,25 +20,50 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::state::CLOCK_VIRTUAL;
 
-/// Where every thread's virtual clock starts: a CLOCK_REALTIME-sized instant (2023-11-14 22:13:20
-/// UTC), so virtual timestamps have the 19 digits real ones have (Huawei's st checks match
-/// `\d{19}`), yet stay the same from run to run.
-pub const VIRTUAL_BASE_NS: u64 = 1_700_000_000_000_000_000;
+/// How far ahead of CLOCK_REALTIME a call that found its thread's clock lagging starts, and a
+/// job's threads start (`job_start_ns`): more than a loaded machine takes to run a thread's
+/// next calls or to start a job's threads, so those find the clock ahead and keep the models'
+/// spacing, and every thread of a job starts at the same instant.
+pub const LEAD_NS: u64 = 1_000_000_000;
 
 thread_local! {
-    static VIRTUAL_NS: Cell<u64> = const { Cell::new(VIRTUAL_BASE_NS) };
+    /// The thread's virtual time; 0 until first read (then CLOCK_REALTIME).
+    static VIRTUAL_NS: Cell<u64> = const { Cell::new(0) };
+    /// How many simulated calls are in progress on this thread (a call's work may make another).
+    static CALL_DEPTH: Cell<u32> = const { Cell::new(0) };
 }
 
 pub fn is_virtual() -> bool {
     CLOCK_VIRTUAL.load(Ordering::Relaxed) != 0
 }
 
-pub fn virtual_now() -> u64 {
-    VIRTUAL_NS.with(|c| c.get())
+/// CLOCK_REALTIME in ns.
+pub fn realtime_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
+/// The calling thread's virtual time (CLOCK_REALTIME the first time a thread reads it).
+pub fn virtual_now() -> u64 {
+    VIRTUAL_NS.with(|c| match c.get() {
+        0 => {
+            let now = realtime_ns();
+            c.set(now);
+            now
+        }
+        ns => ns,
+    })
+}
+
+/// Set the calling thread's virtual time (0: CLOCK_REALTIME at the next read). A time behind
+/// CLOCK_REALTIME holds until the thread's next call starts (see `begin_call`).
 pub fn virtual_set(ns: u64) {
     VIRTUAL_NS.with(|c| c.set(ns));
+}
+
+/// Where a job's threads start on the virtual clock: `LEAD_NS` ahead of CLOCK_REALTIME, and not
+/// before `after` (the device's last task, the starting thread's time).
+pub fn job_start_ns(after: u64) -> u64 {
+    realtime_ns().saturating_add(LEAD_NS).max(after)
 }
 
 /// What `msptiGetTimestamp` returns: CLOCK_REALTIME ns (the real library's default), or the
@@ -37,7 +72,37 @@ pub fn timestamp_ns() -> u64 {
     if is_virtual() {
         virtual_now()
     } else {
-        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+        realtime_ns()
+    }
+}
+
+/// A simulated call in progress on this thread: made by `begin_call`, ended when dropped.
+pub struct Call(());
+
+/// A simulated call starts on this thread (before its ENTER): on the virtual clock an outermost
+/// call whose thread's clock lags CLOCK_REALTIME starts `LEAD_NS` ahead of it; a call made inside
+/// another's work keeps the outer call's clock, which advances only by the models.
+#[must_use]
+pub fn begin_call() -> Call {
+    let depth = CALL_DEPTH.with(|d| {
+        let v = d.get();
+        d.set(v + 1);
+        v
+    });
+    if depth == 0 && is_virtual() {
+        let now = realtime_ns();
+        VIRTUAL_NS.with(|c| {
+            if c.get() < now {
+                c.set(now.saturating_add(LEAD_NS));
+            }
+        });
+    }
+    Call(())
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        CALL_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
     }
 }
 
@@ -48,7 +113,7 @@ pub fn spend(ns: u64) {
         return;
     }
     if is_virtual() {
-        VIRTUAL_NS.with(|c| c.set(c.get().saturating_add(ns)));
+        virtual_set(virtual_now().saturating_add(ns));
         return;
     }
     let start = Instant::now();

@@ -729,7 +729,7 @@ pub fn submit_collective(op: &'static CStr, cbid: u32, spec: &CallSpec, t_submit
             start,
             end,
             ds: MsptiIdPair::ds(device, stream),
-            band_width: bytes as f64 / (end - start).max(1) as f64,
+            band_width: band_width(cbid, bytes, ranks, start, end),
             name: op.as_ptr(),
             comm_name: comm.as_ptr(),
             _pad: [0; 4],
@@ -751,6 +751,25 @@ pub fn submit_collective(op: &'static CStr, cbid: u32, spec: &CallSpec, t_submit
         };
         push_pending((device, stream), end, MSPTI_ACTIVITY_KIND_COMMUNICATION, &r);
     }
+}
+
+/// The HCCL record's `bandWidth` (bytes per ns = GB/s) as MSPTI's parser computes it (upstream
+/// `csrc/activity/ascend/parser/hccl_calculator.cpp`): count x type size, times the rank count
+/// for AllGather, ReduceScatter, Scatter and AlltoAll (`CalculateCollectiveBandWidth`), alone for
+/// AllReduce, Broadcast, Reduce, Send and Recv (`CalculateP2pBandWidth`), over the duration; 0
+/// where it computes none (an op without a formula, such as the barrier, or no duration).
+/// AlltoAllV and BatchSendRecv divide the bytes moved (the larger of sent and received, the sum
+/// of the sends), which is what a call's bytes are here.
+fn band_width(hccl_cbid: u32, bytes: u64, ranks: u32, start: u64, end: u64) -> f64 {
+    /// HCCL callback ids (mspti_cbid.h): ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SCATTER.
+    const TIMES_RANKS: [u32; 4] = [3, 4, 6, 9];
+    /// BARRIER has no formula.
+    const BARRIER: u32 = 8;
+    if end <= start || hccl_cbid == BARRIER {
+        return 0.0;
+    }
+    let ranks = if TIMES_RANKS.contains(&hccl_cbid) { u64::from(ranks.max(1)) } else { 1 };
+    bytes.saturating_mul(ranks) as f64 / (end - start) as f64
 }
 
 // ---------------------------------------------------------------------------------------------

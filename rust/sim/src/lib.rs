@@ -36,15 +36,19 @@ pub mod workload;
 use locks::lock;
 use state::*;
 
-/// The fork handlers go in when the library is loaded, before any thread can hold a simulator
-/// lock: a lock is never taken in a process without them, so a `fork()` child finds every one free.
+/// When the library is loaded: the fork handlers go in, before any thread can hold a simulator
+/// lock (a lock is never taken in a process without them, so a `fork()` child finds every one
+/// free), and a library loaded as the real one's name checks LD_PRELOAD as MSPTI 26.x does.
 #[used]
 #[link_section = ".init_array"]
-static INSTALL_FORK_HANDLERS: extern "C" fn() = {
-    extern "C" fn install() {
+static ON_LOAD: extern "C" fn() = {
+    extern "C" fn on_load() {
         activity::install_fork_handlers();
+        if preload_check_by_default() {
+            set_preload_check(true);
+        }
     }
-    install
+    on_load
 };
 
 /// The version `msptiGetVersion` reports (xxyyzz): the simulator follows MSPTI 26.x.
@@ -87,6 +91,9 @@ pub extern "C" fn msptiUnsubscribe(subscriber: MsptiSubscriberHandle) -> MsptiRe
     if f != 0 {
         return f;
     }
+    // MSPTI's ResetAllDevice comes first, whatever the handle: the device's records of work
+    // already launched reach the client's buffers now (its FlushAll then hands them over).
+    device::stop_and_flush();
     let _g = lock(&SUBSCRIBE_LOCK);
     let cur = SUBSCRIBER.load(Ordering::Acquire);
     if cur.is_null() {
@@ -95,9 +102,6 @@ pub extern "C" fn msptiUnsubscribe(subscriber: MsptiSubscriberHandle) -> MsptiRe
     if !std::ptr::eq(cur.cast::<MsptiSubscriber>(), subscriber) {
         return MSPTI_ERROR_INVALID_PARAMETER;
     }
-    // As MSPTI's ResetAllDevice before the subscriber goes: the device's records of work already
-    // launched reach the client's buffers now (its FlushAll then hands them over).
-    device::stop_and_flush();
     clear_enabled();
     SUBSCRIBER.store(std::ptr::null_mut(), Ordering::Release);
     MSPTI_SUCCESS
@@ -256,8 +260,7 @@ pub extern "C" fn msimGetFidelity() -> u32 {
 /// it) or off.
 #[no_mangle]
 pub extern "C" fn msimSetPreloadCheck(on: u32) {
-    PRELOAD_OK.store(read_preload_env(), Ordering::Relaxed);
-    PRELOAD_CHECK.store(on != 0, Ordering::Relaxed);
+    set_preload_check(on != 0);
 }
 
 /// 0: `msptiGetTimestamp` is CLOCK_REALTIME and work really takes time; 1: per-thread virtual clock.

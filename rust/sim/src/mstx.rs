@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use mspti_abi::*;
 
 use crate::activity;
+use crate::clock;
 use crate::device;
 use crate::locks::lock;
 
@@ -119,6 +120,7 @@ fn stream_arg(stream: AclrtStream) -> Option<u32> {
 }
 
 pub fn mark(domain: &'static CStr, msg: *const c_char, stream: AclrtStream) {
+    let _call = clock::begin_call();
     if !active(domain) {
         return;
     }
@@ -137,6 +139,7 @@ pub fn mark(domain: &'static CStr, msg: *const c_char, stream: AclrtStream) {
 }
 
 pub fn range_start(domain: &'static CStr, msg: *const c_char, stream: AclrtStream) -> MstxRangeId {
+    let _call = clock::begin_call();
     if !active(domain) {
         return MSTX_INVALID_ID;
     }
@@ -157,6 +160,7 @@ pub fn range_start(domain: &'static CStr, msg: *const c_char, stream: AclrtStrea
 }
 
 pub fn range_end(id: MstxRangeId) {
+    let _call = clock::begin_call();
     let Some(r) = lock(&RANGES).as_mut().and_then(|m| m.remove(&id)) else { return };
     if !active(r.domain) {
         return;

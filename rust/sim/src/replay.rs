@@ -1,8 +1,10 @@
 //! Replay of a recorded trace: each trace thread becomes a simulator thread that fires the
 //! trace's ENTER and EXIT events at the trace's own times.
 //!
-//! With the virtual clock, each event sets the thread's clock to the event's time, so every
-//! call's measured duration is exactly the trace's. With the real clock, idle gaps between
+//! With the virtual clock, each event sets the thread's clock to the event's time moved into the
+//! present (the whole trace shifted to start `clock::LEAD_NS` ahead of real time, and a thread's
+//! shift grown as `clock::begin_call` would at a top-level call that would start behind real
+//! time), so every call's measured duration is exactly the trace's. With the real clock, idle gaps between
 //! top-level calls are skipped, everything inside a call keeps its recorded spacing, and every
 //! call lasts at least its own duration (an EXIT waits for its own ENTER plus the duration when
 //! the schedule has fallen behind).
@@ -27,14 +29,17 @@ pub struct Event {
 pub fn start(threads: Vec<Vec<Event>>) -> Arc<Job> {
     let total: u64 = threads.iter().map(|t| t.len() as u64).sum();
     let job = Job::new(total);
+    let first = threads.iter().filter_map(|t| t.first()).map(|e| e.t_ns).min().unwrap_or(0);
+    let shift = clock::job_start_ns(0).saturating_sub(first);
     for (i, events) in threads.into_iter().enumerate() {
         let j = job.clone();
-        job.spawn(format!("sim-replay-{i}"), move || run_thread(&events, &j));
+        job.spawn(format!("sim-replay-{i}"), move || run_thread(&events, shift, &j));
     }
     job
 }
 
-fn run_thread(events: &[Event], job: &Job) {
+/// Replay one thread's events; `shift` moves trace times into the present on the virtual clock.
+fn run_thread(events: &[Event], mut shift: u64, job: &Job) {
     let virtual_clock = clock::is_virtual();
     // Real clock: trace time t happens at `origin + (t - t0)`, re-anchored at each top-level call.
     let mut origin = Instant::now();
@@ -50,7 +55,14 @@ fn run_thread(events: &[Event], job: &Job) {
         let enter = e.site == MSPTI_API_ENTER;
         let top_level_enter = enter && open.is_empty();
         if virtual_clock {
-            clock::virtual_set(e.t_ns);
+            if top_level_enter {
+                // A call starts at real time when its thread's clock lags it (see `clock`).
+                let now = clock::realtime_ns();
+                if e.t_ns.saturating_add(shift) < now {
+                    shift = (now + clock::LEAD_NS).saturating_sub(e.t_ns);
+                }
+            }
+            clock::virtual_set(e.t_ns.saturating_add(shift));
         } else if !top_level_enter {
             let scheduled = origin + Duration::from_nanos(e.t_ns.saturating_sub(t0));
             let target = match (enter, open.last()) {

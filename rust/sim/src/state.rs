@@ -1,9 +1,10 @@
 //! The simulated libmspti's process-wide state: the one subscriber, the enable bitmaps, the
 //! fidelity mode, the LD_PRELOAD check, injected faults and the delivery counters.
 //!
-//! Rules are those of MSPTI 26.x (upstream `csrc/callback/callback_manager.cpp`): one subscriber (a second gets 2), subscribe
-//! and unsubscribe clear every enable bit, enable-domain sets ids 1-36 / 1-12, cbid >= 64 or a bad
-//! domain or a wrong handle give 1, enable without a subscriber is a silent 0.
+//! Rules are those of MSPTI 26.x (upstream `csrc/callback/callback_manager.cpp`): one subscriber
+//! (a second gets 2), subscribe and unsubscribe clear every enable bit, enable-domain sets ids
+//! 1-36 / 1-12; the enable calls check, in this order, LD_PRELOAD (6), the subscriber (none: a
+//! silent 0), the handle (1), the domain (1), then cbid >= 64 (1).
 
 use core::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -49,9 +50,10 @@ pub static SUBSCRIBE_LOCK: Mutex<()> = Mutex::new(());
 pub static ENABLED: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 pub static FIDELITY: AtomicU32 = AtomicU32::new(Fidelity::Cann26 as u32);
 
-/// LD_PRELOAD check (26.0+): off by default so the simulator runs anywhere; when on, the enable
-/// calls give 6 unless the LD_PRELOAD variable (read once, when the check is turned on) names
-/// `libmspti.so`.
+/// LD_PRELOAD check (26.0+): when on, the enable calls give 6 unless the LD_PRELOAD variable
+/// (read once, when the check is turned on) names `libmspti.so`. On from the start in a library
+/// loaded as `libmspti.so` (the simulated CANN tree's, see `preload_check_by_default`), off in
+/// the bundled simulator (`libmspti_sim.so`) so that it runs in any process.
 pub static PRELOAD_CHECK: AtomicBool = AtomicBool::new(false);
 pub static PRELOAD_OK: AtomicBool = AtomicBool::new(false);
 
@@ -120,10 +122,15 @@ pub fn is_current(handle: MsptiSubscriberHandle) -> bool {
     !cur.is_null() && std::ptr::eq(cur.cast::<MsptiSubscriber>(), handle)
 }
 
-/// The enable calls' shared checks, in the real order: fault, subscriber, handle, domain, preload.
+/// The enable calls' shared checks, in upstream's order (`CallbackManager::EnableCallback`,
+/// `EnableDomain`): LD_PRELOAD, subscriber, handle, domain. Ok(false): nothing to do (no
+/// subscriber, a silent 0).
 pub fn check_enable(subscriber: MsptiSubscriberHandle, domain: u32) -> Result<bool, MsptiResult> {
+    if not_interposed() && fidelity() != Fidelity::Cann8 {
+        // 26.x checks LD_PRELOAD first; CANN 8.x had no check and simply delivered nothing.
+        return Err(MSPTI_ERROR_WITHOUT_LD_PRELOAD);
+    }
     if SUBSCRIBER.load(Ordering::Acquire).is_null() {
-        // 26.0/26.1: a silent no-op without a subscriber.
         return Ok(false);
     }
     if !is_current(subscriber) {
@@ -131,10 +138,6 @@ pub fn check_enable(subscriber: MsptiSubscriberHandle, domain: u32) -> Result<bo
     }
     if domain != MSPTI_CB_DOMAIN_RUNTIME && domain != MSPTI_CB_DOMAIN_HCCL {
         return Err(MSPTI_ERROR_INVALID_PARAMETER);
-    }
-    if not_interposed() && fidelity() != Fidelity::Cann8 {
-        // 26.x checks LD_PRELOAD; CANN 8.x had no check and simply delivered nothing.
-        return Err(MSPTI_ERROR_WITHOUT_LD_PRELOAD);
     }
     Ok(true)
 }
@@ -146,4 +149,43 @@ pub fn not_interposed() -> bool {
 
 pub fn read_preload_env() -> bool {
     std::env::var("LD_PRELOAD").map(|v| v.contains("libmspti.so")).unwrap_or(false)
+}
+
+/// Turn the LD_PRELOAD check on (reading LD_PRELOAD now) or off.
+pub fn set_preload_check(on: bool) {
+    PRELOAD_OK.store(read_preload_env(), Ordering::Relaxed);
+    PRELOAD_CHECK.store(on, Ordering::Relaxed);
+}
+
+/// Whether this library was loaded under the name of the real one: `libmspti.so`, or the
+/// simulated CANN tree's `libascend_hal.so` (a link to it). The dynamic loader keeps the name it
+/// was given (links unresolved); the bundled simulator is `libmspti_sim.so`.
+pub fn preload_check_by_default() -> bool {
+    #[repr(C)]
+    struct DlInfo {
+        dli_fname: *const core::ffi::c_char,
+        dli_fbase: *mut c_void,
+        dli_sname: *const core::ffi::c_char,
+        dli_saddr: *mut c_void,
+    }
+    #[link(name = "dl")]
+    extern "C" {
+        fn dladdr(addr: *const c_void, info: *mut DlInfo) -> i32;
+    }
+    let mut info = DlInfo {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: the address is a function of this library; `info` is writable.
+    if unsafe { dladdr(preload_check_by_default as *const c_void, &mut info) } == 0
+        || info.dli_fname.is_null()
+    {
+        return false;
+    }
+    // SAFETY: dladdr's file name is a NUL-terminated string owned by the loader.
+    let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_bytes();
+    let file = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+    file == b"libmspti.so" || file == b"libascend_hal.so"
 }

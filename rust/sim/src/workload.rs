@@ -821,8 +821,8 @@ pub fn start(cfg: WorkloadConfig) -> Result<Arc<Job>, &'static str> {
     }
     let job = Job::new(u64::from(cfg.steps) * u64::from(cfg.threads));
     // On the virtual clock every thread of the job starts at one instant: after anything earlier
-    // (the device's last task, the starting thread's time), never before the clock's base.
-    let t0 = clock::VIRTUAL_BASE_NS.max(device::latest_free()).max(clock::virtual_now());
+    // (the device's last task, the starting thread's time), a little ahead of real time.
+    let t0 = clock::job_start_ns(device::latest_free().max(clock::virtual_now()));
     let begin = move |stream: u32| {
         clock::virtual_set(t0);
         device::set_thread_stream(stream);

@@ -14,8 +14,9 @@ use super::events;
 /// only when it is full or flushed, so fewer, larger buffers mean fewer hand-overs.
 pub const DEFAULT_BUFFER_SIZE: usize = 8 << 20;
 /// Buffers allocated at the start (the pool grows on demand beyond them, up to the cap). Eight
-/// cover the drain thread's 20 ms poll at well over a million records per second, while the
-/// zeroed pages of buffers MSPTI never writes cost no resident memory.
+/// cover the drain thread's 20 ms poll at well over a million records per second; they are
+/// mapped, not written (pool.rs `map_zeroed`), so the pages MSPTI never writes cost no resident
+/// memory, and growing costs a mapping, not a memset of the new buffers.
 pub const DEFAULT_BUFFERS: usize = 8;
 /// The most memory one pool's buffers may take, growth included: the `mspti` Python package's
 /// `MAX_BUFFER_SIZE` (256 MiB, its pool is that divided by the buffer size). Past it a request is

@@ -9,9 +9,10 @@
 //! buffer out (lent to MSPTI, or handed back and not yet drained) allocates a new chunk of as
 //! many buffers as the pool has (doubling it), up to the pool's memory cap
 //! (`config::DEFAULT_POOL_CAP` unless asked otherwise). One request grows at a time; a request
-//! that finds another growing, or the cap reached, is answered with NULL and counted
-//! (`exhausted`), and MSPTI drops its record and counts it too. Chunks are never freed, so the
-//! pool's size is its peak.
+//! that finds another growing waits for it (bounded: a mapping takes microseconds) and looks
+//! again; one that finds the cap reached is answered with NULL and counted (`exhausted`), and
+//! MSPTI drops its record and counts it too. Chunks are never freed, so the pool's size is its
+//! peak.
 //!
 //! Buffers of a chunk are one contiguous allocation, so `complete` finds a buffer's slot by
 //! arithmetic (O(1) per chunk, at most `MAX_CHUNKS` of them). Pools live for the process: MSPTI
@@ -31,8 +32,6 @@ const LENT: u8 = 1;
 const READY: u8 = 2;
 const DRAINING: u8 = 3;
 
-/// MSPTI's buffers are 8-byte aligned in every Huawei consumer; ours are 4 KiB aligned.
-const ALIGN: usize = 4096;
 /// Distinct pools a process may create (one per buffer configuration).
 pub const MAX_POOLS: usize = 8;
 /// Chunks of one pool: the first holds the buffers asked for, each later one as many as the
@@ -41,6 +40,28 @@ pub const MAX_CHUNKS: usize = 32;
 /// The smallest buffer and the most buffers asked for at the start.
 pub const MIN_BUFFER_SIZE: usize = 1024;
 pub const MAX_START_BUFFERS: usize = 4096;
+
+/// Yields a request waits at most for another's growth of the pool (`Pool::wait_for_growth`).
+const GROWTH_WAIT_SPINS: usize = 1000;
+
+/// What a request's attempt to grow the pool came to.
+enum Grown {
+    Got(*mut u8),
+    /// Another request is growing it.
+    Busy,
+    /// At the memory cap (or out of chunks or memory).
+    Full,
+}
+
+#[cfg(not(loom))]
+fn pause() {
+    std::thread::yield_now();
+}
+
+#[cfg(loom)]
+fn pause() {
+    loom::thread::yield_now();
+}
 
 /// Why a pool could not be had.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,16 +119,7 @@ struct Chunk {
 impl Chunk {
     /// A chunk of `n` buffers, the first of them already LENT when `lend_first`.
     fn new(buffer_size: usize, n: usize, first: usize, lend_first: bool) -> Option<Chunk> {
-        let layout = std::alloc::Layout::from_size_align(buffer_size.checked_mul(n)?, ALIGN).ok()?;
-        if layout.size() == 0 {
-            return None;
-        }
-        // SAFETY: the layout has a non-zero size (checked above). Zeroed pages are only touched
-        // when MSPTI writes them.
-        let base = unsafe { std::alloc::alloc_zeroed(layout) };
-        if base.is_null() {
-            return None;
-        }
+        let base = map_zeroed(buffer_size.checked_mul(n)?)?;
         let slots = (0..n)
             .map(|i| Slot {
                 state: AtomicU8::new(if lend_first && i == 0 { LENT } else { FREE }),
@@ -117,6 +129,31 @@ impl Chunk {
             .collect();
         Some(Chunk { base, first, slots })
     }
+}
+
+/// `bytes` of page-aligned, zero-filled memory that takes no resident memory until written: an
+/// anonymous private mapping (chunks are never unmapped: pools live for the process). Not
+/// `alloc_zeroed`: with an alignment above 16 it writes every byte, which put a 64 MiB memset in
+/// every session's start and a 64-128 MiB one inside the MSPTI request that grew the pool (tens
+/// of ms under MSPTI's record lock, while other threads' requests were answered NULL and their
+/// records dropped).
+fn map_zeroed(bytes: usize) -> Option<*mut u8> {
+    if bytes == 0 {
+        return None;
+    }
+    // SAFETY: a fresh anonymous mapping, no address hint and no file: it touches no existing
+    // memory; the result is checked against MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p.cast::<u8>())
 }
 
 /// Counters of the buffer traffic (cumulative for the pool).
@@ -242,6 +279,26 @@ impl Pool {
     #[inline]
     pub fn lend(&self) -> Option<*mut u8> {
         self.requested.fetch_add(1, Ordering::Relaxed);
+        // A second scan only after waiting for another request's growth, whose new chunk (a
+        // mapping: microseconds) this one may then lend from instead of dropping its record.
+        for _ in 0..2 {
+            if let Some(b) = self.take_free() {
+                return Some(b);
+            }
+            match self.grow() {
+                Grown::Got(b) => return Some(b),
+                Grown::Full => break,
+                Grown::Busy => self.wait_for_growth(),
+            }
+        }
+        self.exhausted.fetch_add(1, Ordering::Relaxed);
+        self.wake();
+        None
+    }
+
+    /// A free buffer taken (FREE -> LENT), scanning from the hint; None when every one is out.
+    #[inline]
+    fn take_free(&self) -> Option<*mut u8> {
         let n = self.total.load(Ordering::Acquire);
         let start = self.hint.load(Ordering::Relaxed) % n.max(1);
         // The chunks from the one holding the hint on, then the ones before it.
@@ -268,19 +325,26 @@ impl Pool {
                 }
             }
         }
-        if let Some(b) = self.grow() {
-            return Some(b);
-        }
-        self.exhausted.fetch_add(1, Ordering::Relaxed);
-        self.wake();
         None
+    }
+
+    /// Until the request growing the pool has published its chunk (a mapping and a slot table),
+    /// bounded: a grower descheduled for longer leaves this request to answer NULL.
+    #[cold]
+    fn wait_for_growth(&self) {
+        for _ in 0..GROWTH_WAIT_SPINS {
+            if !self.growing.load(Ordering::Acquire) {
+                return;
+            }
+            pause();
+        }
     }
 
     /// Add a chunk as large as the pool (within the cap), its first buffer lent to the caller.
     #[cold]
-    fn grow(&self) -> Option<*mut u8> {
+    fn grow(&self) -> Grown {
         if self.growing.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            return None;
+            return Grown::Busy;
         }
         let total = self.total.load(Ordering::Acquire);
         let k = self.chunk_count.load(Ordering::Acquire);
@@ -300,7 +364,7 @@ impl Pool {
         self.growing.store(false, Ordering::Release);
         // Growing means the drain is behind: wake it.
         self.wake();
-        got
+        got.map_or(Grown::Full, Grown::Got)
     }
 
     /// The chunk and local index of a buffer of this pool.
@@ -565,6 +629,32 @@ mod tests {
     }
 
     #[test]
+    fn buffers_take_no_resident_memory_until_written() {
+        // A pool of 64 MiB is mapped, not written: its pages become resident only as MSPTI
+        // fills them (mincore: bit 0 of each page's byte says resident).
+        static KEPT: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+        let p: &'static Pool = Box::leak(Box::new(Pool::new(8 << 20, 8, 64 << 20).expect("pool")));
+        KEPT.lock().unwrap().push(p as *const Pool as usize);
+        let page = 4096;
+        let resident = |b: *mut u8, len: usize| -> usize {
+            let mut v = vec![0u8; len / page];
+            // SAFETY: `b` is the page-aligned start of a mapping at least `len` long; `v` has
+            // one byte per page.
+            let rc = unsafe { libc::mincore(b.cast(), len, v.as_mut_ptr()) };
+            assert_eq!(rc, 0);
+            v.iter().filter(|&&x| x & 1 != 0).count()
+        };
+        let b = p.lend().expect("a buffer");
+        assert_eq!(b as usize % page, 0, "page-aligned");
+        assert_eq!(resident(b, p.buffer_size), 0, "no page of an unwritten buffer is resident");
+        // SAFETY: a lent buffer of buffer_size bytes belongs to its borrower.
+        unsafe { std::ptr::write_bytes(b, 1, 3 * page) };
+        assert_eq!(resident(b, p.buffer_size), 3, "exactly the pages written");
+        // SAFETY: as above; the rest of the buffer reads as zero.
+        assert_eq!(unsafe { *b.add(3 * page) }, 0);
+    }
+
+    #[test]
     fn shapes_and_caps_outside_their_ranges_are_refused_with_the_fix() {
         assert_eq!(pool(512, 2, 1 << 20).err(), Some(PoolError::BadShape { buffer_size: 512, buffers: 2 }));
         assert_eq!(pool(1024, 0, 1 << 20).err(), Some(PoolError::BadShape { buffer_size: 1024, buffers: 0 }));
@@ -671,6 +761,35 @@ mod loom_tests {
         });
         // The model explored drains that raced a hand-back (else it proves nothing).
         assert!(RACED.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    }
+
+    #[test]
+    fn a_request_that_finds_the_pool_growing_waits_and_gets_a_buffer_below_the_cap() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            // One buffer at the start, already out; room for two more. Two producers race: each
+            // either grows the pool or finds the other growing, waits, and grows it again. Below
+            // the cap neither may be refused (a refusal is a dropped record).
+            let m = Arc::new(Model {
+                pool: Pool::new(1024, 1, 3 * 1024).expect("pool"),
+                payload: [UnsafeCell::new(0), UnsafeCell::new(0)],
+            });
+            let first = m.pool.lend().expect("the first buffer");
+            let producers: Vec<_> = (0..2)
+                .map(|_| {
+                    let m = m.clone();
+                    loom::thread::spawn(move || m.pool.lend().map(|b| m.pool.slot_of(b).expect("ours")))
+                })
+                .collect();
+            let mut got: Vec<usize> =
+                producers.into_iter().map(|p| p.join().unwrap().expect("lent")).collect();
+            got.sort_unstable();
+            assert_eq!(got, vec![1, 2], "each grown buffer lent once");
+            assert_eq!(m.pool.counters().exhausted, 0);
+            assert_eq!((m.pool.buffers(), m.pool.counters().grown), (3, 2));
+            assert_eq!(m.pool.slot_of(first), Some(0));
+        });
     }
 
     #[test]
