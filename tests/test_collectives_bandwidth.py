@@ -9,13 +9,12 @@ import ctypes
 import polars as pl
 import pytest
 from _sim_activity import bind
-
 from polars.testing import assert_frame_equal
 
 from mspti_lens import Session, Snapshot, plots
+from mspti_lens.collectives import NO_HCCL_NOTE, bus_factor, by_size, format_gbps, note, op_of, size_bucket
 from mspti_lens.export.otlp import to_otlp
 from mspti_lens.export.prometheus import to_prometheus
-from mspti_lens.collectives import NO_HCCL_NOTE, bus_factor, by_size, format_gbps, note, op_of, size_bucket
 
 pytestmark = pytest.mark.filterwarnings("ignore::mspti_lens.errors.SimulatedBackendWarning")
 FP16, FP32 = 3, 4

@@ -190,13 +190,8 @@ def by_size(events: pl.DataFrame, ranks: Any = None) -> pl.DataFrame:
     # HCCL records carry no data type: its bandwidth sits beside every type of the bucket.
     out = out.join(hccl, on=["group", "op", "bucket"], how="left", nulls_equal=True)
     out = out.rename({"bucket": "bytes"}).with_columns(pl.lit(src).alias("from"))
-    return (
-        out.select(list(BY_SIZE_SCHEMA))
-        .cast(BY_SIZE_SCHEMA)
-        .sort(  # type: ignore[arg-type]
-            "group", "op", "data_type", "bytes", nulls_last=True
-        )
-    )
+    out = out.select(list(BY_SIZE_SCHEMA)).cast(BY_SIZE_SCHEMA)  # type: ignore[arg-type]
+    return out.sort("group", "op", "data_type", "bytes", nulls_last=True)
 
 
 def per_op(events: pl.DataFrame, ranks: Any = None) -> pl.DataFrame:

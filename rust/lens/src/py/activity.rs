@@ -484,7 +484,7 @@ fn events_of(c: EventColumns) -> PyResult<EventLog> {
     }
     let mut s = Strings::default();
     let mut out = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, data_type) in types.into_iter().enumerate() {
         let kind = EVENT_KINDS.iter().position(|k| *k == c.kind[i]).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "unknown device event kind {:?}; valid kinds are {}",
@@ -506,7 +506,7 @@ fn events_of(c: EventColumns) -> PyResult<EventLog> {
             start: c.start_ns[i],
             end: c.end_ns[i],
             bytes: c.bytes[i],
-            data_type: match types[i].as_deref() {
+            data_type: match data_type.as_deref() {
                 None => None,
                 Some(t) => Some(data_type_of(t).ok_or_else(|| {
                     PyValueError::new_err(format!("device event {i} has an unknown data type {t:?}"))
