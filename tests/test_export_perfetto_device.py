@@ -33,6 +33,7 @@ EVENTS_SCHEMA = {
     "end_ns": pl.Int64,
     "duration_ns": pl.Int64,
     "bytes": pl.UInt64,
+    "data_type": pl.String,
     "source": pl.String,
 }
 
@@ -45,7 +46,7 @@ def device_events() -> pl.DataFrame:
         ("kernel", "MatMul_v3", None, 1, 2, 14, None, T0 + 21_000, T0 + 46_000, None),
     ]
     return pl.DataFrame(
-        [(*r[:9], r[8] - r[7], r[9], "simulated") for r in rows], schema=EVENTS_SCHEMA, orient="row"
+        [(*r[:9], r[8] - r[7], r[9], None, "simulated") for r in rows], schema=EVENTS_SCHEMA, orient="row"
     ).sort("start_ns")
 
 

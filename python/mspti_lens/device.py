@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from . import _native
+from . import collectives as collectives_model
 from .columns import QUANTILES, STAT_COLUMNS, stat_columns
 
 KINDS: tuple[str, ...] = tuple(_native.activity_kinds())
@@ -15,7 +16,9 @@ EVENT_KINDS: tuple[str, ...] = tuple(_native.device_event_kinds())
 # Snapshot.device_events(): one row per KERNEL / COMMUNICATION / HCCL record, by start_ns. `group`,
 # `sequence` (the collective's 0-based instance of its (group, name) since the session started)
 # and `bytes` are null for kernels; HCCL records carry no correlation id (0) and no byte count
-# (bandwidth x duration); times are the records' CLOCK_REALTIME-scale ns.
+# (bandwidth x duration); `data_type` is a COMMUNICATION record's dataType by name (fp16, ...;
+# unknown:N for a value the ABI does not name), null otherwise; times are the records'
+# CLOCK_REALTIME-scale ns.
 DEVICE_EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "kind": pl.String(),
     "name": pl.String(),
@@ -28,6 +31,7 @@ DEVICE_EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "end_ns": pl.Int64(),
     "duration_ns": pl.Int64(),
     "bytes": pl.UInt64(),
+    "data_type": pl.String(),
     "source": pl.String(),
 }
 # The events' limit per window (Session(device_events=...)): 0 turns the log off.
@@ -137,8 +141,10 @@ class DeviceData:
             df = pl.concat([df, m], how="diagonal")
         return df.with_columns(pl.lit(source).alias("source")).sort(["domain", "name", "side"])
 
-    def collectives(self, source: str) -> pl.DataFrame:
-        """Per (communicator, op, record source): device duration and bandwidth (GB/s)."""
+    def collectives(self, source: str, ranks: Any = None) -> pl.DataFrame:
+        """Per (communicator, op, record source): device duration and bandwidth (GB/s), with
+        nccl-tests' median algbw_gbps, busbw_gbps and bytes (``nccl_bytes``) from the event log
+        (``ranks``: the communicators' rank count, see collectives.per_collective)."""
         d = self._table("collectives", "duration").select(
             pl.col("key0").alias("group"),
             pl.col("key1").alias("op"),
@@ -155,7 +161,17 @@ class DeviceData:
             (pl.col("min_ns").cast(pl.Float64) / 1000.0).alias("bw_min_gbps"),
         )
         out = d.join(bw, on=["group", "op", "from"], how="left")
+        # nccl-tests' algbw and busbw from the event log (null without events or known ranks).
+        nccl = collectives_model.per_op(self.device_events(source), ranks).select(
+            "group", pl.col("name").alias("op"), "from", "algbw_gbps", "busbw_gbps", "nccl_bytes"
+        )
+        out = out.join(nccl, on=["group", "op", "from"], how="left", nulls_equal=True)
         return out.with_columns(pl.lit(source).alias("source")).sort(["group", "op", "from"])
+
+    def collectives_by_size(self, source: str, ranks: Any = None) -> pl.DataFrame:
+        """nccl-tests' table per (communicator, op, size bucket): collectives.by_size."""
+        out = collectives_model.by_size(self.device_events(source), ranks)
+        return out.with_columns(pl.lit(source).alias("source"))
 
     def memcpy(self, source: str) -> pl.DataFrame:
         d = self._table("memcpy", "duration").select(
@@ -263,6 +279,9 @@ def events_frame(cols: dict, source: str) -> pl.DataFrame:
             "start_ns": pl.Series(native.get("start_ns", []), dtype=pl.UInt64).cast(pl.Int64),
             "end_ns": pl.Series(native.get("end_ns", []), dtype=pl.UInt64).cast(pl.Int64),
             "bytes": pl.Series(native.get("bytes", []), dtype=pl.UInt64),
+            "data_type": pl.Series(
+                native.get("data_type", [None] * len(native.get("kind", []))), dtype=pl.String
+            ),
         }
     )
     df = df.with_columns(
@@ -278,7 +297,10 @@ def _event_columns(e: Any) -> dict | None:
     if not isinstance(e, dict):
         raise TypeError("device events are not an object")
     keys = ("kind", "name", "group", "device_id", "stream_id", "correlation_id", "sequence", "start_ns")
-    return {k: list(e[k]) for k in (*keys, "end_ns", "bytes")}
+    out = {k: list(e[k]) for k in (*keys, "end_ns", "bytes")}
+    if "data_type" in e:  # files written before the column have none
+        out["data_type"] = list(e["data_type"])
+    return out
 
 
 def _readings(r: Any) -> list[tuple[int, int, dict[str, int]]] | None:
@@ -316,7 +338,7 @@ def _dev(snap: Any) -> DeviceData | None:
     return getattr(snap, "device", None)
 
 
-def frame(snap: Any, name: str) -> pl.DataFrame:
+def frame(snap: Any, name: str, **kw: Any) -> pl.DataFrame:
     """Snapshot.<name>() for the device frames; an empty frame (with the right columns) when the
     snapshot has no activity."""
     d = _dev(snap)
@@ -326,7 +348,17 @@ def frame(snap: Any, name: str) -> pl.DataFrame:
                 [], [], [], [], [], [], [], [], [], [], [], [], [], [], {}, "off", "", []
             )
         )
-    return getattr(d, name)(_source(snap))
+    return getattr(d, name)(_source(snap), **kw)
+
+
+def collectives(snap: Any, by: str | None = None, ranks: Any = None) -> pl.DataFrame:
+    """Snapshot.collectives(): per (communicator, op, source), or with ``by="size"`` nccl-tests'
+    table per message-size bucket."""
+    if by is None:
+        return frame(snap, "collectives", ranks=ranks)
+    if by != "size":
+        raise ValueError(f"collectives(by=...) takes 'size' or None, not {by!r}")
+    return frame(snap, "collectives_by_size", ranks=ranks)
 
 
 def histogram(snap: Any) -> pl.DataFrame:

@@ -298,9 +298,10 @@ class Snapshot:
         """MSTX ranges per (domain, message), host and device side, and marks counted."""
         return device.frame(self, "ranges")
 
-    def collectives(self) -> pl.DataFrame:
-        """Device collective time and bandwidth per (communicator, op)."""
-        return device.frame(self, "collectives")
+    def collectives(self, by: str | None = None, ranks: Any = None) -> pl.DataFrame:
+        """Device collective time and bandwidth per (communicator, op); ``by="size"``: nccl-tests'
+        table per message-size bucket (mspti_lens.collectives; ``ranks``: the rank count)."""
+        return device.collectives(self, by, ranks)
 
     def memcpy(self) -> pl.DataFrame:
         """MEMCPY per direction (and MEMSET, MEMORY) with bytes."""

@@ -8,7 +8,8 @@ bucket; attributes ``domain``, ``api``, ``callback``. The resource carries ``ran
 ``host.name`` (one writer per rank, as OTel's single-writer rule asks), ``service.name`` and
 ``mspti_lens.source`` (``simulated`` or ``libmspti``). Calls beyond the histogram range sit at
 the exact max's bucket (see :mod:`mspti_lens.export.series`). Exemplars, where the snapshot has
-them (``Snapshot.slowest()``), are attached to their API's point.
+them (``Snapshot.slowest()``), are attached to their API's point. Collectives add the gauges
+``mspti_lens.collective.algbw`` and ``.busbw`` (GBy/s; attributes group, op, data_type, bytes).
 """
 
 from __future__ import annotations
@@ -20,11 +21,47 @@ import urllib.request
 from typing import Any
 
 from .. import __version__
-from .series import SCALE, Resource, Series, frame_or_none, resource_of, series_of
+from .series import (
+    SCALE,
+    BandwidthPoint,
+    Resource,
+    Series,
+    bandwidth_of,
+    frame_or_none,
+    resource_of,
+    series_of,
+)
 
 METRIC = "mspti_lens.call.duration"
 DESCRIPTION = "Host time of each MSPTI-traced API call, from its ENTER callback to its EXIT callback."
 CUMULATIVE = 2  # AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+# nccl-tests' bandwidths as gauges of the window's medians per (group, op, data type, bytes bucket).
+BANDWIDTH_METRICS = (
+    ("mspti_lens.collective.algbw", "algbw_gbps", "Median algorithm bandwidth (bytes / device time)."),
+    ("mspti_lens.collective.busbw", "busbw_gbps", "Median bus bandwidth (algbw x the op's bus factor)."),
+)
+
+
+def _bandwidth_metrics(points: list[BandwidthPoint], r: Resource) -> list[dict]:
+    out = []
+    for name, attr, desc in BANDWIDTH_METRICS:
+        dps = [
+            {
+                "attributes": [
+                    _attr("group", p.group),
+                    _attr("op", p.op),
+                    _attr("data_type", p.data_type),
+                    _attr("bytes", p.bytes),
+                ],
+                "timeUnixNano": str(r.end_unix_ns),
+                "asDouble": float(getattr(p, attr)),
+            }  # fmt: skip
+            for p in points
+            if getattr(p, attr) is not None
+        ]
+        if dps:
+            out.append({"name": name, "description": desc, "unit": "GBy/s", "gauge": {"dataPoints": dps}})
+    return out
 
 
 def _attr(key: str, value: Any) -> dict:
@@ -117,7 +154,8 @@ def to_otlp(
                                         for s in series
                                     ],
                                 },
-                            }
+                            },
+                            *_bandwidth_metrics(bandwidth_of(snap), r),
                         ],
                     }
                 ],

@@ -7,7 +7,9 @@ mspti-lens's buckets, while in seconds (1 ns = 2^-29.897 s) every bucket would s
 Classic buckets are the powers of two from 64 ns to 2^36 ns (69 s): boundaries of the
 exponential family, so their cumulative counts are exact too. Labels: domain, api, rank, host,
 callback (with domain and api, what makes a series' key unique).
-``mspti_lens_info`` says whether the data is simulated.
+``mspti_lens_info`` says whether the data is simulated. Collectives add the gauges
+``mspti_lens_collective_{algbw,busbw}_gbps`` (the window's medians per group, op, data type and
+message-size bucket, nccl-tests' definitions; a bucket without a bandwidth has no sample).
 
 The protobuf encoder is a small hand encoder of ``io.prometheus.client.MetricFamily`` (the
 fields are those of prometheus/client_model's metrics.proto), checked against a real
@@ -20,7 +22,16 @@ import math
 import struct
 from typing import Any
 
-from .series import SCALE, Resource, Series, check_format, resource_of, series_of
+from .series import (
+    SCALE,
+    BandwidthPoint,
+    Resource,
+    Series,
+    bandwidth_of,
+    check_format,
+    resource_of,
+    series_of,
+)
 
 METRIC = "mspti_lens_call_duration_nanoseconds"
 HELP = "Host time of each MSPTI-traced API call, from its ENTER callback to its EXIT callback, in ns."
@@ -31,6 +42,44 @@ PROTOBUF_CONTENT_TYPE = (
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
 )
 FORMATS = ("text", "protobuf")
+
+# nccl-tests' bandwidths per (group, op, data_type, bytes bucket): gauges of the window's medians.
+BANDWIDTH_METRICS = (
+    ("mspti_lens_collective_algbw_gbps", "algbw_gbps", "Median algorithm bandwidth of the collectives "
+     "of one message-size bucket (nccl-tests' algbw: bytes / device time), GB/s."),
+    ("mspti_lens_collective_busbw_gbps", "busbw_gbps", "Median bus bandwidth of the collectives of one "
+     "message-size bucket (nccl-tests' busbw: algbw x the op's bus factor), GB/s."),
+)  # fmt: skip
+
+
+def _bandwidth_labels(p: BandwidthPoint, r: Resource) -> list[tuple[str, str]]:
+    return [("group", p.group), ("op", p.op), ("data_type", p.data_type), ("bytes", str(p.bytes)),
+            ("rank", r.rank), ("host", r.host)]  # fmt: skip
+
+
+def _bandwidth_text(points: list[BandwidthPoint], r: Resource) -> list[str]:
+    lines = []
+    for name, attr, help_ in BANDWIDTH_METRICS:
+        have = [(p, getattr(p, attr)) for p in points if getattr(p, attr) is not None]
+        if not have:
+            continue
+        lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
+        lines += [f"{name}{_label_text(_bandwidth_labels(p, r))} {_num(float(v))}" for p, v in have]
+    return lines
+
+
+def _bandwidth_pb(points: list[BandwidthPoint], r: Resource) -> bytes:
+    out = b""
+    for name, attr, help_ in BANDWIDTH_METRICS:
+        ms = [
+            _label_pb(_bandwidth_labels(p, r)) + _f_bytes(2, _f_double(1, float(getattr(p, attr))))
+            for p in points
+            if getattr(p, attr) is not None
+        ]
+        if ms:
+            out += _family_pb(name, help_, _GAUGE, ms)
+    return out
+
 
 # io.prometheus.client.MetricType
 _COUNTER, _GAUGE, _HISTOGRAM = 0, 1, 4
@@ -81,7 +130,7 @@ def _num(x: float) -> str:
     return repr(float(x)) if x != int(x) or abs(x) >= 1e15 else str(int(x))
 
 
-def _text(series: list[Series], r: Resource) -> str:
+def _text(series: list[Series], r: Resource, points: list[BandwidthPoint] | None = None) -> str:
     lines = [
         "# HELP mspti_lens_info mspti-lens exporter; source says whether the data is simulated.",
         "# TYPE mspti_lens_info gauge",
@@ -96,6 +145,7 @@ def _text(series: list[Series], r: Resource) -> str:
         lines.append(f"{METRIC}_bucket{_label_text([*base, ('le', '+Inf')])} {s.count}")
         lines.append(f"{METRIC}_sum{_label_text(base)} {_num(float(s.sum_ns))}")
         lines.append(f"{METRIC}_count{_label_text(base)} {s.count}")
+    lines += _bandwidth_text(points or [], r)
     return "\n".join(lines) + "\n"
 
 
@@ -204,12 +254,19 @@ def _family_pb(name: str, help_: str, type_: int, metrics: list[bytes]) -> bytes
     return _varint(len(body)) + body  # length-delimited, as the "encoding=delimited" stream
 
 
-def _protobuf(series: list[Series], r: Resource) -> bytes:
+def _protobuf(series: list[Series], r: Resource, points: list[BandwidthPoint] | None = None) -> bytes:
     info = _label_pb(_info_labels(r)) + _f_bytes(2, _f_double(1, 1.0))  # Metric.gauge = 2
     hists = [_label_pb(_labels(s, r)) + _f_bytes(7, _histogram_pb(s)) for s in series]  # histogram = 7
-    return _family_pb(
-        "mspti_lens_info", "mspti-lens exporter; source says whether the data is simulated.", _GAUGE, [info]
-    ) + (_family_pb(METRIC, HELP, _HISTOGRAM, hists) if hists else b"")
+    return (
+        _family_pb(
+            "mspti_lens_info",
+            "mspti-lens exporter; source says whether the data is simulated.",
+            _GAUGE,
+            [info],
+        )
+        + (_family_pb(METRIC, HELP, _HISTOGRAM, hists) if hists else b"")
+        + _bandwidth_pb(points or [], r)
+    )
 
 
 # -- the export --------------------------------------------------------------------------------
@@ -223,8 +280,8 @@ def to_prometheus(
     schema 7 plus the classic buckets). ``rank``/``host`` default to the snapshot's metadata,
     the RANK environment variable and this host's name."""
     check_format(format, FORMATS, "Prometheus format")
-    series, r = series_of(snap), resource_of(snap, rank, host)
-    return _text(series, r) if format == "text" else _protobuf(series, r)
+    series, r, points = series_of(snap), resource_of(snap, rank, host), bandwidth_of(snap)
+    return _text(series, r, points) if format == "text" else _protobuf(series, r, points)
 
 
 def content_type(format: str) -> str:

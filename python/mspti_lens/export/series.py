@@ -166,3 +166,46 @@ def frame_or_none(snap: Any, method: str) -> pl.DataFrame | None:
         return None
     df = f()
     return df if isinstance(df, pl.DataFrame) else None
+
+
+@dataclass(frozen=True)
+class BandwidthPoint:
+    """One (communicator, op, data type, message-size bucket)'s median nccl-tests bandwidths (GB/s)
+    in one snapshot (collectives.by_size; a null bandwidth is left out of the exports)."""
+
+    group: str
+    op: str
+    data_type: str
+    bytes: int
+    num_calls: int
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+
+
+def bandwidth_of(snap: Any) -> list[BandwidthPoint]:
+    """The snapshot's collectives by size (none without device activity or HCCL records)."""
+    f = getattr(snap, "collectives", None)
+    if f is None:
+        return []
+    try:
+        df = f(by="size")
+    except TypeError:  # a stand-in snapshot without the by= form
+        return []
+    if not isinstance(df, pl.DataFrame) or not df.height:
+        return []
+    out = []
+    for r in df.iter_rows(named=True):
+        if r["bytes"] is None:
+            continue
+        out.append(
+            BandwidthPoint(
+                group=str(r["group"] or ""),
+                op=str(r["op"]),
+                data_type=str(r.get("data_type") or ""),
+                bytes=int(r["bytes"]),
+                num_calls=int(r["num_calls"]),
+                algbw_gbps=r["algbw_gbps"],
+                busbw_gbps=r["busbw_gbps"],
+            )
+        )
+    return out

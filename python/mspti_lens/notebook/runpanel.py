@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from ..plots.figure import render_figure
+from ..runs.skew import lagging
 from .snapshot_repr import SIMULATED_BANNER_HTML
 from .tables import Table, count_of
 
@@ -118,7 +119,8 @@ def run_view(run: Any) -> RunView:
     ranked = [p for p in procs if p.get("rank_source") != "pid" or p.get("windows")]
     return RunView(
         headline=headline(run),
-        verdict=verdict(run),
+        # The arrival skew's live verdict follows the stragglers' (runs.skew.lagging).
+        verdict=f"{verdict(run)} · {lagging(run)['sentence']}",
         summary_html=Table(
             summary.select(cols), f"every rank merged · top {SUMMARY_TOP} by total time", top=SUMMARY_TOP
         ).html()

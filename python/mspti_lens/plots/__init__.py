@@ -3,6 +3,7 @@
 host time: launch split, kernel distributions, collectives), :mod:`.timeline` (latency over
 time), :mod:`.runs` (whole jobs: per-rank heat maps). Plots read Snapshot frames only."""
 
+from .bandwidth import bandwidth
 from .device import collectives, kernel_distributions, launch_split
 from .figure import to_png
 from .host import (
@@ -21,6 +22,7 @@ from .timeline import timeline
 
 __all__ = [
     "BINS_PER_DECADE",
+    "bandwidth",
     "KINDS",
     "PERCENTILES",
     "before_after",

@@ -617,6 +617,12 @@ class Run:
         t = self.collective_times().filter(pl.col("instance").is_not_null())
         return window_votes(t)
 
+    def skew(self, clock_error_ns: int | None = None) -> pl.DataFrame:
+        """Arrival skew per collective instance across ranks (runs.skew: columns SKEW_COLUMNS)."""
+        from .skew import run_skew
+
+        return run_skew(self, clock_error_ns)
+
     def slow_ranks(self) -> pl.DataFrame:
         """Per rank named at least once: how many instances of :meth:`stragglers` named it by
         msprof-analyze's rule (``slow_affect_count``, its SlowRank table) and by HTA's

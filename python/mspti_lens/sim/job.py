@@ -70,6 +70,7 @@ class JobPlan:
     timeout: float = 60.0
     seed: int = 0
     hold: str | None = None  # a file: each rank waits for it before its last step
+    late_ns: int = 0  # with slow_rank: it arrives exactly this late at each all-reduce (no jitter)
 
     def __post_init__(self) -> None:
         if not isinstance(self.ranks, int) or not 1 <= self.ranks <= 1024:
@@ -89,6 +90,8 @@ class JobPlan:
                 )
         if self.clock not in CLOCKS:
             raise ValueError(f"unknown clock {self.clock!r}; valid clocks are {', '.join(CLOCKS)}")
+        if self.late_ns and (self.slow_rank is None or not 0 < self.late_ns < 10**12):
+            raise ValueError("late_ns needs a slow rank and is ns > 0 (under 1000 s)")
         if not self.timeout > 0 or not self.step_delay >= 0:
             raise ValueError("timeout must be > 0 and step_delay >= 0 (seconds)")
 
@@ -162,7 +165,9 @@ def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> i
     launch, allreduce = sim.api("aclrtLaunchKernel"), sim.api("HcclAllReduce")
     sendrecv, sync = sim.api("HcclBatchSendRecv"), sim.api("aclrtSynchronizeStream")
     links = plan.pair_list()
-    slow = SLOW_RANK_FACTOR if rank == plan.slow_rank else 1.0
+    slow = SLOW_RANK_FACTOR if rank == plan.slow_rank and not plan.late_ns else 1.0
+    late, jitter = (plan.late_ns if rank == plan.slow_rank else 0), (0.0 if plan.late_ns else JITTER)
+    lib.msimHostWork.argtypes = [ctypes.c_uint64]
 
     def collective(api: int, name: str, group: int, size: int, ns: int) -> None:
         lib.msimMultirankGroup(group, size)
@@ -187,8 +192,10 @@ def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> i
                 # A job kept alive until told: its ranks live, write windows and end cleanly after.
                 while not os.path.exists(plan.hold):
                     time.sleep(0.02)
+            if late:  # before its compute: its kernels, and so its collective, start that late
+                lib.msimHostWork(late)
             for _ in range(LAUNCH_CHUNKS):
-                ns = int(LAUNCH_NS * slow * (1 + JITTER * rng.random()))
+                ns = int(LAUNCH_NS * slow * (1 + jitter * rng.random()))
                 for _ in range(LAUNCHES):
                     lib.msimLaunch(launch, ns, 0, int(ns * KERNEL_SHARE), 1, None, None, 0)
             collective(allreduce, "HcclAllReduce", 0, plan.ranks, ALLREDUCE_NS)
@@ -265,6 +272,8 @@ def run_job(plan: JobPlan, quiet: bool = False) -> int:
             args += ["--slow-link", f"{plan.slow_link[0]}-{plan.slow_link[1]}"]
         if plan.hold is not None:
             args += ["--hold", plan.hold]
+        if plan.late_ns:
+            args += ["--late-ns", str(plan.late_ns)]
         start_s = START_LEAD_S + plan.steps * plan.step_delay
         args += ["--start-ns", str(time.time_ns() + int(start_s * 1e9))]
         for r in range(plan.ranks):
@@ -331,6 +340,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a collective waits for its peers")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--late-ns", type=int, default=0, help="the slow rank arrives exactly this late at each all-reduce"
+    )
+    p.add_argument(
         "--hold",
         default=None,
         metavar="FILE",
@@ -350,6 +362,7 @@ def plan_of(args: argparse.Namespace) -> JobPlan:
         timeout=args.timeout,
         seed=args.seed,
         hold=args.hold,
+        late_ns=args.late_ns,
     )
 
 

@@ -255,6 +255,7 @@ impl State {
                     start,
                     end,
                     bytes: None,
+                    data_type: None,
                 });
                 if self.join_active {
                     self.kernel_join(correlation, start, end);
@@ -289,6 +290,7 @@ impl State {
                     start,
                     end,
                     bytes,
+                    data_type: None,
                 });
             }
             Record::Communication {
@@ -320,6 +322,7 @@ impl State {
                     start,
                     end,
                     bytes: Some(bytes),
+                    data_type: Some(data_type),
                 });
             }
             Record::Memcpy { copy_kind, bytes, start, end, .. } => {

@@ -33,6 +33,8 @@ pub struct Event {
     pub start: u64,
     pub end: u64,
     pub bytes: Option<u64>,
+    /// COMMUNICATION records: their `dataType` (None for kernels and HCCL records).
+    pub data_type: Option<u32>,
 }
 
 /// The events of one window with their names, ordered by start (then delivery order).
@@ -160,6 +162,7 @@ mod tests {
             start,
             end: start + 10,
             bytes: Some(8),
+            data_type: None,
         }
     }
 

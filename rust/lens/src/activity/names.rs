@@ -38,6 +38,46 @@ impl Hasher for FastHasher {
 
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
+/// COMMUNICATION records' `dataType` by name (`msptiCommunicationDataType`, in its order of
+/// values; 13 is unassigned): the device event log's `data_type` column.
+const DATA_TYPES: [(u32, &str); 17] = [
+    (0, "int8"),
+    (1, "int16"),
+    (2, "int32"),
+    (3, "fp16"),
+    (4, "fp32"),
+    (5, "int64"),
+    (6, "uint64"),
+    (7, "uint8"),
+    (8, "uint16"),
+    (9, "uint32"),
+    (10, "fp64"),
+    (11, "bfp16"),
+    (12, "int128"),
+    (14, "hif8"),
+    (15, "fp8e4m3"),
+    (16, "fp8e5m2"),
+    (17, "fp8e8m0"),
+];
+const UNKNOWN_TYPE: &str = "unknown:";
+
+/// A data type's name; an unknown value is `unknown:N`, so it survives a round trip.
+pub fn data_type_name(t: u32) -> std::borrow::Cow<'static, str> {
+    match DATA_TYPES.iter().find(|(v, _)| *v == t) {
+        Some((_, n)) => std::borrow::Cow::Borrowed(n),
+        None => std::borrow::Cow::Owned(format!("{UNKNOWN_TYPE}{t}")),
+    }
+}
+
+/// The value of a name `data_type_name` gave, if it is one.
+pub fn data_type_of(name: &str) -> Option<u32> {
+    DATA_TYPES
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(v, _)| *v)
+        .or_else(|| name.strip_prefix(UNKNOWN_TYPE)?.parse().ok())
+}
+
 /// Entries of the per-buffer memo of name addresses.
 const MEMO: usize = 256;
 
@@ -207,6 +247,15 @@ pub fn json_string<'a>(text: &'a str, key: &str) -> Option<std::borrow::Cow<'a, 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn data_type_names_round_trip_and_unknown_values_keep_their_number() {
+        for t in [0, 3, 11, 17, 13, 0xFFFF] {
+            assert_eq!(super::data_type_of(&super::data_type_name(t)), Some(t));
+        }
+        assert_eq!(super::data_type_name(3), "fp16");
+        assert_eq!(super::data_type_of("fp17"), None);
+    }
+
     use super::*;
 
     #[test]

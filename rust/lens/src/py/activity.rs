@@ -12,6 +12,7 @@ use super::session::PySession;
 use crate::activity::config::{self, DEFAULT_BUFFERS, DEFAULT_BUFFER_SIZE, DEFAULT_POOL_CAP};
 use crate::activity::counters::{DeviceCounter, DeviceCounts};
 use crate::activity::events::{Event, EventLog, Strings, EVENT_KINDS};
+use crate::activity::names::{data_type_name, data_type_of};
 use crate::activity::totals::{Reading, METRICS, TABLES};
 use crate::activity::{self, mstx, ActivityTotals, Collector, Config, HistRow};
 use crate::core::hist::{self, Histogram, Totals};
@@ -442,6 +443,9 @@ pub struct EventColumns {
     start_ns: Vec<u64>,
     end_ns: Vec<u64>,
     bytes: Vec<Option<u64>>,
+    /// Absent in files written before the column.
+    #[pyo3(default)]
+    data_type: Option<Vec<Option<String>>>,
 }
 
 fn events_dict<'py>(py: Python<'py>, log: &EventLog) -> PyResult<Bound<'py, PyDict>> {
@@ -457,6 +461,7 @@ fn events_dict<'py>(py: Python<'py>, log: &EventLog) -> PyResult<Bound<'py, PyDi
     d.set_item("start_ns", e.iter().map(|x| x.start).collect::<Vec<_>>())?;
     d.set_item("end_ns", e.iter().map(|x| x.end).collect::<Vec<_>>())?;
     d.set_item("bytes", e.iter().map(|x| x.bytes).collect::<Vec<_>>())?;
+    d.set_item("data_type", e.iter().map(|x| x.data_type.map(data_type_name)).collect::<Vec<_>>())?;
     Ok(d)
 }
 
@@ -473,12 +478,13 @@ fn events_of(c: EventColumns) -> PyResult<EventLog> {
         c.end_ns.len(),
         c.bytes.len(),
     ];
-    if lens.iter().any(|&l| l != n) {
+    let types: Vec<Option<String>> = c.data_type.unwrap_or_else(|| vec![None; n]);
+    if lens.iter().chain([&types.len()]).any(|&l| l != n) {
         return Err(PyValueError::new_err("device event columns have different lengths"));
     }
     let mut s = Strings::default();
     let mut out = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, data_type) in types.into_iter().enumerate() {
         let kind = EVENT_KINDS.iter().position(|k| *k == c.kind[i]).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "unknown device event kind {:?}; valid kinds are {}",
@@ -500,6 +506,12 @@ fn events_of(c: EventColumns) -> PyResult<EventLog> {
             start: c.start_ns[i],
             end: c.end_ns[i],
             bytes: c.bytes[i],
+            data_type: match data_type.as_deref() {
+                None => None,
+                Some(t) => Some(data_type_of(t).ok_or_else(|| {
+                    PyValueError::new_err(format!("device event {i} has an unknown data type {t:?}"))
+                })?),
+            },
         });
     }
     Ok(s.into_log(out))

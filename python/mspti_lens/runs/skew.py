@@ -1,0 +1,178 @@
+"""Arrival skew per collective instance across the ranks of a run.
+
+An instance is one (communicator, op, sequence) of the device event log: each rank's k-th
+COMMUNICATION (or HCCL) record of that op in that communicator (sequence numbers count from the
+session's start, 0 first). A rank's arrival is its collective's device start: HCCL's task starts
+when the rank enters and waits on the device for the others (the last to arrive has the shortest
+collective). Per instance: ``spread_ns`` (last arrival minus first), ``last_rank`` and ``wait_ns``
+(the sum over ranks of the last arrival minus theirs: the time the job's ranks spent waiting for
+it). Data are small and bounded: one event per collective per rank, at most the session's
+``device_events`` per window and rank (65536 by default); past it events are dropped and counted
+(``device_events_dropped``), and an instance missing on a rank gets no row.
+
+Clocks: the records' timestamps are CLOCK_REALTIME ns. Ranks of one host share that clock (error
+0). Across hosts they are as close as NTP (about a millisecond on a LAN) or PTP (about a
+microsecond) keeps the hosts; msprof-analyze and HTA assume the clocks agree. ``skew`` names no
+rank when the spread is within the clock error (``clock_error_ns``: 0 on one host or on the
+simulator, else :data:`CROSS_HOST_CLOCK_ERROR_NS` unless given)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from .stragglers import is_point_to_point
+
+CROSS_HOST_CLOCK_ERROR_NS = 1_000_000  # NTP on a LAN; PTP users pass ~1_000
+RECENT_INSTANCES = 16  # the live verdict looks at this many latest instances
+SKEW_COLUMNS = {
+    "group": pl.String,
+    "op": pl.String,
+    "seq": pl.Int64,
+    "ranks": pl.UInt32,
+    "spread_ns": pl.Int64,
+    "last_host": pl.String,
+    "last_rank": pl.Int64,
+    "wait_ns": pl.Int64,
+    "first_start_ns": pl.Int64,
+    "note": pl.String,
+}
+NO_COLLECTIVES = (
+    "no HCCL collectives in this run: record with --activity communication (or hccl) on a job that runs them"
+)
+
+
+def clock_error_ns(events: pl.DataFrame, simulated: bool = False) -> int:
+    """The error bound of comparing these ranks' timestamps: 0 on one host or on the simulator
+    (its simulated hosts share one machine's clock, or its virtual clock), else
+    CROSS_HOST_CLOCK_ERROR_NS."""
+    if simulated or events.select("host").n_unique() <= 1:
+        return 0
+    return CROSS_HOST_CLOCK_ERROR_NS
+
+
+def skew(events: pl.DataFrame, clock_error: int = 0) -> pl.DataFrame:
+    """One row per complete collective instance (SKEW_COLUMNS) from events with host, rank,
+    group, name, sequence, start_ns. Point-to-point ops are left out (not every rank joins)."""
+    ev = events.filter(pl.col("group").is_not_null() & pl.col("sequence").is_not_null())
+    ev = ev.filter(~pl.col("name").map_elements(is_point_to_point, return_dtype=pl.Boolean))
+    if not ev.height:
+        return pl.DataFrame(schema=SKEW_COLUMNS)
+    ev = ev.unique(["host", "rank", "group", "name", "sequence"], keep="first")
+    members = ev.group_by("group").agg(pl.struct("host", "rank").n_unique().alias("members"))
+    last = pl.col("start_ns").max()
+    g = (
+        ev.join(members, on="group")
+        .group_by("group", "name", "sequence")
+        .agg(
+            pl.len().alias("ranks"),
+            pl.col("members").first(),
+            (last - pl.col("start_ns").min()).alias("spread_ns"),
+            (last - pl.col("start_ns")).sum().alias("wait_ns"),
+            pl.col("start_ns").min().alias("first_start_ns"),
+            pl.col("host").sort_by("start_ns").last().alias("last_host"),
+            pl.col("rank").sort_by("start_ns").last().alias("last_rank"),
+            # A tie for last names nobody.
+            (pl.col("start_ns") == last).sum().alias("_at_last"),
+        )
+        .filter(pl.col("ranks") == pl.col("members"))
+    )
+    unnamed = (pl.col("_at_last") > 1) | (pl.col("spread_ns") <= clock_error)
+    why = (
+        pl.when(pl.col("_at_last") > 1)
+        .then(pl.lit("ranks tie for last"))
+        .when(pl.col("spread_ns") <= clock_error)
+        .then(pl.lit(f"spread within the clock error ({clock_error} ns)"))
+    )
+    g = g.with_columns(
+        pl.when(unnamed).then(None).otherwise(pl.col("last_host")).alias("last_host"),
+        pl.when(unnamed).then(None).otherwise(pl.col("last_rank")).alias("last_rank"),
+        why.alias("note"),
+        pl.col("name").alias("op"),
+        pl.col("sequence").cast(pl.Int64).alias("seq"),
+    )
+    return g.select(list(SKEW_COLUMNS)).cast(SKEW_COLUMNS).sort("group", "op", "seq")  # type: ignore[arg-type]
+
+
+def run_skew(run: Any, clock_error: int | None = None) -> pl.DataFrame:
+    """Run.skew(): the run's instances (clock error from the run's hosts and clock unless given)."""
+    ev = run.collective_events()
+    simulated = bool(run._files.height and run._files["simulated"].any())
+    err = clock_error_ns(ev, simulated) if clock_error is None else clock_error
+    return skew(ev, err)
+
+
+def lagging(run: Any, recent: int = RECENT_INSTANCES) -> dict[str, Any]:
+    """The live verdict: the rank last most often among the ``recent`` latest instances, and the
+    total wait it cost the job over every instance where it was last. Keys: sentence, host, rank,
+    last_count, instances, wait_ns."""
+    try:
+        s = run.skew()
+    except Exception as e:  # noqa: BLE001 - said in the panel, never raised in a refresh
+        return {"sentence": f"no arrival skew yet ({e})", "rank": None}
+    if not s.height:
+        has = run.collective_events().height if hasattr(run, "collective_events") else 0
+        return {
+            "sentence": NO_COLLECTIVES if not has else "no complete collective instance yet",
+            "rank": None,
+        }
+    latest = s.sort("first_start_ns").tail(recent)
+    named = latest.filter(pl.col("last_rank").is_not_null())
+    if not named.height:
+        return {
+            "sentence": f"no rank arrives last: the latest {latest.height} instances' spreads are within "
+            "the clock error or tie",
+            "rank": None,
+        }
+    top = (
+        named.group_by("last_host", "last_rank")
+        .len()
+        .sort(["len", "last_rank"], descending=[True, False])
+        .row(0)
+    )
+    host, rank, count = top
+    wait = int(s.filter((pl.col("last_host") == host) & (pl.col("last_rank") == rank))["wait_ns"].sum())
+    return {
+        "sentence": (
+            f"rank {rank} ({host}) arrives last most often: {count} of the latest {latest.height} "
+            f"collective instances; waiting for it cost the job {wait / 1e6:.3f} ms in all"
+        ),
+        "host": host,
+        "rank": int(rank),
+        "last_count": int(count),
+        "instances": latest.height,
+        "wait_ns": wait,
+    }
+
+
+def by_op(s: pl.DataFrame) -> pl.DataFrame:
+    """The skew's distribution per (group, op) of a :func:`skew` frame: instances, spread median /
+    p10 / p90 / max, total wait, and the rank last most often (null when none was named)."""
+    if not s.height:
+        return pl.DataFrame(
+            schema={
+                "group": pl.String,
+                "op": pl.String,
+                "instances": pl.UInt32,
+                "spread_med_ns": pl.Float64,
+                "spread_p10_ns": pl.Float64,
+                "spread_p90_ns": pl.Float64,
+                "spread_max_ns": pl.Int64,
+                "wait_total_ns": pl.Int64,
+                "last_rank_mode": pl.Int64,
+            }  # fmt: skip
+        )
+    return (
+        s.group_by("group", "op")
+        .agg(
+            pl.len().cast(pl.UInt32).alias("instances"),
+            pl.col("spread_ns").median().alias("spread_med_ns"),
+            pl.col("spread_ns").quantile(0.1, "linear").alias("spread_p10_ns"),
+            pl.col("spread_ns").quantile(0.9, "linear").alias("spread_p90_ns"),
+            pl.col("spread_ns").max().alias("spread_max_ns"),
+            pl.col("wait_ns").sum().alias("wait_total_ns"),
+            pl.col("last_rank").drop_nulls().mode().sort().first().alias("last_rank_mode"),
+        )
+        .sort("group", "op")
+    )
