@@ -702,3 +702,19 @@ def test_start_on_a_running_session_says_so_and_changes_the_set_only_when_asked(
     with capture_output():
         asked = ip.run_line_magic("mspti", "start -d hccl")
     assert "traced as asked" in asked.text and sim.enabled_mask(2) == HCCL_ALL and sim.enabled_mask(1) == 0
+
+
+def test_the_load_banner_names_a_simulated_cann_trees_library_as_such_and_says_preloaded(tmp_path):
+    import shutil
+    from types import SimpleNamespace
+
+    from mspti_lens.backend import simulator_path
+    from mspti_lens.notebook.magics import load_message
+
+    lib64 = tmp_path / "lib64"
+    lib64.mkdir()
+    shutil.copy(simulator_path(), lib64 / "libmspti.so")
+    text = load_message(SimpleNamespace(library=str(lib64 / "libmspti.so"))).text
+    assert "a simulated libmspti (a simulated CANN tree's) at " in text and "bundled" not in text, text
+    bundled = load_message(SimpleNamespace(library="sim")).text
+    assert "the bundled simulator at " in bundled and "preloaded" not in bundled, bundled
