@@ -92,9 +92,9 @@ def _mspti_package() -> Check:
     if spec is None:
         home = os.environ.get("ASCEND_HOME_PATH")
         if home:  # set_env.sh already ran: saying to run it again would be a circle
-            where = Path(home) / "python" / "site-packages"
+            packages = Path(home) / "python" / "site-packages"
             text = (
-                f"not installed: the CANN tree at {home} has no mspti package in {where}; install it with "
+                f"not installed: the CANN tree at {home} has no mspti package in {packages}; install it with "
                 "that CANN version's toolkit (its python/site-packages/mspti); mspti-lens does not need it"
             )
         else:
