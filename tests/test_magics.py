@@ -228,7 +228,7 @@ def test_line_lifecycle(ip, sim, tmp_path):
     assert row["num_calls_before"][0] == 3 and row["num_calls_after"][0] == 4
     with capture_output() as cap:
         ip.run_line_magic("mspti", f"diff before {path} --display both")
-    assert any("Before / w.parquet" in o.data.get("text/plain", "") for o in cap.outputs)
+    assert any("A: before / B: w.parquet" in o.data.get("text/plain", "") for o in cap.outputs)
 
     msg = ip.run_line_magic("mspti", "close")
     assert "closed" in repr(msg) and not sim.subscribed
