@@ -684,7 +684,8 @@ def test_a_session_with_a_mistyped_target_suggests_the_near_name():
 
     with pytest.raises(ValueError) as e:
         catalog.resolve("runtme")
-    assert str(e.value) == "unknown callback or domain 'runtme'; did you mean 'runtime'?"
+    assert str(e.value).startswith("unknown callback or domain 'runtme'; did you mean 'runtime'? (valid: ")
+    assert len(str(e.value)) < 160
     with pytest.raises(ValueError, match="did you mean 'aclrtLaunchKernel'"):
         catalog.resolve("aclrtLaunchKernal")
 
