@@ -705,17 +705,22 @@ def test_start_on_a_running_session_says_so_and_changes_the_set_only_when_asked(
     assert "traced as asked" in asked.text and sim.enabled_mask(2) == HCCL_ALL and sim.enabled_mask(1) == 0
 
 
-def test_the_load_banner_names_a_simulated_cann_trees_library_as_such_and_says_preloaded(tmp_path):
-    import shutil
+def test_the_load_banner_names_a_simulated_cann_trees_library_as_such_and_says_preloaded(
+    tmp_path, monkeypatch
+):
     from types import SimpleNamespace
 
-    from mspti_lens.backend import simulator_path
+    from mspti_lens import backend
     from mspti_lens.notebook.magics import load_message
 
-    lib64 = tmp_path / "lib64"
-    lib64.mkdir()
-    shutil.copy(simulator_path(), lib64 / "libmspti.so")
-    text = load_message(SimpleNamespace(library=str(lib64 / "libmspti.so"))).text
-    assert "a simulated libmspti (a simulated CANN tree's) at " in text and "bundled" not in text, text
+    tree_lib = tmp_path / "lib64" / "libmspti.so"
+    # the backend as a CANN tree's simulated library reports it (loading a copy would map a
+    # second libmspti into the test process)
+    info = SimpleNamespace(simulated=True, fidelity="cann26", path=tree_lib, preloaded=True)
+    monkeypatch.setattr(backend, "backend_info", lambda lib=None: info)
+    text = load_message(SimpleNamespace(library=str(tree_lib))).text
+    assert f"a simulated libmspti (a simulated CANN tree's) at {tree_lib} (preloaded" in text, text
+    assert "bundled" not in text, text
+    monkeypatch.undo()
     bundled = load_message(SimpleNamespace(library="sim")).text
     assert "the bundled simulator at " in bundled and "preloaded" not in bundled, bundled
