@@ -592,6 +592,11 @@ DEVICE = SETUP + [
     ("diff", "%mspti diff snap snap"),
     ("split", "plots.launch_split(snap)"),
     ("plot-collectives", "plots.collectives(snap)"),
+    (
+        "cell-device",
+        "%%mspti -a kernel --display summary\ns.run_workload('training', steps=1, ranks=2, seed=5)",
+    ),
+    ("bad-second-session", "Session(library='sim')"),
 ]
 
 
@@ -630,6 +635,15 @@ def test_device_tables_and_plots_read_like_the_magics(page, lab):
         shot(page, i(tag), f"views.4-{tag}")
         ratios = sharpness(page, i(tag))
         assert ratios and min(ratios) >= 0.99, (tag, ratios)  # plots called directly: sharp at 2x
+    # a cell that asks for activity shows device time under its host table
+    text = output_text(page, i("cell-device"))
+    shot(page, i("cell-device"), "30.2-cell-device-time")
+    host, device = text.split("Device time")
+    assert "aclrtLaunchKernel" in host and "launch split per launch function" in device, text
+    assert "MatMulV2" in device and re.search(r"MatMulV2\s+KERNEL_AICORE\s+\d+\s+[\d.]+ %", device), device
+    # a second Session while the magics' one is open names the way out the user has
+    text = output_text(page, i("bad-second-session"))
+    assert "`%mspti close`" in text and "session.close()" not in text, text
 
 
 def test_a_recorded_run_in_the_panel(page, lab):

@@ -249,3 +249,17 @@ def test_package_root_exports_the_documented_api():
         assert hasattr(mspti_lens, name), name
     # One base class catches every error of the native core (errors.py).
     assert all(issubclass(getattr(mspti_lens, e), mspti_lens.MsptiError) for e in errors)
+
+
+def test_doctor_after_set_env_says_what_to_install_not_to_source_set_env_again(monkeypatch, tmp_path):
+    import importlib.util
+
+    from mspti_lens import doctor
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # no `mspti` importable
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
+    text = doctor._mspti_package().detail
+    assert "set_env.sh" not in text and str(tmp_path / "python" / "site-packages") in text, text
+    assert "install it" in text, text
+    monkeypatch.delenv("ASCEND_HOME_PATH")
+    assert "source set_env.sh" in doctor._mspti_package().detail

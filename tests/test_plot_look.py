@@ -259,3 +259,36 @@ def test_the_launch_comparison_shows_every_curve_on_one_bin_grid(snap):
     assert len(set(edges)) == 1  # the same bins in every curve
     widths = [c.get_linewidth() for c in curves]
     assert widths == sorted(widths, reverse=True) and len(set(widths)) == len(widths)  # none hides another
+
+
+class _LongRun(_FakeRun):
+    """Eight ranks over 300 windows, rank 6 flagged slow by the run's vote."""
+
+    def __init__(self):
+        import polars as pl
+
+        super().__init__()
+        rows = [("h", r, w, 1000.0 + w * 0.5, 1000.5 + w * 0.5, "hccl", "HcclAllReduce", 4, 4_000_000, 1, 2)
+                for r in range(8) for w in range(300) if (r, w) != (0, 5)]  # fmt: skip
+        t = pl.DataFrame(rows, schema=self._t.drop("avg_ns").columns, orient="row")
+        self._t = t.with_columns((pl.col("total_ns") / pl.col("num_calls")).alias("avg_ns"))
+
+    def slow_ranks(self):
+        import polars as pl
+
+        return pl.DataFrame({"host": ["h", "h"], "rank": [6, 2], "slow_affect_count": [9, 1]})
+
+
+def test_a_long_runs_heatmap_keeps_its_labels_readable_marks_the_slow_rank_and_cuts_no_note():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plots.rank_heatmap(_LongRun(), "HcclAllReduce")
+    assert fig.get_size_inches()[0] <= 12  # shown at its size: 8 pt labels stay 8 pt
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels[6] == "rank 6 ◀ slow" and sum("slow" in x for x in labels) == 1, labels
+    renderer = canvas.get_renderer()
+    for t in fig.texts:  # the footnote ends inside the figure
+        box = t.get_window_extent(renderer)
+        assert box.x1 <= fig.bbox.x1 and box.y0 >= 0, (t.get_text(), box, fig.bbox)

@@ -123,3 +123,10 @@ def test_one_name_for_the_time_share_and_one_row_height_in_and_out_of_widgets(de
     assert re.search(
         r"<table class='mspti-lens-table' style='[^']*line-height:1.4", device_snap.table().html()
     )
+
+
+def test_the_stragglers_frame_puts_its_verdicts_before_the_evidence():
+    from mspti_lens.runs.stragglers import INSTANCE_COLUMNS
+
+    first = list(INSTANCE_COLUMNS)[:8]  # what a notebook shows without scrolling
+    assert {"slow_rank", "late_rank", "late_by_ns", "note"} <= set(first), first

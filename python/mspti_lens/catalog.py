@@ -137,5 +137,8 @@ def resolve(what: Target) -> tuple[int, int | None]:
             return c.domain, c.cbid
     hint = suggest(text, names())
     if hint:  # one short line: the near name, not the whole catalogue
-        raise ValueError(f"unknown callback or domain {what!r}{hint}")
+        raise ValueError(
+            f"unknown callback or domain {what!r}{hint} (valid: a domain, 'runtime' or 'hccl', or a "
+            "callback's short, enum or function name)"
+        )
     raise ValueError(f"unknown callback or domain {what!r}; {_valid_choices()}")

@@ -90,11 +90,16 @@ def _mspti_package() -> Check:
     except (ImportError, ValueError):
         spec = None
     if spec is None:
-        return Check(
-            "CANN's `mspti` Python package",
-            INFO,
-            "not installed here (CANN installs it; `source set_env.sh` puts it on PYTHONPATH)",
-        )
+        home = os.environ.get("ASCEND_HOME_PATH")
+        if home:  # set_env.sh already ran: saying to run it again would be a circle
+            packages = Path(home) / "python" / "site-packages"
+            text = (
+                f"not installed: the CANN tree at {home} has no mspti package in {packages}; install it with "
+                "that CANN version's toolkit (its python/site-packages/mspti); mspti-lens does not need it"
+            )
+        else:
+            text = "not installed here (CANN installs it; `source set_env.sh` puts it on PYTHONPATH)"
+        return Check("CANN's `mspti` Python package", INFO, text)
     where = spec.origin or ", ".join(spec.submodule_search_locations or [])
     others = [c for c in candidates if not where.startswith(c)]
     more = f"; also on sys.path: {', '.join(others)}" if others else ""

@@ -668,14 +668,19 @@ def load_message(magics: MsptiMagics) -> Message:
             b = backend_info(lib)
         except (MsptiError, ValueError, OSError) as e:
             return Message(f"mspti-lens loaded, but no MSPTI library could be loaded: {e}", "error")
+    preloaded = " (preloaded: callbacks fire)" if b.preloaded else ""
     if b.simulated:
         why = " (no libmspti.so was found)" if caught else ""
+        from ..backend import simulator_path
+
+        bundled = os.path.realpath(str(b.path)) == os.path.realpath(simulator_path())
+        what = "the bundled simulator" if bundled else "a simulated libmspti (a simulated CANN tree's)"
         return Message(
-            f"mspti-lens: backend SIMULATED ({b.fidelity}){why}: the bundled simulator at {b.path}. "
+            f"mspti-lens: backend SIMULATED ({b.fidelity}){why}: {what} at {b.path}{preloaded}. "
             "Every result is simulated, not measured on an NPU. Magics: %mspti, %%mspti (see %mspti?).",
             "warning",
         )
-    text = f"mspti-lens: backend {b.label} at {b.path}. Magics: %mspti, %%mspti (see %mspti?)."
+    text = f"mspti-lens: backend {b.label} at {b.path}{preloaded}. Magics: %mspti, %%mspti (see %mspti?)."
     if b.preload_hint:
         return Message(text + "\nWARNING: " + b.preload_hint, "warning")
     return Message(text)

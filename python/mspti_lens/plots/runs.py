@@ -69,15 +69,27 @@ def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
     scale = 1.0 if metric == "num_calls" else UNITS[unit]
     for h, r, c, v in per.select("host", "rank", "cell", metric).iter_rows():
         grid[where[(h, r)], c] = float(v) / scale
-    fig, axes = _new_figure((max(5.5, 0.45 * ncols + 3.5), max(3.2, 0.32 * rows.height + 2.0)))
+    # At most 12 x 9 inches: a long run's columns get narrower, its labels keep their size (a
+    # wider figure is scaled down to the notebook's width, labels and all).
+    width = min(12.0, max(5.5, 0.45 * ncols + 3.5))
+    fig, axes = _new_figure((width, min(9.0, max(3.2, 0.32 * rows.height + 2.0))))
     ax = axes[0][0]
     ax.set_facecolor(EMPTY_COLOUR)
     im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap="viridis")
+    slow = _flagged(run)
     ax.set_yticks(
         range(rows.height),
-        [f"{h} r{r}" if rows["host"].n_unique() > 1 else f"rank {r}" for h, r in rows.iter_rows()],
+        [
+            (f"{h} r{r}" if rows["host"].n_unique() > 1 else f"rank {r}")
+            + (" ◀ slow" if (h, r) in slow else "")
+            for h, r in rows.iter_rows()
+        ],
         fontsize=8,
     )
+    for label, (h, r) in zip(ax.get_yticklabels(), rows.iter_rows()):
+        if (h, r) in slow:  # the flagged rank: its collectives are the SHORT ones (it waits least)
+            label.set_color("#b02a37")
+            label.set_fontweight("bold")
     step = max(1, math.ceil(ncols / 12))  # at most about 12 labels
     ticks = list(range(0, ncols, step))
     ax.set_xticks(ticks, [f"{(c + 1) * interval:g}" for c in ticks], fontsize=8)
@@ -89,16 +101,42 @@ def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
     simulated = bool(files["simulated"].any())
     ax.set_title(_title(f"{name}: {label} per rank over the run", simulated), fontsize=10)
     if np.isnan(grid).any():
-        fig.text(
-            0.01,
-            0.005,
+        import textwrap
+
+        note = (
             f"grey: the rank finished no {name} call in that interval (not started yet, done, or "
-            "elsewhere in its step)",
-            fontsize=7.5,
-            ha="left",
-            va="bottom",
+            "elsewhere in its step)"
+            + (
+                "; ◀ slow: the rank the run's vote names (its collectives are "
+                "the shortest: it arrives last and waits least)"
+                if slow
+                else ""
+            )
         )
-        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        lines = textwrap.fill(note, width=int(width * 100 / 4.6))  # ~4.6 px per 7.5 pt character
+        fig.text(0.01, 0.005, lines, fontsize=7.5, ha="left", va="bottom")
+        fig.tight_layout(
+            rect=(0, 0.03 + 0.035 * (lines.count("\n") + 1) * 3.2 / fig.get_size_inches()[1], 1, 1)
+        )
     else:
         fig.tight_layout()
     return fig
+
+
+def _flagged(run) -> set[tuple[str, int]]:
+    """(host, rank) of the ranks the run's vote names slow most often (``run.slow_ranks()``)."""
+    votes = getattr(run, "slow_ranks", None)
+    if votes is None:
+        return set()
+    try:
+        t = votes()
+    except Exception:  # a run without the data to vote: nothing to mark
+        return set()
+    if not len(t) or "slow_affect_count" not in t.columns:
+        return set()
+    top = t["slow_affect_count"].max()
+    if not top:
+        return set()
+    return {
+        (h, r) for h, r in t.filter(pl.col("slow_affect_count") == top).select("host", "rank").iter_rows()
+    }

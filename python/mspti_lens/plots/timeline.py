@@ -65,7 +65,7 @@ def timeline(
         return fig
     from matplotlib.ticker import FuncFormatter
 
-    t0 = frame["start"].min()
+    t0: Any = frame["start"].min()
     for i, name in enumerate(picked):
         sub = frame.filter(pl.col("name") == name).sort("start")
         if not len(sub):

@@ -240,23 +240,25 @@ def latest_starters(starts: pl.DataFrame, top_k: int = 1) -> pl.DataFrame:
 # `sequence` and `group` its communicator; on windows (no device events), `instance` is the window
 # number and `group` null.
 INSTANCE_COLUMNS = {
-    "group": pl.String,
+    # the verdicts first (which rank each rule names, and why there is none), so a notebook's
+    # frame shows them without scrolling; the evidence after
     "name": pl.String,
     "instance": pl.Int64,
-    "ranks": pl.UInt32,
-    "group_ranks": pl.UInt32,
     "slow_host": pl.String,
     "slow_rank": pl.Int64,
+    "late_host": pl.String,
+    "late_rank": pl.Int64,
+    "late_by_ns": pl.Int64,
+    "note": pl.String,
     "slow_ns": pl.Float64,
     "median_ns": pl.Float64,
     "test": pl.String,
     "statistic": pl.Float64,
     "critical": pl.Float64,
-    "late_host": pl.String,
-    "late_rank": pl.Int64,
-    "late_by_ns": pl.Int64,
+    "group": pl.String,
+    "ranks": pl.UInt32,
+    "group_ranks": pl.UInt32,
     "basis": pl.String,
-    "note": pl.String,
 }
 BASIS_EVENTS = "device events"
 BASIS_WINDOWS = (
