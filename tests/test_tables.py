@@ -85,7 +85,8 @@ def test_the_diff_table_sorts_by_change_aligns_numbers_right_and_marks_missing(d
     from mspti_lens.sim import Simulator
 
     s = Simulator()
-    with Session(library="sim", enable="runtime") as session:
+    # the simulator's virtual clock: durations are exactly the ones asked for, whatever the load
+    with Session(library="sim", enable="runtime", clock="mspti") as session:
         s.call("aclrtMalloc", 10_000, 4)
         s.call("aclrtFree", 10_000, 4)
         a = session.reset()
