@@ -85,15 +85,21 @@ def test_the_diff_table_sorts_by_change_aligns_numbers_right_and_marks_missing(d
     from mspti_lens.sim import Simulator
 
     s = Simulator()
-    # the simulator's virtual clock: durations are exactly the ones asked for, whatever the load
-    with Session(library="sim", enable="runtime", clock="mspti") as session:
-        s.call("aclrtMalloc", 10_000, 4)
-        s.call("aclrtFree", 10_000, 4)
-        a = session.reset()
-        s.call("aclrtMalloc", 30_000, 4)  # three times slower
-        s.call("aclrtFree", 10_100, 4)  # one per cent slower
-        s.call("aclrtMemset", 5_000, 2)  # only after
-        b = session.reset()
+    # the simulator's virtual clock, read by the session: durations are exactly the ones asked for,
+    # whatever the load (on the real clock a 10.0 against 10.1 us call can come out faster)
+    before = s.clock
+    s.set_clock("virtual")
+    try:
+        with Session(library="sim", enable="runtime", clock="mspti") as session:
+            s.call("aclrtMalloc", 10_000, 4)
+            s.call("aclrtFree", 10_000, 4)
+            a = session.reset()
+            s.call("aclrtMalloc", 30_000, 4)  # three times slower
+            s.call("aclrtFree", 10_100, 4)  # one per cent slower
+            s.call("aclrtMemset", 5_000, 2)  # only after
+            b = session.reset()
+    finally:
+        s.set_clock(before)
     t = DiffTable(a.diff(b), labels=("a", "b"))
     text = repr(t)
     rows = [line for line in text.splitlines() if line.startswith("runtime")]
