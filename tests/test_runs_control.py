@@ -298,3 +298,21 @@ def test_the_command_lines_description_names_every_subcommand():
     description = " ".join((p.description or "").split())
     assert {"record", "control"} <= set(sub.choices)
     assert [c for c in sub.choices if c not in description] == [], description
+
+
+def test_a_paused_process_loads_the_library_ahead_of_its_start_and_subscribes_nothing(tmp_path):
+    # A start then only subscribes: loading was most of a first start's CPU, which with many
+    # processes on few cores set the time to the last acknowledgement.
+    from mspti_lens.runs import hook
+    from mspti_lens.runs.writer import WindowWriter
+    from mspti_lens.sim.driver import Simulator
+
+    sim = Simulator()
+    recorder = hook.Recorder({hook.LIBRARY_VARIABLE: "sim"})
+    recorder.writer = WindowWriter(None, tmp_path / "run", 10.0, host="h", rank=0)
+    recorder.prepare()
+    loaded = recorder.library
+    assert loaded is not None and loaded.origin == "simulator"
+    assert not sim.subscribed  # loaded, not subscribed: no callback can fire
+    recorder.prepare()
+    assert recorder.library is loaded  # once

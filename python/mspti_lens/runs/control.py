@@ -387,11 +387,13 @@ class ProcessControl:
         state: Callable[[], dict[str, Any]],
         tick: Callable[[], None],
         generation: int = 0,
+        prepare: Callable[[], None] | None = None,
     ):
         self.run = Path(run)
         self.host, self.rank, self.rank_source = host, rank, rank_source
         self.pid = os.getpid()
         self._apply, self._state, self._tick = apply, state, tick
+        self._prepare = prepare
         self.generation = generation  # the last generation applied
         self.refused: dict[str, Any] | None = None
         self._seen: tuple[int, ...] | None = None
@@ -410,6 +412,11 @@ class ProcessControl:
         return self
 
     def _loop(self) -> None:
+        if self._prepare is not None:
+            try:
+                self._prepare()  # on this thread: the program's own start does not wait for it
+            except Exception as e:  # noqa: BLE001 - a start then does the same work, and says why
+                print(f"mspti-lens: could not prepare this process's start: {e}", file=sys.stderr)
         while not self._stop.wait(POLL_S):
             try:
                 self.poll()
