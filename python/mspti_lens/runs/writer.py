@@ -184,6 +184,7 @@ class WindowWriter:
         # never waits on it (see finish). Reentrant: end and retarget write a window inside.
         self._lock = threading.RLock()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # begin() and finish() wake a writer that is off
         # Taken once, without waiting, by the one call of finish that writes the final window.
         self._finish_token = threading.Lock()
         self._closing = False  # no periodic window after the final one
@@ -201,7 +202,15 @@ class WindowWriter:
         return self
 
     def _loop(self) -> None:
-        while not self._stop.wait(min(self.interval, TICK_S)):
+        while not self._stop.is_set():
+            if self.session is None:
+                # Off: no tick at all, so that a paused process's only wake-ups are the control
+                # poll's (a wake-up costs a Python thread tens of microseconds of CPU).
+                self._wake.wait()
+                self._wake.clear()
+                continue
+            if self._stop.wait(min(self.interval, TICK_S)):
+                return
             if self.session is None or time.monotonic() < self._due:
                 continue
             try:
@@ -222,6 +231,7 @@ class WindowWriter:
             self.period_meta = dict(meta)
             # The period's first window comes soon, so a view shows what was turned on at once.
             self._due = time.monotonic() + min(self.interval, FIRST_WINDOW_S)
+            self._wake.set()
 
     def end(self, reason: str = "stop") -> None:
         """Profiling turned off: the period's last window, then the Session is closed (MSPTI
@@ -262,6 +272,7 @@ class WindowWriter:
         try:
             self._closing = True
             self._stop.set()
+            self._wake.set()
             if self.session is not None:
                 try:
                     self.write_window(final=True, reason=reason)
