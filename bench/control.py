@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -83,7 +84,38 @@ def child(mode: str, batches: int) -> dict:
             out.append((time.process_time_ns() - t) / BATCH)
         return out
 
-    res = {"before": phase()}
+    def hooks_cpu() -> int:
+        import threading
+
+        return sum(_thread_cpu(t) for t in threading.enumerate() if t.name.startswith("mspti-lens"))
+
+    def facts(ns: int, wall: float, others: int = 0) -> dict:
+        # What a lingering profiler would leave: a subscriber, threads, CPU on the hook's threads.
+        names: dict[str, int] = {}
+        with contextlib.suppress(OSError):
+            for t in os.listdir("/proc/self/task"):
+                with contextlib.suppress(OSError), open(f"/proc/self/task/{t}/comm") as f:
+                    name = f.read().strip()
+                    names[name] = names.get(name, 0) + 1
+        return {
+            "subscribed": bool(sim.subscribed),
+            "threads": names,
+            "hook_us_per_s": ns / wall / 1e3,
+            "others_us_per_s": others / wall / 1e3,  # every other thread but the workload's
+        }
+
+    def spans() -> tuple[int, float, int, int]:
+        return hooks_cpu(), time.monotonic(), time.process_time_ns(), time.thread_time_ns()
+
+    def facts_since(t: tuple[int, float, int, int]) -> dict:
+        c, w, p, m = t
+        hook = hooks_cpu() - c
+        others = (time.process_time_ns() - p) - (time.thread_time_ns() - m) - hook
+        return facts(hook, time.monotonic() - w, max(0, others))
+
+    t0 = spans()
+    res: dict = {"before": phase()}
+    res["before_facts"] = facts_since(t0)
     if mode == "hook":
         from mspti_lens.runs.control import RunControl
 
@@ -91,10 +123,19 @@ def child(mode: str, batches: int) -> dict:
         ctl.start()
         assert not ctl.wait(60), "the process did not apply its own start"
         res["on"] = phase()
+        res["on_facts"] = facts(0, 1.0)
         ctl.stop()
         assert not ctl.wait(60), "the process did not apply its own stop"
+        t0 = spans()
         res["after"] = phase()
+        res["after_facts"] = facts_since(t0)
     return res
+
+
+def _thread_cpu(t) -> int:
+    """A thread's CPU ns, from its own CPU clock."""
+    assert t.ident is not None
+    return time.clock_gettime_ns(time.pthread_getcpuclockid(t.ident))
 
 
 def hook_threads(seconds: float) -> dict:
@@ -110,10 +151,7 @@ def hook_threads(seconds: float) -> dict:
     hooks = [t for t in threading.enumerate() if t.name.startswith("mspti-lens")]
     assert hooks, "no mspti-lens thread: the process is not under the paused hook"
 
-    def cpu(t: threading.Thread) -> int:
-        assert t.ident is not None
-        return time.clock_gettime_ns(time.pthread_getcpuclockid(t.ident))
-
+    cpu = _thread_cpu
     before = {t.name: cpu(t) for t in hooks}
     work, wall = time.thread_time_ns(), time.monotonic()
     while time.monotonic() - wall < seconds:
@@ -151,6 +189,7 @@ def cost(quick: bool, log) -> dict:
     cfg = QUICK if quick else FULL
     got: dict[str, list[float]] = {"none": [], "paused": [], "on": [], "after": []}
     per_process: dict[str, list[float]] = {"none": [], "paused": []}  # each process's median
+    facts: list[dict] = []  # per hooked process: subscriber, threads, hook CPU per phase
     with tempfile.TemporaryDirectory(prefix="mspti-bench-control-") as tmp:
         for r in range(cfg["rounds"]):
             log(f"control cost round {r + 1}/{cfg['rounds']}")
@@ -167,6 +206,7 @@ def cost(quick: bool, log) -> dict:
                     per_process["paused"].append(statistics.median(res["before"]))
                     got["on"] += res["on"]
                     got["after"] += res["after"]
+                    facts.append({k: res[k] for k in ("before_facts", "on_facts", "after_facts")})
     med = {k: statistics.median(v) for k, v in got.items()}
     spread = {k: (min(v), max(v)) for k, v in got.items()}
     pn = per_process["none"]
@@ -177,6 +217,7 @@ def cost(quick: bool, log) -> dict:
         "spread": spread,
         "noise_pct": noise,
         "processes": len(pn),
+        "facts": facts,
         "batches": {k: len(v) for k, v in got.items()},
     }
 
@@ -266,6 +307,38 @@ def render(res: dict) -> list[str]:
             f"| {label} | {m[k]:.1f} | {sp[k][0]:.1f} .. {sp[k][1]:.1f} | {_pct(m[k], m['none']):+.2f} % | "
             f"{_pct(m[k], m['paused']):+.2f} % |"
         )
+    facts = res["cost"]["facts"]
+
+    def fact(phase: str, key: str) -> list:
+        return [f[phase][key] for f in facts]
+
+    before_us = statistics.median(fact("before_facts", "hook_us_per_s"))
+    after_us = statistics.median(fact("after_facts", "hook_us_per_s"))
+    others = [statistics.median(fact(k, "others_us_per_s")) for k in ("before_facts", "after_facts")]
+    subscribed_after = any(fact("after_facts", "subscribed"))
+    # A profiler that lingers keeps its subscriber or keeps its threads busy after the stop.
+    lingers = (
+        subscribed_after
+        or not all(fact("on_facts", "subscribed"))
+        or after_us + others[1] > 2 * (before_us + others[0]) + 100
+    )
+    added: dict[str, int] = {}
+    for f in facts:
+        for name, n in f["after_facts"]["threads"].items():
+            extra = n - f["before_facts"]["threads"].get(name, 0)
+            if extra > 0:
+                added[name] = max(added.get(name, 0), extra)
+    linger = (
+        "MSPTI subscriber after the stop: "
+        + ("YES" if subscribed_after else "none (as before the first start)")
+        + f"; the hook's threads' CPU before {before_us:.0f} µs/s, after {after_us:.0f} µs/s; threads "
+        "the process has after the stop and had not before: "
+        + (", ".join(f"{n} x{k}" for n, k in sorted(added.items())) or "none")
+        + " (the thread pools of polars, Arrow's Parquet writer and jemalloc, started by writing the "
+        f"period's windows; every thread but the workload's and the hook's used {others[0]:.0f} µs/s "
+        f"of CPU before the first start and {others[1]:.0f} µs/s after the stop)"
+        + (" -- LINGERS" if lingers else "")
+    )
     th = res["threads"]
     hook_ns = sum(th["threads"].values())
     share = 100.0 * hook_ns / th["workload_ns"]
@@ -285,8 +358,10 @@ def render(res: dict) -> list[str]:
         "noise): "
         + ("met" if ok else "MISSED")
         + "."
-        + f" After stop against before the first start: {_pct(m['after'], m['paused']):+.2f} % "
-        "(no lingering cost: the Session is closed, MSPTI unsubscribed). On against paused is the "
+        + f" After stop against before the first start: {_pct(m['after'], m['paused']):+.2f} % by "
+        "CPU per call (one process, phases in sequence, so machine load that changes between them "
+        f"shows too); what would linger, checked in each of the {len(facts)} processes: {linger}. "
+        "On against paused is the "
         f"callback's cost per call, here {m['on'] - m['paused']:.0f} ns on the simulator's dispatch "
         f"(status and the run panel estimate cost as calls/s x {control.COST_PER_CALL_NS:.0f} ns, "
         "section 1's added ns per pair).",
