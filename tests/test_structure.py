@@ -227,6 +227,55 @@ def test_the_package_has_no_import_circles():
     )
 
 
+#: Modules outside notebook/ that may import it: the package itself, which is Jupyter's entry point
+#: (``load_ipython_extension``) and registers the notebook's rendering of a Snapshot with the model.
+NOTEBOOK_ENTRY_POINTS = {"mspti_lens"}
+#: Still to be turned around: in Jupyter the simulator driver draws its progress bar with the
+#: notebook's widget. Listed so that the rule holds everywhere else; it must still be true.
+NOTEBOOK_IMPORTS_TO_TURN = {"mspti_lens.sim.driver"}
+
+
+def notebook_importers(graph: dict[str, dict[str, str]]) -> dict[str, list[str]]:
+    """module outside notebook/ -> where it imports a notebook module."""
+    inside = ("mspti_lens.notebook", "mspti_lens.notebook.")
+    out: dict[str, list[str]] = {}
+    for m, deps in graph.items():
+        if m == inside[0] or m.startswith(inside[1]):
+            continue
+        for t, where in deps.items():
+            if t == inside[0] or t.startswith(inside[1]):
+                out.setdefault(m, []).append(f"{where} ({t})")
+    return out
+
+
+def test_nothing_outside_the_notebook_imports_it_but_the_entry_point():
+    found = notebook_importers(import_graph())
+    wrong = {m: w for m, w in found.items() if m not in NOTEBOOK_ENTRY_POINTS | NOTEBOOK_IMPORTS_TO_TURN}
+    assert wrong == {}, "the model and the other rooms must not know the notebook:\n" + "\n".join(
+        w for ws in wrong.values() for w in ws
+    )
+    assert NOTEBOOK_IMPORTS_TO_TURN <= set(found), "turned around: take it off NOTEBOOK_IMPORTS_TO_TURN"
+    assert "mspti_lens.snapshot" not in found and "mspti_lens.session" not in found
+
+
+def test_the_notebook_import_rule_sees_a_lazy_import():
+    graph = {
+        "mspti_lens.snapshot": {"mspti_lens.notebook.tables": "snapshot.py:9"},
+        "mspti_lens.notebook": {},
+    }
+    assert notebook_importers(graph) == {
+        "mspti_lens.snapshot": ["snapshot.py:9 (mspti_lens.notebook.tables)"]
+    }
+
+
+def test_a_snapshot_reads_through_the_rendering_the_notebook_registered():
+    from mspti_lens import snapshot
+    from mspti_lens.notebook import snapshot_repr
+
+    assert snapshot._rendered().text is snapshot_repr.as_text
+    assert snapshot._rendered().html is snapshot_repr.as_html
+
+
 def test_the_circle_finder_finds_a_lazy_circle():
     graph = {"a": {"b": "a.py:1"}, "b": {"c": "b.py:9"}, "c": {"a": "c.py:3"}, "d": {"a": "d.py:1"}}
     assert import_circles(graph) == [["a", "b", "c", "a"]]

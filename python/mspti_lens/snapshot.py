@@ -1,12 +1,15 @@
 """Immutable snapshots of the latency histograms, as polars DataFrames: the data model. Its file is
-:mod:`.snapshot_file`, its text and HTML forms :mod:`.notebook.snapshot_repr`; Snapshot.save,
-Snapshot.load and the reprs call them."""
+:mod:`.snapshot_file` (Snapshot.save and Snapshot.load call it); how it reads (title, table, text
+and HTML) is the :class:`Rendering` the display code registers (:mod:`.notebook.snapshot_repr`,
+loaded with the package), so the model imports nothing of the notebook."""
 
 from __future__ import annotations
 
 import os
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -14,7 +17,6 @@ import polars as pl
 from . import _native, device, snapshot_file
 from .catalog import DOMAIN_NAMES, callback
 from .columns import QUANTILES, SUMMARY_COLUMNS, stat_columns
-from .notebook import snapshot_repr
 
 # The histogram's constants (defined once, in rust/lens/src/core/hist.rs): exponential buckets
 # at SCALE 7 (base 2^(2^-7)); bucket `index` i holds integer-ns values v with base^i < v <=
@@ -36,6 +38,32 @@ COUNTERS: dict[str, str] = dict(_native.COUNTERS)
 #: different sessions (other processes, ranks) add. Every other counter counts what happened in
 #: its window, so windows add.
 MOMENT_COUNTERS = ("in_flight", "threads")
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """How a snapshot reads: its title line, its table (``table(snap, unit, top)``), its text and
+    its HTML. Registered by the code that draws snapshots, which knows the model, not the reverse."""
+
+    title: Callable[[Snapshot], str]
+    table: Callable[[Snapshot, str | None, int | None], Any]
+    text: Callable[[Snapshot], str]
+    html: Callable[[Snapshot], str]
+
+
+_rendering: Rendering | None = None
+
+
+def register_rendering(rendering: Rendering) -> None:
+    """Make ``rendering`` how every Snapshot reads (the last one registered wins)."""
+    global _rendering
+    _rendering = rendering
+
+
+def _rendered() -> Rendering:
+    if _rendering is None:  # mspti_lens/__init__.py loads the notebook's; only a broken install lacks it
+        raise RuntimeError("no Snapshot rendering registered: import mspti_lens.notebook.snapshot_repr")
+    return _rendering
 
 
 def _short(domain: int, cbid: int) -> str:
@@ -313,19 +341,19 @@ class Snapshot:
 
     # -- display -------------------------------------------------------------------------------
     def _title(self) -> str:
-        return snapshot_repr.title(self)
+        return _rendered().title(self)
 
     def table(self, unit: str | None = None, top: int | None = None):
         """The summary for reading (a :class:`mspti_lens.notebook.tables.Table`; its ``frame`` is
         the polars frame, in ns): durations with units (per value, or all in ``unit``), the
         first ``top`` APIs by total time with a caption saying when rows are cut."""
-        return snapshot_repr.summary_table(self, unit, top)
+        return _rendered().table(self, unit, top)
 
     def __repr__(self) -> str:
-        return snapshot_repr.as_text(self)
+        return _rendered().text(self)
 
     def _repr_html_(self) -> str:
-        return snapshot_repr.as_html(self)
+        return _rendered().html(self)
 
 
 def make_meta(backend_label: str, simulated: bool, clock: str, window_start: float, **extra: Any) -> dict:
