@@ -94,6 +94,29 @@ def test_doctor_follows_the_native_order_and_a_missing_mspti_library_is_not_skip
     assert first.status == doctor.FAIL and "does not exist" in first.detail
 
 
+# -- the vocabularies are the native session's -----------------------------------------------------
+def test_the_domains_their_id_ranges_and_the_clocks_are_the_native_sessions():
+    from mspti_lens import session
+
+    assert _native.NativeSession.DOMAINS == [("runtime", 1, 36), ("hccl", 2, 12)]
+    assert catalog.DOMAINS == {"runtime": 1, "hccl": 2} and catalog.DOMAIN_NAMES == {1: "runtime", 2: "hccl"}
+    # The ranges are MSPTI's enums: every id of the callback table but INVALID, and no more.
+    for value, top in catalog.MAX_CBID.items():
+        assert sorted(c.cbid for c in catalog.enableable() if c.domain == value) == list(range(1, top + 1))
+    assert session.CLOCKS == tuple(_native.NativeSession.CLOCKS) == ("auto", "tsc", "monotonic", "mspti")
+    for name in ("catalog.py", "session.py"):  # no copy of them beside the native one
+        text = (PACKAGE / name).read_text()
+        assert '"runtime": 1' not in text and "36 if" not in text and '("auto", "tsc"' not in text, name
+
+
+def test_a_pair_beyond_the_native_range_names_it():
+    with pytest.raises(ValueError, match="out of range for domain 'hccl'; valid ids are 1-12"):
+        catalog.resolve(("hccl", 13))
+    assert catalog.resolve(("runtime", 36)) == (1, 36)
+    with pytest.raises(ValueError, match=r"valid domains are 'runtime' \(1\) and 'hccl' \(2\)"):
+        catalog.resolve((3, 1))
+
+
 # -- one plot dispatch, quantiles from the Snapshot -------------------------------------------------
 @pytest.fixture
 def snap(sim):

@@ -19,7 +19,8 @@ from .catalog import DOMAIN_NAMES, Target, callback, resolve
 from .errors import NotPreloadedWarning, SessionError
 from .snapshot import Snapshot, make_meta
 
-CLOCKS = ("auto", "tsc", "monotonic", "mspti")
+#: The clocks a Session takes, as the native session names them (rust/lens/src/py/session.rs).
+CLOCKS: tuple[str, ...] = tuple(_native.NativeSession.CLOCKS)
 #: The latest Session (MSPTI allows one per process): what mspti_lens.serve() exposes by default.
 _active: weakref.ref[Session] | None = None
 
