@@ -332,3 +332,59 @@ def test_windows_of_one_live_session_carry_its_name_for_the_moment_counters_on_t
     assert first.meta["source"] == second.meta["source"]
     assert first.counters["threads"] > 0 and second.counters["threads"] > 0
     assert first.merge(second).counters["threads"] == second.counters["threads"]
+
+
+# -- a snapshot's window: one frozen value, built complete -------------------------------------
+def test_a_sessions_snapshot_is_made_complete_with_its_activity_and_timeline_on_the_simulator(sim):
+    import dataclasses
+
+    from mspti_lens import _native
+
+    sim.set_clock("virtual")
+    with Session(library="sim", clock="mspti", interval=3600.0, activity=["kernel"], enable=["LAUNCH"]) as s:
+        sim.call("aclrtLaunchKernel", 1_000, 3)
+        _native.timeline_tick()  # one interval ended by hand: the ticker never reaches an hour
+        closed = s.reset()
+        snap = s.snapshot()
+    for w in (closed, snap):
+        info = w.window
+        assert (info.join, info.clock_bridge) == (w.device.info["join"], w.device.info["clock_bridge"])
+        assert info.clock == "mspti" and info.simulated and info.source == w.meta["source"]
+        assert w.meta == info.as_dict() and w.meta["join"] == info.join
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            info.join = "other"  # type: ignore[misc]
+    assert closed.timeline()["num_calls"].to_list() == [3]
+    assert closed.window.end == snap.window.start  # the windows tile time
+    assert closed.duration_s == closed.window.end - closed.window.start
+
+
+def test_the_dict_form_of_a_window_holds_exactly_the_facts_given():
+    from mspti_lens.snapshot import WindowInfo
+
+    meta = {"label": "t", "window_start": 1.5, "window_end": 4.0, "rank": 3, "join": None,
+            "moments": {"s": [4.0, 1, 2]}, "host": "h"}  # fmt: skip
+    info = WindowInfo.of(meta)
+    assert (info.label, info.start, info.end, info.join) == ("t", 1.5, 4.0, None)
+    assert dict(info.extra) == {"rank": 3, "join": None, "host": "h"} and info.moments == {"s": (4.0, 1, 2)}
+    assert info.as_dict() == meta and WindowInfo.of({}).as_dict() == {}
+    assert (
+        info.duration_s == 2.5 and info.with_facts({"rank": 4}).extra["rank"] == 4 and info.extra["rank"] == 3
+    )
+
+
+def test_writing_a_snapshots_meta_replaces_its_frozen_window_and_with_meta_makes_a_new_snapshot():
+    from mspti_lens import _native
+
+    snap = Snapshot(_native.NativeSnapshot.from_values([5, 7], "f"), {"label": "t", "window_end": 2.0})
+    before = snap.window
+    meta = snap.meta
+    meta.update(rank=3, host="h")
+    meta["window_start"] = 1.0
+    assert snap.meta is meta and snap.window is not before and "rank" not in before.extra
+    assert (snap.window.extra["rank"], snap.window.start, snap.duration_s) == (3, 1.0, 1.0)
+    snap.meta = {"label": "u"}  # a new dict: its own moments reading again
+    assert snap.label == "u" and set(snap.meta) == {"label", "moments"}
+    other = snap.with_meta(rank=9, simulated=True)
+    assert other.simulated and other.meta["rank"] == 9 and "rank" not in snap.meta and not snap.simulated
+    assert other.summary().drop("source").equals(snap.summary().drop("source"))
+    assert set(other.summary()["source"]) == {"simulated"} and other.counters == snap.counters

@@ -32,6 +32,10 @@ from .errors import (
     SimulatedBackendWarning,
     SubscriberBusyError,
 )
+
+# How a Snapshot reads (title, table, reprs): registered with the model when this loads, so that the
+# model imports no display code.
+from .notebook import snapshot_repr as _snapshot_repr  # noqa: F401
 from .runs.run import Run, open_run  # whole jobs: every rank's recorded windows
 from .session import Session
 from .snapshot import Snapshot

@@ -158,6 +158,11 @@ def timeline_rows() -> dict[str, list[Any]]: ...
 @final
 class NativeSession:
     """One MSPTI subscription (the process's only one)."""
+
+    #: The clock names ``start`` takes.
+    CLOCKS: list[str]
+    #: The callback domains: (name, MSPTI value, highest callback id; ids start at 1).
+    DOMAINS: list[tuple[str, int, int]]
     def __new__(cls, library: Library, userdata: int = 0, exemplars: bool = True) -> NativeSession: ...
     @property
     def library(self) -> Library: ...

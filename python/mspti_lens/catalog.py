@@ -16,8 +16,12 @@ from functools import cache
 
 from . import _native
 
-DOMAINS: dict[str, int] = {"runtime": 1, "hccl": 2}
+# The domains and their id ranges are the native session's (rust/lens/src/session.rs, MSPTI's enum
+# sizes in the ABI crate): (name, MSPTI value, highest callback id; ids start at 1).
+DOMAINS: dict[str, int] = {name: value for name, value, _ in _native.NativeSession.DOMAINS}
 DOMAIN_NAMES: dict[int, str] = {v: k for k, v in DOMAINS.items()}
+#: The highest callback id each domain's ``(domain, id)`` pairs may name (1-36 runtime, 1-12 HCCL).
+MAX_CBID: dict[int, int] = {value: top for _, value, top in _native.NativeSession.DOMAINS}
 
 Target = str | tuple
 
@@ -82,24 +86,31 @@ def names() -> list[str]:
 
 def _valid_choices() -> str:
     shorts = ", ".join(c.short for c in enableable())
+    domains = ", ".join(repr(n) for n in DOMAINS)
+    ranges = " and ".join(f"1-{MAX_CBID[v]} for {n}" for n, v in DOMAINS.items())
     return (
-        "valid choices are a domain ('runtime', 'hccl'), a callback's short name "
+        f"valid choices are a domain ({domains}), a callback's short name "
         f"({shorts}), its enum name (e.g. 'MSPTI_CBID_RUNTIME_LAUNCH'), a function name "
-        "(e.g. 'aclrtLaunchKernel', 'HcclAllReduce', 'rtKernelLaunch'), or a (domain, id) pair with ids "
-        "1-36 for runtime and 1-12 for hccl"
+        f"(e.g. 'aclrtLaunchKernel', 'HcclAllReduce', 'rtKernelLaunch'), or a (domain, id) pair with ids "
+        f"{ranges}"
     )
+
+
+def _unknown_domain(d: object) -> ValueError:
+    valid = " and ".join(f"{n!r} ({v})" for n, v in DOMAINS.items())
+    return ValueError(f"unknown domain {d!r}; valid domains are {valid}")
 
 
 def _domain_value(d: object) -> int:
     if isinstance(d, bool):
-        raise ValueError(f"unknown domain {d!r}; valid domains are 'runtime' (1) and 'hccl' (2)")
+        raise _unknown_domain(d)
     if isinstance(d, int) and d in DOMAIN_NAMES:
         return d
     if isinstance(d, str):
         key = d.strip().lower().removeprefix("mspti_cb_domain_")
         if key in DOMAINS:
             return DOMAINS[key]
-    raise ValueError(f"unknown domain {d!r}; valid domains are 'runtime' (1) and 'hccl' (2)")
+    raise _unknown_domain(d)
 
 
 def resolve(what: Target) -> tuple[int, int | None]:
@@ -119,7 +130,7 @@ def resolve(what: Target) -> tuple[int, int | None]:
             return d, cc
         if not isinstance(cbid, int) or isinstance(cbid, bool):
             raise ValueError(f"callback id must be an int, not {type(cbid).__name__}: {what!r}")
-        top = 36 if d == 1 else 12
+        top = MAX_CBID[d]
         if not 1 <= cbid <= top:
             raise ValueError(
                 f"callback id {cbid} is out of range for domain {DOMAIN_NAMES[d]!r}; valid ids are 1-{top}"
@@ -137,8 +148,9 @@ def resolve(what: Target) -> tuple[int, int | None]:
             return c.domain, c.cbid
     hint = suggest(text, names())
     if hint:  # one short line: the near name, not the whole catalogue
+        domains = " or ".join(repr(n) for n in DOMAINS)
         raise ValueError(
-            f"unknown callback or domain {what!r}{hint} (valid: a domain, 'runtime' or 'hccl', or a "
+            f"unknown callback or domain {what!r}{hint} (valid: a domain, {domains}, or a "
             "callback's short, enum or function name)"
         )
     raise ValueError(f"unknown callback or domain {what!r}; {_valid_choices()}")

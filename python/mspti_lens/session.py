@@ -19,7 +19,8 @@ from .catalog import DOMAIN_NAMES, Target, callback, resolve
 from .errors import NotPreloadedWarning, SessionError
 from .snapshot import Snapshot, make_meta
 
-CLOCKS = ("auto", "tsc", "monotonic", "mspti")
+#: The clocks a Session takes, as the native session names them (rust/lens/src/py/session.rs).
+CLOCKS: tuple[str, ...] = tuple(_native.NativeSession.CLOCKS)
 #: The latest Session (MSPTI allows one per process): what mspti_lens.serve() exposes by default.
 _active: weakref.ref[Session] | None = None
 
@@ -266,9 +267,7 @@ class Session:
                 self._timeline_on = False
             if self._final is None and not self._native.closed:
                 try:
-                    self._final = self._with_device(
-                        self._with_timeline(Snapshot(self._native.snapshot(), self._meta(self._window_start)))
-                    )
+                    self._final = self._window(self._native.snapshot(), self._window_start)
                 except SessionError:
                     pass  # a forked child: nothing of its own to keep
             self._native.close()
@@ -324,12 +323,22 @@ class Session:
             source=self._source,
         )
 
-    def _with_device(self, snap: Snapshot, reset: bool = False) -> Snapshot:
+    def _window(
+        self, native: _native.NativeSnapshot, start: float, end: float | None = None, reset: bool = False
+    ) -> Snapshot:
+        """The window of ``native``, made complete at once: its metadata (ending now, or at
+        ``end``), the timeline when the session keeps one, and the activity data with how it was
+        joined and put on the wall clock."""
+        meta = self._meta(start)
+        if end is not None:
+            meta["window_end"] = end
+        timeline = self.timeline() if self._interval is not None else None
+        data = None
         if self._activity is not None:
-            snap.device = device.DeviceData(self._activity.snapshot(reset))
-            snap.meta["join"] = snap.device.info["join"]
-            snap.meta["clock_bridge"] = snap.device.info["clock_bridge"]
-        return snap
+            data = device.DeviceData(self._activity.snapshot(reset))
+            meta["join"] = data.info["join"]
+            meta["clock_bridge"] = data.info["clock_bridge"]
+        return Snapshot(native, meta, device=data, timeline=timeline)
 
     def snapshot(self) -> Snapshot:
         """The current window, merged over every thread, while recording goes on (after close(),
@@ -337,9 +346,7 @@ class Session:
         with self._lock:
             if self._native.closed and self._final is not None:
                 return self._final
-            return self._with_device(
-                self._with_timeline(Snapshot(self._native.snapshot(), self._meta(self._window_start)))
-            )
+            return self._window(self._native.snapshot(), self._window_start)
 
     def reset(self) -> Snapshot:
         """Start a new window without unsubscribing; returns the window just closed (nothing is
@@ -348,10 +355,7 @@ class Session:
             # One reading ends the closed window and starts the new one, so windows tile time.
             now = time.time()
             start, self._window_start = self._window_start, now
-            return self._with_device(
-                self._with_timeline(Snapshot(self._native.reset(), {**self._meta(start), "window_end": now})),
-                reset=True,
-            )
+            return self._window(self._native.reset(), start, end=now, reset=True)
 
     def timeline(self) -> pl.DataFrame:
         """Latency over time (``Session(interval=...)``): per interval and API, num_calls, p50_ns,
@@ -361,11 +365,6 @@ class Session:
         if self._interval is None:
             return empty_timeline()
         return timeline_frame(self.backend.simulated)
-
-    def _with_timeline(self, snap: Snapshot) -> Snapshot:
-        if self._interval is not None:
-            snap._timeline = self.timeline()
-        return snap
 
     def status(self) -> dict:
         """State at a glance: backend, running, clock, enabled callbacks, counters of the window."""

@@ -1,12 +1,17 @@
 """Immutable snapshots of the latency histograms, as polars DataFrames: the data model. Its file is
-:mod:`.snapshot_file`, its text and HTML forms :mod:`.notebook.snapshot_repr`; Snapshot.save,
-Snapshot.load and the reprs call them."""
+:mod:`.snapshot_file` (Snapshot.save and Snapshot.load call it); how it reads (title, table, text
+and HTML) is the :class:`Rendering` the display code registers (:mod:`.notebook.snapshot_repr`,
+loaded with the package), so the model imports nothing of the notebook."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import polars as pl
@@ -14,7 +19,6 @@ import polars as pl
 from . import _native, device, snapshot_file
 from .catalog import DOMAIN_NAMES, callback
 from .columns import QUANTILES, SUMMARY_COLUMNS, stat_columns
-from .notebook import snapshot_repr
 
 # The histogram's constants (defined once, in rust/lens/src/core/hist.rs): exponential buckets
 # at SCALE 7 (base 2^(2^-7)); bucket `index` i holds integer-ns values v with base^i < v <=
@@ -38,9 +42,160 @@ COUNTERS: dict[str, str] = dict(_native.COUNTERS)
 MOMENT_COUNTERS = ("in_flight", "threads")
 
 
+@dataclass(frozen=True)
+class Rendering:
+    """How a snapshot reads: its title line, its table (``table(snap, unit, top)``), its text and
+    its HTML. Registered by the code that draws snapshots, which knows the model, not the reverse."""
+
+    title: Callable[[Snapshot], str]
+    table: Callable[[Snapshot, str | None, int | None], Any]
+    text: Callable[[Snapshot], str]
+    html: Callable[[Snapshot], str]
+
+
+_rendering: Rendering | None = None
+
+
+def register_rendering(rendering: Rendering) -> None:
+    """Make ``rendering`` how every Snapshot reads (the last one registered wins)."""
+    global _rendering
+    _rendering = rendering
+
+
+def _rendered() -> Rendering:
+    if _rendering is None:  # mspti_lens/__init__.py loads the notebook's; only a broken install lacks it
+        raise RuntimeError("no Snapshot rendering registered: import mspti_lens.notebook.snapshot_repr")
+    return _rendering
+
+
 def _short(domain: int, cbid: int) -> str:
     c = callback(domain, cbid)
     return c.short if c else f"CBID_{cbid}"
+
+
+#: The facts the model reads, by their key in the metadata dict (``Snapshot.meta``, the snapshot
+#: file's) -> their field in :class:`WindowInfo`.
+_FIELDS = {
+    "label": "label",
+    "simulated": "simulated",
+    "clock": "clock",
+    "window_start": "start",
+    "window_end": "end",
+    "library": "library",
+    "fidelity": "fidelity",
+    "source": "source",
+    "join": "join",
+    "clock_bridge": "clock_bridge",
+    "moments": "moments",
+}
+
+
+@dataclass(frozen=True)
+class WindowInfo:
+    """What a snapshot's window is and where it came from: one frozen value, built with
+    everything when the snapshot is made. A fact a window does not have is None (so the dict form
+    holds exactly the facts given)."""
+
+    label: str | None = None  #: the backend's label
+    simulated: bool | None = None
+    clock: str | None = None  #: the clock the calls were timed with
+    start: float | None = None  #: the window's start, wall clock (s since 1970)
+    end: float | None = None
+    library: str | None = None  #: the library's path
+    fidelity: str | None = None
+    source: str | None = None  #: the session's id: merged windows keep each session's latest moments
+    join: str | None = None  #: how launches were joined to kernels (windows with activity)
+    clock_bridge: str | None = None  #: how activity timestamps were put on the wall clock
+    #: Each session's reading of MOMENT_COUNTERS: {source: (window_end, *values)}.
+    moments: Mapping[str, tuple[float, ...]] | None = None
+    #: Every other fact, in the order given (a run's writer adds host, rank, window, ...).
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def of(cls, meta: Mapping[str, Any]) -> WindowInfo:
+        """The value of a metadata dict (keys of the snapshot file's ``meta``)."""
+        typed: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in meta.items():
+            if key in _FIELDS and value is not None:
+                typed[_FIELDS[key]] = value
+            else:  # a null fact stays in the dict form as given
+                extra[key] = value
+        moments = typed.get("moments")
+        if isinstance(moments, Mapping) and all(isinstance(r, (list, tuple)) for r in moments.values()):
+            typed["moments"] = MappingProxyType({s: tuple(r) for s, r in moments.items()})
+        return cls(**typed, extra=MappingProxyType(extra))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The metadata dict: the facts present, then ``extra``'s, then the moments."""
+        out = {key: getattr(self, f) for key, f in _FIELDS.items() if key != "moments"}
+        out = {k: v for k, v in out.items() if v is not None}
+        out.update(self.extra)
+        if isinstance(self.moments, Mapping):
+            out["moments"] = {s: list(r) for s, r in self.moments.items()}
+        elif self.moments is not None:  # as a file gave it: counters say what is wrong with it
+            out["moments"] = self.moments
+        return out
+
+    def with_facts(self, facts: Mapping[str, Any]) -> WindowInfo:
+        """A new value with ``facts`` (metadata keys) added or changed."""
+        return WindowInfo.of({**self.as_dict(), **facts})
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.end or 0.0) - float(self.start or 0.0)
+
+
+class _MetaView(dict):
+    """``Snapshot.meta``: the snapshot's WindowInfo as a dict. Code that completes a snapshot's
+    metadata in place (a run's writer adds its rank and window) writes here; each write replaces
+    the snapshot's WindowInfo with a new value holding it."""
+
+    def __init__(self, owner: Snapshot):
+        super().__init__(owner.window.as_dict())
+        self._owner = owner
+
+    def _written(self) -> None:
+        owner = self._owner
+        owner._window = owner._with_moments(WindowInfo.of(self))
+        if "moments" not in self:  # taken away: the window's own reading again, as the value holds
+            super().__setitem__("moments", owner._window.as_dict()["moments"])
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._written()
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._written()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self._written()
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        out = super().setdefault(key, default)
+        self._written()
+        return out
+
+    def pop(self, key: str, *default: Any) -> Any:
+        out = super().pop(key, *default)
+        self._written()
+        return out
+
+    def popitem(self) -> tuple[str, Any]:
+        out = super().popitem()
+        self._written()
+        return out
+
+    def clear(self) -> None:
+        super().clear()
+        self._written()
+
+    def __ior__(self, other: Any) -> _MetaView:  # type: ignore[override,misc]
+        super().__ior__(other)
+        self._written()
+        return self
 
 
 class Snapshot:
@@ -51,33 +206,77 @@ class Snapshot:
     - :meth:`histogram`: one row per non-empty bucket.
     - :meth:`diff`: before/after comparison with another snapshot.
     - :meth:`save` / :meth:`load`: a Parquet file that round-trips exactly.
+    - :attr:`window`: what window it is and where it came from (:class:`WindowInfo`, frozen;
+      :attr:`meta` is its dict form).
     """
 
-    def __init__(self, native: _native.NativeSnapshot, meta: dict[str, Any]):
+    def __init__(
+        self,
+        native: _native.NativeSnapshot,
+        meta: Mapping[str, Any] | WindowInfo,
+        *,
+        device: device.DeviceData | None = None,
+        timeline: pl.DataFrame | None = None,
+        exemplars: dict[str, list] | None = None,
+    ):
         self._native = native
-        self.meta = dict(meta)
-        if "moments" not in self.meta:
-            # This window's own reading of MOMENT_COUNTERS, under its session's id (a fresh one
-            # for a snapshot of unknown origin): {source: [window_end, *values]}.
-            got = dict(native.counters())
-            source = str(self.meta.get("source") or uuid.uuid4().hex)
-            when = float(self.meta.get("window_end", 0.0))
-            self.meta["moments"] = {source: [when, *(int(got.get(c, 0)) for c in MOMENT_COUNTERS)]}
+        self._window = self._with_moments(meta if isinstance(meta, WindowInfo) else WindowInfo.of(meta))
+        self._meta_view: _MetaView | None = None
         self._summary: pl.DataFrame | None = None
         #: The session's timeline when the snapshot was taken (None: not kept).
-        self._timeline: pl.DataFrame | None = None
+        self._timeline = timeline
         #: The slowest calls when loaded from a file or merged (None: the native's own).
-        self._exemplars: dict[str, list] | None = None
-        self.device: device.DeviceData | None = None  # activity data, set by the Session
+        self._exemplars = exemplars
+        self.device = device  # the activity data of the window, when the session collected any
+
+    def _with_moments(self, window: WindowInfo) -> WindowInfo:
+        """``window`` with this window's own reading of MOMENT_COUNTERS when it holds none, under
+        its session's id (a fresh one for a snapshot of unknown origin)."""
+        if window.moments is not None:
+            return window
+        got = dict(self._native.counters())
+        source = str(window.source or uuid.uuid4().hex)
+        reading = (float(window.end or 0.0), *(int(got.get(c, 0)) for c in MOMENT_COUNTERS))
+        return dataclasses.replace(window, moments=MappingProxyType({source: reading}))
+
+    @property
+    def window(self) -> WindowInfo:
+        """What window this is and where it came from (frozen; :attr:`meta` is its dict form)."""
+        return self._window
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The window's facts as a dict (:meth:`WindowInfo.as_dict`), the form the snapshot file
+        keeps. Writing to it replaces :attr:`window` with a value holding the change (prefer
+        :meth:`with_meta`, which returns a new snapshot)."""
+        if self._meta_view is None:
+            self._meta_view = _MetaView(self)
+        return self._meta_view
+
+    @meta.setter
+    def meta(self, meta: Mapping[str, Any]) -> None:
+        self._window = self._with_moments(WindowInfo.of(meta))
+        self._meta_view = None
+
+    def with_meta(self, **facts: Any) -> Snapshot:
+        """A new snapshot of the same histograms, device data, timeline and slowest calls, its
+        metadata with ``facts`` added (or changed)."""
+        return Snapshot(
+            self._native,
+            self._window.with_facts(facts),
+            device=self.device,
+            timeline=self._timeline,
+            exemplars=self._exemplars,
+        )
 
     # -- facts ---------------------------------------------------------------------------------
     @property
     def simulated(self) -> bool:
-        return bool(self.meta.get("simulated", False))
+        return bool(self._window.simulated or False)
 
     @property
     def label(self) -> str:
-        return str(self.meta.get("label", "unknown backend"))
+        return str(self._window.label if self._window.label is not None else "unknown backend")
 
     @property
     def counters(self) -> dict[str, int]:
@@ -87,7 +286,7 @@ class Snapshot:
         call was open; their meanings are its values); and now: ``in_flight`` (open calls), ``threads``
         (per-thread shards): :data:`MOMENT_COUNTERS`, the latest reading of each session added."""
         out = dict(self._native.counters())
-        readings = list(self.meta["moments"].values())
+        readings = list((self._window.moments or {}).values())
         for i, c in enumerate(MOMENT_COUNTERS, 1):
             out[c] = sum(int(r[i]) for r in readings)
         return out
@@ -102,7 +301,7 @@ class Snapshot:
 
     @property
     def duration_s(self) -> float:
-        return float(self.meta.get("window_end", 0.0)) - float(self.meta.get("window_start", 0.0))
+        return self._window.duration_s
 
     @property
     def total_calls(self) -> int:
@@ -236,11 +435,13 @@ class Snapshot:
         meta["moments"] = moments
         from . import slowest, timeline  # the slowest calls and the timeline
 
-        out = Snapshot(self._native.merge(other._native), meta)
-        out.device = device.merge(self, other)  # device histograms add, device events concatenate
-        out._exemplars = slowest.merged(self, other)
-        out._timeline = timeline.merged(self._timeline, other._timeline)
-        return out
+        return Snapshot(
+            self._native.merge(other._native),
+            meta,
+            device=device.merge(self, other),  # device histograms add, device events concatenate
+            timeline=timeline.merged(self._timeline, other._timeline),
+            exemplars=slowest.merged(self, other),
+        )
 
     @classmethod
     def from_histogram(cls, frame: pl.DataFrame) -> Snapshot:
@@ -313,19 +514,19 @@ class Snapshot:
 
     # -- display -------------------------------------------------------------------------------
     def _title(self) -> str:
-        return snapshot_repr.title(self)
+        return _rendered().title(self)
 
     def table(self, unit: str | None = None, top: int | None = None):
         """The summary for reading (a :class:`mspti_lens.notebook.tables.Table`; its ``frame`` is
         the polars frame, in ns): durations with units (per value, or all in ``unit``), the
         first ``top`` APIs by total time with a caption saying when rows are cut."""
-        return snapshot_repr.summary_table(self, unit, top)
+        return _rendered().table(self, unit, top)
 
     def __repr__(self) -> str:
-        return snapshot_repr.as_text(self)
+        return _rendered().text(self)
 
     def _repr_html_(self) -> str:
-        return snapshot_repr.as_html(self)
+        return _rendered().html(self)
 
 
 def make_meta(backend_label: str, simulated: bool, clock: str, window_start: float, **extra: Any) -> dict:

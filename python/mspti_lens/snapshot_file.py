@@ -70,9 +70,9 @@ def save(snap: Any, path: str | os.PathLike) -> None:
     pq.write_table(table, os.fspath(path))
 
 
-def load(path: str | os.PathLike, make: Callable[[_native.NativeSnapshot, dict[str, Any]], S]) -> S:
-    """Read a file written by :func:`save`, the snapshot made by ``make(native, meta)`` (the
-    Snapshot class): see :meth:`Snapshot.load`."""
+def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
+    """Read a file written by :func:`save`, the snapshot made by ``make(native, meta,
+    timeline=...)`` (the Snapshot class): see :meth:`Snapshot.load`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -147,11 +147,10 @@ def load(path: str | os.PathLike, make: Callable[[_native.NativeSnapshot, dict[s
         raise ValueError(f"{p} is inconsistent: per-key counts {declared} do not match its buckets")
     meta = dict(head.get("meta") or {})
     meta["loaded_from"] = p
-    snap = make(native, meta)
     try:
+        snap = make(native, meta, timeline=timeline.read(head))
         device.load_from(snap, head)
         slowest.load_from(snap, head)
-        timeline.load_from(snap, head)
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None
     return snap

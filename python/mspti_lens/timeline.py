@@ -76,11 +76,11 @@ def save_into(snap: Any, head: dict) -> None:
     }
 
 
-def load_from(snap: Any, head: dict) -> None:
-    """Give a loaded snapshot the timeline its file holds (files without one: none)."""
+def read(head: dict) -> pl.DataFrame | None:
+    """The timeline a snapshot file's metadata holds (None: the file keeps none)."""
     s = head.get("timeline")
     if s is None:
-        return
+        return None
     if not isinstance(s, dict) or any(not isinstance(s.get(c), list) for c in TIMELINE_SCHEMA):
         raise ValueError(f"the snapshot file's timeline is not columns {list(TIMELINE_SCHEMA)}")
     try:
@@ -90,7 +90,7 @@ def load_from(snap: Any, head: dict) -> None:
             else pl.Series(s[c], dtype=TIMELINE_SCHEMA[c], strict=True)
             for c in TIMELINE_SCHEMA
         }
-        snap._timeline = pl.DataFrame(cols, schema=TIMELINE_SCHEMA)
+        return pl.DataFrame(cols, schema=TIMELINE_SCHEMA)
     except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as e:
         raise ValueError(f"the snapshot file's timeline is malformed: {e}") from None
 

@@ -1,6 +1,8 @@
 """How a Snapshot reads in a notebook and a terminal: its title line, its summary table, its text
-and HTML forms, and the banner over simulated data. Snapshot's own reprs call these; they take any
-snapshot they are given and import nothing of snapshot.py, which imports them."""
+and HTML forms, and the banner over simulated data. Registered with the model as its
+:class:`~mspti_lens.snapshot.Rendering` when this module loads (mspti_lens/__init__.py loads it),
+so Snapshot's reprs call these without the model importing the notebook; they take any snapshot
+they are given."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from ..snapshot import Rendering, register_rendering
 from ..units import check_unit
 from .tables import Table, count_of
 
@@ -165,3 +168,6 @@ def device_html(snap: Any, unit: str | None = None, top: int | None = None) -> s
         "<div class='mspti-lens-device'><div style='margin-top:8px'><b>Device time</b></div>"
         f"{tables}<div style='font-size:12px;color:#555'>{html.escape(note)}</div></div>"
     )
+
+
+register_rendering(Rendering(title=title, table=summary_table, text=as_text, html=as_html))

@@ -43,12 +43,19 @@ pub struct Session {
 // &mut self, which the binding layer guards with a mutex.
 unsafe impl Send for Session {}
 
+/// The callback domains a session traces, by the name users give them, with their MSPTI value:
+/// the one list (the Python catalogue reads it through the binding).
+pub const DOMAINS: [(&str, MsptiCallbackDomain); 2] =
+    [("runtime", MSPTI_CB_DOMAIN_RUNTIME), ("hccl", MSPTI_CB_DOMAIN_HCCL)];
+
 fn check_domain(domain: u32) -> Result<()> {
-    if domain == MSPTI_CB_DOMAIN_RUNTIME || domain == MSPTI_CB_DOMAIN_HCCL {
+    if DOMAINS.iter().any(|&(_, d)| d == domain) {
         Ok(())
     } else {
+        let valid: Vec<String> = DOMAINS.iter().map(|(name, d)| format!("{d} ({name})")).collect();
         Err(Error::InvalidArgument(format!(
-            "unknown callback domain {domain}; valid domains are 1 (runtime) and 2 (hccl)"
+            "unknown callback domain {domain}; valid domains are {}",
+            valid.join(" and ")
         )))
     }
 }
@@ -209,7 +216,7 @@ impl Session {
     }
 
     fn apply_wanted(&self) -> Result<()> {
-        for domain in [MSPTI_CB_DOMAIN_RUNTIME, MSPTI_CB_DOMAIN_HCCL] {
+        for (_, domain) in DOMAINS {
             let w = self.wanted[domain as usize];
             if w == domain_bits(domain) {
                 self.call_enable_domain(true, domain)?;
@@ -228,7 +235,7 @@ impl Session {
     /// failing enable-domain cannot leave callbacks on. Returns the first error.
     fn disable_all(&self) -> Result<()> {
         let mut first = Ok(());
-        for domain in [MSPTI_CB_DOMAIN_RUNTIME, MSPTI_CB_DOMAIN_HCCL] {
+        for (_, domain) in DOMAINS {
             if let Err(e) = self.call_enable_domain(false, domain) {
                 for cbid in 1..64 {
                     if self.wanted[domain as usize] & (1 << cbid) != 0 {

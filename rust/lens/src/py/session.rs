@@ -13,16 +13,25 @@ use crate::core::windows;
 use crate::ffi::MsptiLibrary;
 use crate::session::Session;
 
+/// The clocks a recording takes, by name: the clock asked for (the session falls back to
+/// monotonic where the TSC is unreliable: "auto" is that fallback's name) and what a message says
+/// of it. The one list; `mspti_lens.Session` reads its names through `NativeSession.CLOCKS`.
+const CLOCKS: [(&str, ClockKind, &str); 4] = [
+    ("auto", ClockKind::Tsc, "TSC where reliable, else monotonic"),
+    ("tsc", ClockKind::Tsc, ""),
+    ("monotonic", ClockKind::Monotonic, ""),
+    ("mspti", ClockKind::Mspti, "the library's msptiGetTimestamp"),
+];
+
 fn parse_clock(name: &str) -> PyResult<ClockKind> {
-    match name {
-        "tsc" | "auto" => Ok(ClockKind::Tsc),
-        "monotonic" => Ok(ClockKind::Monotonic),
-        "mspti" => Ok(ClockKind::Mspti),
-        other => Err(PyValueError::new_err(format!(
-            "unknown clock {other:?}; valid clocks are 'auto' (TSC where reliable, else monotonic), 'tsc', \
-             'monotonic', 'mspti' (the library's msptiGetTimestamp)"
-        ))),
+    if let Some(&(_, kind, _)) = CLOCKS.iter().find(|c| c.0 == name) {
+        return Ok(kind);
     }
+    let valid: Vec<String> = CLOCKS
+        .iter()
+        .map(|&(n, _, note)| if note.is_empty() { format!("'{n}'") } else { format!("'{n}' ({note})") })
+        .collect();
+    Err(PyValueError::new_err(format!("unknown clock {name:?}; valid clocks are {}", valid.join(", "))))
 }
 
 /// The native side of `mspti_lens.Session`: one subscription.
@@ -47,6 +56,24 @@ impl PySession {
 
 #[pymethods]
 impl PySession {
+    /// The clock names `start` takes, in the order a message lists them.
+    #[classattr]
+    #[allow(non_snake_case)]
+    fn CLOCKS() -> Vec<&'static str> {
+        CLOCKS.iter().map(|c| c.0).collect()
+    }
+
+    /// The callback domains: (name, MSPTI value, highest callback id `set_callback` takes; ids
+    /// start at 1).
+    #[classattr]
+    #[allow(non_snake_case)]
+    fn DOMAINS() -> Vec<(&'static str, u32, u32)> {
+        crate::session::DOMAINS
+            .iter()
+            .map(|&(name, d)| (name, d, mspti_abi::domain_max_cbid(d).unwrap_or(0)))
+            .collect()
+    }
+
     #[new]
     #[pyo3(signature = (library, userdata=0, exemplars=true))]
     fn new(py: Python<'_>, library: &PyLibrary, userdata: usize, exemplars: bool) -> PyResult<PySession> {
