@@ -316,3 +316,23 @@ def test_a_paused_process_loads_the_library_ahead_of_its_start_and_subscribes_no
     assert not sim.subscribed  # loaded, not subscribed: no callback can fire
     recorder.prepare()
     assert recorder.library is loaded  # once
+
+
+def test_a_heartbeat_is_the_process_files_modification_time(tmp_path):
+    # Between rewrites a process only sets its file's mtime; a rank on another node is live while
+    # that is recent and lost once it is older than LOST_AFTER_S.
+    run = tmp_path / "run"
+    (control.control_dir(run) / control.PROCESSES_DIR).mkdir(parents=True)
+    proc = control.ProcessControl(
+        run, host="h", rank=0, rank_source="RANK", apply=lambda c: None,
+        state=lambda: {"state": "off"}, tick=lambda: None,
+    )  # fmt: skip
+    written = time.time() - 10 * control.LOST_AFTER_S
+    row = {"host": "h", "node": "another-node", "rank": 0, "pid": 1, "state": "off", "heartbeat": written}
+    proc.path.write_text(json.dumps(row))
+    os.utime(proc.path, (written, written))
+    assert [p["state"] for p in control.read_processes(run)] == ["lost"]
+    proc.beat()
+    (p,) = control.read_processes(run)
+    assert p["state"] == "off" and p["live"] and time.time() - p["heartbeat"] < control.LOST_AFTER_S
+    assert json.loads(proc.path.read_text())["heartbeat"] == written  # the row is not rewritten

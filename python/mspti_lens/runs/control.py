@@ -11,8 +11,9 @@ Control travels through files of the run directory, nothing else (no daemon, no 
   command.json holds a lower one, so command.json always ends at the highest generation.
 - ``DIR/control/processes/H-pidP.json``: one per recorded process: host, rank, pid, state
   (on/off/ended), the enable set, the generation applied, a refused command if any, calls per
-  second; rewritten (under the same name) whenever the state changes and every
-  :data:`HEARTBEAT_S` seconds as its heartbeat.
+  second; rewritten (under the same name) whenever the state changes; every
+  :data:`HEARTBEAT_S` seconds its modification time is set to now, the heartbeat (one
+  ``utime``: rewriting an unchanged row cost a paused process more CPU than its polls).
 
 Each process polls command.json with one ``stat()`` every :data:`POLL_S` seconds from a daemon
 thread, and reads it only when its inode, size or modification time changed. It obeys only a
@@ -342,10 +343,12 @@ def read_processes(run: str | os.PathLike, now: float | None = None) -> list[dic
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
         try:
             row = json.loads(p.read_text())
+            touched = p.stat().st_mtime  # the heartbeat between rewrites
         except (OSError, ValueError):
             continue  # being replaced: read it next time
         if not isinstance(row, dict) or "pid" not in row:
             continue
+        row["heartbeat"] = max(float(row.get("heartbeat") or 0), touched)
         state = row.get("state")
         if state != "ended":
             gone = (
@@ -401,6 +404,7 @@ class ProcessControl:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.path = process_path(self.run, host, self.pid)
+        self._command = os.fspath(command_path(self.run))  # stat'ed 4 times a second: made once
         self.started = time.time()
         self._thread = threading.Thread(target=self._loop, name="mspti-lens-control", daemon=True)
 
@@ -421,7 +425,7 @@ class ProcessControl:
             try:
                 self.poll()
                 if time.time() - self._beat >= HEARTBEAT_S:
-                    self.write()
+                    self.beat()
             except Exception as e:  # noqa: BLE001 - control must never end the program
                 print(f"mspti-lens: control of this process failed once: {e}", file=sys.stderr)
 
@@ -429,7 +433,7 @@ class ProcessControl:
         """One look at command.json (a stat; the file is read only when it changed)."""
         self._tick()  # the recorder's own clock: a --for that ran out stops here
         try:
-            st = os.stat(command_path(self.run), follow_symlinks=False)
+            st = os.stat(self._command, follow_symlinks=False)
         except FileNotFoundError:
             return
         sig = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)  # ctime: a chmod too
@@ -473,6 +477,17 @@ class ProcessControl:
         with contextlib.suppress(OSError):  # status then shows an older heartbeat
             _write_atomic(self.path, row)
         self._beat = row["heartbeat"]
+
+    def beat(self) -> None:
+        """The heartbeat: the process file's modification time set to now (its row is unchanged;
+        every change of state rewrites it)."""
+        now = time.time()
+        try:
+            os.utime(self.path, (now, now))
+        except OSError:
+            self.write()  # gone (a cleaned directory): written again
+            return
+        self._beat = now
 
     def end(self) -> None:
         """The process is exiting: stop polling, say so in the process file. A process without
