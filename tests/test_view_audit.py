@@ -62,3 +62,43 @@ def test_a_wide_table_scrolls_in_its_own_box_instead_of_being_cut():
     html = Table(_votes([5, 5])).html()
     assert html.startswith("<div class='mspti-lens-table-box' style='overflow-x:auto")
     assert html.endswith("</table></div>")
+
+
+def _timeline_frame():
+    """Six 0.5 s intervals of three APIs, two of them with the same latency in every interval."""
+    import datetime as dt
+
+    import polars as pl
+
+    t0 = dt.datetime(2026, 12, 3, 9, 21, 5, tzinfo=dt.timezone.utc)
+    rows = []
+    for k in range(6):
+        a, b = t0 + dt.timedelta(seconds=0.5 * k), t0 + dt.timedelta(seconds=0.5 * (k + 1))
+        for name, p50, p99 in (("aclrtLaunchKernel", 5000, 7800), ("aclrtMemcpy", 5000, 7800),
+                               ("HcclAllReduce", 400_000, 838_000)):  # fmt: skip
+            rows.append((a, b, name, 100 - 10 * (name == "HcclAllReduce"), p50 + 10 * k, p99))
+    return pl.DataFrame(rows, schema=["start", "end", "name", "num_calls", "p50_ns", "p99_ns"], orient="row")
+
+
+def test_timeline_lines_that_coincide_stay_visible_and_the_legend_says_they_coincide():
+    pytest.importorskip("matplotlib")
+    from mspti_lens import plots
+
+    fig = plots.timeline(_timeline_frame())
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    assert set(lines) == {
+        "aclrtLaunchKernel p50", "aclrtLaunchKernel p99",
+        "aclrtMemcpy p50 (≈ aclrtLaunchKernel p50)", "aclrtMemcpy p99 (≈ aclrtLaunchKernel p99)",
+        "HcclAllReduce p50", "HcclAllReduce p99",
+    }, set(lines)  # fmt: skip
+    # the line drawn on top is thinner than the one it lies on: both colours show
+    below, above = lines["aclrtLaunchKernel p50"], lines["aclrtMemcpy p50 (≈ aclrtLaunchKernel p50)"]
+    assert below.get_linewidth() > above.get_linewidth() and below.get_color() != above.get_color()
+    assert lines["HcclAllReduce p50"].get_linewidth() == above.get_linewidth()  # alone: the plain width
+    # seconds from the first interval, not clock times under a date offset
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    assert ax.get_xlabel().startswith("time since the first interval (s")
+    assert ax.xaxis.get_offset_text().get_text() == ""
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert {"0.0", "0.5", "3.0"} <= set(ticks) and not any(":" in t for t in ticks), ticks
