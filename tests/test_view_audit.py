@@ -4,6 +4,8 @@ and the timeline's coinciding lines. The on-screen findings are in test_browser.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -102,3 +104,25 @@ def test_timeline_lines_that_coincide_stay_visible_and_the_legend_says_they_coin
     assert ax.xaxis.get_offset_text().get_text() == ""
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert {"0.0", "0.5", "3.0"} <= set(ticks) and not any(":" in t for t in ticks), ticks
+
+
+def test_the_kernelspec_ships_a_launcher_logo_labelled_mspti_lens(tmp_path):
+    import struct
+    import xml.etree.ElementTree as ET
+
+    pytest.importorskip("jupyter_client")
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    from mspti_lens import kernelspec
+    from mspti_lens.backend import simulator_path
+
+    kernelspec.install(simulator_path(), "lens-logo", prefix=str(tmp_path))
+    ksm = KernelSpecManager(kernel_dirs=[str(tmp_path / "share" / "jupyter" / "kernels")])
+    folder = ksm.get_all_specs()["lens-logo"]["resource_dir"]
+    # the names jupyter_server serves as the spec's resources (logo-*), the launcher's icon
+    for size in (32, 64):
+        png = Path(folder, f"logo-{size}x{size}.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (size, size)
+        assert b"tEXtTitle\x00mspti-lens" in png
+    svg = ET.parse(f"{folder}/logo-svg.svg").getroot()
+    assert svg.find("{http://www.w3.org/2000/svg}title").text == "mspti-lens"
