@@ -1,5 +1,6 @@
-"""How a run looks in a notebook: ranks reporting, last update per rank, stale or missing ranks
-flagged, and the slow rank if one is named. Formatting only: the numbers come from the Run."""
+"""How a run looks in a notebook (a Run's HTML, ``run.follow()``, ``%mspti run DIR``): ranks
+reporting, last update per rank, stale or missing ranks flagged, and the slow rank if one is
+named. Formatting only: the numbers come from the Run."""
 
 from __future__ import annotations
 
