@@ -132,8 +132,9 @@ def test_the_run_view_lives_with_the_notebook_code_and_its_old_name_still_import
     import mspti_lens.notebook.run_view as run_view
     import mspti_lens.runs.view as old
 
-    assert old is run_view  # one module: a patch of either name is a patch of both
-    from mspti_lens.runs.view import headline, run_html  # noqa: F401 - the old import path
+    for name in ("STATUS_STYLE", "headline", "refreshed_run_html", "run_html", "run_widget", "show_live"):
+        assert getattr(old, name) is getattr(run_view, name), name
+    assert run_view.__file__.endswith("notebook/run_view.py")
 
 
 def test_the_control_panels_init_reads_as_its_named_steps():

@@ -1,8 +1,13 @@
 """The old name of :mod:`mspti_lens.notebook.run_view` (how a run looks in a notebook, which is
-notebook code): this module is that one, so old imports keep working and patch the same names."""
+notebook code), kept so that old imports keep working."""
 
-import sys
+from ..notebook.run_view import (
+    STATUS_STYLE,
+    headline,
+    refreshed_run_html,
+    run_html,
+    run_widget,
+    show_live,
+)
 
-from ..notebook import run_view
-
-sys.modules[__name__] = run_view
+__all__ = ["STATUS_STYLE", "headline", "refreshed_run_html", "run_html", "run_widget", "show_live"]
