@@ -225,12 +225,12 @@ def accept_dialogs(page, wait_ms: int) -> None:
     button.click()
 
 
-def start_kernel(lab, file: str) -> str:
+def start_kernel(lab, file: str, kernel: str = "python3") -> str:
     """A kernel session for the notebook, through the server's REST API, before the notebook opens:
     JupyterLab connects to it and asks nothing. Left to itself, JupyterLab shows its kernel choice
     when the kernel specs have not loaded yet (a loaded machine), or not at all."""
     url, token, _ = lab
-    body = json.dumps({"path": file, "name": file, "type": "notebook", "kernel": {"name": "python3"}})
+    body = json.dumps({"path": file, "name": file, "type": "notebook", "kernel": {"name": kernel}})
     req = urllib.request.Request(
         f"{url}/api/sessions?token={token}",
         data=body.encode(),
@@ -241,9 +241,9 @@ def start_kernel(lab, file: str) -> str:
         return json.load(r)["kernel"]["id"]
 
 
-def open_notebook(page, lab, file: str) -> None:
+def open_notebook(page, lab, file: str, kernel_name: str = "python3") -> None:
     url, token, _ = lab
-    kernel = start_kernel(lab, file)
+    kernel = start_kernel(lab, file, kernel_name)
     page.goto(f"{url}/lab/tree/{file}?reset&token={token}")  # reset: no tabs restored from before
     page.locator(NB).first.wait_for()
     wait_idle(page)
@@ -831,3 +831,12 @@ def test_the_launcher_tile_of_the_mspti_lens_kernel_has_its_logo(page, lab):
     img.first.wait_for()
     page.wait_for_function("(e) => e.complete && e.naturalWidth > 0", arg=img.first.element_handle())
     assert "logo" in (img.first.get_attribute("src") or "")
+    # and the kernel of that tile is what install-kernel promised: the banner says preloaded
+    _, _, folder = lab
+    cells = [("load", "%load_ext mspti_lens")]
+    open_notebook(page, lab, write_notebook(folder, "lens-kernel", cells), kernel_name=LENS_KERNEL)
+    run_menu(page, "Run All Cells")
+    wait_executed(page, 0)
+    text = output_text(page, 0)
+    assert "backend SIMULATED" in text and "the bundled simulator" in text, text
+    assert "(preloaded: callbacks fire)" in text, text
