@@ -361,3 +361,12 @@ def test_a_narrow_heatmaps_footnote_is_not_cut_at_the_right_edge():
     (note,) = fig.texts
     assert "grey: the rank finished no HcclAllReduce call" in note.get_text()
     assert note.get_window_extent(canvas.get_renderer()).x1 <= fig.bbox.x1
+
+
+def test_a_heatmap_of_a_function_with_no_finished_call_says_so():
+    import polars as pl
+
+    run = _FakeRun()
+    run._t = run._t.with_columns(pl.lit(0).alias("num_calls"))  # keys written, no call in any window
+    with pytest.raises(ValueError, match="no call of 'HcclAllReduce' finished in any window"):
+        plots.rank_heatmap(run, "HcclAllReduce")

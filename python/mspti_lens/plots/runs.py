@@ -73,6 +73,8 @@ def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
     interval = float(intervals.max()) if len(intervals) else float(lengths.median() or 1.0)  # type: ignore[arg-type]
     # a window that holds the key but no call of it is no data (it would be a grey column)
     t = t.filter((pl.col("name") == name) & (pl.col("num_calls") > 0))
+    if not t.height:
+        raise ValueError(f"no call of {name!r} finished in any window of this run yet")
     collective = _is_collective(t)
     t = time_cells(t, interval)
     # The axis starts at the first interval with a call and bins a long run's intervals.
