@@ -104,6 +104,7 @@ def test_the_default_session_and_mark_launches_keep_the_join_on_the_simulator(vi
 def test_unknown_activity_kinds_name_the_valid_ones():
     from mspti_lens import Session, device
 
-    with pytest.raises(ValueError, match="unknown activity kind 'kernels'; valid kinds are kernel, ") as e:
+    want = r"unknown activity kind 'kernels'; did you mean 'kernel'\? \(valid kinds: kernel, "
+    with pytest.raises(ValueError, match=want) as e:
         Session(library="sim", enable=[], activity=["kernels"])
     assert all(k in str(e.value) for k in device.KINDS)

@@ -33,6 +33,7 @@ WAIT_MS = int(os.environ.get("MSPTI_LENS_BROWSER_WAIT_MS", 240_000))
 NB = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
 IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
 ACCEPT = ".jp-Dialog .jp-mod-accept"  # a JupyterLab dialog's accept button
+LENS_KERNEL = "mspti-lens-browser-test"
 SETUP = [
     ("load", "%load_ext mspti_lens"),
     (
@@ -57,10 +58,16 @@ def lab(tmp_path_factory):
         pytest.skip(f"no Chromium at {CHROMIUM} (make system-deps installs Debian's chromium)")
     folder = tmp_path_factory.mktemp("lab")
     port, token = _free_port(), secrets.token_hex(16)
+    # the kernel `install-kernel --library sim` writes, in a data folder of this lab's own
+    from mspti_lens import kernelspec
+    from mspti_lens.backend import simulator_path
+
+    kernelspec.install(simulator_path(), LENS_KERNEL, prefix=str(folder / ".jupyter-prefix"))
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(folder / ".jupyter-config"),
         "JUPYTER_RUNTIME_DIR": str(folder / ".jupyter-runtime"),
+        "JUPYTER_PATH": str(folder / ".jupyter-prefix" / "share" / "jupyter"),
     }
     # no "would you like to get notified about news?" toast over the cells
     settings = folder / ".jupyter-config" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
@@ -218,12 +225,12 @@ def accept_dialogs(page, wait_ms: int) -> None:
     button.click()
 
 
-def start_kernel(lab, file: str) -> str:
+def start_kernel(lab, file: str, kernel: str = "python3") -> str:
     """A kernel session for the notebook, through the server's REST API, before the notebook opens:
     JupyterLab connects to it and asks nothing. Left to itself, JupyterLab shows its kernel choice
     when the kernel specs have not loaded yet (a loaded machine), or not at all."""
     url, token, _ = lab
-    body = json.dumps({"path": file, "name": file, "type": "notebook", "kernel": {"name": "python3"}})
+    body = json.dumps({"path": file, "name": file, "type": "notebook", "kernel": {"name": kernel}})
     req = urllib.request.Request(
         f"{url}/api/sessions?token={token}",
         data=body.encode(),
@@ -234,9 +241,9 @@ def start_kernel(lab, file: str) -> str:
         return json.load(r)["kernel"]["id"]
 
 
-def open_notebook(page, lab, file: str) -> None:
+def open_notebook(page, lab, file: str, kernel_name: str = "python3") -> None:
     url, token, _ = lab
-    kernel = start_kernel(lab, file)
+    kernel = start_kernel(lab, file, kernel_name)
     page.goto(f"{url}/lab/tree/{file}?reset&token={token}")  # reset: no tabs restored from before
     page.locator(NB).first.wait_for()
     wait_idle(page)
@@ -746,3 +753,90 @@ def test_a_panel_says_it_is_disconnected_after_a_kernel_restart(page, lab):
         ".filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.innerText)"
     )
     assert cut == [], cut
+
+
+# -- the run views cut nothing; the launcher shows the kernel's logo ------------------------------------
+WIDE = [
+    (
+        "imports",
+        "import polars as pl\nfrom mspti_lens.notebook.tables import Table\nfrom mspti_lens import plots",
+    ),
+    (
+        "summary",
+        "from mspti_lens import Session, sim\ns = sim.Simulator(); s.reset()\n"
+        "with Session(library='sim') as session:\n"
+        "    s.run_workload('training', steps=4, ranks=8)\n    snap = session.snapshot()\n"
+        "Table(snap.summary())   # a run's summary has these columns",
+    ),
+    (
+        "heatmap",
+        # 300 windows of 8 ranks, as a live 300-step run has: binned, shown at its own size
+        "class LongRun:\n"
+        "    def timeline(self):\n"
+        "        rows = [('h', r, w, 1000.0 + w * 0.5, 1000.5 + w * 0.5, 'hccl', 'HcclAllReduce', 4,\n"
+        "                 4_000_000 // (2 if r == 6 else 1), 1, 2) for r in range(8) for w in range(300)]\n"
+        "        t = pl.DataFrame(rows, orient='row', schema=['host', 'rank', 'window', 'window_start',\n"
+        "            'window_end', 'domain', 'name', 'num_calls', 'total_ns', 'min_ns', 'max_ns'])\n"
+        "        return t.with_columns((pl.col('total_ns') / pl.col('num_calls')).alias('avg_ns'))\n"
+        "    def files(self):\n"
+        "        return pl.DataFrame({'interval_s': [0.5], 'simulated': [True]})\n"
+        "    def slow_ranks(self):\n"
+        "        return pl.DataFrame({'host': ['h'], 'rank': [6], 'slow_affect_count': [300]})\n"
+        "plots.rank_heatmap(LongRun(), 'HcclAllReduce')",
+    ),
+]
+
+
+def test_wide_tables_scroll_in_their_box_and_a_long_runs_heatmap_is_not_scaled_down(page, lab):
+    _, _, folder = lab
+    page.set_viewport_size({"width": 1000, "height": 1400})  # a laptop's notebook: the summary is wider
+    open_notebook(page, lab, write_notebook(folder, "wide", WIDE))
+    run_menu(page, "Run All Cells")
+    wait_executed(page, len(WIDE) - 1)
+    i = idx(WIDE, "summary")
+    shot(page, i, "views.9-wide-summary")
+    # every column reachable: the table scrolls in its own box (a scrollbar), and scrolled to
+    # its end the last column (max, source) lies inside the box, not cut at the output's edge
+    seen = page.evaluate(
+        f"""() => {{ const c = document.querySelectorAll('{NB} .jp-Cell')[{i}];
+              const t = c.querySelector('.mspti-lens-table'); const box = t.closest('.mspti-lens-table-box');
+              if (!box) return {{box: false}};
+              box.scrollLeft = box.scrollWidth;
+              const last = [...t.querySelectorAll('th')].pop().getBoundingClientRect();
+              const b = box.getBoundingClientRect();
+              return {{box: true, overflow: getComputedStyle(box).overflowX,
+                       wider: box.scrollWidth > box.clientWidth,
+                       lastInside: last.right <= b.right + 1 && last.left >= b.left - 1,
+                       boxInside: b.right <= c.getBoundingClientRect().right + 1}}; }}"""
+    )
+    assert seen == {"box": True, "overflow": "auto", "wider": True, "lastInside": True, "boxInside": True}, (
+        seen
+    )
+    # the heat map of 300 intervals: at its CSS size (labels stay 8 pt) and sharp at 2x
+    j = idx(WIDE, "heatmap")
+    shot(page, j, "views.10-heatmap-300-intervals")
+    ratios = sharpness(page, j)
+    assert ratios and min(ratios) >= 0.99, ratios
+
+
+def test_the_launcher_tile_of_the_mspti_lens_kernel_has_its_logo(page, lab):
+    url, token, _ = lab
+    page.goto(f"{url}/lab?reset&token={token}")
+    card = page.locator(".jp-LauncherCard", has_text="mspti-lens").first
+    card.wait_for()
+    card.scroll_into_view_if_needed()
+    card.screenshot(path=str(ARTIFACTS / "browser-views.11-launcher-logo.png"))
+    img = card.locator(".jp-LauncherCard-icon img")
+    assert img.count() == 1, card.inner_html()
+    img.first.wait_for()
+    page.wait_for_function("(e) => e.complete && e.naturalWidth > 0", arg=img.first.element_handle())
+    assert "logo" in (img.first.get_attribute("src") or "")
+    # and the kernel of that tile is what install-kernel promised: the banner says preloaded
+    _, _, folder = lab
+    cells = [("load", "%load_ext mspti_lens")]
+    open_notebook(page, lab, write_notebook(folder, "lens-kernel", cells), kernel_name=LENS_KERNEL)
+    run_menu(page, "Run All Cells")
+    wait_executed(page, 0)
+    text = output_text(page, 0)
+    assert "backend SIMULATED" in text and "the bundled simulator" in text, text
+    assert "(preloaded: callbacks fire)" in text, text

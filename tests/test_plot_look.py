@@ -232,7 +232,7 @@ def test_the_rank_heatmap_is_on_the_runs_time_axis_and_explains_empty_cells():
     assert filled == {0: [3, 4], 1: [0, 1, 2]}, filled
     assert "time since the run's first window (s)" in ax.get_xlabel()
     assert any("grey: the rank finished no HcclAllReduce call" in t.get_text() for t in fig.texts)
-    assert fig.axes[1].get_ylabel() == "avg (µs)"
+    assert fig.axes[1].get_ylabel() == "avg (µs), red = short"  # a collective: short is hot
 
 
 def test_collectives_draw_host_time_beside_each_device_bar_on_the_rows_of_both_panels(device_snap):
@@ -282,8 +282,13 @@ class _LongRun(_FakeRun):
 def test_a_long_runs_heatmap_keeps_its_labels_readable_marks_the_slow_rank_and_cuts_no_note():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    from mspti_lens.notebook.runpanel import MAX_PLOT_WIDTH
+
     fig = plots.rank_heatmap(_LongRun(), "HcclAllReduce")
-    assert fig.get_size_inches()[0] <= 12  # shown at its size: 8 pt labels stay 8 pt
+    # shown at its size, never scaled down to the run panel's width: 8 pt labels stay 8 pt
+    assert fig.get_size_inches()[0] * 100 <= MAX_PLOT_WIDTH
+    assert fig.axes[0].images[0].get_array().shape[1] <= 40  # 300 intervals binned into columns
+    assert "one column per 4 s (8 intervals)" in fig.axes[0].get_xlabel()
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
@@ -292,3 +297,76 @@ def test_a_long_runs_heatmap_keeps_its_labels_readable_marks_the_slow_rank_and_c
     for t in fig.texts:  # the footnote ends inside the figure
         box = t.get_window_extent(renderer)
         assert box.x1 <= fig.bbox.x1 and box.y0 >= 0, (t.get_text(), box, fig.bbox)
+
+
+class _ShortRun(_FakeRun):
+    """A 20-step job: eight ranks, two windows each that end a little after each interval (the
+    write takes a moment), rank 5 the slow one (its collectives the short ones)."""
+
+    def __init__(self):
+        import polars as pl
+
+        super().__init__()
+        rows = [("h", r, w, 1000.0 + 0.01 * r + (w - 1) * 0.5, 1000.53 + 0.01 * r + (w - 1) * 0.5, "hccl",
+                 "HcclAllReduce", 10, 10 * (300_000 if r == 5 else 800_000), 1, 2)
+                for r in range(8) for w in (1, 2)]  # fmt: skip
+        t = pl.DataFrame(rows, schema=self._t.drop("avg_ns").columns, orient="row")
+        self._t = t.with_columns((pl.col("total_ns") / pl.col("num_calls")).alias("avg_ns"))
+
+    def slow_ranks(self):
+        import polars as pl
+
+        return pl.DataFrame({"host": ["h"], "rank": [5], "slow_affect_count": [20]})
+
+
+def test_a_short_jobs_heatmap_fills_its_columns_and_shows_the_slow_rank_hot_and_outlined():
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plots.rank_heatmap(_ShortRun(), "HcclAllReduce")
+    ax = fig.axes[0]
+    im = ax.images[0]
+    grid = im.get_array()
+    # every column holds data: no all-grey leading column
+    assert grid.shape == (8, 2) and not np.ma.getmaskarray(grid).all(axis=0).any(), grid
+    # hot is slow: the flagged rank's short collectives take the map's hottest colour
+    hot = matplotlib.colormaps["YlOrRd"](1.0)
+    assert im.cmap(im.norm(grid[5, 0])) == pytest.approx(hot), (im.cmap.name, grid[5])
+    assert im.cmap(im.norm(grid[0, 0])) != pytest.approx(hot)
+    assert "red = short" in fig.axes[1].get_ylabel()
+    # the slow rank is marked on its row: its label and an outline around the row
+    assert [t.get_text() for t in ax.get_yticklabels()][5] == "rank 5 ◀ slow"
+    (outline,) = ax.patches
+    assert outline.get_y() == pytest.approx(4.5) and outline.get_width() == 2
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    for t in fig.texts:  # the footnote of a narrow figure ends inside it
+        box = t.get_window_extent(canvas.get_renderer())
+        assert box.x1 <= fig.bbox.x1 and box.y0 >= 0, (t.get_text(), box, fig.bbox)
+
+
+class _FlaggedFakeRun(_FakeRun):
+    def slow_ranks(self):
+        import polars as pl
+
+        return pl.DataFrame({"host": ["h"], "rank": [2], "slow_affect_count": [3]})
+
+
+def test_a_narrow_heatmaps_footnote_is_not_cut_at_the_right_edge():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plots.rank_heatmap(_FlaggedFakeRun(), "HcclAllReduce")  # grey cells, a slow rank: a long note
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    (note,) = fig.texts
+    assert "grey: the rank finished no HcclAllReduce call" in note.get_text()
+    assert note.get_window_extent(canvas.get_renderer()).x1 <= fig.bbox.x1
+
+
+def test_a_heatmap_of_a_function_with_no_finished_call_says_so():
+    import polars as pl
+
+    run = _FakeRun()
+    run._t = run._t.with_columns(pl.lit(0).alias("num_calls"))  # keys written, no call in any window
+    with pytest.raises(ValueError, match="no call of 'HcclAllReduce' finished in any window"):
+        plots.rank_heatmap(run, "HcclAllReduce")

@@ -344,7 +344,8 @@ def test_the_panel_plots_the_timeline_live_on_the_simulator(virtual):
             assert cp.panel.plot_kind == "timeline" and first and cp.plot.layout.display == ""
             ax = cp.panel.figure().axes[0]
             labels = {ln.get_label() for ln in ax.get_lines()}
-            assert labels == {"aclrtMalloc p50", "aclrtMalloc p99"}
+            # every call took 1 µs: p99 lies on p50, and its legend entry says so
+            assert labels == {"aclrtMalloc p50", "aclrtMalloc p99 (≈ aclrtMalloc p50)"}
             # seconds since the first interval, not clock digits under a date offset
             assert ax.get_xlabel().startswith("time since the first interval (s; it began at ")
             assert min(ln.get_xdata()[0] for ln in ax.get_lines()) == 0
@@ -353,7 +354,7 @@ def test_the_panel_plots_the_timeline_live_on_the_simulator(virtual):
             cp.refresh()  # what the refresh thread does while the session runs
             assert cp.plot.value != first
             labels = {ln.get_label() for ln in cp.panel.figure().axes[0].get_lines()}
-            assert {"aclrtFree p50", "aclrtFree p99"} <= labels
+            assert {"aclrtFree p50", "aclrtFree p99 (≈ aclrtFree p50)"} <= labels
         finally:
             cp.close()
 

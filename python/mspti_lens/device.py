@@ -9,6 +9,7 @@ import polars as pl
 
 from . import _native
 from . import collectives as collectives_model
+from .catalog import suggest
 from .columns import QUANTILES, STAT_COLUMNS, stat_columns
 
 KINDS: tuple[str, ...] = tuple(_native.activity_kinds())
@@ -53,13 +54,15 @@ LOSS_COUNTERS: tuple[str, ...] = tuple(name for name, _, loss, _ in _native.DEVI
 
 
 def check_kinds(kinds: Any) -> list[str]:
-    """Activity kinds by name; an unknown one raises ValueError naming the valid ones."""
+    """Activity kinds by name; an unknown one raises ValueError in one line: the near kind
+    ("did you mean") when there is one, and the valid ones."""
     if isinstance(kinds, str):
         kinds = [kinds]
     out = []
     for k in kinds:
         if not isinstance(k, str) or k.strip().lower() not in KINDS:
-            raise ValueError(f"unknown activity kind {k!r}; valid kinds are {', '.join(KINDS)}")
+            hint = suggest(k, KINDS) if isinstance(k, str) else ""
+            raise ValueError(f"unknown activity kind {k!r}{hint} (valid kinds: {', '.join(KINDS)})")
         out.append(k.strip().lower())
     return out
 

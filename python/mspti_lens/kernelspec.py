@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 from .backend import simulator_path
@@ -71,6 +73,73 @@ def kernel_json(library: str, display_name: str, environ: dict[str, str] | None 
     }
 
 
+# The launcher tile's logo (JupyterLab shows a kernelspec's logo-svg.svg, or logo-64x64.png):
+# a histogram's bars, as the package keeps latencies, on a dark tile. One geometry, drawn as SVG
+# and rasterised to the PNG sizes, in unit coordinates (0..1, y down).
+LOGO_NAME = "mspti-lens"
+LOGO_TILE = (0x1F, 0x3A, 0x5F)  # dark blue
+LOGO_BAR = (0xF5, 0x9E, 0x0B)  # amber
+LOGO_BARS = ((0.16, 0.62), (0.31, 0.30), (0.46, 0.18), (0.61, 0.42), (0.76, 0.66))  # (left, top)
+LOGO_BAR_WIDTH = 0.11
+LOGO_BASE = 0.84  # where the bars stand
+LOGO_PNG_SIZES = (32, 64)
+
+
+def _hex(rgb: tuple[int, int, int]) -> str:
+    return "#" + "".join(f"{c:02x}" for c in rgb)
+
+
+def logo_svg() -> str:
+    """The logo as SVG (100 x 100 user units), titled mspti-lens."""
+    bars = "".join(
+        f"<rect x='{x * 100:g}' y='{top * 100:g}' width='{LOGO_BAR_WIDTH * 100:g}' "
+        f"height='{(LOGO_BASE - top) * 100:g}' fill='{_hex(LOGO_BAR)}'/>"
+        for x, top in LOGO_BARS
+    )
+    return (
+        "<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 100 100' width='100' height='100'>"
+        f"<title>{LOGO_NAME}</title>"
+        f"<rect width='100' height='100' fill='{_hex(LOGO_TILE)}'/>{bars}</svg>\n"
+    )
+
+
+def logo_png(size: int) -> bytes:
+    """The logo as a ``size`` x ``size`` RGB PNG (tEXt Title: mspti-lens), written without any
+    imaging library: the kernelspec is installed where matplotlib may be missing."""
+    rows = []
+    for j in range(size):
+        y = (j + 0.5) / size
+        row = bytearray(b"\x00")  # filter type None
+        for i in range(size):
+            x = (i + 0.5) / size
+            on_bar = y <= LOGO_BASE and any(
+                left <= x < left + LOGO_BAR_WIDTH and y >= top for left, top in LOGO_BARS
+            )
+            row += bytes(LOGO_BAR if on_bar else LOGO_TILE)
+        rows.append(bytes(row))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0))
+        + chunk(b"tEXt", b"Title\x00" + LOGO_NAME.encode())
+        + chunk(b"IDAT", zlib.compress(b"".join(rows), 9))
+        + chunk(b"IEND", b"")
+    )
+
+
+def write_logos(folder: str | os.PathLike) -> list[str]:
+    """The logo files of a kernelspec folder, by the names Jupyter looks for; their names."""
+    names = ["logo-svg.svg"]
+    Path(folder, "logo-svg.svg").write_text(logo_svg())
+    for size in LOGO_PNG_SIZES:
+        names.append(f"logo-{size}x{size}.png")
+        Path(folder, names[-1]).write_bytes(logo_png(size))
+    return names
+
+
 def install(
     library: str,
     name: str = "mspti-lens",
@@ -91,6 +160,7 @@ def install(
     spec = kernel_json(library, display_name)
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
+        write_logos(tmp)  # the launcher tile's logo
         return KernelSpecManager().install_kernel_spec(
             tmp, kernel_name=name, user=user and prefix is None, prefix=prefix
         )

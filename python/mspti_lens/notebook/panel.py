@@ -11,7 +11,7 @@ at once, while the user's code keeps running on other threads.
 >>> p.set_domain("hccl", False)          # MSPTI stops delivering HCCL callbacks now
 >>> p.search("launch")                   # the callback picker's options matching "launch"
 >>> view = p.refresh()                   # table, counters, backend label; view.figure() to plot
->>> Panel(session, run="out/")           # also shows a recorded run's ranks (mspti_lens.runs.view)
+>>> Panel(session, run="out/")           # also shows a recorded run's ranks (mspti_lens.notebook.run_view)
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import polars as pl
 
 from ..catalog import DOMAINS, Callback, enableable
 from ..plots.host import KINDS
-from ..runs.view import refreshed_run_html
 from ..session import Session
 from ..snapshot import Snapshot
 from ..units import check_unit
+from .run_view import refreshed_run_html
 from .snapshot_repr import device_html
 from .tables import Table, count_of
 
@@ -82,7 +82,7 @@ class View:
     taken_at: float = field(default_factory=time.time)
     error: str | None = None
     slowest: pl.DataFrame = field(default_factory=pl.DataFrame)  # Snapshot.slowest(), cut to N
-    run_html: str | None = None  # the run's view (runs/view.py) when the panel follows a run
+    run_html: str | None = None  # the run's view (notebook/run_view.py) when the panel follows a run
 
     def status_text(self) -> str:
         state = "running" if self.running else "stopped"

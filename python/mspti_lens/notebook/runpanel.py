@@ -109,7 +109,7 @@ class RunView:
 def run_view(run: Any) -> RunView:
     """The run as shown now (``run`` already refreshed by the caller)."""
     from ..runs.control import cost_sentence, read_processes
-    from ..runs.view import headline
+    from .run_view import headline
 
     ranks = run.ranks()
     summary = run.summary()

@@ -40,6 +40,7 @@ _HEADER_SUFFIX = {"time": "_ns", "clock_ns": "_ns", "gbps": "_gbps"}
 MAX_ROWS = 50  # rows a Table shows unless told (``top=0``: every row)
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 MISSING = "—"
+SCROLL_BOX_STYLE = "overflow-x:auto;max-width:100%"
 
 
 def count_of(n: int, word: str, plural: str | None = None) -> str:
@@ -229,10 +230,13 @@ class Table:
         cap = self._caption() if caption is None else caption
         cap_html = f"<caption style='text-align:left'>{html.escape(cap)}</caption>" if cap else ""
         return (
+            # a table wider than the output scrolls in its own box (a scrollbar, the cue that
+            # there is more) instead of being cut at the output's edge
+            f"<div class='mspti-lens-table-box' style='{SCROLL_BOX_STYLE}'>"
             # line-height of its own: inside a widget (the panel) rows would take the widgets'
             # inline height (28 px), twice a static table's
             "<table class='mspti-lens-table' style='border-collapse:collapse;font-size:12px;line-height:1.4'>"
-            f"{cap_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"{cap_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
         )
 
     def cell_style(self, head: str, text: str) -> str:

@@ -55,8 +55,7 @@ class ControlPanel:
         slowest: int = 10,
         run: Any = None,
     ):
-        w = require("ipywidgets")
-        self._w = w
+        self._w = require("ipywidgets")
         if not interval > 0:
             raise ValueError(f"interval must be > 0 seconds, not {interval!r}")
         self.panel = (
@@ -66,6 +65,21 @@ class ControlPanel:
         )
         self.interval = float(interval)
         self.show_plot = plot
+        self._init_state()
+        self._build_domain_toggles()
+        self._build_activity_toggles()
+        self._build_picker()
+        self._build_actions()
+        self._build_views()
+        self._lay_out()
+        self.panel.on_change.append(self._on_view)
+        self.refresh(plot=True)
+        if auto_refresh:
+            self.start_auto_refresh()
+
+    # -- the steps of __init__, in order -------------------------------------------------------
+    def _init_state(self) -> None:
+        """The refresh thread's and the final view's state, before any widget exists."""
         self._lock = threading.RLock()
         # Set while this panel writes widget values itself (per thread: a user's click arriving on
         # the kernel's thread while the refresh thread redraws must not be mistaken for an echo).
@@ -81,7 +95,9 @@ class ControlPanel:
         self.refreshes = 0
         self.errors: list[str] = []
 
-        p = self.panel
+    def _build_domain_toggles(self) -> None:
+        """The status line and one toggle per domain."""
+        w, p = self._w, self.panel
         self.status = w.HTML(layout=w.Layout(margin="0 0 4px 0"))
         self.toggles = {}
         for d in p.domains:
@@ -94,7 +110,10 @@ class ControlPanel:
             t.add_class("mspti-lens-domain")
             t.observe(lambda ch, d=d: self._on_toggle(d, ch), names="value")
             self.toggles[d] = t
-        # Activity kinds (device time): the three a step's split needs.
+
+    def _build_activity_toggles(self) -> None:
+        """Activity kinds (device time): the three a step's split needs."""
+        w, p = self._w, self.panel
         self.activity = {
             k: w.ToggleButton(
                 value=p.activity_enabled(k),
@@ -105,6 +124,10 @@ class ControlPanel:
         }
         for k, t in self.activity.items():
             t.observe(lambda ch, k=k: self._on_activity(k, ch), names="value")
+
+    def _build_picker(self) -> None:
+        """The search box and the list of callback checkboxes it filters."""
+        w, p = self._w, self.panel
         self.search = w.Text(
             placeholder="search callbacks: launch, HcclAll, memcpy...",
             continuous_update=True,
@@ -135,6 +158,10 @@ class ControlPanel:
         )
         self.callbacks.add_class("mspti-lens-picker")
         self.search.observe(lambda ch: self._filter_picker(), names="value")
+
+    def _build_actions(self) -> None:
+        """Start / stop / reset / export, the export path, the unit and the plot kind."""
+        w, p = self._w, self.panel
         self.buttons = {
             name: w.Button(
                 description=name,
@@ -173,20 +200,34 @@ class ControlPanel:
             layout=w.Layout(width="auto", min_width="200px", flex="0 0 auto"),
         )
         self.kind.observe(self._on_kind, names="value")
+
+    def _build_views(self) -> None:
+        """What the panel shows: the tables, the plot, a recorded run's ranks, the heartbeat."""
+        w = self._w
         self.table = w.HTML()
         self.slowest = w.HTML()  # the slowest calls kept (Snapshot.slowest), under the summary
-        self.run_view = w.HTML()  # a recorded run's ranks (runs/view.py), when the panel has one
-        self.run_view.layout.display = "none" if p.run is None else ""
+        self.run_view = w.HTML()  # a recorded run's ranks (notebook/run_view.py), when the panel has one
+        self.run_view.layout.display = "none" if self.panel.run is None else ""
         self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
+        self.title = w.HTML(
+            "<b>mspti-lens</b> · host latency of Runtime and HCCL API calls",
+            layout=w.Layout(flex="0 0 auto"),
+        )
+        self.heartbeat = w.HTML(layout=w.Layout(flex="1 1 auto"))  # "disconnected" once the kernel is gone
+        self.heartbeat.add_class("mspti-lens-heartbeat")
+        self._beats = 0
 
-        _LABEL = w.Layout(width="80px", flex="0 0 auto")  # noqa: N806 - one layout for the row labels
+    def _lay_out(self) -> None:
+        """The widgets in rows and boxes: ``self.widget``, what is displayed."""
+        w = self._w
+        label = w.Layout(width="80px", flex="0 0 auto")  # one layout for the row labels
         controls = w.VBox(
             [
-                w.HBox([w.HTML("<b>domains</b>", layout=_LABEL), *self.toggles.values()]),
-                w.HBox([w.HTML("<b>device</b>", layout=_LABEL), *self.activity.values()]),
+                w.HBox([w.HTML("<b>domains</b>", layout=label), *self.toggles.values()]),
+                w.HBox([w.HTML("<b>device</b>", layout=label), *self.activity.values()]),
                 w.HBox(
                     [
-                        w.HTML("<b>callbacks</b>", layout=_LABEL),
+                        w.HTML("<b>callbacks</b>", layout=label),
                         w.VBox([self.search, self.callbacks]),
                     ]
                 ),
@@ -201,13 +242,6 @@ class ControlPanel:
                 self.message,
             ]
         )
-        self.title = w.HTML(
-            "<b>mspti-lens</b> · host latency of Runtime and HCCL API calls",
-            layout=w.Layout(flex="0 0 auto"),
-        )
-        self.heartbeat = w.HTML(layout=w.Layout(flex="1 1 auto"))  # "disconnected" once the kernel is gone
-        self.heartbeat.add_class("mspti-lens-heartbeat")
-        self._beats = 0
         self.widget = w.VBox(
             [
                 w.HBox([self.title, self.heartbeat]),
@@ -223,10 +257,6 @@ class ControlPanel:
         self.widget.add_class("mspti-lens-panel")
         self.table.add_class("mspti-lens-table")
         self.status.add_class("mspti-lens-status")
-        p.on_change.append(self._on_view)
-        self.refresh(plot=True)
-        if auto_refresh:
-            self.start_auto_refresh()
 
     # -- callbacks of the widgets ----------------------------------------------------------------
     def _act(self, fn) -> None:

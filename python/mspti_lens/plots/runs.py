@@ -34,12 +34,30 @@ def time_cells(t: pl.DataFrame, interval_s: float) -> pl.DataFrame:
     )
 
 
+# A long run's intervals are binned into at most this many columns, so that the figure stays
+# within MAX_WIDTH_IN and its 8 pt labels are never scaled down (the run panel shows plots at
+# most 760 CSS px wide: a wider figure shrank its labels to ~6 px).
+MAX_COLUMNS = 40
+MAX_WIDTH_IN = 7.6
+MAX_HEIGHT_IN = 9.0
+# Sequential, light to hot: the slow rank is the hot row. For a collective the slow rank's
+# calls are the SHORT ones (it arrives last and waits least), so there the map runs the other way.
+CMAP = "YlOrRd"
+
+
+def _is_collective(t: pl.DataFrame) -> bool:
+    return "domain" in t.columns and bool((t["domain"] == "hccl").any())
+
+
 def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
     """A rank x time heat map of ``metric`` of function ``name`` (e.g. "HcclAllReduce"): one row
-    per rank, one column per recording interval of the run (the columns line up in wall-clock
-    time across ranks). A slow rank shows as the one row whose collectives are SHORT (it waits
-    least), the others long. Grey cells: that rank finished no call of ``name`` in that interval
-    (it had not started, had finished, or was elsewhere in its step)."""
+    per rank, one column per recording interval of the run, or per several consecutive
+    intervals of a long run (at most :data:`MAX_COLUMNS`; the columns line up in wall-clock time
+    across ranks and begin at the run's first interval with a call of ``name``). Hot (red) is
+    slow: long calls, or for a collective (HCCL) SHORT ones, since the slow rank arrives last
+    and waits least; the rank the run's vote names is outlined and labelled. Grey cells: that
+    rank finished no call of ``name`` in that interval (it had not started, had finished, or was
+    elsewhere in its step)."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; valid metrics are {', '.join(METRICS)}")
     check_unit(unit)
@@ -53,8 +71,18 @@ def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
     intervals = files["interval_s"].drop_nulls() if "interval_s" in files.columns else pl.Series([])
     lengths = (t["window_end"] - t["window_start"]).filter(t["window_end"] > t["window_start"])
     interval = float(intervals.max()) if len(intervals) else float(lengths.median() or 1.0)  # type: ignore[arg-type]
-    t = time_cells(t.filter(pl.col("name") == name), interval)
-    # Windows of one rank that end in the same interval add up (avg = total / calls).
+    # a window that holds the key but no call of it is no data (it would be a grey column)
+    t = t.filter((pl.col("name") == name) & (pl.col("num_calls") > 0))
+    if not t.height:
+        raise ValueError(f"no call of {name!r} finished in any window of this run yet")
+    collective = _is_collective(t)
+    t = time_cells(t, interval)
+    # The axis starts at the first interval with a call and bins a long run's intervals.
+    first = int(t["cell"].min())  # type: ignore[arg-type]
+    span = int(t["cell"].max()) - first + 1  # type: ignore[arg-type]
+    per_column = math.ceil(span / MAX_COLUMNS)
+    t = t.with_columns(((pl.col("cell") - first) // per_column).alias("cell"))
+    # Windows of one rank in the same column add up (avg = total / calls).
     per = t.group_by("host", "rank", "cell").agg(
         pl.col("num_calls").sum(),
         pl.col("total_ns").sum(),
@@ -69,13 +97,14 @@ def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
     scale = 1.0 if metric == "num_calls" else UNITS[unit]
     for h, r, c, v in per.select("host", "rank", "cell", metric).iter_rows():
         grid[where[(h, r)], c] = float(v) / scale
-    # At most 12 x 9 inches: a long run's columns get narrower, its labels keep their size (a
-    # wider figure is scaled down to the notebook's width, labels and all).
-    width = min(12.0, max(5.5, 0.45 * ncols + 3.5))
-    fig, axes = _new_figure((width, min(9.0, max(3.2, 0.32 * rows.height + 2.0))))
+    width = min(MAX_WIDTH_IN, max(5.5, 0.1 * ncols + 3.6))
+    fig, axes = _new_figure((width, min(MAX_HEIGHT_IN, max(3.2, 0.32 * rows.height + 2.0))))
     ax = axes[0][0]
     ax.set_facecolor(EMPTY_COLOUR)
-    im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap="viridis")
+    # for a collective's times, short is hot; a count is hot where high, as a long time is
+    short_is_slow = collective and metric != "num_calls"
+    cmap = CMAP + "_r" if short_is_slow else CMAP
+    im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap)
     slow = _flagged(run)
     ax.set_yticks(
         range(rows.height),
@@ -86,41 +115,77 @@ def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
         ],
         fontsize=8,
     )
-    for label, (h, r) in zip(ax.get_yticklabels(), rows.iter_rows()):
-        if (h, r) in slow:  # the flagged rank: its collectives are the SHORT ones (it waits least)
-            label.set_color("#b02a37")
+    from matplotlib.patches import Rectangle
+
+    for i, (label, (h, r)) in enumerate(zip(ax.get_yticklabels(), rows.iter_rows())):
+        if (h, r) in slow:  # the flagged rank: its label and its row outlined
+            label.set_color(SLOW_COLOUR)
             label.set_fontweight("bold")
-    step = max(1, math.ceil(ncols / 12))  # at most about 12 labels
-    ticks = list(range(0, ncols, step))
-    ax.set_xticks(ticks, [f"{(c + 1) * interval:g}" for c in ticks], fontsize=8)
+            ax.add_patch(
+                Rectangle(
+                    (-0.5, i - 0.5), ncols, 1, fill=False, edgecolor=SLOW_COLOUR, linewidth=2, clip_on=False
+                )
+            )
+    # ticks on the columns' edges, each the time its column begins (at most about 10 labels)
+    step = max(1, math.ceil(ncols / 10))
+    edges = list(range(0, ncols + 1, step))
+    seconds = per_column * interval
+    ax.set_xticks(
+        [c - 0.5 for c in edges], [f"{(first + c * per_column) * interval:g}" for c in edges], fontsize=8
+    )
     ax.set_xlabel(
-        f"time since the run's first window (s), one column per {interval:g} s interval", fontsize=9
+        f"time since the run's first window (s), one column per {seconds:g} s"
+        + (f" ({per_column} intervals)" if per_column > 1 else ""),
+        fontsize=9,
     )
     label = metric.removesuffix("_ns").replace("_", " ")
-    fig.colorbar(im, ax=ax, label=label if metric == "num_calls" else f"{label} ({_unit_text(unit)})")
+    bar = fig.colorbar(im, ax=ax)
+    unit_label = label if metric == "num_calls" else f"{label} ({_unit_text(unit)})"
+    if short_is_slow:
+        bar.ax.invert_yaxis()  # hot at the top, as in every other map
+        unit_label += ", red = short"
+    bar.set_label(unit_label, fontsize=9)
     simulated = bool(files["simulated"].any())
     ax.set_title(_title(f"{name}: {label} per rank over the run", simulated), fontsize=10)
+    notes = []
     if np.isnan(grid).any():
-        import textwrap
-
-        note = (
+        notes.append(
             f"grey: the rank finished no {name} call in that interval (not started yet, done, or "
-            "elsewhere in its step)"
-            + (
-                "; ◀ slow: the rank the run's vote names (its collectives are "
-                "the shortest: it arrives last and waits least)"
-                if slow
-                else ""
-            )
+            "elsewhere in its step)."
         )
-        lines = textwrap.fill(note, width=int(width * 100 / 4.6))  # ~4.6 px per 7.5 pt character
-        fig.text(0.01, 0.005, lines, fontsize=7.5, ha="left", va="bottom")
-        fig.tight_layout(
-            rect=(0, 0.03 + 0.035 * (lines.count("\n") + 1) * 3.2 / fig.get_size_inches()[1], 1, 1)
+    if short_is_slow:
+        notes.append(
+            "Red = short: a collective ends when its last rank arrives, so the slow rank waits least."
         )
-    else:
-        fig.tight_layout()
+    if slow:
+        notes.append("◀ slow, outlined: the rank the run's vote names.")
+    _footnote(fig, " ".join(notes))
     return fig
+
+
+SLOW_COLOUR = "#1f4e9c"  # the flagged rank's outline and label: apart from the map's reds
+
+
+def _footnote(fig, note: str) -> None:
+    """``note`` in 7.5 pt under the axes, wrapped to the figure's width as drawn (measured, not
+    estimated: an estimate cut its end off at the right edge), and the axes laid out above it."""
+    import textwrap
+
+    if not note:
+        fig.tight_layout()
+        return
+    width_px = fig.get_size_inches()[0] * fig.dpi
+    text = fig.text(0.01, 0.01, note, fontsize=7.5, ha="left", va="bottom")
+    canvas = fig.canvas
+    renderer = canvas.get_renderer() if hasattr(canvas, "get_renderer") else fig._get_renderer()
+    chars = len(note)
+    while True:
+        text.set_text(textwrap.fill(note, width=chars))
+        box = text.get_window_extent(renderer)
+        if box.x1 <= width_px * 0.985 or chars <= 20:
+            break
+        chars = max(20, int(chars * width_px * 0.97 / box.x1) - 1)
+    fig.tight_layout(rect=(0, (box.height + 0.02 * fig.dpi) / (fig.get_size_inches()[1] * fig.dpi), 1, 1))
 
 
 def _flagged(run) -> set[tuple[str, int]]:

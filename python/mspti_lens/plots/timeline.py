@@ -5,6 +5,7 @@ steps across its interval, p50 solid and p99 dashed in the API's colour, on a lo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -66,15 +67,30 @@ def timeline(
     from matplotlib.ticker import FuncFormatter
 
     t0: Any = frame["start"].min()
+    series = []  # (label, colour, linestyle, xs, ys) of every line
     for i, name in enumerate(picked):
         sub = frame.filter(pl.col("name") == name).sort("start")
         if not len(sub):
             continue
-        colour = f"C{i % 10}"
         xs = [_seconds(t, t0) for t in (*sub["start"].to_list(), sub["end"][-1])]
         for col, style, label in (("p50_ns", "-", "p50"), ("p99_ns", "--", "p99")):
             ys = sub[col].cast(pl.Float64).to_list()
-            ax.step(xs, [*ys, ys[-1]], where="post", color=colour, linestyle=style, label=f"{name} {label}")
+            series.append((f"{name} {label}", f"C{i % 10}", style, xs, ys))
+    # A line on another (APIs of one latency) would hide it: each is drawn thinner than the ones
+    # it lies on, so every colour shows, and its legend entry names the line it coincides with.
+    near = _near_decades(series, 0.6 * figsize[1] * 100)  # the axes' height in CSS px, about
+    for j, (label, colour, style, xs, ys) in enumerate(series):
+        under = [s[0] for s in series[:j] if _coincide(series[j], s, near)]
+        over = sum(_coincide(series[j], s, near) for s in series[j + 1 :])
+        ax.step(
+            xs,
+            [*ys, ys[-1]],
+            where="post",
+            color=colour,
+            linestyle=style,
+            linewidth=LINE_WIDTH + COINCIDENT_STEP * over,
+            label=label + (f" (≈ {under[0]})" if under else ""),
+        )
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_ns(v) if v > 0 else ""))
     ax.set_ylabel("host time per call")
@@ -82,8 +98,9 @@ def timeline(
     start = t0.strftime("%H:%M:%S") if hasattr(t0, "strftime") else str(t0)
     ax.set_xlabel(f"time since the first interval (s; it began at {start} UTC)")
     ax.grid(True, which="major", alpha=0.3)
+    # under the axes, so the plot keeps the figure's width however long the names are
     ax.legend(
-        fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False
+        fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(0.0, -0.2), borderaxespad=0, frameon=False
     )
     ax.set_title(_title(title or "Host API latency over time (p50 solid, p99 dashed)", simulated))
     fig.tight_layout()
@@ -94,6 +111,29 @@ NO_INTERVALS = (
     "no intervals: this session keeps no timeline. In a notebook: %%mspti --interval 0.5 (or "
     "%mspti start --interval 0.5); in code: Session(interval=0.5)"
 )
+
+
+LINE_WIDTH = 1.5  # of a line nothing lies on; COINCIDENT_STEP wider per line drawn on top of it
+COINCIDENT_STEP = 1.5
+COINCIDENT_PX = 3.0  # lines closer than this everywhere read as one on the log axis
+
+
+def _near_decades(series: list, height_px: float) -> float:
+    """How many decades of the log time axis COINCIDENT_PX is, for the values of ``series``."""
+    values = [v for s in series for v in s[4] if v > 0]
+    if not values:
+        return 0.0
+    decades = max(math.log10(max(values) / min(values)), 1.0)  # the axis spans at least one
+    return decades * COINCIDENT_PX / max(height_px, 1.0)
+
+
+def _coincide(a: tuple, b: tuple, near: float) -> bool:
+    """Two step lines (``series`` entries) lie on each other: the same intervals, and values
+    within ``near`` decades everywhere."""
+    (xs, ys), (xs2, ys2) = a[3:5], b[3:5]
+    if len(xs) != len(xs2) or any(abs(p - q) > 1e-9 for p, q in zip(xs, xs2)):
+        return False
+    return all(p == q or (p > 0 and q > 0 and abs(math.log10(p / q)) <= near) for p, q in zip(ys, ys2))
 
 
 def _seconds(t: Any, t0: Any) -> float:

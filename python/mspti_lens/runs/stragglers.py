@@ -250,6 +250,7 @@ INSTANCE_COLUMNS = {
     "late_rank": pl.Int64,
     "late_by_ns": pl.Int64,
     "note": pl.String,
+    "basis": pl.String,
     "slow_ns": pl.Float64,
     "median_ns": pl.Float64,
     "test": pl.String,
@@ -258,13 +259,10 @@ INSTANCE_COLUMNS = {
     "group": pl.String,
     "ranks": pl.UInt32,
     "group_ranks": pl.UInt32,
-    "basis": pl.String,
 }
 BASIS_EVENTS = "device events"
-BASIS_WINDOWS = (
-    "windows: no device events in this run (record with --activity communication for "
-    "per-instance votes on device times)"
-)
+# short: it is a cell of every row of the table
+BASIS_WINDOWS = "windows (no device events: record with --activity communication to vote per instance)"
 MSPROF_RULE = "msprof-analyze: shortest collective time arrived last"
 HTA_RULE = "HTA: latest start"
 
@@ -344,6 +342,80 @@ def window_votes(per_rank: pl.DataFrame) -> pl.DataFrame:
         pl.lit(BASIS_WINDOWS).alias("basis"),
         pl.lit(None, dtype=pl.String).alias("note"),
     ).select(list(INSTANCE_COLUMNS))
+
+
+# What must agree for consecutive instances to fold into one row of fold_instances(): the
+# verdicts and what they were reached on. The evidence (times, statistic) may differ.
+VERDICT_COLUMNS = (
+    "name",
+    "group",
+    "slow_host",
+    "slow_rank",
+    "late_host",
+    "late_rank",
+    "basis",
+    "note",
+    "test",
+    "ranks",
+    "group_ranks",
+)
+FOLDED_COLUMNS = {
+    "name": pl.String,
+    "instances": pl.String,
+    "num_instances": pl.UInt32,
+    "slow_host": pl.String,
+    "slow_rank": pl.Int64,
+    "late_host": pl.String,
+    "late_rank": pl.Int64,
+    "late_by_ns": pl.Float64,
+    "note": pl.String,
+    "basis": pl.String,
+    "slow_ns": pl.Float64,
+    "median_ns": pl.Float64,
+    "test": pl.String,
+    "statistic": pl.Float64,
+    "critical": pl.Float64,
+    "group": pl.String,
+    "ranks": pl.UInt32,
+    "group_ranks": pl.UInt32,
+}
+
+
+def fold_instances(votes: pl.DataFrame) -> pl.DataFrame:
+    """The rows of :func:`instance_votes` / :func:`window_votes` with runs of consecutive
+    instances that reached the same verdict (every :data:`VERDICT_COLUMNS` equal) folded into
+    one row: ``instances`` names them ("0–19", or "7"), ``num_instances`` counts them; the times
+    (``late_by_ns``, ``slow_ns``, ``median_ns``) are their medians and ``statistic`` the smallest
+    (the weakest evidence of the run). A 20-step job whose every instance names one rank is one
+    row instead of 20 identical ones."""
+    if not votes.height:
+        return pl.DataFrame(schema=FOLDED_COLUMNS)
+    v = votes.sort("group", "name", "instance", nulls_last=False)
+    changed = pl.any_horizontal(
+        *(pl.col(c).ne_missing(pl.col(c).shift(1)) for c in VERDICT_COLUMNS),
+        pl.col("instance").ne_missing(pl.col("instance").shift(1) + 1),
+    )
+    v = v.with_columns(changed.fill_null(True).cum_sum().alias("_run"))
+    out = v.group_by("_run", maintain_order=True).agg(
+        *(pl.col(c).first() for c in VERDICT_COLUMNS),
+        pl.col("instance").min().alias("_first"),
+        pl.col("instance").max().alias("_last"),
+        pl.len().cast(pl.UInt32).alias("num_instances"),
+        pl.col("late_by_ns").cast(pl.Float64).median(),
+        pl.col("slow_ns").median(),
+        pl.col("median_ns").median(),
+        pl.col("statistic").min(),
+        pl.col("critical").first(),
+    )
+    out = out.with_columns(
+        pl.when(pl.col("_first").is_null())
+        .then(pl.lit("whole run"))
+        .when(pl.col("_first") == pl.col("_last"))
+        .then(pl.col("_first").cast(pl.String))
+        .otherwise(pl.format("{}–{}", pl.col("_first"), pl.col("_last")))
+        .alias("instances")
+    )
+    return out.select([pl.col(c).cast(t) for c, t in FOLDED_COLUMNS.items()])
 
 
 TALLY_COLUMNS = {
