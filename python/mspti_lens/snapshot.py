@@ -475,10 +475,12 @@ class Snapshot:
         return cls(native, {"simulated": sim, "label": "histogram frame"})
 
     # -- files ---------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike, *, event_log: bool = True) -> None:
         """Write a Parquet file: one row per key with its exact state and non-empty buckets, and the
-        metadata (backend, simulated, clock, window, counters) in the file's key-value metadata."""
-        snapshot_file.save(self, path)
+        metadata (backend, simulated, clock, window, counters) in the file's key-value metadata.
+        ``event_log=False`` leaves the device event log out (a recorded window's events have their
+        own file, a fraction of the size of the log in the metadata)."""
+        snapshot_file.save(self, path, event_log)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Snapshot:

@@ -23,7 +23,7 @@ LOADABLE_VERSIONS = (2,)
 S = TypeVar("S")
 
 
-def save(snap: Any, path: str | os.PathLike) -> None:
+def save(snap: Any, path: str | os.PathLike, event_log: bool = True) -> None:
     """Write ``snap`` (a Snapshot) to ``path``: see :meth:`Snapshot.save`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -64,6 +64,8 @@ def save(snap: Any, path: str | os.PathLike) -> None:
         "counters": snap.counters,
     }
     device.save_into(snap, meta)
+    if not event_log and isinstance(meta.get("device"), dict):
+        meta["device"]["events"] = None  # kept elsewhere (a run's events files): read as none
     slowest.save_into(snap, meta)
     timeline.save_into(snap, meta)
     table = table.replace_schema_metadata({"mspti_lens": json.dumps(meta)})
