@@ -35,7 +35,7 @@ from .stragglers import (  # noqa: F401 - latest_starters is re-exported
     window_votes,
 )
 from .view import run_html, run_widget, show_live
-from .writer import EVENTS_GLOB, WINDOW_GLOB
+from .writer import ARRIVAL_KIND, EVENTS_GLOB, WINDOW_GLOB
 
 # Snapshot.counters: the native counters (added over windows) and MOMENT_COUNTERS (the last
 # window's reading of each process, added over processes).
@@ -238,6 +238,7 @@ class Run:
         self._event_paths = [p for p in events if p not in self.skipped and p not in hidden]
         self._snapshot: Snapshot | None = None
         self._collectives: pl.DataFrame | None = None
+        self._arrivals: pl.DataFrame | None = None
         return self
 
     def _skip(self, path: str, why: Exception | str) -> None:
@@ -557,7 +558,9 @@ class Run:
 
     def device_events(self, kinds: tuple[str, ...] | None = None) -> pl.DataFrame:
         """Every rank's device event log (host, rank, then Snapshot.device_events' columns), of
-        ``kinds`` if given. Read on demand; a file that cannot be read is skipped, named."""
+        ``kinds`` if given. Read on demand; a file that cannot be read is skipped, named. The
+        HCCL calls' arrivals the same files hold (kind ARRIVAL_KIND) are left out unless
+        ``kinds`` names them (:meth:`collective_arrivals`)."""
         good = []
         for path in self._event_paths:
             try:
@@ -582,7 +585,22 @@ class Run:
         lf = lf.select("host", "rank", pl.exclude("host", "rank"))
         if kinds is not None:
             lf = lf.filter(pl.col("kind").is_in(list(kinds)))
+        else:
+            lf = lf.filter(pl.col("kind") != ARRIVAL_KIND)
         return lf.collect()
+
+    def collective_arrivals(self) -> pl.DataFrame:
+        """One row per rank and HCCL API call from the Callback API (runs/writer.py): host, rank,
+        group (null: callbacks do not name the communicator), name (HcclAllReduce, ...), sequence
+        (the rank's call index of that function, 0 first), start_ns (its ENTER, CLOCK_REALTIME
+        ns), end_ns (null)."""
+        if self._arrivals is None:
+            cols = ["host", "rank", "group", "name", "sequence", "start_ns", "end_ns"]
+            ev = self.device_events((ARRIVAL_KIND,))
+            if not ev.height:
+                ev = pl.DataFrame(schema={c: INSTANCE_EVENT_SCHEMA[c] for c in cols})
+            self._arrivals = ev.select(cols)
+        return self._arrivals
 
     def collective_events(self) -> pl.DataFrame:
         """One row per rank and collective instance from the device event log: host, rank,
@@ -618,7 +636,9 @@ class Run:
         return window_votes(t)
 
     def skew(self, clock_error_ns: int | None = None) -> pl.DataFrame:
-        """Arrival skew per collective instance across ranks (runs.skew: columns SKEW_COLUMNS)."""
+        """Arrival skew per collective instance across ranks (runs.skew: columns SKEW_COLUMNS):
+        from the device records when the run has them, else from the HCCL calls' ENTER times
+        (the Callback API alone); ``basis`` says which."""
         from .skew import run_skew
 
         return run_skew(self, clock_error_ns)

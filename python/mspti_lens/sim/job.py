@@ -19,7 +19,9 @@ step (HcclBatchSendRecv in rank pairs, when the rank count is even) and synchron
 neighbours A and B slower. The device-side COMMUNICATION records model HCCL's device wait: a
 rank's collective task runs from its own start until the last rank's task has started, then
 transfers, so the late rank's collective is the short one and starts last. Records name their
-communicator (``hccl_world_group``, ``hccl_pair_A_B``). Everything here is SIMULATED.
+communicator (``hccl_world_group``, ``hccl_pair_A_B``) and carry a payload (the all-reduce's
+ALLREDUCE_COUNT fp32 gradients, the swap's HALO_COUNT fp16 halo), so nccl-tests' bytes, algbw and
+busbw follow from them exactly. Everything here is SIMULATED.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ ALLREDUCE_NS = 300_000
 SENDRECV_NS = 40_000
 SLOW_LINK_FACTOR = 5
 SYNC_NS = 20_000
+# Payloads: (element count, COMMUNICATION dataType: 3 fp16, 4 fp32; msptiCommunicationDataType).
+FP16, FP32 = 3, 4
+ALLREDUCE_COUNT, ALLREDUCE_TYPE = 1 << 20, FP32  # 4 MiB of gradients
+HALO_COUNT, HALO_TYPE = 1 << 14, FP16  # a 32 KiB halo
 # Seconds ahead of the launcher's CLOCK_REALTIME at which every rank's virtual clock starts, on
 # top of the steps' own delays.
 START_LEAD_S = 60
@@ -121,6 +127,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.msimSetCommName.argtypes, lib.msimSetCommName.restype = [ctypes.c_char_p], None
     lib.msimLaunch.argtypes = [u32, u64, u32, u64, u32, ctypes.c_char_p, ctypes.c_char_p, u32]
     lib.msimLaunch.restype = ctypes.c_int
+    lib.msimCallCollective.argtypes = [u32, u64, u64, u32, u32]
+    lib.msimCallCollective.restype = ctypes.c_int
     return lib
 
 
@@ -169,10 +177,10 @@ def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> i
     late, jitter = (plan.late_ns if rank == plan.slow_rank else 0), (0.0 if plan.late_ns else JITTER)
     lib.msimHostWork.argtypes = [ctypes.c_uint64]
 
-    def collective(api: int, name: str, group: int, size: int, ns: int) -> None:
+    def collective(api: int, name: str, group: int, size: int, ns: int, count: int, dtype: int) -> None:
         lib.msimMultirankGroup(group, size)
         lib.msimSetCommName(group_name(plan, group).encode())
-        rc = sim.lib.msimCall(api, ns)
+        rc = lib.msimCallCollective(api, ns, count, dtype, size)
         if rc != 0:
             why = HCCL_ERRORS.get(rc, f"error {rc}")
             raise SystemExit(f"[simulated job] rank {rank}: {name} failed with {why}")
@@ -182,9 +190,8 @@ def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> i
         if links:
             i = rank if rank % 2 == phase else (rank - 1) % plan.ranks
             slow_link = plan.slow_link is not None and set(links[i]) == set(plan.slow_link)
-            collective(
-                sendrecv, "HcclBatchSendRecv", 1 + i, 2, SENDRECV_NS * (SLOW_LINK_FACTOR if slow_link else 1)
-            )
+            ns = SENDRECV_NS * (SLOW_LINK_FACTOR if slow_link else 1)
+            collective(sendrecv, "HcclBatchSendRecv", 1 + i, 2, ns, HALO_COUNT, HALO_TYPE)
 
     try:
         for step in range(plan.steps):
@@ -198,7 +205,7 @@ def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> i
                 ns = int(LAUNCH_NS * slow * (1 + jitter * rng.random()))
                 for _ in range(LAUNCHES):
                     lib.msimLaunch(launch, ns, 0, int(ns * KERNEL_SHARE), 1, None, None, 0)
-            collective(allreduce, "HcclAllReduce", 0, plan.ranks, ALLREDUCE_NS)
+            collective(allreduce, "HcclAllReduce", 0, plan.ranks, ALLREDUCE_NS, ALLREDUCE_COUNT, ALLREDUCE_TYPE)
             # One swap per step, after the all-reduce, alternating neighbours: the next all-reduce
             # absorbs a slow link's delay, so only the two ranks of a slow link see long swaps.
             swap(step % 2)
