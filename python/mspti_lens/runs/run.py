@@ -134,6 +134,8 @@ FILE_SCHEMA = {
     "simulated": pl.Boolean,
     "label": pl.String,
     "clock": pl.String,
+    # HCCL calls' arrivals a full ring dropped in the window (runs/writer.py).
+    "arrivals_dropped": pl.UInt64,
     **{c: pl.UInt64 for c in FILE_COUNTERS},
 }
 
@@ -185,6 +187,7 @@ def _file_row(path: str) -> dict[str, Any] | Exception:
             "simulated": bool(m.get("simulated")),
             "label": str(m.get("label", "unknown backend")),
             "clock": str(m.get("clock", "")),
+            "arrivals_dropped": int(m.get("arrivals_dropped") or 0),
             **{c: int(counters.get(c, 0)) for c in FILE_COUNTERS},
             "_periods": m.get("periods")
             or [[int(m.get("period") or 1), m.get("window_start"), m.get("window_end"), m.get("enable")]],
@@ -593,13 +596,13 @@ class Run:
         """One row per rank and HCCL API call from the Callback API (runs/writer.py): host, rank,
         group (null: callbacks do not name the communicator), name (HcclAllReduce, ...), sequence
         (the rank's call index of that function, 0 first), start_ns (its ENTER, CLOCK_REALTIME
-        ns), end_ns (null)."""
+        ns), end_ns (null); by host, rank, name, sequence."""
         if self._arrivals is None:
             cols = ["host", "rank", "group", "name", "sequence", "start_ns", "end_ns"]
             ev = self.device_events((ARRIVAL_KIND,))
             if not ev.height:
                 ev = pl.DataFrame(schema={c: INSTANCE_EVENT_SCHEMA[c] for c in cols})
-            self._arrivals = ev.select(cols)
+            self._arrivals = ev.select(cols).sort("host", "rank", "name", "sequence")
         return self._arrivals
 
     def collective_events(self) -> pl.DataFrame:
