@@ -11,7 +11,8 @@ import pytest
 
 import mspti_lens
 from mspti_lens import Session, _native
-from mspti_lens.runs.writer import ARRIVAL_KIND, WindowWriter
+from mspti_lens.runs import writer
+from mspti_lens.runs.writer import WindowWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore::mspti_lens.errors.SimulatedBackendWarning")
 T0 = 5_000_000_000_000_000_000
@@ -60,24 +61,32 @@ def test_a_threads_arrivals_past_the_bound_are_dropped_and_counted(sim):
     assert b["sequence"] == [_native.ARRIVALS_PER_THREAD + extra] and b["dropped"] == 0
 
 
-def test_a_recorded_window_carries_its_arrivals_and_run_skew_uses_them(sim, tmp_path):
+def test_recorded_windows_keep_their_arrivals_in_one_bounded_file_and_run_skew_uses_them(
+    sim, tmp_path, monkeypatch
+):
     _virtual(sim)
     ar = sim.api("HcclAllReduce")
+    monkeypatch.setattr(writer, "MAX_ARRIVAL_ROWS", 4)
     s = Session(library="sim", enable=["hccl"], clock="mspti").start()
     w = WindowWriter(s, tmp_path, 60.0, host="h", rank=(0, "RANK"))
     try:
-        for _ in range(3):
-            sim.lib.msimCall(ar, CALL_NS)
-        w.write_window(final=True)
+        for calls in (3, 2):
+            for _ in range(calls):
+                sim.lib.msimCall(ar, CALL_NS)
+            w.write_window(final=calls == 2)
     finally:
         s.close()
+    # One file per process, rewritten with each window: the newest MAX_ARRIVAL_ROWS of its calls.
+    assert [p.name for p in tmp_path.glob("host=h/rank=0/*.parquet") if not p.name.startswith("window-")] == [
+        writer.arrivals_name(w._pid)
+    ]
     run = mspti_lens.open_run(tmp_path)
     a = run.collective_arrivals()
-    assert a["sequence"].to_list() == [0, 1, 2] and a["group"].is_null().all()
-    assert a["start_ns"].to_list() == [T0 + i * CALL_NS for i in range(3)]
-    assert run.device_events().filter(pl.col("kind") == ARRIVAL_KIND).height == 0  # not device data
-    assert run.files()["path"].len() == 1
+    assert a["sequence"].to_list() == [1, 2, 3, 4] and a["group"].is_null().all()
+    assert a["start_ns"].to_list() == [T0 + i * CALL_NS for i in (1, 2, 3, 4)]
+    assert run.device_events().height == 0  # arrivals are no device data
+    assert run.files()["arrivals_dropped"].to_list() == [0, 0]
     k = run.skew()
     # One rank: every instance is complete and nobody is late (within the 0 ns clock error).
-    assert k["basis"].to_list() == ["callbacks"] * 3 and (k["spread_ns"] == 0).all()
+    assert k["basis"].to_list() == ["callbacks"] * 4 and (k["spread_ns"] == 0).all()
     assert k["last_rank"].is_null().all()

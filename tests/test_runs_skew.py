@@ -79,7 +79,7 @@ def test_the_live_verdict_names_the_rank_that_starts_lagging_among_the_latest_in
 @pytest.mark.slow
 def test_a_recorded_job_with_a_rank_a_known_time_late_gives_that_skew_exactly(tmp_path):
     out = tmp_path / "late-rank-1"
-    record(out, "--ranks", "2", "--hosts", "2", "--slow-rank", "1", "--late-ns", str(LATE_NS))
+    record(out, "--ranks", "2", "--hosts", "2", "--slow-rank", "1", "--late-ns", str(LATE_NS), "--payload")
     run = mspti_lens.open_run(out)
     s = run.skew().filter(pl.col("op") == "hcom_allReduce_")
     assert s["seq"].to_list() == list(range(STEPS)) and (s["last_rank"] == 1).all()
@@ -90,7 +90,7 @@ def test_a_recorded_job_with_a_rank_a_known_time_late_gives_that_skew_exactly(tm
     assert v["rank"] == 1 and v["wait_ns"] == LATE_NS * STEPS
     assert (s["basis"] == "device").all()
     # nccl-tests' table over the job: the rank count is the ranks seen in each communicator, the
-    # bytes the job's payload (count x fp32), the device time the late rank's own transfer on it
+    # bytes the job's payload (count x fp32; --payload), the device time the late rank's own transfer on it
     # and that plus the wait on the other: their median is the transfer plus half the lateness.
     t = run_by_size(run).filter(pl.col("op") == "all_reduce").row(0, named=True)
     assert (t["ranks"], t["num_calls"], t["data_type"]) == (2, 2 * STEPS, "fp32")

@@ -10,12 +10,14 @@ Beside each window, ``events-NNNNNN-pidP.parquet`` holds that window's device ev
 (:meth:`Snapshot.device_events`: one row per collective or kernel record, when activity records
 were on), written the same way and before its window, so a window that exists has its events.
 Its rows carry no host or rank column: they come from the directory names, as for windows.
-The same file holds the window's HCCL arrivals (kind :data:`ARRIVAL_KIND`, from the Callback API
-alone): one row per HCCL-domain call, its ENTER time as ``start_ns`` (CLOCK_REALTIME ns: MSPTI's
-clock as is, another clock bridged to it when taken) and ``sequence`` its index among the
-process's calls of that function (0 first, counted from the Session's start). At most
-``ARRIVALS_PER_THREAD`` (8192) wait per thread between two windows; past that they are dropped,
-and the window's metadata counts them (``arrivals_dropped``).
+Each process also keeps ``arrivals-pidP.parquet``: its HCCL calls' arrivals from the Callback
+API alone (runs/skew.py), one row per HCCL-domain call: ``name`` (HcclAllReduce, ...),
+``sequence`` (its index among the process's calls of that function, 0 first, counted from the
+Session's start) and ``start_ns`` (its ENTER, CLOCK_REALTIME ns: MSPTI's clock as is, another
+clock bridged to it when taken). Rewritten (temporary name, renamed) before each window with the
+window's arrivals added, the newest :data:`MAX_ARRIVAL_ROWS` kept, so one file per process of
+bounded size. At most ``ARRIVALS_PER_THREAD`` (8192) wait per thread between two windows; past
+that they are dropped, and the window's metadata counts them (``arrivals_dropped``).
 """
 
 from __future__ import annotations
@@ -30,12 +32,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _native
-
-if TYPE_CHECKING:
-    import polars as pl
 
 # Where a rank's identity comes from, first match wins: torchrun, Open MPI, MPICH/PMI, PMIx,
 # MVAPICH, Ascend (RANK_ID). Without any of them the rank is the process id.
@@ -55,8 +54,8 @@ HOST_VARIABLE = "MSPTI_LENS_HOST"
 WINDOW_GLOB = "window-*.parquet"
 WINDOW_NAME = re.compile(r"^window-(\d+)-pid(\d+)\.parquet$")
 EVENTS_GLOB = "events-*.parquet"
-# The kind of an event file's rows that are HCCL calls' ENTERs (callbacks), not device records.
-ARRIVAL_KIND = "hccl_enter"
+ARRIVALS_GLOB = "arrivals-*.parquet"
+MAX_ARRIVAL_ROWS = 65_536  # per process: 2 MiB or so; older arrivals leave the file first
 TICK_S = 0.25  # the writer thread looks at the clock this often
 FIRST_WINDOW_S = 1.0  # the first window of an on period is written after at most this long
 
@@ -321,9 +320,7 @@ class WindowWriter:
                 return None
             self._flush_activity(settle=final or period_end)
             snap = self.session.reset()
-            arrivals, arrivals_dropped = collective_arrivals(
-                "simulated" if getattr(snap, "simulated", False) else "measured"
-            )
+            arrivals, arrivals_dropped = collective_arrivals()
             calls = 0
             if len(snap):
                 df = snap.summary()
@@ -333,7 +330,7 @@ class WindowWriter:
                     self.keys[name] = self.keys.get(name, 0) + int(total)
             dev = getattr(snap, "device", None)
             device_records = dev.counters.get("records", 0) if dev is not None else 0
-            if not self.seq and not self.calls and not device_records and not arrivals.height:
+            if not self.seq and not self.calls and not device_records and not arrivals["name"]:
                 # A process that has recorded nothing yet leaves no files: launchers (torchrun's
                 # agent) and helpers (data-loader workers that inherit the rank's variables) are not
                 # ranks. Device records count: a rank blocked in its first collective has some and
@@ -366,7 +363,8 @@ class WindowWriter:
             path = self.dir / window_name(self.seq, self._pid)
             tmp = self.dir / f".{path.name}.{self._pid}.tmp"
             self.dir.mkdir(parents=True, exist_ok=True)
-            self._write_events(snap, arrivals)
+            self._write_events(snap)
+            self._write_arrivals(arrivals)
             snap.save(tmp)
             os.replace(tmp, path)
             span = float(m.get("window_end") or 0) - float(m.get("window_start") or 0)
@@ -390,24 +388,31 @@ class WindowWriter:
             if self.session is not None:
                 self.session.flush_activity(settle)
 
-    def _write_events(self, snap: Any, arrivals: Any) -> None:
-        """The window's device event log (Snapshot.device_events of the contract) and HCCL
-        arrivals, if it has any."""
+    def _write_events(self, snap: Any) -> None:
+        """The window's device event log, if it has any (Snapshot.device_events of the contract)."""
         events = getattr(snap, "device_events", None)
         frame = events() if callable(events) else None
-        if frame is not None and frame.height:
-            frame = frame.drop([c for c in ("host", "rank") if c in frame.columns])
-            if arrivals.height:
-                import polars as pl
-
-                frame = pl.concat([frame, arrivals], how="diagonal_relaxed")
-        else:
-            frame = arrivals
-        if not frame.height:
+        if frame is None or not frame.height:
             return
+        frame = frame.drop([c for c in ("host", "rank") if c in frame.columns])
         path = self.dir / events_name(self.seq, self._pid)
         tmp = self.dir / f".{path.name}.{self._pid}.tmp"
         frame.write_parquet(tmp)
+        os.replace(tmp, path)
+
+    def _write_arrivals(self, arrivals: dict[str, Any]) -> None:
+        """This process's arrivals file with the window's added (the newest MAX_ARRIVAL_ROWS)."""
+        if not arrivals["name"]:
+            return
+        import polars as pl
+
+        schema = arrival_schema()
+        new = pl.DataFrame({k: arrivals[k] for k in schema}, schema=schema)
+        path = self.dir / arrivals_name(self._pid)
+        with contextlib.suppress(FileNotFoundError):
+            new = pl.concat([pl.read_parquet(path).cast(schema), new])
+        tmp = self.dir / f".{path.name}.{self._pid}.tmp"
+        new.tail(MAX_ARRIVAL_ROWS).write_parquet(tmp)
         os.replace(tmp, path)
 
     def summary_line(self) -> str:
@@ -420,28 +425,22 @@ class WindowWriter:
         )
 
 
-def collective_arrivals(source: str) -> tuple[pl.DataFrame, int]:
-    """The HCCL calls entered since the last take (the native core's, process-wide), as event-log
-    rows of kind ARRIVAL_KIND (DEVICE_EVENTS_SCHEMA), and how many were dropped meanwhile."""
+def arrivals_name(pid: int) -> str:
+    return f"arrivals-pid{pid}.parquet"
+
+
+def arrival_schema() -> dict[str, Any]:
+    """The columns of an arrivals file (polars is imported only when a process writes one)."""
     import polars as pl
 
-    from ..device import DEVICE_EVENTS_SCHEMA
+    return {"name": pl.String, "sequence": pl.UInt64, "start_ns": pl.Int64}
 
+
+def collective_arrivals() -> tuple[dict[str, Any], int]:
+    """The HCCL calls entered since the last take (the native core's, process-wide) as columns
+    name, sequence, start_ns, and how many were dropped meanwhile."""
     a = _native.take_collective_arrivals()
-    n = len(a["name"])
-    frame = pl.DataFrame(
-        {
-            "kind": [ARRIVAL_KIND] * n,
-            "name": a["name"],
-            "sequence": pl.Series(a["sequence"], dtype=pl.UInt64),
-            "start_ns": pl.Series(a["start_ns"], dtype=pl.UInt64).cast(pl.Int64),
-            "source": [source] * n,
-        },
-        schema_overrides={"kind": pl.String, "name": pl.String, "source": pl.String},
-    )
-    missing = [pl.lit(None, dtype=t).alias(c) for c, t in DEVICE_EVENTS_SCHEMA.items() if c not in frame.columns]
-    frame = frame.with_columns(missing).select(list(DEVICE_EVENTS_SCHEMA))
-    return frame.cast(DEVICE_EVENTS_SCHEMA), int(a["dropped"])  # type: ignore[arg-type]
+    return {k: a[k] for k in ("name", "sequence", "start_ns")}, int(a["dropped"])
 
 
 def _say_line(text: str) -> None:
