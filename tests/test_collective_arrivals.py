@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ctypes
 
-import polars as pl
 import pytest
 
 import mspti_lens

@@ -8,13 +8,15 @@ the rank enters and waits on the device for the others (the last to arrive has t
 collective). ``callbacks`` (the Callback API alone, ``record --activity none``): an instance is
 one (op, k), each rank's k-th call of that HCCL function, and a rank's arrival is the call's
 ENTER (runs/writer.py); callbacks do not name the communicator (``group`` is null), so a job
-that runs one op on several communicators should record device records. At most
-``ARRIVALS_PER_THREAD`` ENTERs (8192) wait per thread between two windows; past that they are
-dropped (counted in the windows' ``arrivals_dropped``) and the instances they miss get no row. Per instance: ``spread_ns`` (last arrival minus first), ``last_rank`` and ``wait_ns``
-(the sum over ranks of the last arrival minus theirs: the time the job's ranks spent waiting for
-it). Data are small and bounded: one event per collective per rank, at most the session's
+that runs one op on several communicators should record device records.
+
+Per instance: ``spread_ns`` (last arrival minus first), ``last_rank`` and ``wait_ns`` (the sum
+over ranks of the last arrival minus theirs: the time the job's ranks spent waiting for it). Data
+are small and bounded: one event per collective per rank. Device records: at most the session's
 ``device_events`` per window and rank (65536 by default); past it events are dropped and counted
-(``device_events_dropped``), and an instance missing on a rank gets no row.
+(``device_events_dropped``). ENTERs: at most ``ARRIVALS_PER_THREAD`` (8192) wait per thread
+between two windows, past that dropped and counted (the windows' ``arrivals_dropped``), and a
+process's arrivals file keeps its newest 65536. An instance missing on a rank gets no row.
 
 Clocks: the records' timestamps are CLOCK_REALTIME ns. Ranks of one host share that clock (error
 0). Across hosts they are as close as NTP (about a millisecond on a LAN) or PTP (about a

@@ -32,9 +32,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _native
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # Where a rank's identity comes from, first match wins: torchrun, Open MPI, MPICH/PMI, PMIx,
 # MVAPICH, Ascend (RANK_ID). Without any of them the rank is the process id.
@@ -410,7 +413,7 @@ class WindowWriter:
         new = pl.DataFrame({k: arrivals[k] for k in schema}, schema=schema)
         path = self.dir / arrivals_name(self._pid)
         with contextlib.suppress(FileNotFoundError):
-            new = pl.concat([pl.read_parquet(path).cast(schema), new])
+            new = pl.concat([pl.read_parquet(path).cast(schema), new])  # type: ignore[arg-type]
         tmp = self.dir / f".{path.name}.{self._pid}.tmp"
         new.tail(MAX_ARRIVAL_ROWS).write_parquet(tmp)
         os.replace(tmp, path)
@@ -429,11 +432,11 @@ def arrivals_name(pid: int) -> str:
     return f"arrivals-pid{pid}.parquet"
 
 
-def arrival_schema() -> dict[str, Any]:
+def arrival_schema() -> dict[str, pl.DataType]:
     """The columns of an arrivals file (polars is imported only when a process writes one)."""
     import polars as pl
 
-    return {"name": pl.String, "sequence": pl.UInt64, "start_ns": pl.Int64}
+    return {"name": pl.String(), "sequence": pl.UInt64(), "start_ns": pl.Int64()}
 
 
 def collective_arrivals() -> tuple[dict[str, Any], int]:

@@ -14,9 +14,9 @@ use std::sync::atomic::Ordering;
 use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT, MSPTI_CB_DOMAIN_HCCL};
 
 use crate::activity::launch_hooks as hook;
-use crate::core::{arrivals, clock};
 use crate::core::shard::{self, RawKey};
 use crate::core::windows::{self, EXEMPLARS, POISONED, RECORDING, RUN, WINDOW};
+use crate::core::{arrivals, clock};
 
 /// The subscriber callback.
 ///

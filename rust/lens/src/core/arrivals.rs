@@ -29,6 +29,7 @@ const COUNT_BITS: u32 = 34;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 /// Epochs are 30-bit (windows.rs) and wrap: a is newer than b when a - b is in the lower half.
 const EPOCH_MASK: u64 = (1 << 30) - 1;
+const EPOCH_HALF: u64 = 1 << 29;
 
 /// One HCCL call's arrival, as read back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +73,7 @@ impl Sequences {
                 let n = cur & COUNT_MASK;
                 // 2^34 calls of one op in one run: the last index repeats rather than spill into the epoch.
                 (if n == COUNT_MASK { cur } else { cur + 1 }, n)
-            } else if cur != 0 && theirs.wrapping_sub(epoch) & EPOCH_MASK < (EPOCH_MASK + 1) / 2 {
+            } else if cur != 0 && theirs.wrapping_sub(epoch) & EPOCH_MASK < EPOCH_HALF {
                 return None; // the word is of a newer run: this call read the run word before it began
             } else {
                 (epoch << COUNT_BITS | 1, 0)
@@ -125,7 +126,12 @@ impl Ring {
                 start: AtomicU64::new(0),
             })
             .collect();
-        Ring { head: Line(AtomicU64::new(0)), tail: Line(AtomicU64::new(0)), dropped: Line(AtomicU64::new(0)), slots }
+        Ring {
+            head: Line(AtomicU64::new(0)),
+            tail: Line(AtomicU64::new(0)),
+            dropped: Line(AtomicU64::new(0)),
+            slots,
+        }
     }
 
     /// Append one arrival (the owner only); false, counted, when the ring is full.
