@@ -12,7 +12,18 @@ from _sim_activity import bind
 from polars.testing import assert_frame_equal
 
 from mspti_lens import Session, Snapshot, plots
-from mspti_lens.collectives import NO_HCCL_NOTE, bus_factor, by_size, format_gbps, note, op_of, size_bucket
+from mspti_lens.collectives import (
+    NO_HCCL_NOTE,
+    WORLD_GROUP,
+    bus_factor,
+    by_size,
+    format_gbps,
+    note,
+    op_of,
+    ranks_from_records,
+    ranks_of,
+    size_bucket,
+)
 from mspti_lens.export.otlp import to_otlp
 from mspti_lens.export.prometheus import to_prometheus
 
@@ -86,9 +97,10 @@ def test_by_size_is_exact_on_the_virtual_clock(sim, tmp_path):
     # HCCL's own bandWidth (hccl_calculator.cpp: x rankSize for all-gather) agrees with algbw.
     for r in t.iter_rows(named=True):
         assert r["hccl_bw_gbps"] == pytest.approx(r["algbw_gbps"], rel=1e-9), r["op"]
-    # Without the rank count all-reduce has no busbw and all-gather no bytes; broadcast keeps both.
-    u = snap.collectives(by="size").filter(pl.col("op") != "broadcast")
-    assert u["busbw_gbps"].is_null().all()
+    # Not given, the rank count is HCCL's rankSize: its all-gather bytes over COMMUNICATION's.
+    assert ranks_from_records(ev_all := snap.device_events()) == {"tp0": 8}
+    assert_frame_equal(snap.collectives(by="size"), t)
+    assert by_size(ev_all.filter(pl.col("kind") == "communication"))["ranks"].is_null().all()
     c = snap.collectives()
     assert {"algbw_gbps", "busbw_gbps", "bytes"} <= set(c.columns) and c.height == 6
     with pytest.raises(ValueError, match="'size' or None"):
@@ -139,3 +151,69 @@ def test_unknown_type_or_zero_duration_gets_no_bandwidth_and_no_hccl_is_one_sent
     assert note(ev.clear()) == NO_HCCL_NOTE and note(ev) is None
     with pytest.raises(ValueError, match="rank count"):
         by_size(ev, ranks=0)
+
+
+def test_without_hccl_records_the_rank_count_is_the_world_size_or_unknown(sim, monkeypatch):
+    """COMMUNICATION records alone do not say the rank count: HCCL's world group has the job's
+    world size (the window's, else the launcher's variables); another communicator's is unknown,
+    and its all-reduce busbw and all-gather bytes are null; broadcast needs no rank count."""
+    sim.reset()
+    L = bind(sim.lib)
+    sim.set_clock("virtual")
+    L.msimSetDeviceModel(2000, 0, 1000)
+    L.msimCallCollective.argtypes = [
+        ctypes.c_uint32,
+        ctypes.c_uint64,
+        ctypes.c_uint64,
+        ctypes.c_uint32,
+        ctypes.c_uint32,
+    ]
+    for var in (
+        "WORLD_SIZE",
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_SIZE",
+        "MV2_COMM_WORLD_SIZE",
+        "RANK_SIZE",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    try:
+        with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["communication"]) as s:
+            L.msimSetThreadStream(0, 9)
+            for group in (WORLD_GROUP, "tp0"):
+                L.msimSetCommName(group.encode())
+                for op, count, dt in [("HcclAllReduce", 1 << 18, FP32), ("HcclAllGather", 1 << 10, FP16),
+                                      ("HcclBroadcast", 1 << 20, FP16)]:  # fmt: skip
+                    assert L.msimCallCollective(sim.api(op), 30_000, count, dt, 4) == 0
+            snap = s.snapshot()
+    finally:
+        L.msimSetCommName(None)
+        L.msimSetThreadStream(0, 0)
+    assert ranks_of(snap) == {}
+    unknown = snap.collectives(by="size")
+    assert unknown.filter(pl.col("op") != "broadcast")["busbw_gbps"].is_null().all()
+    assert unknown["ranks"].is_null().all()
+    assert unknown.filter(pl.col("op") == "broadcast")["busbw_gbps"].is_not_null().all()
+    assert format_gbps(unknown.filter(pl.col("op") == "all_reduce")["busbw_gbps"][0]) == "—"
+    # The launcher says the world size: the world group's rank count, nothing else's.
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert ranks_of(snap) == {WORLD_GROUP: 4}
+    snap.meta["world_size"] = 4  # as a recorded window says it
+    monkeypatch.delenv("WORLD_SIZE")
+    assert ranks_of(snap) == {WORLD_GROUP: 4}
+    t = snap.collectives(by="size", ranks=ranks_of(snap))
+    world = t.filter(pl.col("group") == WORLD_GROUP)
+    assert (world["ranks"] == 4).all()
+    ar = world.filter(pl.col("op") == "all_reduce").row(0, named=True)
+    assert ar["busbw_gbps"] == pytest.approx(ar["algbw_gbps"] * 2 * 3 / 4)
+    ag = world.filter(pl.col("op") == "all_gather").row(0, named=True)
+    assert ag["bytes"] == (1 << 10) * 2 * 4
+    assert t.filter(pl.col("group") == "tp0", pl.col("op") != "broadcast")["busbw_gbps"].is_null().all()
+    # The exports carry busbw for every op whose rank count is known, and for no other.
+    busbw = [x for x in to_prometheus(snap).splitlines() if x.startswith("mspti_lens_collective_busbw_gbps{")]
+    have = {(x.split('group="')[1].split('"')[0], x.split('op="')[1].split('"')[0]) for x in busbw}
+    assert have == {(WORLD_GROUP, "all_reduce"), (WORLD_GROUP, "all_gather"), (WORLD_GROUP, "broadcast"),
+                    ("tp0", "broadcast")}  # fmt: skip
+    metrics = to_otlp(snap)["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+    points = next(m for m in metrics if m["name"] == "mspti_lens.collective.busbw")["gauge"]["dataPoints"]
+    assert len(points) == 4

@@ -10,6 +10,7 @@ __all__ = [
     "RANGE_MAX_NS",
     "MAX_RELATIVE_ERROR",
     "EXEMPLARS_PER_KEY",
+    "ARRIVALS_PER_THREAD",
     "HISTOGRAM_BYTES",
     "TSC_RELIABLE",
     "COUNTERS",
@@ -28,6 +29,7 @@ __all__ = [
     "search_order",
     "mapped_libmspti",
     "health",
+    "take_collective_arrivals",
     "callbacks",
     "results",
     "bucket_bounds",
@@ -66,6 +68,7 @@ MAX_INDEX: int
 RANGE_MAX_NS: int
 MAX_RELATIVE_ERROR: float
 EXEMPLARS_PER_KEY: int
+ARRIVALS_PER_THREAD: int
 HISTOGRAM_BYTES: int
 TSC_RELIABLE: bool
 COUNTERS: list[tuple[str, str]]
@@ -122,6 +125,9 @@ def search_order() -> list[tuple[str, str]]:
 def mapped_libmspti() -> str | None: ...
 def health() -> dict[str, Any]:
     """poisoned, forked, late_threads, clock_errors (process-wide)."""
+
+def take_collective_arrivals() -> dict[str, Any]:
+    """HCCL calls entered since the last take: cbid, name, sequence, start_ns columns; dropped."""
 
 def callbacks() -> list[tuple[int, int, str, str, list[str], list[str]]]:
     """(domain, cbid, short, enum name, 26.x names, 8.x names) for every callback id."""

@@ -7,9 +7,14 @@ all-gather, reduce-scatter, scatter, all-to-all; 1 broadcast, reduce, send, recv
 carry HCCL's own bandWidth (upstream hccl_calculator.cpp: count x type size, x rankSize for
 all-gather, reduce-scatter, scatter and all-to-all, over the duration), so their bytes (bandwidth
 x duration) are already nccl-tests' size; COMMUNICATION records carry count and data type (their
-bytes are count x type size) but not the rank count, which the caller gives (a Run counts the
-ranks seen in each communicator). A collective without known bytes, ranks or a positive duration
-gets no bandwidth (null, shown as "—"), never a division error or an infinite value."""
+bytes are count x type size) but not the rank count. The rank count of a communicator is, first
+found: the caller's (``ranks=``); HCCL's rankSize where both kinds of record describe one
+all-gather, reduce-scatter, scatter or all-to-all (HCCL's bytes over COMMUNICATION's, the k-th
+record of each: :func:`ranks_from_records`); the job's world size for HCCL's world group
+(:func:`ranks_of`, for a snapshot: its window's ``world_size`` or the launcher's variables); a
+Run counts the ranks seen in each communicator. Unknown, ``ranks`` is null and an op whose bytes
+or bus factor need it gets no busbw. A collective without known bytes, ranks or a positive
+duration gets no bandwidth (null, shown as "—"), never a division error or an infinite value."""
 
 from __future__ import annotations
 
@@ -42,6 +47,10 @@ _OPS = {
     "batchsendrecv": "batch_send_recv",
     "barrier": "barrier",
 }
+# HCCL's default communicator (HCCL_WORLD_GROUP): every rank of the job.
+WORLD_GROUP = "hccl_world_group"
+# A pair's HCCL / COMMUNICATION byte ratio is a rank count when this close to a whole number.
+RATIO_TOLERANCE = 0.01
 NO_HCCL_NOTE = (
     "no HCCL collectives in this data: enable the communication or hccl activity kind "
     "(Session(activity=['communication']) or record --activity communication) on a job that runs them"
@@ -112,10 +121,69 @@ def _ranks_for(ranks: Any, group: str | None) -> int | None:
     return r
 
 
+def ranks_from_records(events: pl.DataFrame) -> dict[str, int]:
+    """Each communicator's rank count where HCCL and COMMUNICATION records both describe its
+    all-gathers (reduce-scatters, scatters, all-to-alls): HCCL's bytes (bandWidth x duration,
+    x rankSize for these ops) over COMMUNICATION's (count x type size), the k-th record of one
+    op of each kind paired; the most common whole ratio, when it is within RATIO_TOLERANCE."""
+    need = {"kind", "name", "group", "sequence", "bytes"}
+    if not need <= set(events.columns):
+        return {}
+    ev = events.filter(
+        pl.col("kind").is_in(["communication", "hccl"])
+        & pl.col("group").is_not_null()
+        & pl.col("sequence").is_not_null()
+        & (pl.col("bytes") > 0)
+    ).select(
+        "kind",
+        "group",
+        "sequence",
+        "bytes",
+        pl.col("name").map_elements(op_of, return_dtype=pl.String).alias("op"),
+    )
+    ev = ev.filter(pl.col("op").is_in(list(TIMES_RANKS)))
+    if not ev.height:
+        return {}
+    keys = ["group", "op", "sequence"]
+    comm = ev.filter(pl.col("kind") == "communication").select(*keys, pl.col("bytes").alias("comm"))
+    hccl = ev.filter(pl.col("kind") == "hccl").select(*keys, pl.col("bytes").alias("hccl"))
+    pairs = comm.join(hccl, on=keys).with_columns((pl.col("hccl") / pl.col("comm")).alias("ratio"))
+    pairs = pairs.with_columns(pl.col("ratio").round().cast(pl.Int64).alias("n")).filter(
+        (pl.col("n") >= 1) & ((pl.col("ratio") - pl.col("n")).abs() <= RATIO_TOLERANCE * pl.col("n"))
+    )
+    out: dict[str, int] = {}
+    for group, n in pairs.group_by("group").agg(pl.col("n").mode().sort().first()).iter_rows():
+        out[str(group)] = int(n)
+    return out
+
+
+def ranks_of(snap: Any) -> dict[str, int]:
+    """The rank counts a snapshot's collectives can know besides its records: HCCL's world group
+    has the job's world size (its window's ``world_size``; for a live snapshot, the launcher's
+    variables of this process, runs/writer.py WORLD_VARIABLES)."""
+    from .runs.writer import world_size
+
+    meta = getattr(snap, "meta", None) or {}
+    n = meta.get("world_size") if isinstance(meta, dict) else None
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        n = world_size()
+    return {WORLD_GROUP: n} if n else {}
+
+
+def _known_ranks(events: pl.DataFrame, ranks: Any) -> Any:
+    """``ranks`` as given (an int applies to every communicator), with the communicators a dict
+    (or None) leaves out taken from the records."""
+    if ranks is not None and not isinstance(ranks, dict):
+        return ranks
+    return {**ranks_from_records(events), **(ranks or {})}
+
+
 def per_collective(events: pl.DataFrame, ranks: Any = None) -> pl.DataFrame:
     """One row per COMMUNICATION / HCCL event: group, op, name, from, ranks, duration_ns, bytes
     (nccl-tests' size), algbw_gbps, busbw_gbps. ``ranks``: the rank count (an int, or a dict
-    group -> int); COMMUNICATION bytes of all-gather and co. need it."""
+    group -> int; communicators it leaves out: :func:`ranks_from_records`); COMMUNICATION bytes
+    of all-gather and co. need it."""
+    ranks = _known_ranks(events, ranks)
     ev = events.filter(pl.col("kind").is_in(["communication", "hccl"]))
     if "data_type" not in ev.columns:  # event logs written before the column
         ev = ev.with_columns(pl.lit(None, pl.String).alias("data_type"))

@@ -183,12 +183,16 @@ class BandwidthPoint:
 
 
 def bandwidth_of(snap: Any) -> list[BandwidthPoint]:
-    """The snapshot's collectives by size (none without device activity or HCCL records)."""
+    """The snapshot's collectives by size (none without device activity or HCCL records), with
+    every rank count it can know (collectives.ranks_of: the world group's size; the records give
+    the others), so busbw is exported for every op whose rank count is known."""
+    from ..collectives import ranks_of
+
     f = getattr(snap, "collectives", None)
     if f is None:
         return []
     try:
-        df = f(by="size")
+        df = f(by="size", ranks=ranks_of(snap) or None)
     except TypeError:  # a stand-in snapshot without the by= form
         return []
     if not isinstance(df, pl.DataFrame) or not df.height:

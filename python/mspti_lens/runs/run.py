@@ -35,7 +35,7 @@ from .stragglers import (  # noqa: F401 - latest_starters is re-exported
     window_votes,
 )
 from .view import run_html, run_widget, show_live
-from .writer import EVENTS_GLOB, WINDOW_GLOB
+from .writer import ARRIVALS_GLOB, EVENTS_GLOB, WINDOW_GLOB, arrival_schema
 
 # Snapshot.counters: the native counters (added over windows) and MOMENT_COUNTERS (the last
 # window's reading of each process, added over processes).
@@ -134,6 +134,8 @@ FILE_SCHEMA = {
     "simulated": pl.Boolean,
     "label": pl.String,
     "clock": pl.String,
+    # HCCL calls' arrivals a full ring dropped in the window (runs/writer.py).
+    "arrivals_dropped": pl.UInt64,
     **{c: pl.UInt64 for c in FILE_COUNTERS},
 }
 
@@ -185,6 +187,7 @@ def _file_row(path: str) -> dict[str, Any] | Exception:
             "simulated": bool(m.get("simulated")),
             "label": str(m.get("label", "unknown backend")),
             "clock": str(m.get("clock", "")),
+            "arrivals_dropped": int(m.get("arrivals_dropped") or 0),
             **{c: int(counters.get(c, 0)) for c in FILE_COUNTERS},
             "_periods": m.get("periods")
             or [[int(m.get("period") or 1), m.get("window_start"), m.get("window_end"), m.get("enable")]],
@@ -206,6 +209,7 @@ class Run:
         self.skipped: dict[str, str] = {}
         self._rows: dict[str, dict[str, Any]] = {}
         self._event_paths: list[str] = []
+        self._arrival_paths: list[str] = []
         self.refresh()
         if not self._rows and not self.skipped and not _is_url(self.root):
             _check_run_root(Path(self.root.removeprefix("file://")))
@@ -236,8 +240,10 @@ class Run:
         events = list_windows(self.root, EVENTS_GLOB)
         hidden = covered_paths(events)
         self._event_paths = [p for p in events if p not in self.skipped and p not in hidden]
+        self._arrival_paths = [p for p in list_windows(self.root, ARRIVALS_GLOB) if p not in self.skipped]
         self._snapshot: Snapshot | None = None
         self._collectives: pl.DataFrame | None = None
+        self._arrivals: pl.DataFrame | None = None
         return self
 
     def _skip(self, path: str, why: Exception | str) -> None:
@@ -558,31 +564,56 @@ class Run:
     def device_events(self, kinds: tuple[str, ...] | None = None) -> pl.DataFrame:
         """Every rank's device event log (host, rank, then Snapshot.device_events' columns), of
         ``kinds`` if given. Read on demand; a file that cannot be read is skipped, named."""
+        self._event_paths, lf = self._scan_rank_files(self._event_paths)
+        if lf is None:
+            return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64})
+        if kinds is not None:
+            lf = lf.filter(pl.col("kind").is_in(list(kinds)))
+        return lf.collect()
+
+    def _scan_rank_files(self, paths: list[str]) -> tuple[list[str], pl.LazyFrame | None]:
+        """The readable files of ``paths`` (the others skipped, named) and a scan of them with
+        host and rank first."""
         good = []
-        for path in self._event_paths:
+        for path in paths:
             try:
                 pl.read_parquet_schema(path)
                 good.append(path)
             except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
                 self._skip(path, e)
-        self._event_paths = good
-        # An event file has the host and rank of the windows in its folder (their metadata,
-        # checked against the folder's name); a folder without a readable window has no rank yet
-        # (its first window is being written) or none that can be trusted (skipped, named).
+        # A rank folder's file has the host and rank of the windows in its folder (their
+        # metadata, checked against the folder's name); a folder without a readable window has no
+        # rank yet (its first window is being written) or none that can be trusted (skipped, named).
         folders = {_folder_path(p): (r["host"], r["rank"]) for p, r in self._rows.items()}
         ids = [(p, *folders[f]) for p in good if (f := _folder_path(p)) in folders]
         if not ids:
-            return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64})
-        paths = [p for p, _, _ in ids]
+            return good, None
         who = pl.LazyFrame(
             ids, schema={"_path": pl.String, "host": pl.String, "rank": pl.Int64}, orient="row"
         )
-        lf = pl.scan_parquet(paths, hive_partitioning=False, include_file_paths="_path")
+        lf = pl.scan_parquet([p for p, _, _ in ids], hive_partitioning=False, include_file_paths="_path")
         lf = lf.join(who, on="_path", how="inner").drop("_path")
-        lf = lf.select("host", "rank", pl.exclude("host", "rank"))
-        if kinds is not None:
-            lf = lf.filter(pl.col("kind").is_in(list(kinds)))
-        return lf.collect()
+        return good, lf.select("host", "rank", pl.exclude("host", "rank"))
+
+    def collective_arrivals(self) -> pl.DataFrame:
+        """One row per rank and HCCL API call from the Callback API (runs/writer.py's arrivals
+        files): host, rank, group (null: callbacks do not name the communicator), name
+        (HcclAllReduce, ...), sequence (the rank's call index of that function, 0 first),
+        start_ns (its ENTER, CLOCK_REALTIME ns), end_ns (null); by host, rank, name, sequence."""
+        if self._arrivals is None:
+            self._arrival_paths, lf = self._scan_rank_files(self._arrival_paths)
+            schema = {"host": pl.String, "rank": pl.Int64, **arrival_schema()}
+            ev = lf.collect().cast(schema) if lf is not None else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
+            self._arrivals = ev.select(
+                "host",
+                "rank",
+                pl.lit(None, pl.String).alias("group"),
+                "name",
+                "sequence",
+                "start_ns",
+                pl.lit(None, pl.Int64).alias("end_ns"),
+            ).sort("host", "rank", "name", "sequence")
+        return self._arrivals
 
     def collective_events(self) -> pl.DataFrame:
         """One row per rank and collective instance from the device event log: host, rank,
@@ -618,7 +649,9 @@ class Run:
         return window_votes(t)
 
     def skew(self, clock_error_ns: int | None = None) -> pl.DataFrame:
-        """Arrival skew per collective instance across ranks (runs.skew: columns SKEW_COLUMNS)."""
+        """Arrival skew per collective instance across ranks (runs.skew: columns SKEW_COLUMNS):
+        from the device records when the run has them, else from the HCCL calls' ENTER times
+        (the Callback API alone); ``basis`` says which."""
         from .skew import run_skew
 
         return run_skew(self, clock_error_ns)

@@ -1,20 +1,31 @@
 """Arrival skew per collective instance across the ranks of a run.
 
-An instance is one (communicator, op, sequence) of the device event log: each rank's k-th
-COMMUNICATION (or HCCL) record of that op in that communicator (sequence numbers count from the
-session's start, 0 first). A rank's arrival is its collective's device start: HCCL's task starts
-when the rank enters and waits on the device for the others (the last to arrive has the shortest
-collective). Per instance: ``spread_ns`` (last arrival minus first), ``last_rank`` and ``wait_ns``
-(the sum over ranks of the last arrival minus theirs: the time the job's ranks spent waiting for
-it). Data are small and bounded: one event per collective per rank, at most the session's
+Two bases, named in each row's ``basis``. ``device`` (preferred, when the run has COMMUNICATION or
+HCCL records): an instance is one (communicator, op, sequence) of the device event log, each
+rank's k-th record of that op in that communicator (sequence numbers count from the session's
+start, 0 first), and a rank's arrival is its collective's device start: HCCL's task starts when
+the rank enters and waits on the device for the others (the last to arrive has the shortest
+collective). ``callbacks`` (the Callback API alone, ``record --activity none``): an instance is
+one (op, k), each rank's k-th call of that HCCL function, and a rank's arrival is the call's
+ENTER (runs/writer.py); callbacks do not name the communicator (``group`` is null), so a job
+that runs one op on several communicators should record device records.
+
+Per instance: ``spread_ns`` (last arrival minus first), ``last_rank`` and ``wait_ns`` (the sum
+over ranks of the last arrival minus theirs: the time the job's ranks spent waiting for it). Data
+are small and bounded: one event per collective per rank. Device records: at most the session's
 ``device_events`` per window and rank (65536 by default); past it events are dropped and counted
-(``device_events_dropped``), and an instance missing on a rank gets no row.
+(``device_events_dropped``). ENTERs: at most ``ARRIVALS_PER_THREAD`` (8192) wait per thread
+between two windows, past that dropped and counted (the windows' ``arrivals_dropped``), and a
+process's arrivals file keeps its newest 65536. An instance missing on a rank gets no row.
 
 Clocks: the records' timestamps are CLOCK_REALTIME ns. Ranks of one host share that clock (error
 0). Across hosts they are as close as NTP (about a millisecond on a LAN) or PTP (about a
 microsecond) keeps the hosts; msprof-analyze and HTA assume the clocks agree. ``skew`` names no
 rank when the spread is within the clock error (``clock_error_ns``: 0 on one host or on the
-simulator, else :data:`CROSS_HOST_CLOCK_ERROR_NS` unless given)."""
+simulator, else :data:`CROSS_HOST_CLOCK_ERROR_NS` unless given). ENTER times taken on another
+clock than MSPTI's (the TSC or CLOCK_MONOTONIC, bridged to CLOCK_REALTIME when a window is taken)
+add the bridge's error: CLOCK_REALTIME's slew against the monotonic clock over one window (the
+kernel slews by at most :data:`MAX_SLEW_PPM`), so a callbacks row's bound grows by that."""
 
 from __future__ import annotations
 
@@ -25,6 +36,8 @@ import polars as pl
 from .stragglers import is_point_to_point
 
 CROSS_HOST_CLOCK_ERROR_NS = 1_000_000  # NTP on a LAN; PTP users pass ~1_000
+MAX_SLEW_PPM = 500  # the most adjtimex slews CLOCK_REALTIME (Linux's MAXPHASE / MAXFREQ)
+BASES = ("device", "callbacks")
 RECENT_INSTANCES = 16  # the live verdict looks at this many latest instances
 SKEW_COLUMNS = {
     "group": pl.String,
@@ -36,10 +49,12 @@ SKEW_COLUMNS = {
     "last_rank": pl.Int64,
     "wait_ns": pl.Int64,
     "first_start_ns": pl.Int64,
+    "basis": pl.String,
     "note": pl.String,
 }
 NO_COLLECTIVES = (
-    "no HCCL collectives in this run: record with --activity communication (or hccl) on a job that runs them"
+    "no HCCL collectives in this run: record a job that runs them (device records with --activity "
+    "communication, the default; the Callback API alone gives their ENTER times)"
 )
 
 
@@ -52,18 +67,26 @@ def clock_error_ns(events: pl.DataFrame, simulated: bool = False) -> int:
     return CROSS_HOST_CLOCK_ERROR_NS
 
 
-def skew(events: pl.DataFrame, clock_error: int = 0) -> pl.DataFrame:
+def skew(events: pl.DataFrame, clock_error: int = 0, basis: str = "device") -> pl.DataFrame:
     """One row per complete collective instance (SKEW_COLUMNS) from events with host, rank,
-    group, name, sequence, start_ns. Point-to-point ops are left out (not every rank joins)."""
-    ev = events.filter(pl.col("group").is_not_null() & pl.col("sequence").is_not_null())
+    group, name, sequence, start_ns. Point-to-point ops are left out (not every rank joins).
+    ``basis`` "device": an instance is complete when every rank seen in its communicator has it;
+    "callbacks" (group null): when every rank that called that function has it."""
+    if basis not in BASES:
+        raise ValueError(f"basis is one of {', '.join(BASES)}, not {basis!r}")
+    on_device = basis == "device"
+    ev = events.filter(pl.col("sequence").is_not_null())
+    if on_device:
+        ev = ev.filter(pl.col("group").is_not_null())
     ev = ev.filter(~pl.col("name").map_elements(is_point_to_point, return_dtype=pl.Boolean))
     if not ev.height:
         return pl.DataFrame(schema=SKEW_COLUMNS)
     ev = ev.unique(["host", "rank", "group", "name", "sequence"], keep="first")
-    members = ev.group_by("group").agg(pl.struct("host", "rank").n_unique().alias("members"))
+    member_of = ["group"] if on_device else ["group", "name"]
+    members = ev.group_by(member_of).agg(pl.struct("host", "rank").n_unique().alias("members"))
     last = pl.col("start_ns").max()
     g = (
-        ev.join(members, on="group")
+        ev.join(members, on=member_of, nulls_equal=True)
         .group_by("group", "name", "sequence")
         .agg(
             pl.len().alias("ranks"),
@@ -89,18 +112,37 @@ def skew(events: pl.DataFrame, clock_error: int = 0) -> pl.DataFrame:
         pl.when(unnamed).then(None).otherwise(pl.col("last_host")).alias("last_host"),
         pl.when(unnamed).then(None).otherwise(pl.col("last_rank")).alias("last_rank"),
         why.alias("note"),
+        pl.lit(basis).alias("basis"),
         pl.col("name").alias("op"),
         pl.col("sequence").cast(pl.Int64).alias("seq"),
     )
-    return g.select(list(SKEW_COLUMNS)).cast(SKEW_COLUMNS).sort("group", "op", "seq")  # type: ignore[arg-type]
+    out = g.select(list(SKEW_COLUMNS)).cast(SKEW_COLUMNS)  # type: ignore[arg-type]
+    return out.sort("group", "op", "seq", nulls_last=True)
+
+
+def bridge_error_ns(files: pl.DataFrame) -> int:
+    """The bound on ENTER times bridged from another clock to CLOCK_REALTIME (module docstring):
+    0 when every window of the run took MSPTI's clock, else MAX_SLEW_PPM of the longest window."""
+    if not files.height:
+        return 0
+    bridged = files.filter(pl.col("clock") != "mspti")
+    if not bridged.height:
+        return 0
+    longest = max(float(bridged["interval_s"].max() or 0.0), 0.0)  # type: ignore[arg-type]
+    return int(longest * 1e9 * MAX_SLEW_PPM / 1e6)
 
 
 def run_skew(run: Any, clock_error: int | None = None) -> pl.DataFrame:
-    """Run.skew(): the run's instances (clock error from the run's hosts and clock unless given)."""
-    ev = run.collective_events()
-    simulated = bool(run._files.height and run._files["simulated"].any())
-    err = clock_error_ns(ev, simulated) if clock_error is None else clock_error
-    return skew(ev, err)
+    """Run.skew(): the run's instances from its device records, else from its HCCL calls' ENTER
+    times (clock error from the run's hosts and clocks unless given)."""
+    ev, basis = run.collective_events(), "device"
+    if not ev.height and hasattr(run, "collective_arrivals"):
+        ev, basis = run.collective_arrivals(), "callbacks"
+    files = run._files
+    simulated = bool(files.height and files["simulated"].any())
+    if clock_error is None:
+        clock_error = clock_error_ns(ev, simulated) + (bridge_error_ns(files) if basis == "callbacks" else 0)
+    return skew(ev, clock_error, basis)
 
 
 def lagging(run: Any, recent: int = RECENT_INSTANCES) -> dict[str, Any]:
@@ -113,6 +155,7 @@ def lagging(run: Any, recent: int = RECENT_INSTANCES) -> dict[str, Any]:
         return {"sentence": f"no arrival skew yet ({e})", "rank": None}
     if not s.height:
         has = run.collective_events().height if hasattr(run, "collective_events") else 0
+        has = has or (run.collective_arrivals().height if hasattr(run, "collective_arrivals") else 0)
         return {
             "sentence": NO_COLLECTIVES if not has else "no complete collective instance yet",
             "rank": None,

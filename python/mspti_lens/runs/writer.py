@@ -10,6 +10,14 @@ Beside each window, ``events-NNNNNN-pidP.parquet`` holds that window's device ev
 (:meth:`Snapshot.device_events`: one row per collective or kernel record, when activity records
 were on), written the same way and before its window, so a window that exists has its events.
 Its rows carry no host or rank column: they come from the directory names, as for windows.
+Each process also keeps ``arrivals-pidP.parquet``: its HCCL calls' arrivals from the Callback
+API alone (runs/skew.py), one row per HCCL-domain call: ``name`` (HcclAllReduce, ...),
+``sequence`` (its index among the process's calls of that function, 0 first, counted from the
+Session's start) and ``start_ns`` (its ENTER, CLOCK_REALTIME ns: MSPTI's clock as is, another
+clock bridged to it when taken). Rewritten (temporary name, renamed) before each window with the
+window's arrivals added, the newest :data:`MAX_ARRIVAL_ROWS` kept, so one file per process of
+bounded size. At most ``ARRIVALS_PER_THREAD`` (8192) wait per thread between two windows; past
+that they are dropped, and the window's metadata counts them (``arrivals_dropped``).
 """
 
 from __future__ import annotations
@@ -24,9 +32,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _native
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # Where a rank's identity comes from, first match wins: torchrun, Open MPI, MPICH/PMI, PMIx,
 # MVAPICH, Ascend (RANK_ID). Without any of them the rank is the process id.
@@ -46,6 +57,8 @@ HOST_VARIABLE = "MSPTI_LENS_HOST"
 WINDOW_GLOB = "window-*.parquet"
 WINDOW_NAME = re.compile(r"^window-(\d+)-pid(\d+)\.parquet$")
 EVENTS_GLOB = "events-*.parquet"
+ARRIVALS_GLOB = "arrivals-*.parquet"
+MAX_ARRIVAL_ROWS = 65_536  # per process: 2 MiB or so; older arrivals leave the file first
 TICK_S = 0.25  # the writer thread looks at the clock this often
 FIRST_WINDOW_S = 1.0  # the first window of an on period is written after at most this long
 
@@ -321,6 +334,7 @@ class WindowWriter:
                 return None
             self._flush_activity(settle=final or period_end)
             snap = self.session.reset()
+            arrivals, arrivals_dropped = collective_arrivals()
             calls = 0
             if len(snap):
                 df = snap.summary()
@@ -330,11 +344,11 @@ class WindowWriter:
                     self.keys[name] = self.keys.get(name, 0) + int(total)
             dev = getattr(snap, "device", None)
             device_records = dev.counters.get("records", 0) if dev is not None else 0
-            if not self.seq and not self.calls and not device_records:
+            if not self.seq and not self.calls and not device_records and not arrivals["name"]:
                 # A process that has recorded nothing yet leaves no files: launchers (torchrun's
                 # agent) and helpers (data-loader workers that inherit the rank's variables) are not
                 # ranks. Device records count: a rank blocked in its first collective has some and
-                # no finished call, and skipping that window would lose them.
+                # no finished call, and skipping that window would lose them; so do its arrivals.
                 return None
             self.seq += 1
             snap.meta.update(
@@ -354,6 +368,7 @@ class WindowWriter:
                     "on": True,  # a window is only written while profiling is on
                     "period": self.period,
                     "period_end": bool(period_end or final),
+                    "arrivals_dropped": arrivals_dropped,
                     **self.period_meta,
                 }
             )
@@ -363,6 +378,7 @@ class WindowWriter:
             tmp = self.dir / f".{path.name}.{self._pid}.tmp"
             self.dir.mkdir(parents=True, exist_ok=True)
             self._write_events(snap)
+            self._write_arrivals(arrivals)
             # The events are in the events file: in the window's metadata (JSON, and again in
             # Arrow's schema) the same log took 35 times the space and compaction would carry it.
             snap.save(tmp, event_log=False)
@@ -400,6 +416,21 @@ class WindowWriter:
         frame.write_parquet(tmp)
         os.replace(tmp, path)
 
+    def _write_arrivals(self, arrivals: dict[str, Any]) -> None:
+        """This process's arrivals file with the window's added (the newest MAX_ARRIVAL_ROWS)."""
+        if not arrivals["name"]:
+            return
+        import polars as pl
+
+        schema = arrival_schema()
+        new = pl.DataFrame({k: arrivals[k] for k in schema}, schema=schema)
+        path = self.dir / arrivals_name(self._pid)
+        with contextlib.suppress(FileNotFoundError):
+            new = pl.concat([pl.read_parquet(path).cast(schema), new])  # type: ignore[arg-type]
+        tmp = self.dir / f".{path.name}.{self._pid}.tmp"
+        new.tail(MAX_ARRIVAL_ROWS).write_parquet(tmp)
+        os.replace(tmp, path)
+
     def summary_line(self) -> str:
         top = sorted(self.keys.items(), key=lambda kv: -kv[1])[:3]
         total = sum(self.keys.values()) or 1
@@ -408,6 +439,24 @@ class WindowWriter:
             f"mspti-lens: host={self.host} rank={self.rank}: {self.calls:,} calls in {len(self.keys)} APIs, "
             f"{self.seq} windows -> {self.dir}" + (f" (time: {tops})" if tops else "")
         )
+
+
+def arrivals_name(pid: int) -> str:
+    return f"arrivals-pid{pid}.parquet"
+
+
+def arrival_schema() -> dict[str, pl.DataType]:
+    """The columns of an arrivals file (polars is imported only when a process writes one)."""
+    import polars as pl
+
+    return {"name": pl.String(), "sequence": pl.UInt64(), "start_ns": pl.Int64()}
+
+
+def collective_arrivals() -> tuple[dict[str, Any], int]:
+    """The HCCL calls entered since the last take (the native core's, process-wide) as columns
+    name, sequence, start_ns, and how many were dropped meanwhile."""
+    a = _native.take_collective_arrivals()
+    return {k: a[k] for k in ("name", "sequence", "start_ns")}, int(a["dropped"])
 
 
 def _say_line(text: str) -> None:

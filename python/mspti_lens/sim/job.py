@@ -1,5 +1,5 @@
 """A multi-process simulated job: ``python -m mspti_lens.sim job --ranks N [--hosts H]
-[--slow-rank K] [--slow-link A-B]``.
+[--slow-rank K] [--slow-link A-B] [--payload]``.
 
 Every rank is a real process driving its own copy of the simulator, as every NPU process of a
 torch_npu job drives its own CANN. Their collectives meet in one shared-memory region (the
@@ -19,7 +19,11 @@ step (HcclBatchSendRecv in rank pairs, when the rank count is even) and synchron
 neighbours A and B slower. The device-side COMMUNICATION records model HCCL's device wait: a
 rank's collective task runs from its own start until the last rank's task has started, then
 transfers, so the late rank's collective is the short one and starts last. Records name their
-communicator (``hccl_world_group``, ``hccl_pair_A_B``). Everything here is SIMULATED.
+communicator (``hccl_world_group``, ``hccl_pair_A_B``). ``--payload`` gives the collectives a
+count and data type (the all-reduce's ALLREDUCE_COUNT fp32 gradients, the swap's HALO_COUNT fp16
+halo), so nccl-tests' bytes, algbw and busbw follow from them exactly; the simulator's device
+model then adds the bytes' transfer time (without it a collective is its latency alone).
+Everything here is SIMULATED.
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ ALLREDUCE_NS = 300_000
 SENDRECV_NS = 40_000
 SLOW_LINK_FACTOR = 5
 SYNC_NS = 20_000
+# Payloads: (element count, COMMUNICATION dataType: 3 fp16, 4 fp32; msptiCommunicationDataType).
+FP16, FP32 = 3, 4
+ALLREDUCE_COUNT, ALLREDUCE_TYPE = 1 << 20, FP32  # 4 MiB of gradients
+HALO_COUNT, HALO_TYPE = 1 << 14, FP16  # a 32 KiB halo
 # Seconds ahead of the launcher's CLOCK_REALTIME at which every rank's virtual clock starts, on
 # top of the steps' own delays.
 START_LEAD_S = 60
@@ -71,6 +79,7 @@ class JobPlan:
     seed: int = 0
     hold: str | None = None  # a file: each rank waits for it before its last step
     late_ns: int = 0  # with slow_rank: it arrives exactly this late at each all-reduce (no jitter)
+    payload: bool = False  # collectives carry counts and data types (bytes, so bandwidth)
 
     def __post_init__(self) -> None:
         if not isinstance(self.ranks, int) or not 1 <= self.ranks <= 1024:
@@ -121,6 +130,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.msimSetCommName.argtypes, lib.msimSetCommName.restype = [ctypes.c_char_p], None
     lib.msimLaunch.argtypes = [u32, u64, u32, u64, u32, ctypes.c_char_p, ctypes.c_char_p, u32]
     lib.msimLaunch.restype = ctypes.c_int
+    lib.msimCallCollective.argtypes = [u32, u64, u64, u32, u32]
+    lib.msimCallCollective.restype = ctypes.c_int
     return lib
 
 
@@ -169,10 +180,13 @@ def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> i
     late, jitter = (plan.late_ns if rank == plan.slow_rank else 0), (0.0 if plan.late_ns else JITTER)
     lib.msimHostWork.argtypes = [ctypes.c_uint64]
 
-    def collective(api: int, name: str, group: int, size: int, ns: int) -> None:
+    def collective(api: int, name: str, group: int, size: int, ns: int, count: int, dtype: int) -> None:
         lib.msimMultirankGroup(group, size)
         lib.msimSetCommName(group_name(plan, group).encode())
-        rc = sim.lib.msimCall(api, ns)
+        if plan.payload:
+            rc = lib.msimCallCollective(api, ns, count, dtype, size)
+        else:
+            rc = sim.lib.msimCall(api, ns)
         if rc != 0:
             why = HCCL_ERRORS.get(rc, f"error {rc}")
             raise SystemExit(f"[simulated job] rank {rank}: {name} failed with {why}")
@@ -182,9 +196,8 @@ def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> i
         if links:
             i = rank if rank % 2 == phase else (rank - 1) % plan.ranks
             slow_link = plan.slow_link is not None and set(links[i]) == set(plan.slow_link)
-            collective(
-                sendrecv, "HcclBatchSendRecv", 1 + i, 2, SENDRECV_NS * (SLOW_LINK_FACTOR if slow_link else 1)
-            )
+            ns = SENDRECV_NS * (SLOW_LINK_FACTOR if slow_link else 1)
+            collective(sendrecv, "HcclBatchSendRecv", 1 + i, 2, ns, HALO_COUNT, HALO_TYPE)
 
     try:
         for step in range(plan.steps):
@@ -198,7 +211,9 @@ def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> i
                 ns = int(LAUNCH_NS * slow * (1 + jitter * rng.random()))
                 for _ in range(LAUNCHES):
                     lib.msimLaunch(launch, ns, 0, int(ns * KERNEL_SHARE), 1, None, None, 0)
-            collective(allreduce, "HcclAllReduce", 0, plan.ranks, ALLREDUCE_NS)
+            collective(
+                allreduce, "HcclAllReduce", 0, plan.ranks, ALLREDUCE_NS, ALLREDUCE_COUNT, ALLREDUCE_TYPE
+            )
             # One swap per step, after the all-reduce, alternating neighbours: the next all-reduce
             # absorbs a slow link's delay, so only the two ranks of a slow link see long swaps.
             swap(step % 2)
@@ -274,6 +289,8 @@ def run_job(plan: JobPlan, quiet: bool = False) -> int:
             args += ["--hold", plan.hold]
         if plan.late_ns:
             args += ["--late-ns", str(plan.late_ns)]
+        if plan.payload:
+            args += ["--payload"]
         start_s = START_LEAD_S + plan.steps * plan.step_delay
         args += ["--start-ns", str(time.time_ns() + int(start_s * 1e9))]
         for r in range(plan.ranks):
@@ -343,6 +360,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--late-ns", type=int, default=0, help="the slow rank arrives exactly this late at each all-reduce"
     )
     p.add_argument(
+        "--payload",
+        action="store_true",
+        help="collectives carry counts and data types (nccl-tests' bytes, algbw, busbw)",
+    )
+    p.add_argument(
         "--hold",
         default=None,
         metavar="FILE",
@@ -363,6 +385,7 @@ def plan_of(args: argparse.Namespace) -> JobPlan:
         seed=args.seed,
         hold=args.hold,
         late_ns=args.late_ns,
+        payload=args.payload,
     )
 
 

@@ -2,7 +2,8 @@
 //!
 //! It reads only `callbackSite` and `functionName`: a real MSPTI fills nothing else, and
 //! `correlationData` in particular is a garbage pointer (docs/reference.md, "Callback data"). ENTER pushes a
-//! timestamp on this thread's stack; EXIT pops the matching one and records the duration in this
+//! timestamp on this thread's stack (and, for an HCCL call, keeps it as the call's arrival,
+//! core/arrivals.rs); EXIT pops the matching one and records the duration in this
 //! thread's shard. Once a (thread, key) has been seen it allocates nothing; it takes no lock on
 //! any path (a thread's first call claims a shard lock-free); it never calls Python, and no panic
 //! crosses back into the library.
@@ -10,12 +11,12 @@
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
 
-use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT};
+use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT, MSPTI_CB_DOMAIN_HCCL};
 
 use crate::activity::launch_hooks as hook;
-use crate::core::clock;
 use crate::core::shard::{self, RawKey};
 use crate::core::windows::{self, EXEMPLARS, POISONED, RECORDING, RUN, WINDOW};
+use crate::core::{arrivals, clock};
 
 /// The subscriber callback.
 ///
@@ -71,8 +72,13 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             }
             let Some(s) = shard::current() else { return };
             let toggles = windows::toggles_of(run);
-            // Clock last on ENTER, so bookkeeping is not inside the measured interval.
-            s.enter(key, clock::now(), epoch, toggles);
+            // Clock last on ENTER, so bookkeeping is not inside the measured interval (but for an
+            // HCCL call's arrival: a few stores, out of line, against a collective's microseconds).
+            let start = clock::now();
+            if domain == MSPTI_CB_DOMAIN_HCCL {
+                arrivals::keep(s, cbid, name, start, epoch);
+            }
+            s.enter(key, start, epoch, toggles);
         }
         MSPTI_API_EXIT => {
             // Clock first on EXIT, for the same reason.

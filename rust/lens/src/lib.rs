@@ -44,6 +44,8 @@ mod _native {
         mstx_range_start, PyActivity, PyDeviceSnapshot,
     };
     #[pymodule_export]
+    use crate::py::arrivals::take_collective_arrivals;
+    #[pymodule_export]
     use crate::py::errors::{
         LibraryError, MsptiCallError, MsptiError, PreloadRequiredError, SessionError, SubscriberBusyError,
     };
@@ -86,6 +88,9 @@ mod _native {
     /// The slowest calls kept per (thread, key) and window, defined in core/exemplars.rs.
     #[pymodule_export]
     const EXEMPLARS_PER_KEY: usize = exemplars::K;
+    /// HCCL calls' arrivals a thread keeps between two takes, defined in core/arrivals.rs.
+    #[pymodule_export]
+    const ARRIVALS_PER_THREAD: usize = crate::core::arrivals::RING;
     #[pymodule_export]
     const DEVICE_EVENTS_DEFAULT: usize = crate::activity::events::DEFAULT_CAP;
     #[pymodule_export]

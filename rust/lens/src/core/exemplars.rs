@@ -157,7 +157,8 @@ pub fn take(ex: &Exemplars, window: u64, kept: &mut Vec<Exemplar>) {
     kept.truncate(K);
 }
 
-fn wall_ns() -> u64 {
+/// CLOCK_REALTIME now, in ns.
+pub(crate) fn wall_ns() -> u64 {
     use std::time::{SystemTime, UNIX_EPOCH};
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }

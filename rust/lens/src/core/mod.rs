@@ -2,6 +2,7 @@
 //! windows (run state, resets, snapshots). Knows nothing of Python, of MSPTI subscriptions or of
 //! the callback; the callback and the session use it.
 
+pub mod arrivals; // when each HCCL call entered, for arrival skew
 pub mod clock;
 pub mod counters;
 pub mod exemplars; // the slowest calls per (thread, key)

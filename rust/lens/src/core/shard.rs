@@ -12,6 +12,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
+use super::arrivals::Ring;
 use super::counters::{AtomicCounters, Counter, Counters};
 use super::exemplars::Exemplars;
 use super::hist::AtomicHistogram;
@@ -98,6 +99,9 @@ pub struct Shard {
     /// Keys in `keys` (owner only).
     keys_used: AtomicU32,
     counters: AtomicCounters,
+    /// When this shard's HCCL calls entered (arrivals.rs): made at its first one, published
+    /// (Release) for `take`, never freed while the shard lives.
+    arrivals: AtomicPtr<Ring>,
     /// The registry's list (written once, before the shard is published).
     next: AtomicPtr<Shard>,
 }
@@ -123,6 +127,7 @@ impl Shard {
             }; KEY_SLOTS],
             keys_used: AtomicU32::new(0),
             counters: AtomicCounters::new(),
+            arrivals: AtomicPtr::new(std::ptr::null_mut()),
             next: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -269,6 +274,36 @@ impl Shard {
         Some(unsafe { &*p })
     }
 
+    /// This shard's arrival ring, made on first use (the owner only; the one allocation of an
+    /// HCCL-calling thread's arrivals).
+    #[inline]
+    pub fn arrivals(&self) -> &Ring {
+        // Relaxed: only the owner publishes the ring.
+        let p = self.arrivals.load(Ordering::Relaxed);
+        if p.is_null() {
+            return self.make_arrivals();
+        }
+        // SAFETY: a published ring is freed only with the shard (Drop, tests).
+        unsafe { &*p }
+    }
+
+    #[cold]
+    fn make_arrivals(&self) -> &Ring {
+        let p = Box::into_raw(Box::new(Ring::new()));
+        // Release: the ring's initialisation happens before a reader that finds it.
+        self.arrivals.store(p, Ordering::Release);
+        // SAFETY: just leaked; lives as long as the shard.
+        unsafe { &*p }
+    }
+
+    /// The arrival ring if this shard has made one (for readers).
+    pub fn arrivals_if_any(&self) -> Option<&Ring> {
+        // Acquire pairs with make_arrivals' Release: the ring is seen whole.
+        let p = self.arrivals.load(Ordering::Acquire);
+        // SAFETY: a published ring is freed only with the shard.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
     pub fn count_bad_site(&self) {
         self.counters.bump(Counter::BadSite);
     }
@@ -314,11 +349,16 @@ impl Drop for Shard {
                 drop(unsafe { Box::from_raw(p) });
             }
         }
+        let r = self.arrivals.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        if !r.is_null() {
+            // SAFETY: `r` came from Box::into_raw in `make_arrivals` and, swapped out, is freed once.
+            drop(unsafe { Box::from_raw(r) });
+        }
     }
 }
 
 /// The name a library passed, copied (at most 255 bytes); NULL becomes "<null>".
-fn name_of(p: *const c_char) -> String {
+pub(crate) fn name_of(p: *const c_char) -> String {
     if p.is_null() {
         return "<null>".to_owned();
     }

@@ -57,8 +57,15 @@ fn next_run(run: u64, flags: u64) -> u64 {
 /// open calls an earlier run left on a thread (or on a shard whose thread ended).
 static STARTED: AtomicU32 = AtomicU32::new(0);
 
+/// The epoch of the last run that recorded (the current one while recording).
+pub fn started_epoch() -> u32 {
+    STARTED.load(Ordering::Acquire)
+}
+
 /// A new run that records (start), keeping exemplars or not.
 pub fn begin_run(exemplars: bool) {
+    // The rings' arrivals of earlier runs are of windows already closed.
+    super::arrivals::discard();
     let flags = RECORDING | if exemplars { EXEMPLARS } else { 0 };
     if let Ok(r) = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(next_run(r, flags))) {
         STARTED.store(epoch_of(next_run(r, flags)), Ordering::Release);

@@ -3,6 +3,7 @@
 //! the module itself is declared in `lib.rs`.
 
 pub(crate) mod activity;
+pub(crate) mod arrivals;
 pub(crate) mod errors;
 pub(crate) mod functions;
 pub(crate) mod library;
