@@ -83,3 +83,79 @@ def test_compacted_windows_read_with_the_same_totals(tmp_path):
     assert compact.covered_paths(["d/window-000003-pid1.parquet", "d/window-000001-000004-pid1.parquet"]) == {
         "d/window-000003-pid1.parquet"
     }
+
+
+DAY_WINDOWS = 8640  # a day of 10 s windows
+DAY_BOUND_BYTES = 10_000_000
+
+
+def test_compaction_keeps_a_day_within_10_mb_at_the_default_activity(sim, tmp_path):
+    # Real windows from a Session on the simulator: runtime calls and 40 all-reduces a window,
+    # with COMMUNICATION records (record's default activity). A merged segment is no larger than
+    # the windows it replaces (histograms of one key set add in place; its event log is capped),
+    # so a day's bytes are its file count times the largest of each kind.
+    import ctypes
+
+    from _sim_activity import bind
+
+    sim.reset()
+    L = bind(sim.lib)
+    L.msimCallCollective.argtypes = [
+        ctypes.c_uint32,
+        ctypes.c_uint64,
+        ctypes.c_uint64,
+        ctypes.c_uint32,
+        ctypes.c_uint32,
+    ]
+    sim.set_clock("virtual")
+    apis = [
+        sim.api(n) for n in ("aclrtLaunchKernel", "aclrtMemcpyAsync", "aclrtSynchronizeStream", "aclrtMalloc")
+    ]
+    allreduce = sim.api("HcclAllReduce")
+    out = tmp_path / "day"
+    try:
+        with mspti_lens.Session(library="sim", clock="mspti", activity=["communication"]) as s:
+            L.msimSetThreadStream(0, 9)
+            L.msimSetCommName(b"dp")
+            w = writer.WindowWriter(s, out, 10.0, host="h", rank=(0, "RANK"))
+            w.compactor = compact.Compactor(w.dir, w._pid)
+            for i in range(WINDOWS):
+                for k, api in enumerate(apis):
+                    for j in range(25):
+                        sim.lib.msimCall(api, 1_000 + 300 * k + 7 * j + i)
+                for j in range(40):
+                    assert L.msimCallCollective(allreduce, 30_000 + j, 1 << 16, 4, 8) == 0
+                w.write_window(final=False)
+    finally:
+        L.msimSetCommName(None)
+        L.msimSetThreadStream(0, 0)
+    files = {p.name: p for p in w.dir.glob("*.parquet")}
+    windows = {n: p.stat().st_size for n, p in files.items() if n.startswith("window-")}
+    events = {n: p for n, p in files.items() if n.startswith("events-")}
+    fine = [v for n, v in windows.items() if compact.parse(n)[1] == compact.parse(n)[2]]
+    merged = [v for n, v in windows.items() if compact.parse(n)[1] < compact.parse(n)[2]]
+    assert merged and max(merged) <= 1.1 * max(fine)  # a merged window does not grow with its span
+    rows = {n: pl.read_parquet(p).height for n, p in events.items()}
+    assert all(r <= compact.MAX_EVENT_ROWS for r in rows.values())
+    assert sum(rows.values()) == 40 * WINDOWS  # every record once, none in the windows' metadata
+    assert mspti_lens.open_run(out).device_events().height == 40 * WINDOWS
+    # A day: the newest FINE_WINDOWS fine, then one segment per power of two.
+    segments = compact.FINE_WINDOWS + (DAY_WINDOWS - compact.FINE_WINDOWS).bit_length()
+    sizes = {n: p.stat().st_size for n, p in events.items()}
+    biggest = max(rows, key=rows.__getitem__)  # the most rows: the least per-file overhead a row
+    fine_events = max(v for n, v in sizes.items() if compact.parse(n)[1] == compact.parse(n)[2])
+    full_segment = sizes[biggest] * compact.MAX_EVENT_ROWS / rows[biggest]  # a capped log
+    day = (
+        segments * max(windows.values())
+        + compact.FINE_WINDOWS * fine_events
+        + (segments - compact.FINE_WINDOWS) * full_segment
+    )
+    assert 2 * segments <= 100 and day <= DAY_BOUND_BYTES, f"{day / 1e6:.1f} MB for a day"
+
+
+def test_a_merged_segment_counts_what_both_halves_lost():
+    a = {"window": 1, "arrivals_dropped": 3, "events_dropped_in_compaction": 5}
+    b = {"window": 2, "arrivals_dropped": 4}
+    m = compact.merged_meta(a, b, 1, 2)
+    assert (m["arrivals_dropped"], m["events_dropped_in_compaction"]) == (7, 5)
+    assert "arrivals_dropped" not in compact.merged_meta({"window": 1}, {"window": 2}, 1, 2)
