@@ -252,7 +252,9 @@ def test_the_package_has_no_import_circles():
 
 #: Modules outside notebook/ that may import it: the package itself, which is Jupyter's entry point
 #: (``load_ipython_extension``) and registers the notebook's rendering of a Snapshot with the model.
-NOTEBOOK_ENTRY_POINTS = {"mspti_lens"}
+# The package loads the notebook's renderings; runs/view.py is the old name of notebook/run_view.py,
+# kept for old imports (nothing in the package imports it: see below).
+NOTEBOOK_ENTRY_POINTS = {"mspti_lens", "mspti_lens.runs.view"}
 #: Still to be turned around: in Jupyter the simulator driver draws its progress bar with the
 #: notebook's widget. Listed so that the rule holds everywhere else; it must still be true.
 NOTEBOOK_IMPORTS_TO_TURN = {"mspti_lens.sim.driver"}
@@ -272,13 +274,15 @@ def notebook_importers(graph: dict[str, dict[str, str]]) -> dict[str, list[str]]
 
 
 def test_nothing_outside_the_notebook_imports_it_but_the_entry_point():
-    found = notebook_importers(import_graph())
+    graph = import_graph()
+    found = notebook_importers(graph)
     wrong = {m: w for m, w in found.items() if m not in NOTEBOOK_ENTRY_POINTS | NOTEBOOK_IMPORTS_TO_TURN}
     assert wrong == {}, "the model and the other rooms must not know the notebook:\n" + "\n".join(
         w for ws in wrong.values() for w in ws
     )
     assert NOTEBOOK_IMPORTS_TO_TURN <= set(found), "turned around: take it off NOTEBOOK_IMPORTS_TO_TURN"
     assert "mspti_lens.snapshot" not in found and "mspti_lens.session" not in found
+    assert not [m for m, deps in graph.items() if "mspti_lens.runs.view" in deps], "import notebook.run_view"
 
 
 def test_the_notebook_import_rule_sees_a_lazy_import():

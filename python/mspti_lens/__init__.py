@@ -35,6 +35,7 @@ from .errors import (
 
 # How a Snapshot reads (title, table, reprs): registered with the model when this loads, so that the
 # model imports no display code.
+from .notebook import run_view as _run_view  # noqa: F401
 from .notebook import snapshot_repr as _snapshot_repr  # noqa: F401
 from .runs.run import Run, open_run  # whole jobs: every rank's recorded windows
 from .session import Session

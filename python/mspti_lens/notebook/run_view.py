@@ -12,6 +12,8 @@ from typing import Any
 
 import polars as pl
 
+from ..runs.run import register_view
+
 STATUS_STYLE = {
     "complete": ("#2e7d32", "complete"),
     "running": ("#1565c0", "running"),
@@ -131,3 +133,6 @@ def run_widget(run: Any, every: float = 2.0):
 
     view.close = closing
     return view
+
+
+register_view(run_html=run_html, run_widget=run_widget, show_live=show_live)

@@ -171,9 +171,9 @@ def merged_meta(a: dict[str, Any], b: dict[str, Any], first: int, last: int) -> 
     m["window_end"] = max(a.get("window_end") or 0, b.get("window_end") or 0)
     m["moments"] = {**(a.get("moments") or {}), **(b.get("moments") or {})}
     m["windows_merged"] = int(a.get("windows_merged") or 1) + int(b.get("windows_merged") or 1)
-    for k in ADDED_META:  # counts of what each window lost: the segment lost both halves'
-        if k in a or k in b:
-            m[k] = int(a.get(k) or 0) + int(b.get(k) or 0)
+    for counted in ADDED_META:  # counts of what each window lost: the segment lost both halves'
+        if counted in a or counted in b:
+            m[counted] = int(a.get(counted) or 0) + int(b.get(counted) or 0)
     m["period_end"] = bool(b.get("period_end"))
     periods: dict[int, list[Any]] = {}
     for p in [*(a.get("periods") or []), *(b.get("periods") or [])]:

@@ -34,8 +34,24 @@ from .stragglers import (  # noqa: F401 - latest_starters is re-exported
     tally,
     window_votes,
 )
-from .view import run_html, run_widget, show_live
 from .writer import ARRIVALS_GLOB, EVENTS_GLOB, WINDOW_GLOB, arrival_schema
+
+# How a run shows itself in a notebook: the functions notebook/run_view.py registers when the
+# package loads (the model imports no display code).
+_views: dict[str, Callable[..., Any]] = {}
+
+
+def register_view(**functions: Callable[..., Any]) -> None:
+    """Make these (run_html, run_widget, show_live) how every Run shows itself."""
+    _views.update(functions)
+
+
+def _view(name: str) -> Callable[..., Any]:
+    try:
+        return _views[name]
+    except KeyError:  # mspti_lens/__init__.py loads the notebook's; only a broken install lacks it
+        raise RuntimeError("no run view registered: import mspti_lens.notebook.run_view") from None
+
 
 # Snapshot.counters: the native counters (added over windows) and MOMENT_COUNTERS (the last
 # window's reading of each process, added over processes).
@@ -671,7 +687,7 @@ class Run:
         complete, after ``timeout`` seconds, or on interrupt."""
         if not every > 0:
             raise ValueError(f"every must be a number of seconds > 0, not {every!r}")
-        show = show or show_live()
+        show = show or _view("show_live")()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
@@ -692,7 +708,7 @@ class Run:
         return f"<mspti_lens.Run {self.root}: {r} ranks, {self._files.height} windows>"
 
     def _repr_html_(self) -> str:
-        return run_html(self)
+        return _view("run_html")(self)
 
 
 def _odd_schemas(paths: list[str]) -> str | None:
@@ -785,8 +801,8 @@ def open_view(path: str, every: float = 2.0):
     not in view.py: the view formats any run it is given and opens none."""
     run = open_run(os.path.expanduser(path))
     try:
-        return run_widget(run, every=every)
+        return _view("run_widget")(run, every=every)
     except ImportError:
         from IPython.display import HTML
 
-        return HTML(run_html(run))
+        return HTML(_view("run_html")(run))
