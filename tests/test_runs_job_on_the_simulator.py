@@ -358,3 +358,13 @@ def test_sigint_ends_in_the_last_window_on_the_simulator(tmp_path):
     assert "KeyboardInterrupt" in err  # the program saw its Ctrl-C as without us
     r = mspti_lens.open_run(out).ranks().row(0, named=True)
     assert (r["rank"], r["complete"], r["calls"]) == (2, True, 4)
+
+
+def test_stragglers_fold_the_instances_that_reached_one_verdict_on_the_simulator(slow_run):
+    run = mspti_lens.open_run(slow_run)
+    votes, folded = run.stragglers(), run.stragglers(fold=True)
+    assert folded.height < votes.height  # the slow rank is named instance after instance
+    assert folded["num_instances"].sum() == votes.height
+    assert folded.columns[:2] == ["name", "instances"]
+    with pytest.raises(ValueError, match="fold is True"):
+        run.stragglers(fold="yes")  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from .compact import covered_paths
 from .control import CONTROL_DIR, RunControl, read_processes
 from .stragglers import (  # noqa: F401 - latest_starters is re-exported
     INSTANCE_COLUMNS,
+    fold_instances,
     instance_votes,
     latest_starters,
     tally,
@@ -644,8 +645,10 @@ class Run:
             self._collectives = ev.filter(pl.col("kind") == kind).select(cols[:2] + cols[3:])
         return self._collectives
 
-    def stragglers(self) -> pl.DataFrame:
-        """The slow rank of each collective instance (columns ``INSTANCE_COLUMNS``).
+    def stragglers(self, fold: bool = False) -> pl.DataFrame:
+        """The slow rank of each collective instance (columns ``INSTANCE_COLUMNS``); with
+        ``fold=True`` consecutive instances that reached one verdict are one row
+        (``stragglers.fold_instances``: a 20-step job is one row, not 20 identical ones).
 
         With device events (``record --activity communication``, the default) an instance is one
         (group, name, sequence) across the ranks, and two rules vote: msprof-analyze's (the rank
@@ -656,13 +659,16 @@ class Run:
         ``note``. Without device events each window number is an instance, msprof-analyze's rule
         votes on the windows' mean HCCL API times, and ``basis`` says so. Point-to-point
         operations (send/receive) are left out, as msprof-analyze does."""
+        if not isinstance(fold, bool):
+            raise ValueError(f"fold is True (one row per run of equal verdicts) or False, not {fold!r}")
         ev = self.collective_events() if self._files.height else None
         if ev is not None and ev.height:
-            return instance_votes(ev)
-        if not self._files.height:
-            return pl.DataFrame(schema=INSTANCE_COLUMNS)
-        t = self.collective_times().filter(pl.col("instance").is_not_null())
-        return window_votes(t)
+            votes = instance_votes(ev)
+        elif not self._files.height:
+            votes = pl.DataFrame(schema=INSTANCE_COLUMNS)
+        else:
+            votes = window_votes(self.collective_times().filter(pl.col("instance").is_not_null()))
+        return fold_instances(votes) if fold else votes
 
     def skew(self, clock_error_ns: int | None = None) -> pl.DataFrame:
         """Arrival skew per collective instance across ranks (runs.skew: columns SKEW_COLUMNS):
