@@ -1,6 +1,11 @@
 //! The process's id counters: correlation ids (one global counter, each thread's current id),
 //! the documented mode's callback correlation ids, and MSTX mark ids (one global counter, shared
 //! with HCCL's inner marks).
+//!
+//! Correlation ids as MSPTI takes them: a hooked runtime wrapper bumps the thread's id right
+//! before ENTER (`model::call`), each kernel task-track bumps it again while KERNEL is enabled,
+//! each collective node launch while COMMUNICATION is enabled (`model::device`); records carry
+//! the thread's current id.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -71,8 +71,6 @@ pub enum Rank {
     Jobs,
 }
 
-const RANKS: usize = Rank::Jobs as usize + 1;
-
 /// A static mutex that the fork handlers hold across a `fork()` (see the module comment).
 pub struct ForkLock<T> {
     rank: Rank,
@@ -139,18 +137,21 @@ impl<T: Send + 'static> Held for ForkLock<T> {
     }
 }
 
-/// The locks taken so far in this process, by rank.
-static REGISTRY: Mutex<[Option<&'static dyn Held>; RANKS]> = Mutex::new([None; RANKS]);
+/// The locks taken so far in this process, in rank order.
+static REGISTRY: Mutex<Vec<(Rank, &'static dyn Held)>> = Mutex::new(Vec::new());
 
 fn register<T: Send + 'static>(l: &'static ForkLock<T>) {
     let mut r = lock(&REGISTRY);
-    r[l.rank as usize] = Some(l);
-    l.registered.store(true, Ordering::Relaxed);
+    // Another thread may have registered it since this one looked.
+    if !l.registered.load(Ordering::Relaxed) {
+        let at = r.partition_point(|(rank, _)| *rank as usize <= l.rank as usize);
+        r.insert(at, (l.rank, l));
+        l.registered.store(true, Ordering::Relaxed);
+    }
 }
 
 /// What the forking thread holds across a fork: the registry, then each lock with its own.
-type HeldSet =
-    (MutexGuard<'static, [Option<&'static dyn Held>; RANKS]>, Vec<(&'static dyn Held, Box<dyn Any>)>);
+type HeldSet = (MutexGuard<'static, Vec<(Rank, &'static dyn Held)>>, Vec<(&'static dyn Held, Box<dyn Any>)>);
 
 thread_local! {
     static HELD: RefCell<Option<HeldSet>> = const { RefCell::new(None) };
@@ -168,7 +169,7 @@ pub(crate) fn hold_all() {
                     TryLockError::Poisoned(p) => p.into_inner(),
                     TryLockError::WouldBlock => unreachable!("handled above"),
                 });
-                let locks: Vec<&'static dyn Held> = reg.iter().flatten().copied().collect();
+                let locks: Vec<&'static dyn Held> = reg.iter().map(|(_, l)| *l).collect();
                 let mut held = Vec::with_capacity(locks.len());
                 let mut busy = None;
                 for l in locks {
@@ -207,5 +208,38 @@ pub(crate) fn release_all(in_child: bool) {
         }
         drop(locks);
         drop(reg);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static OUTER: ForkLock<u64> = ForkLock::new(Rank::Record, 0);
+    static INNER: ForkLock<u64> = ForkLock::new(Rank::Queue, 0);
+
+    /// Children forked while another thread takes two locks, one inside the other, in a tight
+    /// loop must be able to take both: the fork handlers held them across the fork. With plain
+    /// mutexes a child often inherits one held by a thread it does not have, and hangs.
+    #[test]
+    fn forked_children_can_take_the_locks_another_thread_held_at_the_fork() {
+        let (hung, failed) = crate::ground::forktest::hung_children(
+            60,
+            |i| {
+                let mut outer = OUTER.lock();
+                *outer = outer.wrapping_add(i);
+                *INNER.lock() += 1;
+            },
+            |_| {
+                *OUTER.lock() += 1;
+                *INNER.lock() += 1;
+                true
+            },
+        );
+        assert_eq!(
+            (hung, failed),
+            (0, 0),
+            "of 60 forked children, {hung} hung taking a lock, {failed} failed"
+        );
     }
 }
