@@ -204,3 +204,15 @@ def test_the_simulators_exports_are_all_in_its_c_face_and_it_holds_nothing_else(
         unexported
     )
     assert len(list(C_FACE.rglob("*.rs"))) > 1
+
+
+def test_every_static_mutex_of_the_simulator_is_held_across_a_fork():
+    # A static Mutex the fork handlers do not know stays held in a child forked while another thread
+    # held it; a ForkLock (ground/locks.rs) joins the set they hold. The registry is their own.
+    found = [
+        f"{where(p)}:{code_of(p).count(chr(10), 0, m.start()) + 1}"
+        for p in sorted(CRATES["sim"].rglob("*.rs"))
+        for m in re.finditer(r"\bstatic\s+(\w+)\s*:\s*(?:\w+<\s*)*Mutex<", code_of(p))
+        if m.group(1) != "REGISTRY"
+    ]
+    assert found == [], "make these ForkLocks of a ground::locks::Rank:\n" + "\n".join(found)
