@@ -295,7 +295,7 @@ impl Collector {
         }
         let mut mark: Option<launch_hooks::FnMark> = None;
         if self.mark_stream.is_some() {
-            mark = self.shared.api.mstx_mark.or_else(super::mstx_mark_fn);
+            mark = self.shared.api.mstx_mark.or_else(mstx_mark_fn);
             if mark.is_some() {
                 hooks |= launch_hooks::MARKS;
             } else if first_err.is_none() {
@@ -556,4 +556,9 @@ impl Drop for Collector {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// `mstxMarkA` from libms_tools_ext.so (see `mstx`), for `mark_launches`.
+fn mstx_mark_fn() -> Option<launch_hooks::FnMark> {
+    mstx::functions().ok().map(|f| f.mark)
 }

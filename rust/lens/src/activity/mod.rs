@@ -47,8 +47,3 @@ pub use config::Config;
 pub use join::JoinMode;
 pub use kinds::{kind_by_name, kind_name, kind_names, KINDS};
 pub use totals::{ActivityTotals, HistRow};
-
-/// `mstxMarkA` from libms_tools_ext.so (see `mstx`), for `mark_launches`.
-pub fn mstx_mark_fn() -> Option<launch_hooks::FnMark> {
-    mstx::functions().ok().map(|f| f.mark)
-}

@@ -201,7 +201,7 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, H
 }
 
 /* Like every collective here it does not wait for the other ranks; in a multi-process job the
- * preloaded simulator makes each collective meet its peers first (rust/sim/src/multirank.rs). */
+ * preloaded simulator makes each collective meet its peers first (rust/sim/src/model/multirank.rs). */
 HcclResult HcclBarrier(HcclComm comm, aclrtStream stream)
 {
     (void)stream;

@@ -1,6 +1,6 @@
 /* The simulated device as the simulated runtime libraries drive it: functions of the tree's
  * libascend_hal.so, which is the simulator (rust/sim, libmspti.so) under a second name, so a
- * process has one device whether libmspti.so is preloaded or not (rust/sim/src/acl.rs). */
+ * process has one device whether libmspti.so is preloaded or not (rust/sim/src/model/interpose.rs). */
 #ifndef SIM_HAL_H_
 #define SIM_HAL_H_
 

@@ -1,5 +1,6 @@
 //! The simulated libmspti's process-wide state: the one subscriber, the enable bitmaps, the
-//! fidelity mode, the LD_PRELOAD check, injected faults and the delivery counters.
+//! enabled activity kinds, the fidelity mode, the LD_PRELOAD check, injected faults and the
+//! delivery counters.
 //!
 //! Rules are those of MSPTI 26.x (upstream `csrc/callback/callback_manager.cpp`): one subscriber
 //! (a second gets 2), subscribe and unsubscribe clear every enable bit, enable-domain sets ids
@@ -7,10 +8,11 @@
 //! silent 0), the handle (1), the domain (1), then cbid >= 64 (1).
 
 use core::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use mspti_abi::*;
+
+use crate::ground::locks::{ForkLock, Rank};
 
 /// What the library writes into `msptiCallbackData` besides `callbackSite` and `functionName`.
 #[repr(u32)]
@@ -45,7 +47,7 @@ pub struct Subscriber {
 
 pub static SUBSCRIBER: AtomicPtr<Subscriber> = AtomicPtr::new(std::ptr::null_mut());
 /// Serialises subscribe/unsubscribe (the real one is thread-safe; enable calls are not required to be).
-pub static SUBSCRIBE_LOCK: Mutex<()> = Mutex::new(());
+pub static SUBSCRIBE_LOCK: ForkLock<()> = ForkLock::new(Rank::Subscribe, ());
 /// One 64-bit enable bitmap per domain, indexed by domain value.
 pub static ENABLED: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 pub static FIDELITY: AtomicU32 = AtomicU32::new(Fidelity::Cann26 as u32);
@@ -80,9 +82,45 @@ const IDS: usize = 64;
 pub static DELIVERED: [[[AtomicU64; 2]; IDS]; DOMAINS] =
     [const { [const { [const { AtomicU64::new(0) }; 2] }; IDS] }; DOMAINS];
 
-/// Modes of `msptiGetTimestamp`: real (CLOCK_REALTIME, as the real library's default) or a
-/// per-thread virtual clock that calls advance by exactly their modelled duration.
-pub static CLOCK_VIRTUAL: AtomicU8 = AtomicU8::new(0);
+/// The activity kinds enabled (`msptiActivityEnable`), one bit per kind.
+static KINDS: AtomicU32 = AtomicU32::new(0);
+
+pub fn kind_enabled(kind: MsptiActivityKind) -> bool {
+    kind < 32 && KINDS.load(Ordering::Relaxed) & (1 << kind) != 0
+}
+
+pub fn any_kind_enabled() -> bool {
+    KINDS.load(Ordering::Relaxed) != 0
+}
+
+pub fn set_kind_enabled(kind: MsptiActivityKind, on: bool) {
+    if on {
+        KINDS.fetch_or(1 << kind, Ordering::Relaxed);
+    } else {
+        KINDS.fetch_and(!(1 << kind), Ordering::Relaxed);
+    }
+}
+
+pub fn clear_kinds() {
+    KINDS.store(0, Ordering::Relaxed);
+}
+
+/// Whether a subscriber exists: every producer of records needs one (MSPTI registers its report
+/// callbacks and MSTX handlers in `msptiSubscribe`).
+pub fn subscribed() -> bool {
+    !SUBSCRIBER.load(Ordering::Acquire).is_null()
+}
+
+/// Whether records are being made at all: a subscriber and some kind enabled.
+pub fn recording() -> bool {
+    any_kind_enabled() && subscribed()
+}
+
+/// Whether MSPTI's wrappers run (libmspti preloaded): the hooked wrappers' bumps, HCCL's
+/// inner marks and (before newest dev) the memory records need them.
+pub fn hooked() -> bool {
+    !not_interposed()
+}
 
 pub fn fidelity() -> Fidelity {
     Fidelity::from_u32(FIDELITY.load(Ordering::Relaxed)).unwrap_or(Fidelity::Cann26)

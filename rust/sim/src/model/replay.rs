@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use mspti_abi::MSPTI_API_ENTER;
 
-use crate::apis;
-use crate::clock;
-use crate::jobs::Job;
+use crate::ground::clock;
+use crate::model::call;
+use crate::model::jobs::Job;
 
 /// One event of a replayed thread: an ENTER or EXIT of a simulated API at a time in ns.
 #[derive(Clone, Copy, Debug)]
@@ -73,7 +73,7 @@ fn run_thread(events: &[Event], mut shift: u64, job: &Job) {
             };
             clock::wait_until(target);
         }
-        apis::fire_site(e.api, e.site);
+        call::fire_site(e.api, e.site);
         if enter {
             let now = Instant::now();
             if top_level_enter && !virtual_clock {

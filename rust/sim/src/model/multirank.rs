@@ -34,7 +34,7 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(not(loom))]
-use crate::clock;
+use crate::ground::clock;
 
 /// "MLNSJOB1": the region was initialised by a compatible simulator.
 const MAGIC: u64 = 0x4d4c_4e53_4a4f_4231;
@@ -180,7 +180,7 @@ fn pause(spins: u32) {
     }
 }
 
-// Everything below is the process's attachment and the C entry points (not in loom builds).
+// Everything below is the process's attachment (not in loom builds).
 
 /// This process's attachment: region, rank, timeout. Set once by `attach`.
 #[cfg(not(loom))]
@@ -262,9 +262,10 @@ pub fn set_group(group: u32, size: u32) -> u32 {
 }
 
 /// The hook in the simulated HCCL path, between ENTER and the transfer: wait for the group's
-/// other ranks. 0 (also when no job is attached), or an HCCL error code.
+/// other ranks, telling them where this rank's collective task would start on its stream
+/// (`device_start`, asked only in a job). 0 (also when no job is attached), or an HCCL error code.
 #[cfg(not(loom))]
-pub fn wait_for_peers() -> i32 {
+pub fn wait_for_peers(device_start: impl FnOnce() -> u64) -> i32 {
     MEETING.with(|m| m.set(None));
     let Some(region) = attached() else { return 0 };
     let (group, size, seq) = CURRENT.with(|c| {
@@ -278,8 +279,7 @@ pub fn wait_for_peers() -> i32 {
         (c.0, c.1, seq)
     });
     let t = clock::timestamp_ns();
-    // Where this rank's collective task would start on its stream (the records' clock).
-    let own = crate::device::collective_start(crate::activity::host_now());
+    let own = device_start();
     let timeout = Duration::from_millis(TIMEOUT_MS.load(Ordering::Relaxed));
     match region.arrive(group, size, seq, t, own, timeout) {
         Ok((latest, device)) => {
@@ -295,59 +295,13 @@ pub fn wait_for_peers() -> i32 {
 
 /// Loom builds model the barrier alone: no process attachment, so the HCCL path never waits.
 #[cfg(loom)]
-pub fn wait_for_peers() -> i32 {
+pub fn wait_for_peers(_device_start: impl FnOnce() -> u64) -> i32 {
     0
 }
 
 #[cfg(loom)]
 pub fn take_meeting() -> Option<Meeting> {
     None
-}
-
-// ---------------------------------------------------------------------------------------------
-// C entry points (simulator control; none exist in a real libmspti).
-
-/// Bytes of a shared region for `groups` communicator groups.
-#[cfg(not(loom))]
-#[no_mangle]
-pub extern "C" fn msimMultirankBytes(groups: u32) -> u64 {
-    region_bytes(groups) as u64
-}
-
-/// Join a multi-process job as one of `ranks` ranks through the shared region at `base`.
-/// Collectives wait at most `timeout_ms` for their peers. 0, or 1 if the region is unusable.
-///
-/// # Safety
-/// `base` must point to `len` bytes of memory shared with the other ranks (a mapping of one
-/// file), 8-byte aligned, mapped for the rest of the process's life.
-#[cfg(not(loom))]
-#[no_mangle]
-pub unsafe extern "C" fn msimMultirankAttach(
-    base: *mut u64,
-    len: u64,
-    ranks: u32,
-    groups: u32,
-    timeout_ms: u64,
-) -> u32 {
-    // SAFETY: forwarded contract.
-    match unsafe { attach(base, len as usize, ranks, groups, timeout_ms) } {
-        Ok(()) => 0,
-        Err(_) => 1,
-    }
-}
-
-/// The calling thread's next collectives belong to `group`, of `size` ranks. 0, or 1 if invalid.
-#[cfg(not(loom))]
-#[no_mangle]
-pub extern "C" fn msimMultirankGroup(group: u32, size: u32) -> u32 {
-    set_group(group, size)
-}
-
-/// Abort the job: every rank waiting in a collective returns HCCL_E_INTERNAL. 1 if not attached.
-#[cfg(not(loom))]
-#[no_mangle]
-pub extern "C" fn msimMultirankAbort() -> u32 {
-    abort()
 }
 
 #[cfg(all(test, not(loom)))]

@@ -1,8 +1,9 @@
 //! MSPTI's interception of the ACL runtime and HCCL, as the real library does it: by symbol
 //! interposition. Preloaded (`LD_PRELOAD=.../libmspti.so`), this library defines `aclrtMalloc`,
-//! `aclrtLaunchKernelWithHostArgs`, `HcclAllReduce`, ... ahead of `libascendcl.so` and `libhccl.so`;
-//! each wrapper fires ENTER, forwards to the real function, writes the call's records and fires
-//! EXIT (upstream `csrc/common/inject/acl_inject.cpp`, `hccl_inject.cpp`). The real function is
+//! `aclrtLaunchKernelWithHostArgs`, `HcclAllReduce`, ... ahead of `libascendcl.so` and `libhccl.so`
+//! (the C face's exports of `interposed_functions`, each calling its namesake here); each wrapper
+//! fires ENTER, forwards to the real function, writes the call's records and fires EXIT
+//! (upstream `csrc/common/inject/acl_inject.cpp`, `hccl_inject.cpp`). The real function is
 //! found as upstream's `function_loader.cpp` finds it: `dlopen($ASCEND_HOME_PATH/lib64/<lib>.so)`
 //! (or the bare name when that is unset or missing), then `dlsym`. Where neither finds it (a
 //! process that loaded the simulator from the Python package or a build directory), the runtime
@@ -11,12 +12,13 @@
 //! In the simulated CANN tree (`python -m mspti_lens.sim cann DIR`, docs/simulated_cann.md) the
 //! real functions are the project's C runtime libraries (rust/sim/cann/), which keep the program's
 //! state (memory, streams, operator results) and reach the simulated device through the `msim*`
-//! functions at the end of this file: the device lives here, and the tree's `libascend_hal.so` is
-//! a link to this file, so preloaded or not a process has one device.
+//! functions of the C face (`c_face::runtime`), which call the services at the end of this file
+//! and the device: the device lives in this library, and the tree's `libascend_hal.so` is a link
+//! to it, so preloaded or not a process has one device.
 //!
-//! The simulator's own workloads (`workload.rs`) call these very wrappers, as the dynamic loader
-//! binds a preloaded program's calls to them, so `run_workload` takes a program's path through
-//! the runtime libraries. Without the preload none of this runs for a program: it works and
+//! The simulator's own workloads (`workload.rs`) call these very wrappers (the functions the
+//! exports call), as the dynamic loader binds a preloaded program's calls to them, so
+//! `run_workload` takes a program's path through the runtime libraries. Without the preload none of this runs for a program: it works and
 //! nothing is delivered.
 
 use core::ffi::{c_char, c_int, c_void, CStr};
@@ -26,8 +28,10 @@ use std::time::{Duration, Instant};
 
 use mspti_abi::*;
 
-use crate::device::{self, CallSpec};
-use crate::{apis, clock};
+use crate::ground::clock;
+use crate::ground::locks::{ForkLock, Rank};
+use crate::model::device::{self, CallSpec};
+use crate::model::{apis, call, cann};
 
 /// `aclError` and `HcclResult` values the wrappers return on their own (CANN's `acl_base.h`,
 /// `hccl_types.h`): the real function could not be found.
@@ -41,6 +45,28 @@ extern "C" {
     fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
     fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
     fn dladdr(addr: *const c_void, info: *mut DlInfo) -> c_int;
+}
+
+/// The base address of the loaded object `addr` lies in (0 if none).
+fn object_base(addr: *const c_void) -> usize {
+    let mut info = DlInfo {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: dladdr only reads the address's mapping; `info` is writable.
+    if unsafe { dladdr(addr, &mut info) } == 0 {
+        return 0;
+    }
+    info.dli_fbase as usize
+}
+
+/// Whether `addr` lies in this library (one of its own functions, found where a runtime
+/// library's was looked for).
+fn in_this_library(addr: usize) -> bool {
+    let own = object_base(in_this_library as *const c_void);
+    own != 0 && object_base(addr as *const c_void) == own
 }
 
 /// glibc's `Dl_info` (dlfcn.h).
@@ -125,19 +151,15 @@ mod bundled {
     use std::ffi::{CStr, CString, OsStr};
     use std::os::unix::ffi::OsStrExt;
     use std::path::{Path, PathBuf};
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::OnceLock;
 
     use super::*;
 
     /// Set by `msimSetRuntimeDir` before the first intercepted call.
-    static RUNTIME_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+    static RUNTIME_DIR: ForkLock<Option<PathBuf>> = ForkLock::new(Rank::RuntimeDir, None);
 
     pub(super) fn set_runtime_dir(dir: PathBuf) {
-        *crate::locks::lock(&RUNTIME_DIR) = Some(dir);
-    }
-
-    pub(super) fn leaf_guard() -> Box<dyn std::any::Any> {
-        Box::new(crate::locks::lock(&RUNTIME_DIR))
+        *RUNTIME_DIR.lock() = Some(dir);
     }
 
     /// The file this library was loaded from (as the loader was given it).
@@ -149,7 +171,7 @@ mod bundled {
             dli_saddr: std::ptr::null_mut(),
         };
         // SAFETY: the address is one of this library's functions; `info` is writable.
-        let found = unsafe { dladdr(msimHostWork as *const c_void, &mut info) } != 0;
+        let found = unsafe { dladdr(own_file as *const c_void, &mut info) } != 0;
         if !found || info.dli_fname.is_null() {
             return None;
         }
@@ -161,7 +183,7 @@ mod bundled {
     /// The bundled runtime's directory: the one `msimSetRuntimeDir` named, else `cann_tree/lib64`
     /// beside this library's file.
     fn runtime_dir(own: &Path) -> Option<PathBuf> {
-        let set = crate::locks::lock(&RUNTIME_DIR).clone();
+        let set = RUNTIME_DIR.lock().clone();
         let dir = set.or_else(|| own.parent().map(|d| d.join("cann_tree").join("lib64")))?;
         dir.join(LIB_FILES[0]).is_file().then_some(dir)
     }
@@ -215,7 +237,7 @@ mod bundled {
     pub(super) fn check_same_device(h: *mut c_void, file: &str) {
         // SAFETY: `h` is a live dlopen handle and the name a NUL-terminated string.
         let theirs = unsafe { dlsym(h, c"msimHostWork".as_ptr()) } as usize;
-        if theirs != 0 && theirs != msimHostWork as *const () as usize {
+        if theirs != 0 && !in_this_library(theirs) {
             eprintln!(
                 "mspti-sim: the {file} found drives another copy of the simulator than this process's \
                  (its libascend_hal.so is another file): its device work is not this device's"
@@ -228,8 +250,9 @@ mod bundled {
 const MISSING: usize = 1;
 
 /// The real `name` in `lib`, cached in `cache`; None (and, the first time, one line on stderr)
-/// when it is missing, where upstream throws `THROW_FUNC_NOTFOUND`.
-fn real(lib: Lib, name: &CStr, cache: &AtomicUsize, own: usize) -> Option<usize> {
+/// when it is missing (or only this library's own wrapper is found), where upstream throws
+/// `THROW_FUNC_NOTFOUND`.
+fn real(lib: Lib, name: &CStr, cache: &AtomicUsize) -> Option<usize> {
     match cache.load(Ordering::Acquire) {
         0 => {}
         MISSING => return None,
@@ -242,7 +265,7 @@ fn real(lib: Lib, name: &CStr, cache: &AtomicUsize, own: usize) -> Option<usize>
         // SAFETY: `h` is a live dlopen handle and `name` a NUL-terminated string.
         unsafe { dlsym(h, name.as_ptr()) as usize }
     };
-    if f == 0 || f == own {
+    if f == 0 || in_this_library(f) {
         eprintln!(
             "mspti-sim: {} not found in {} (set ASCEND_HOME_PATH to the CANN tree)",
             name.to_string_lossy(),
@@ -281,7 +304,7 @@ fn intercept(api: u32, spec: CallSpec, stream: Option<*mut c_void>, forward: imp
     // Documented mode's functionParams report the call's modelled host time: the announced one
     // (the simulator's workloads), else 0 (a program's call spends the runtime's own constant).
     let work_ns = NEXT_HOST_WORK.with(Cell::get).unwrap_or(0);
-    let rc = apis::call_with(api, Some(spec), work_ns, || {
+    let rc = call::call_with(api, Some(spec), work_ns, || {
         WORK_START.with(|w| w.set(Some(Instant::now())));
         forward()
     });
@@ -291,25 +314,26 @@ fn intercept(api: u32, spec: CallSpec, stream: Option<*mut c_void>, forward: imp
     rc
 }
 
-/// Define one intercepted function: its C signature, library, what it does on the device (a
-/// `CallSpec` expression over the arguments) and its stream argument.
+/// Define one intercepted function (the C face exports a wrapper of that name calling it): its C
+/// signature, library, what it does on the device (a `CallSpec` expression over the arguments)
+/// and its stream argument.
 macro_rules! intercept {
     ($lib:expr, $missing:expr, fn $name:ident($($a:ident : $t:ty),* $(,)?), spec = $spec:expr, stream = $stream:expr) => {
         /// Intercepted: fires MSPTI's callbacks and records around the real function.
         ///
         /// # Safety
         /// The C contract of the real function of that name.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
+        // The C function's name and arguments (CANN's headers).
+        #[allow(non_snake_case, clippy::too_many_arguments)]
+        pub unsafe fn $name($($a: $t),*) -> c_int {
             static REAL: AtomicUsize = AtomicUsize::new(0);
             static API: AtomicUsize = AtomicUsize::new(0);
-            let own = $name as *const () as usize;
             // Checked at compile time: no scan for the NUL per call.
             const NAME: &CStr = match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
                 Ok(n) => n,
                 Err(_) => panic!("a name with one NUL"),
             };
-            let Some(f) = real($lib, NAME, &REAL, own) else { return $missing };
+            let Some(f) = real($lib, NAME, &REAL) else { return $missing };
             // SAFETY: `f` is the address dlsym gave for this very function name, whose C
             // signature is the one this wrapper is declared with (CANN's headers).
             let f: unsafe extern "C" fn($($t),*) -> c_int = unsafe { std::mem::transmute(f) };
@@ -345,103 +369,12 @@ fn launch() -> CallSpec {
     device::take_next().unwrap_or_default()
 }
 
-type Ptr = *mut c_void;
-type CPtr = *const c_void;
-type Stream = *mut c_void;
+pub type Ptr = *mut c_void;
+pub type CPtr = *const c_void;
+pub type Stream = *mut c_void;
 
 const ACL: Lib = Lib::AscendCl;
 const ACL_MISSING: c_int = ACL_ERROR_INTERNAL_ERROR;
-
-intercept!(ACL, ACL_MISSING, fn aclrtSetDevice(device_id: i32), spec = plain(), stream = None);
-intercept!(ACL, ACL_MISSING, fn aclrtResetDevice(device_id: i32), spec = plain(), stream = None);
-intercept!(ACL, ACL_MISSING, fn aclrtCreateContext(context: *mut Ptr, device_id: i32), spec = plain(), stream = None);
-intercept!(ACL, ACL_MISSING, fn aclrtDestroyContext(context: Ptr), spec = plain(), stream = None);
-intercept!(ACL, ACL_MISSING, fn aclrtCreateStream(stream: *mut Stream), spec = plain(), stream = None);
-intercept!(ACL, ACL_MISSING, fn aclrtDestroyStream(stream: Stream), spec = plain(), stream = Some(stream));
-intercept!(ACL, ACL_MISSING, fn aclrtSynchronizeStream(stream: Stream), spec = plain(), stream = Some(stream));
-intercept!(ACL, ACL_MISSING, fn aclrtMalloc(dev_ptr: *mut Ptr, size: usize, policy: c_int), spec = bytes(size), stream = None);
-intercept!(ACL, ACL_MISSING, fn aclrtMallocHost(host_ptr: *mut Ptr, size: usize), spec = bytes(size), stream = None);
-intercept!(
-    ACL,
-    ACL_MISSING,
-    fn aclrtMallocCached(dev_ptr: *mut Ptr, size: usize, policy: c_int),
-    spec = bytes(size),
-    stream = None
-);
-intercept!(ACL, ACL_MISSING, fn aclrtFree(dev_ptr: Ptr), spec = plain(), stream = None);
-intercept!(ACL, ACL_MISSING, fn aclrtFreeHost(host_ptr: Ptr), spec = plain(), stream = None);
-intercept!(
-    ACL,
-    ACL_MISSING,
-    fn aclrtGetMemInfo(attr: c_int, free: *mut usize, total: *mut usize),
-    spec = plain(),
-    stream = None
-);
-intercept!(
-    ACL,
-    ACL_MISSING,
-    fn aclrtMemcpy(dst: Ptr, dest_max: usize, src: CPtr, count: usize, kind: c_int),
-    spec = copy(count, kind),
-    stream = None
-);
-intercept!(
-    ACL,
-    ACL_MISSING,
-    fn aclrtMemcpyAsync(dst: Ptr, dest_max: usize, src: CPtr, count: usize, kind: c_int, stream: Stream),
-    spec = copy(count, kind),
-    stream = Some(stream)
-);
-intercept!(
-    ACL,
-    ACL_MISSING,
-    fn aclrtMemset(dev_ptr: Ptr, max_count: usize, value: i32, count: usize),
-    spec = bytes(count),
-    stream = None
-);
-intercept!(
-    ACL,
-    ACL_MISSING,
-    fn aclrtMemsetAsync(dev_ptr: Ptr, max_count: usize, value: i32, count: usize, stream: Stream),
-    spec = bytes(count),
-    stream = Some(stream)
-);
-intercept!(
-    ACL,
-    ACL_MISSING,
-    fn aclrtLaunchKernel(func: Ptr, block_dim: u32, args: CPtr, args_size: usize, stream: Stream),
-    spec = launch(),
-    stream = Some(stream)
-);
-intercept!(
-    ACL,
-    ACL_MISSING,
-    fn aclrtLaunchKernelV2(func: Ptr, block_dim: u32, args: CPtr, args_size: usize, cfg: Ptr, stream: Stream),
-    spec = launch(),
-    stream = Some(stream)
-);
-intercept!(
-    ACL,
-    ACL_MISSING,
-    fn aclrtLaunchKernelWithConfig(func: Ptr, block_dim: u32, stream: Stream, cfg: Ptr, args: Ptr, reserve: Ptr),
-    spec = launch(),
-    stream = Some(stream)
-);
-intercept!(
-    ACL,
-    ACL_MISSING,
-    fn aclrtLaunchKernelWithHostArgs(
-        func: Ptr,
-        block_dim: u32,
-        stream: Stream,
-        cfg: Ptr,
-        host_args: Ptr,
-        args_size: usize,
-        place_holders: Ptr,
-        place_holder_num: usize,
-    ),
-    spec = launch(),
-    stream = Some(stream)
-);
 
 /// A collective's device spec: its bytes, and the rank count and name of its communicator, asked
 /// of libhccl as upstream's HCCL hook does (`HcclGetRankSize`, `HcclGetCommName`).
@@ -449,7 +382,7 @@ fn collective(count: u64, data_type: c_int, comm: Ptr) -> CallSpec {
     static RANK_SIZE: AtomicUsize = AtomicUsize::new(0);
     static COMM_NAME: AtomicUsize = AtomicUsize::new(0);
     let mut ranks = 1u32;
-    if let Some(f) = real(Lib::Hccl, c"HcclGetRankSize", &RANK_SIZE, 0) {
+    if let Some(f) = real(Lib::Hccl, c"HcclGetRankSize", &RANK_SIZE) {
         // SAFETY: dlsym's address of HcclGetRankSize(HcclComm, uint32_t *) (hccl.h).
         let f: unsafe extern "C" fn(Ptr, *mut u32) -> c_int = unsafe { std::mem::transmute(f) };
         // SAFETY: `comm` is the caller's communicator; `ranks` is writable.
@@ -457,7 +390,7 @@ fn collective(count: u64, data_type: c_int, comm: Ptr) -> CallSpec {
             ranks = 1;
         }
     }
-    if let Some(f) = real(Lib::Hccl, c"HcclGetCommName", &COMM_NAME, 0) {
+    if let Some(f) = real(Lib::Hccl, c"HcclGetCommName", &COMM_NAME) {
         // SAFETY: dlsym's address of HcclGetCommName(HcclComm, char *commName) (hccl.h), which
         // writes at most ROOTINFO_INDENTIFIER_MAX_LENGTH (128) bytes.
         let f: unsafe extern "C" fn(Ptr, *mut c_char) -> c_int = unsafe { std::mem::transmute(f) };
@@ -466,56 +399,56 @@ fn collective(count: u64, data_type: c_int, comm: Ptr) -> CallSpec {
         if unsafe { f(comm, name.as_mut_ptr()) } == 0 {
             name[127] = 0;
             // SAFETY: NUL-terminated just above.
-            unsafe { device::msimSetCommName(name.as_ptr()) };
+            device::set_comm_name(Some(unsafe { CStr::from_ptr(name.as_ptr()) }));
         }
     }
     let data_type = data_type as u32;
-    let elem = crate::cann::data_type_bytes(data_type).unwrap_or(1);
+    let elem = cann::data_type_bytes(data_type).unwrap_or(1);
     CallSpec { bytes: count.saturating_mul(elem), data_type, ranks: ranks.max(1), ..CallSpec::default() }
 }
 
 const HCCL: Lib = Lib::Hccl;
 
-intercept!(
-    HCCL,
-    HCCL_E_INTERNAL,
-    fn HcclAllReduce(send: Ptr, recv: Ptr, count: u64, data_type: c_int, op: c_int, comm: Ptr, stream: Stream),
-    spec = collective(count, data_type, comm),
-    stream = Some(stream)
-);
-intercept!(
-    HCCL,
-    HCCL_E_INTERNAL,
-    fn HcclBroadcast(buf: Ptr, count: u64, data_type: c_int, root: u32, comm: Ptr, stream: Stream),
-    spec = collective(count, data_type, comm),
-    stream = Some(stream)
-);
-intercept!(
-    HCCL,
-    HCCL_E_INTERNAL,
-    fn HcclAllGather(send: Ptr, recv: Ptr, count: u64, data_type: c_int, comm: Ptr, stream: Stream),
-    spec = collective(count, data_type, comm),
-    stream = Some(stream)
-);
-intercept!(
-    HCCL,
-    HCCL_E_INTERNAL,
-    fn HcclReduceScatter(send: Ptr, recv: Ptr, count: u64, data_type: c_int, op: c_int, comm: Ptr, stream: Stream),
-    spec = collective(count, data_type, comm),
-    stream = Some(stream)
-);
-
 /// HCCL's barrier carries no data; its records say 0 bytes of fp32, as the all-reduce of nothing
 /// HCCL runs it as.
 const BARRIER_DATA_TYPE: c_int = MSPTI_ACTIVITY_COMMUNICATION_FP32 as c_int;
 
-intercept!(
-    HCCL,
-    HCCL_E_INTERNAL,
-    fn HcclBarrier(comm: Ptr, stream: Stream),
-    spec = collective(0, BARRIER_DATA_TYPE, comm),
-    stream = Some(stream)
-);
+/// Every function MSPTI interposes, applying the macro `$m` to each: its library, the result when
+/// the real function is missing, its C signature, what it does on the device and its stream.
+/// Here it defines the wrappers (`intercept`), in the C face their exports.
+macro_rules! interposed_functions {
+    ($m:ident) => {
+        $m!(ACL, ACL_MISSING, fn aclrtSetDevice(device_id: i32), spec = plain(), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtResetDevice(device_id: i32), spec = plain(), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtCreateContext(context: *mut Ptr, device_id: i32), spec = plain(), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtDestroyContext(context: Ptr), spec = plain(), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtCreateStream(stream: *mut Stream), spec = plain(), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtDestroyStream(stream: Stream), spec = plain(), stream = Some(stream));
+        $m!(ACL, ACL_MISSING, fn aclrtSynchronizeStream(stream: Stream), spec = plain(), stream = Some(stream));
+        $m!(ACL, ACL_MISSING, fn aclrtMalloc(dev_ptr: *mut Ptr, size: usize, policy: c_int), spec = bytes(size), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtMallocHost(host_ptr: *mut Ptr, size: usize), spec = bytes(size), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtMallocCached(dev_ptr: *mut Ptr, size: usize, policy: c_int), spec = bytes(size), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtFree(dev_ptr: Ptr), spec = plain(), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtFreeHost(host_ptr: Ptr), spec = plain(), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtGetMemInfo(attr: c_int, free: *mut usize, total: *mut usize), spec = plain(), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtMemcpy(dst: Ptr, dest_max: usize, src: CPtr, count: usize, kind: c_int), spec = copy(count, kind), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtMemcpyAsync(dst: Ptr, dest_max: usize, src: CPtr, count: usize, kind: c_int, stream: Stream), spec = copy(count, kind), stream = Some(stream));
+        $m!(ACL, ACL_MISSING, fn aclrtMemset(dev_ptr: Ptr, max_count: usize, value: i32, count: usize), spec = bytes(count), stream = None);
+        $m!(ACL, ACL_MISSING, fn aclrtMemsetAsync(dev_ptr: Ptr, max_count: usize, value: i32, count: usize, stream: Stream), spec = bytes(count), stream = Some(stream));
+        $m!(ACL, ACL_MISSING, fn aclrtLaunchKernel(func: Ptr, block_dim: u32, args: CPtr, args_size: usize, stream: Stream), spec = launch(), stream = Some(stream));
+        $m!(ACL, ACL_MISSING, fn aclrtLaunchKernelV2(func: Ptr, block_dim: u32, args: CPtr, args_size: usize, cfg: Ptr, stream: Stream), spec = launch(), stream = Some(stream));
+        $m!(ACL, ACL_MISSING, fn aclrtLaunchKernelWithConfig(func: Ptr, block_dim: u32, stream: Stream, cfg: Ptr, args: Ptr, reserve: Ptr), spec = launch(), stream = Some(stream));
+        $m!(ACL, ACL_MISSING, fn aclrtLaunchKernelWithHostArgs(func: Ptr, block_dim: u32, stream: Stream, cfg: Ptr, host_args: Ptr, args_size: usize, place_holders: Ptr, place_holder_num: usize), spec = launch(), stream = Some(stream));
+        $m!(HCCL, HCCL_E_INTERNAL, fn HcclAllReduce(send: Ptr, recv: Ptr, count: u64, data_type: c_int, op: c_int, comm: Ptr, stream: Stream), spec = collective(count, data_type, comm), stream = Some(stream));
+        $m!(HCCL, HCCL_E_INTERNAL, fn HcclBroadcast(buf: Ptr, count: u64, data_type: c_int, root: u32, comm: Ptr, stream: Stream), spec = collective(count, data_type, comm), stream = Some(stream));
+        $m!(HCCL, HCCL_E_INTERNAL, fn HcclAllGather(send: Ptr, recv: Ptr, count: u64, data_type: c_int, comm: Ptr, stream: Stream), spec = collective(count, data_type, comm), stream = Some(stream));
+        $m!(HCCL, HCCL_E_INTERNAL, fn HcclReduceScatter(send: Ptr, recv: Ptr, count: u64, data_type: c_int, op: c_int, comm: Ptr, stream: Stream), spec = collective(count, data_type, comm), stream = Some(stream));
+        $m!(HCCL, HCCL_E_INTERNAL, fn HcclBarrier(comm: Ptr, stream: Stream), spec = collective(0, BARRIER_DATA_TYPE, comm), stream = Some(stream));
+    };
+}
+pub(crate) use interposed_functions;
+
+interposed_functions!(intercept);
 
 /// `HcclCommInitRootInfo` of libhccl (MSPTI does not intercept it): a communicator of `ranks`
 /// ranks named `name` (at most 127 bytes are kept), whose rank `rank` this thread is.
@@ -523,7 +456,7 @@ pub(crate) fn comm_init(ranks: u32, rank: u32, name: &CStr) -> Result<Ptr, c_int
     static INIT: AtomicUsize = AtomicUsize::new(0);
     /// `HCCL_ROOT_INFO_BYTES` (hccl_types.h).
     const ROOT_INFO_BYTES: usize = 4108;
-    let f = real(Lib::Hccl, c"HcclCommInitRootInfo", &INIT, 0).ok_or(HCCL_E_INTERNAL)?;
+    let f = real(Lib::Hccl, c"HcclCommInitRootInfo", &INIT).ok_or(HCCL_E_INTERNAL)?;
     // SAFETY: dlsym's address of HcclCommInitRootInfo(uint32_t, const HcclRootInfo *, uint32_t,
     // HcclComm *) (hccl.h); HcclRootInfo is ROOT_INFO_BYTES bytes of text.
     let f: unsafe extern "C" fn(u32, *const u8, u32, *mut Ptr) -> c_int = unsafe { std::mem::transmute(f) };
@@ -543,59 +476,16 @@ pub(crate) fn comm_init(ranks: u32, rank: u32, name: &CStr) -> Result<Ptr, c_int
 /// `HcclCommDestroy` of libhccl (not intercepted either).
 pub(crate) fn comm_destroy(comm: Ptr) -> c_int {
     static DESTROY: AtomicUsize = AtomicUsize::new(0);
-    let Some(f) = real(Lib::Hccl, c"HcclCommDestroy", &DESTROY, 0) else { return HCCL_E_INTERNAL };
+    let Some(f) = real(Lib::Hccl, c"HcclCommDestroy", &DESTROY) else { return HCCL_E_INTERNAL };
     // SAFETY: dlsym's address of HcclCommDestroy(HcclComm) (hccl.h).
     let f: unsafe extern "C" fn(Ptr) -> c_int = unsafe { std::mem::transmute(f) };
     // SAFETY: `comm` is a communicator comm_init made, destroyed once by its owner.
     unsafe { f(comm) }
 }
 
-/// The interception's leaf lock (the bundled runtime's directory), for the fork handlers.
-pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
-    vec![bundled::leaf_guard()]
-}
-
 // ---------------------------------------------------------------------------------------------
-// The simulated device as the runtime libraries drive it (the tree's libascend_hal.so). None of
-// these exist in a real CANN.
-
-/// The device this thread's calls go to (`aclrtSetDevice`).
-#[no_mangle]
-pub extern "C" fn msimSetThreadDevice(device: u32) {
-    device::msimSetThreadStream(device, device::thread_stream());
-}
-
-/// What the launch this thread makes next runs on the device, as the runtime tells the profiler
-/// (CANN's compact info): `kernels` kernels of `device_ns` each named `kernel`, of operator `node`
-/// (may be NULL: no node-level API records). The next intercepted launch takes it.
-///
-/// # Safety
-/// `kernel` and `node` must be NULL or NUL-terminated strings.
-#[no_mangle]
-pub unsafe extern "C" fn msimSetNextLaunch(
-    kernel: *const c_char,
-    node: *const c_char,
-    device_ns: u64,
-    kernels: u32,
-) {
-    let name = |s: *const c_char| {
-        // SAFETY: NULL or a C string, by this function's contract.
-        (!s.is_null()).then(|| crate::intern::intern_c(unsafe { CStr::from_ptr(s) }))
-    };
-    device::set_next(CallSpec {
-        kernel: name(kernel).unwrap_or(c"SimKernel"),
-        node: name(node),
-        device_ns,
-        kernels: kernels.max(1),
-        ..CallSpec::default()
-    });
-}
-
-/// Forget an announced launch that no interception took (the program runs without the preload).
-#[no_mangle]
-pub extern "C" fn msimClearNextLaunch() {
-    device::take_next();
-}
+// The runtime's services: what the tree's runtime libraries ask of the simulated device and the
+// clock through the C face's `msim*` functions (none exist in a real CANN).
 
 thread_local! {
     /// The host time (ns) announced for this thread's next runtime call (`msimSetNextHostWork`).
@@ -628,31 +518,27 @@ fn announced_remaining(ns: u64) -> u64 {
 
 /// The modelled host time of this thread's next runtime call, in place of the runtime's own
 /// constant: the simulator's workloads draw each call's from their latency models.
-#[no_mangle]
-pub extern "C" fn msimSetNextHostWork(ns: u64) {
+pub fn set_next_host_work(ns: u64) {
     NEXT_HOST_WORK.with(|n| n.set(Some(ns)));
 }
 
 /// The stream id this thread's next `aclrtCreateStream` gives its stream (the workloads keep
 /// theirs: compute thread t on stream t, its collectives on stream 1000 + t).
-#[no_mangle]
-pub extern "C" fn msimSetNextStream(stream: u32) {
+pub fn set_next_stream(stream: u32) {
     NEXT_STREAM.with(|n| n.set(Some(stream)));
 }
 
 /// A new stream's handle for `aclrtCreateStream`: the announced id, else the device's next one
 /// (1, 2, ...; stream 0 is the default stream).
-#[no_mangle]
-pub extern "C" fn msimCreateStream() -> *mut c_void {
+pub fn create_stream() -> *mut c_void {
     static NEXT_ID: AtomicU32 = AtomicU32::new(1);
     let id = NEXT_STREAM.with(Cell::take).unwrap_or_else(|| NEXT_ID.fetch_add(1, Ordering::Relaxed));
-    device::msimStreamHandle(id)
+    device::stream_handle(id)
 }
 
 /// Modelled host work of a runtime function: the virtual clock advances by `ns`, the real one
-/// passes that long. An announced host time (`msimSetNextHostWork`) takes the place of `ns`.
-#[no_mangle]
-pub extern "C" fn msimHostWork(ns: u64) {
+/// passes that long. An announced host time (`set_next_host_work`) takes the place of `ns`.
+pub fn host_work(ns: u64) {
     match NEXT_HOST_WORK.with(Cell::take) {
         Some(announced) => clock::spend(announced_remaining(announced)),
         None => clock::spend(ns),
@@ -661,8 +547,7 @@ pub extern "C" fn msimHostWork(ns: u64) {
 
 /// Block until this thread's device has finished everything on `stream` (a stream handle), as
 /// `aclrtSynchronizeStream` does: the virtual clock jumps there, the real one waits.
-#[no_mangle]
-pub extern "C" fn msimWaitStream(stream: *mut c_void) {
+pub fn wait_stream(stream: *mut c_void) {
     clock::spend(device::sync_wait_ns_on(stream_id(stream)));
     // An announced host time of the call is spent after the wait, as on the virtual clock.
     WORK_START.with(|w| {
@@ -674,8 +559,7 @@ pub extern "C" fn msimWaitStream(stream: *mut c_void) {
 
 /// `aclrtSynchronizeStream`'s time: until `stream`'s work is done, or until the call's own host
 /// work `ns` (the announced one, if any) has passed if the stream is idle by then.
-#[no_mangle]
-pub extern "C" fn msimSyncWait(stream: *mut c_void, ns: u64) {
+pub fn sync_wait(stream: *mut c_void, ns: u64) {
     let wait = device::sync_wait_ns_on(stream_id(stream));
     let own = match NEXT_HOST_WORK.with(Cell::take) {
         Some(announced) => announced_remaining(announced),
@@ -695,21 +579,9 @@ fn stream_id(stream: *mut c_void) -> u32 {
 
 /// Where the bundled runtime libraries are (`libascendcl.so`, `libhccl.so` and what they link),
 /// for a process whose `ASCEND_HOME_PATH` names no CANN tree: by default `cann_tree/lib64` beside
-/// this library's file. Takes effect if set before the first intercepted call. Returns 0, or 1
-/// for NULL.
-///
-/// # Safety
-/// `dir` must be NULL or a NUL-terminated string.
-#[no_mangle]
-pub unsafe extern "C" fn msimSetRuntimeDir(dir: *const c_char) -> u32 {
-    if dir.is_null() {
-        return 1;
-    }
-    // SAFETY: a non-NULL C string, by this function's contract.
-    let bytes = unsafe { CStr::from_ptr(dir) }.to_bytes();
-    let path = std::path::PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(bytes));
-    bundled::set_runtime_dir(path);
-    0
+/// this library's file. Takes effect if set before the first intercepted call.
+pub fn set_runtime_dir(dir: std::path::PathBuf) {
+    bundled::set_runtime_dir(dir);
 }
 
 #[cfg(test)]
@@ -748,7 +620,7 @@ mod tests {
 
     #[test]
     fn every_interposed_function_has_its_callback_id_and_name() {
-        let src = include_str!("acl.rs");
+        let src = include_str!("interpose.rs");
         for name in INTERPOSED {
             assert!(src.contains(&format!("fn {name}(")), "{name} is listed but not defined");
             let i = apis::find(name).unwrap_or_else(|| panic!("{name} has no callback id"));
@@ -758,7 +630,7 @@ mod tests {
             assert_eq!(a.domain, domain, "{name}");
             assert_eq!(a.name_26x.map(|n| n.to_str().unwrap()), Some(name));
         }
-        assert_eq!(src.matches("\nintercept!(").count(), INTERPOSED.len());
+        assert_eq!(src.matches("\n        $m!(").count(), INTERPOSED.len());
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //!
 //! Every runtime and HCCL call a workload thread makes is a call of the exported C function that
 //! a program linked against `libascendcl.so` and `libhccl.so`, with libmspti preloaded, is bound
-//! to: the simulator's interposed wrapper (`crate::acl`). It fires the callbacks, forwards to the
-//! runtime library (the tree's C runtime, rust/sim/cann/src, found as `acl.rs` says: the bundled
+//! to: the simulator's interposed wrapper (`model::interpose`). It fires the callbacks, forwards to the
+//! runtime library (the tree's C runtime, rust/sim/cann/src, found as `interpose.rs` says: the bundled
 //! one when no CANN tree is installed), which keeps the program's state and drives the device
 //! through the `msim*` functions, and writes the call's records. The arguments are real: streams
 //! from `aclrtCreateStream`, memory from `aclrtMalloc` that copies and memsets really write, a
@@ -12,12 +12,12 @@
 //! (its runtime library missing, or the runtime refusing it) fails the job.
 //!
 //! What stays modelled is what the runtime cannot know: each call's host time is drawn from
-//! `models` and announced to the runtime (`acl::msimSetNextHostWork`), which spends it in place
+//! `models` and announced to the runtime (`interpose::set_next_host_work`), which spends it in place
 //! of its own constant (on the real clock a real copy's own time counts toward it); each launch's
 //! kernels are announced as the runtime's operators announce theirs (`device::set_next`); streams
 //! keep the ids the workloads have always used (compute thread t on stream t, or 0 when streams
 //! are shared, its collectives on `COMM_STREAM_BASE` + t), announced to `aclrtCreateStream`
-//! (`acl::msimSetNextStream`). The communicator is named as `msimSetCommName` set when the
+//! (`interpose::set_next_stream`). The communicator is named as `msimSetCommName` set when the
 //! workload starts, so the HCCL and COMMUNICATION records carry that name.
 //!
 //! Data the runtime really moves per training step: two 8 MiB host-to-device copies, three 1 MiB
@@ -33,11 +33,12 @@ use std::sync::Arc;
 
 use mspti_abi::{MSPTI_ACTIVITY_COMMUNICATION_FP16, MSPTI_ACTIVITY_COMMUNICATION_FP32};
 
-use crate::acl;
-use crate::clock;
-use crate::device::{self, CallSpec};
-use crate::jobs::Job;
-use crate::models::{self, Model, Rng};
+use crate::ground::clock;
+use crate::model::cann;
+use crate::model::device::{self, CallSpec};
+use crate::model::interpose;
+use crate::model::jobs::Job;
+use crate::model::models::{self, Model, Rng};
 
 /// Workload settings as C passes them (`msimWorkloadStart`).
 #[repr(C)]
@@ -68,9 +69,8 @@ pub const GRAPH: u32 = 2;
 static SHARED_STREAM: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Whether the workloads started from now on put every compute thread on stream 0.
-#[no_mangle]
-pub extern "C" fn msimSetWorkloadStreams(shared: u32) {
-    SHARED_STREAM.store(shared, std::sync::atomic::Ordering::Relaxed);
+pub fn set_shared_stream(shared: bool) {
+    SHARED_STREAM.store(u32::from(shared), std::sync::atomic::Ordering::Relaxed);
 }
 
 fn compute_stream(t: u32) -> u32 {
@@ -140,43 +140,43 @@ mod rt {
 
     pub fn set_device(device: i32) -> c_int {
         // SAFETY: no pointer arguments.
-        unsafe { acl::aclrtSetDevice(device) }
+        unsafe { interpose::aclrtSetDevice(device) }
     }
 
     pub fn reset_device(device: i32) -> c_int {
         // SAFETY: no pointer arguments.
-        unsafe { acl::aclrtResetDevice(device) }
+        unsafe { interpose::aclrtResetDevice(device) }
     }
 
     pub fn create_context(device: i32) -> (c_int, usize) {
         let mut ctx: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ctx` is writable storage for the handle.
-        let rc = unsafe { acl::aclrtCreateContext(&mut ctx, device) };
+        let rc = unsafe { interpose::aclrtCreateContext(&mut ctx, device) };
         (rc, ctx as usize)
     }
 
     pub fn destroy_context(ctx: usize) -> c_int {
         // SAFETY: a context create_context made (or NULL, which the runtime refuses).
-        unsafe { acl::aclrtDestroyContext(ctx as *mut c_void) }
+        unsafe { interpose::aclrtDestroyContext(ctx as *mut c_void) }
     }
 
     /// A new stream, whose id is `id`.
     pub fn create_stream(id: u32) -> (c_int, Stream) {
-        acl::msimSetNextStream(id);
+        interpose::set_next_stream(id);
         let mut s: *mut c_void = std::ptr::null_mut();
         // SAFETY: `s` is writable storage for the handle.
-        let rc = unsafe { acl::aclrtCreateStream(&mut s) };
+        let rc = unsafe { interpose::aclrtCreateStream(&mut s) };
         (rc, Stream(s as usize))
     }
 
     pub fn destroy_stream(s: Stream) -> c_int {
         // SAFETY: a stream handle create_stream made (or NULL, which the runtime refuses).
-        unsafe { acl::aclrtDestroyStream(s.ptr()) }
+        unsafe { interpose::aclrtDestroyStream(s.ptr()) }
     }
 
     pub fn synchronize(s: Stream) -> c_int {
         // SAFETY: a stream handle create_stream made (or NULL: the default stream).
-        unsafe { acl::aclrtSynchronizeStream(s.ptr()) }
+        unsafe { interpose::aclrtSynchronizeStream(s.ptr()) }
     }
 
     fn allocated(rc: c_int, p: *mut c_void, len: usize) -> (c_int, Region) {
@@ -190,38 +190,38 @@ mod rt {
     pub fn malloc(len: usize) -> (c_int, Region) {
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: `p` is writable storage for the pointer.
-        let rc = unsafe { acl::aclrtMalloc(&mut p, len, HUGE_FIRST) };
+        let rc = unsafe { interpose::aclrtMalloc(&mut p, len, HUGE_FIRST) };
         allocated(rc, p, len)
     }
 
     pub fn malloc_cached(len: usize) -> (c_int, Region) {
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: `p` is writable storage for the pointer.
-        let rc = unsafe { acl::aclrtMallocCached(&mut p, len, HUGE_FIRST) };
+        let rc = unsafe { interpose::aclrtMallocCached(&mut p, len, HUGE_FIRST) };
         allocated(rc, p, len)
     }
 
     pub fn malloc_host(len: usize) -> (c_int, Region) {
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: `p` is writable storage for the pointer.
-        let rc = unsafe { acl::aclrtMallocHost(&mut p, len) };
+        let rc = unsafe { interpose::aclrtMallocHost(&mut p, len) };
         allocated(rc, p, len)
     }
 
     pub fn free(r: Region) -> c_int {
         // SAFETY: memory malloc or malloc_cached gave, freed once (or NULL, which is refused).
-        unsafe { acl::aclrtFree(r.ptr()) }
+        unsafe { interpose::aclrtFree(r.ptr()) }
     }
 
     pub fn free_host(r: Region) -> c_int {
         // SAFETY: memory malloc_host gave, freed once (or NULL, which is refused).
-        unsafe { acl::aclrtFreeHost(r.ptr()) }
+        unsafe { interpose::aclrtFreeHost(r.ptr()) }
     }
 
     pub fn mem_info() -> c_int {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: both out pointers are writable.
-        unsafe { acl::aclrtGetMemInfo(HBM, &mut free, &mut total) }
+        unsafe { interpose::aclrtGetMemInfo(HBM, &mut free, &mut total) }
     }
 
     /// Copy the first `count` bytes of `src` to `dst`, synchronously or on `stream`.
@@ -231,16 +231,18 @@ mod rt {
         match stream {
             // SAFETY: `d` holds `d.len` bytes and `s` at least `count` (checked above), or both
             // are NULL.
-            Some(st) => unsafe { acl::aclrtMemcpyAsync(d.ptr(), d.len, s.ptr(), count, kind, st.ptr()) },
+            Some(st) => unsafe {
+                interpose::aclrtMemcpyAsync(d.ptr(), d.len, s.ptr(), count, kind, st.ptr())
+            },
             // SAFETY: as above.
-            None => unsafe { acl::aclrtMemcpy(d.ptr(), d.len, s.ptr(), count, kind) },
+            None => unsafe { interpose::aclrtMemcpy(d.ptr(), d.len, s.ptr(), count, kind) },
         }
     }
 
     pub fn memset_async(dst: Region, count: usize, stream: Stream) -> c_int {
         // SAFETY: the runtime writes at most `count` <= `dst.len` bytes (it checks count <=
         // maxCount), or refuses a NULL region.
-        unsafe { acl::aclrtMemsetAsync(dst.ptr(), dst.len, 0, count, stream.ptr()) }
+        unsafe { interpose::aclrtMemsetAsync(dst.ptr(), dst.len, 0, count, stream.ptr()) }
     }
 
     /// A kernel launch through one of the four launch functions (`via`, as `KERNELS` says). The
@@ -255,10 +257,19 @@ mod rt {
         // with size 0), a stream it made and NULL configurations, which the C contracts allow.
         unsafe {
             match via {
-                0 => acl::aclrtLaunchKernel(null, BLOCK_DIM, a, n, stream.ptr()),
-                1 => acl::aclrtLaunchKernelV2(null, BLOCK_DIM, a, n, null, stream.ptr()),
-                2 => acl::aclrtLaunchKernelWithConfig(null, BLOCK_DIM, stream.ptr(), null, null, null),
-                _ => acl::aclrtLaunchKernelWithHostArgs(null, BLOCK_DIM, stream.ptr(), null, h, hn, null, 0),
+                0 => interpose::aclrtLaunchKernel(null, BLOCK_DIM, a, n, stream.ptr()),
+                1 => interpose::aclrtLaunchKernelV2(null, BLOCK_DIM, a, n, null, stream.ptr()),
+                2 => interpose::aclrtLaunchKernelWithConfig(null, BLOCK_DIM, stream.ptr(), null, null, null),
+                _ => interpose::aclrtLaunchKernelWithHostArgs(
+                    null,
+                    BLOCK_DIM,
+                    stream.ptr(),
+                    null,
+                    h,
+                    hn,
+                    null,
+                    0,
+                ),
             }
         }
     }
@@ -268,14 +279,16 @@ mod rt {
         let b = if fits(buf, count, data_type, 1) { buf } else { Region::NONE };
         let dt = data_type as c_int;
         // SAFETY: `b` holds `count` elements (checked by fits) or is NULL, which is refused.
-        unsafe { acl::HcclAllReduce(b.ptr(), b.ptr(), count, dt, SUM, comm as *mut c_void, stream.ptr()) }
+        unsafe {
+            interpose::HcclAllReduce(b.ptr(), b.ptr(), count, dt, SUM, comm as *mut c_void, stream.ptr())
+        }
     }
 
     pub fn broadcast(buf: Region, count: u64, data_type: u32, comm: usize, stream: Stream) -> c_int {
         let b = if fits(buf, count, data_type, 1) { buf } else { Region::NONE };
         // SAFETY: `b` holds `count` elements or is NULL; root 0 is a rank of every communicator.
         unsafe {
-            acl::HcclBroadcast(b.ptr(), count, data_type as c_int, 0, comm as *mut c_void, stream.ptr())
+            interpose::HcclBroadcast(b.ptr(), count, data_type as c_int, 0, comm as *mut c_void, stream.ptr())
         }
     }
 
@@ -292,7 +305,7 @@ mod rt {
         let o = if fits(out, count, data_type, ranks) { out } else { Region::NONE };
         let dt = data_type as c_int;
         // SAFETY: `o` holds `ranks` x `count` elements (checked by fits) or is NULL.
-        unsafe { acl::HcclAllGather(o.ptr(), o.ptr(), count, dt, comm as *mut c_void, stream.ptr()) }
+        unsafe { interpose::HcclAllGather(o.ptr(), o.ptr(), count, dt, comm as *mut c_void, stream.ptr()) }
     }
 
     /// A reduce-scatter in place: rank 0's `count` elements come out at the start of `buf`,
@@ -302,17 +315,19 @@ mod rt {
         let b = if fits(buf, count, data_type, 1) { buf } else { Region::NONE };
         let dt = data_type as c_int;
         // SAFETY: `b` holds rank 0's `count` elements, all the simulated runtime touches, or is NULL.
-        unsafe { acl::HcclReduceScatter(b.ptr(), b.ptr(), count, dt, SUM, comm as *mut c_void, stream.ptr()) }
+        unsafe {
+            interpose::HcclReduceScatter(b.ptr(), b.ptr(), count, dt, SUM, comm as *mut c_void, stream.ptr())
+        }
     }
 
     pub fn barrier(comm: usize, stream: Stream) -> c_int {
         // SAFETY: a communicator comm_init made (or NULL, which is refused) and a stream.
-        unsafe { acl::HcclBarrier(comm as *mut c_void, stream.ptr()) }
+        unsafe { interpose::HcclBarrier(comm as *mut c_void, stream.ptr()) }
     }
 
     /// Whether `r` holds `ranks` x `count` elements of `data_type`.
     fn fits(r: Region, count: u64, data_type: u32, ranks: u32) -> bool {
-        let elem = crate::cann::data_type_bytes(data_type).unwrap_or(1);
+        let elem = cann::data_type_bytes(data_type).unwrap_or(1);
         count
             .checked_mul(elem)
             .and_then(|b| b.checked_mul(u64::from(ranks)))
@@ -333,17 +348,17 @@ impl Actor {
     /// Announce the host time of the next runtime call, drawn from `model`.
     fn host(&mut self, model: &Model) {
         let ns = model.sample(&mut self.rng) * self.scale;
-        acl::msimSetNextHostWork(ns as u64);
+        interpose::set_next_host_work(ns as u64);
     }
 
     /// Announce a host time of `ns` (before scaling) for the next runtime call.
     fn host_ns(&mut self, ns: f64) {
-        acl::msimSetNextHostWork((ns * self.scale) as u64);
+        interpose::set_next_host_work((ns * self.scale) as u64);
     }
 
     /// One intercepted call has returned `rc`: count it; a failure fails the job.
     fn done(&self, rc: c_int) -> bool {
-        acl::clear_announced_host_work();
+        interpose::clear_announced_host_work();
         device::take_next();
         self.job.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if rc != 0 {
@@ -355,9 +370,9 @@ impl Actor {
     /// A call the runtime makes on the workload's behalf that MSPTI does not intercept (the
     /// communicator's set-up): no host time of its own (the first collective's models it).
     fn untimed<T>(&self, f: impl FnOnce() -> Result<T, c_int>) -> Option<T> {
-        acl::msimSetNextHostWork(0);
+        interpose::set_next_host_work(0);
         let r = f();
-        acl::clear_announced_host_work();
+        interpose::clear_announced_host_work();
         match r {
             Ok(v) => Some(v),
             Err(_) => {
@@ -403,11 +418,11 @@ struct Memory {
 /// simulator's records name communicators (`msimSetCommName`).
 fn communicator(actor: &Actor, ranks: u32) -> Option<usize> {
     let name = device::comm_name();
-    actor.untimed(|| acl::comm_init(ranks, 0, name).map(|c| c as usize))
+    actor.untimed(|| interpose::comm_init(ranks, 0, name).map(|c| c as usize))
 }
 
 fn destroy_communicator(actor: &Actor, comm: usize) {
-    actor.untimed(|| match acl::comm_destroy(comm as *mut c_void) {
+    actor.untimed(|| match interpose::comm_destroy(comm as *mut c_void) {
         0 => Ok(()),
         rc => Err(rc),
     });

@@ -15,10 +15,15 @@
 //! exactly.
 
 use std::cell::Cell;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::state::CLOCK_VIRTUAL;
+/// Modes of `msptiGetTimestamp`: real (CLOCK_REALTIME, as the real library's default) or a
+/// per-thread virtual clock that calls advance by exactly their modelled duration.
+static CLOCK_VIRTUAL: AtomicU8 = AtomicU8::new(0);
+
+/// The newest dev's timestamp callback (`msptiActivityRegisterTimestampCallback`), 0 when none.
+static TIMESTAMP_CALLBACK: AtomicUsize = AtomicUsize::new(0);
 
 /// How far ahead of CLOCK_REALTIME a call that found its thread's clock lagging starts, and a
 /// job's threads start (`job_start_ns`): more than a loaded machine takes to run a thread's
@@ -35,6 +40,11 @@ thread_local! {
 
 pub fn is_virtual() -> bool {
     CLOCK_VIRTUAL.load(Ordering::Relaxed) != 0
+}
+
+/// The clock mode: virtual (`true`) or CLOCK_REALTIME.
+pub fn set_virtual(on: bool) {
+    CLOCK_VIRTUAL.store(u8::from(on), Ordering::Relaxed);
 }
 
 /// CLOCK_REALTIME in ns.
@@ -74,6 +84,25 @@ pub fn timestamp_ns() -> u64 {
     } else {
         realtime_ns()
     }
+}
+
+/// MSPTI's host clock: the registered timestamp callback, else the simulator's clock
+/// (CLOCK_REALTIME ns, or the calling thread's virtual time).
+pub fn host_now() -> u64 {
+    let f = TIMESTAMP_CALLBACK.load(Ordering::Acquire);
+    if f == 0 {
+        return timestamp_ns();
+    }
+    // SAFETY: only ever stored from a non-NULL `unsafe extern "C" fn() -> u64` (see
+    // `set_timestamp_callback`), so the transmute restores that type.
+    let f: unsafe extern "C" fn() -> u64 = unsafe { std::mem::transmute(f) };
+    // SAFETY: the user's callback takes nothing and returns a u64 (C contract).
+    unsafe { f() }
+}
+
+/// The host clock's source from now on: the user's callback, or None for the simulator's clock.
+pub fn set_timestamp_callback(callback: Option<unsafe extern "C" fn() -> u64>) {
+    TIMESTAMP_CALLBACK.store(callback.map_or(0, |f| f as usize), Ordering::Release);
 }
 
 /// A simulated call in progress on this thread: made by `begin_call`, ended when dropped.

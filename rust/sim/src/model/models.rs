@@ -86,7 +86,7 @@ pub const MEMCPY_ASYNC: Model = Model::tailed(8.0, 0.30, 0.08, 800.0, 0.9);
 /// Synchronous copy (D2H of a loss or logits): ~50 µs, or the host waits for the device (~1.5 ms).
 pub const MEMCPY: Model = Model::tailed(50.0, 0.35, 0.45, 1500.0, 0.5);
 /// Stream synchronize when the stream is already idle: ~4 µs. A busy stream makes it wait until
-/// the device is done (`acl::msimSyncWait`, `apis::call`), ms in a training step.
+/// the device is done (`interpose::sync_wait`, `call::call`), ms in a training step.
 pub const SYNC_CALL: Model = Model::body(4.0, 0.40);
 /// An eager framework's host work per operator outside the runtime (dispatch, shape inference,
 /// the op's workspace query): ~70 µs, so a step's host and device time are of one order, as in a

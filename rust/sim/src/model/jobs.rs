@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crate::locks::lock;
+use crate::ground::locks::{lock, ForkLock, Rank};
 
 pub struct Job {
     pub done: AtomicU64,
@@ -61,23 +61,23 @@ impl Job {
     }
 }
 
-static JOBS: Mutex<Vec<Option<Arc<Job>>>> = Mutex::new(Vec::new());
+static JOBS: ForkLock<Vec<Option<Arc<Job>>>> = ForkLock::new(Rank::Jobs, Vec::new());
 
 /// Register a job and return its handle (>= 1).
 pub fn register(job: Arc<Job>) -> u64 {
-    let mut jobs = lock(&JOBS);
+    let mut jobs = JOBS.lock();
     jobs.push(Some(job));
     jobs.len() as u64
 }
 
 pub fn get(handle: u64) -> Option<Arc<Job>> {
-    let jobs = lock(&JOBS);
+    let jobs = JOBS.lock();
     jobs.get((handle as usize).wrapping_sub(1)).and_then(|j| j.clone())
 }
 
 /// Forget a finished job.
 pub fn release(handle: u64) {
-    let mut jobs = lock(&JOBS);
+    let mut jobs = JOBS.lock();
     if let Some(slot) = jobs.get_mut((handle as usize).wrapping_sub(1)) {
         *slot = None;
     }

@@ -129,7 +129,7 @@ mod tests {
     /// blocked for ever (53 of 60 children hung here).
     #[test]
     fn forked_children_can_intern_while_another_thread_interns() {
-        let (hung, failed) = crate::forktest::hung_children(
+        let (hung, failed) = crate::ground::forktest::hung_children(
             60,
             |i| {
                 intern(&format!("spinner_name_{i}"));

@@ -14,17 +14,23 @@
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_void, CStr};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Condvar;
 use std::time::Duration;
 
 use mspti_abi::*;
 
-use crate::activity::{self, stat_add, STAT_DEVICE_DISCARDED, STAT_DEVICE_LOST, STAT_KERNELS};
-use crate::clock;
-use crate::locks::{self, lock, wait_timeout};
+use crate::ground::clock::{self, host_now};
+use crate::ground::ids::{current_correlation, take_mark_ids};
+use crate::ground::intern::intern_c;
+use crate::ground::locks::{self, wait_timeout, ForkLock, Rank};
+use crate::ground::process::ProcessThread;
+use crate::ground::state::{hooked, kind_enabled, recording};
+use crate::model::buffers::{self, stat_add, STAT_DEVICE_DISCARDED, STAT_DEVICE_LOST, STAT_KERNELS};
+use crate::model::records::bump_correlation;
+use crate::model::{cann, multirank};
 
 /// Latency model, ns (`msimSetDeviceModel`).
 static LAUNCH_LATENCY_NS: AtomicU64 = AtomicU64::new(DEFAULT_LAUNCH_LATENCY_NS);
@@ -68,7 +74,7 @@ thread_local! {
 }
 
 /// What the next simulated call on this thread does on the device and in its records; set by
-/// the msim* call functions just before `apis::call`, and for a launch by the runtime
+/// the msim* call functions just before `call::call`, and for a launch by the runtime
 /// (`msimSetNextLaunch`) or a workload just before the intercepted call, whose wrapper takes it.
 #[derive(Clone, Copy, Debug)]
 pub struct CallSpec {
@@ -239,32 +245,21 @@ struct Channel {
     timelines: Option<Timelines>,
 }
 
-static CHANNEL: Mutex<Channel> = Mutex::new(Channel {
-    heap: Lanes::new(),
-    seq: 0,
-    in_flight: 0,
-    reader: Reader::Busy,
-    drain_waiters: 0,
-    timelines: None,
-});
+static CHANNEL: ForkLock<Channel> = ForkLock::new(
+    Rank::Channel,
+    Channel {
+        heap: Lanes::new(),
+        seq: 0,
+        in_flight: 0,
+        reader: Reader::Busy,
+        drain_waiters: 0,
+        timelines: None,
+    },
+);
 static CHANNEL_CV: Condvar = Condvar::new();
 static DRAINED_CV: Condvar = Condvar::new();
-/// Whether this process has started the channel thread (a `fork()` child starts its own).
-static CHANNEL_STARTED: AtomicBool = AtomicBool::new(false);
-
-pub(crate) fn forget_channel_thread() {
-    CHANNEL_STARTED.store(false, Ordering::Relaxed);
-}
-
-/// The channel's lock, for the fork handlers.
-pub(crate) fn lock_channel() -> std::sync::MutexGuard<'static, impl Sized> {
-    lock(&CHANNEL)
-}
-
-/// The device's leaf locks (the communicator name, the queued data work), for the fork handlers.
-pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
-    vec![Box::new(lock(&COMM_NAME)), Box::new(lock(&DATA_WORK))]
-}
+/// The channel's reader thread (a `fork()` child starts its own).
+static CHANNEL_THREAD: ProcessThread = ProcessThread::new();
 
 /// Data the device moves for an asynchronous runtime call (`aclrtMemcpyAsync`,
 /// `aclrtMemsetAsync`, an all-gather's copies), queued on its stream: as a device's copy engine
@@ -282,11 +277,11 @@ struct DataWork {
     fill: Option<u8>,
 }
 
-static DATA_WORK: Mutex<Vec<DataWork>> = Mutex::new(Vec::new());
+static DATA_WORK: ForkLock<Vec<DataWork>> = ForkLock::new(Rank::DataWork, Vec::new());
 
 fn queue_data_work(stream: *mut c_void, w: DataWork) {
     let stream = if stream.is_null() { thread_stream() } else { stream_of(stream) };
-    lock(&DATA_WORK).push(DataWork { device: thread_device(), stream, ..w });
+    DATA_WORK.lock().push(DataWork { device: thread_device(), stream, ..w });
 }
 
 /// Do the data work queued on `stream` of this thread's device (every stream of it: None), in
@@ -296,7 +291,7 @@ pub fn run_data_work(stream: Option<u32>) {
     // The work is done under the queue's lock: a thread that runs the queue before freeing memory
     // (the runtime's free) then waits for any copy another thread has taken off the queue and not
     // finished, instead of finding the queue empty and freeing memory that copy still writes.
-    lock(&DATA_WORK).retain(|w| {
+    DATA_WORK.lock().retain(|w| {
         let mine = w.device == device && stream.is_none_or(|s| s == w.stream);
         if mine {
             match w.fill {
@@ -317,14 +312,8 @@ pub fn run_data_work(stream: Option<u32>) {
 ///
 /// # Safety
 /// `dst` must stay valid for `len` bytes of writes and `src` for `len` bytes of reads until the
-/// queue of that stream is run (`msimRunQueued`), which the runtime does before freeing memory.
-#[no_mangle]
-pub unsafe extern "C" fn msimQueueCopy(
-    stream: *mut c_void,
-    dst: *mut c_void,
-    src: *const c_void,
-    len: usize,
-) {
+/// queue of that stream is run (`run_queued`), which the runtime does before freeing memory.
+pub unsafe fn queue_copy(stream: *mut c_void, dst: *mut c_void, src: *const c_void, len: usize) {
     if len > 0 {
         let w = DataWork { device: 0, stream: 0, dst: dst as usize, src: src as usize, len, fill: None };
         queue_data_work(stream, w);
@@ -332,12 +321,11 @@ pub unsafe extern "C" fn msimQueueCopy(
 }
 
 /// Queue a fill of `len` bytes at `dst` with the low byte of `value` on `stream` (see
-/// `msimQueueCopy`).
+/// `queue_copy`).
 ///
 /// # Safety
 /// `dst` must stay valid for `len` bytes of writes until the stream's queue is run.
-#[no_mangle]
-pub unsafe extern "C" fn msimQueueFill(stream: *mut c_void, dst: *mut c_void, value: i32, len: usize) {
+pub unsafe fn queue_fill(stream: *mut c_void, dst: *mut c_void, value: i32, len: usize) {
     if len > 0 {
         let w = DataWork { device: 0, stream: 0, dst: dst as usize, src: 0, len, fill: Some(value as u8) };
         queue_data_work(stream, w);
@@ -347,17 +335,12 @@ pub unsafe extern "C" fn msimQueueFill(stream: *mut c_void, dst: *mut c_void, va
 /// Do the data work queued on `stream` of this thread's device (NULL: on every stream of it), as
 /// the runtime does before the host reads results (a synchronize, an operator computing on the
 /// host) or frees memory.
-#[no_mangle]
-pub extern "C" fn msimRunQueued(stream: *mut c_void) {
+pub fn run_queued(stream: *mut c_void) {
     run_data_work((!stream.is_null()).then(|| stream_of(stream)));
 }
 
 fn ensure_channel_thread() {
-    // A plain load first: the swap, a locked write of a shared line, only until it has started.
-    if !CHANNEL_STARTED.load(Ordering::Acquire) && !CHANNEL_STARTED.swap(true, Ordering::AcqRel) {
-        activity::install_fork_handlers();
-        let _ = std::thread::Builder::new().name("msim-channel".into()).spawn(channel_loop);
-    }
+    CHANNEL_THREAD.ensure("msim-channel", channel_loop);
 }
 
 /// A record of the channel, available `record_delay` after its task ends at `done` (its place
@@ -375,7 +358,7 @@ fn pending<T: Copy>(done: u64, kind: u32, rec: &T) -> Pending {
 fn push_pending<T: Copy>(key: (u32, u32), done: u64, kind: u32, rec: &T) {
     let p = pending(done, kind, rec);
     ensure_channel_thread();
-    push_locked(&mut lock(&CHANNEL), key, p);
+    push_locked(&mut CHANNEL.lock(), key, p);
 }
 
 /// Queue record `p` on lane `key` of the channel, whose lock the caller holds (`c`).
@@ -408,7 +391,7 @@ const CHANNEL_POLL_NS: u64 = 1_000_000;
 const CHANNEL_BATCH: usize = 4096;
 
 fn ready(avail: u64) -> bool {
-    clock::is_virtual() || activity::host_now() >= avail
+    clock::is_virtual() || host_now() >= avail
 }
 
 fn channel_loop() {
@@ -416,7 +399,7 @@ fn channel_loop() {
     let mut batch: Vec<Pending> = Vec::with_capacity(CHANNEL_BATCH);
     loop {
         {
-            let mut c = lock(&CHANNEL);
+            let mut c = CHANNEL.lock();
             // Whether the reader has slept since its last read: a record that was ready when it
             // came back from one is read at once, one found ready right after a read (or after
             // the wake-up of an empty channel's first push) waits for the poll period.
@@ -433,7 +416,7 @@ fn channel_loop() {
                     Some(top) => (
                         Reader::Waiting,
                         Some(Duration::from_nanos(
-                            top.avail.saturating_sub(activity::host_now()).clamp(CHANNEL_POLL_NS, 50_000_000),
+                            top.avail.saturating_sub(host_now()).clamp(CHANNEL_POLL_NS, 50_000_000),
                         )),
                     ),
                 };
@@ -450,7 +433,7 @@ fn channel_loop() {
             c.in_flight += batch.len() as u64;
         }
         write_all(&batch);
-        let mut c = lock(&CHANNEL);
+        let mut c = CHANNEL.lock();
         c.in_flight -= batch.len() as u64;
         if c.drain_waiters > 0 {
             DRAINED_CV.notify_all();
@@ -464,13 +447,13 @@ fn channel_loop() {
 /// has reached the channel's reader yet (26.x's flush of the device channels on disable).
 pub fn flush_ready() {
     let ready_now: Vec<Pending> = {
-        let mut c = lock(&CHANNEL);
+        let mut c = CHANNEL.lock();
         let now = c.heap.take_done(ready);
         c.in_flight += now.len() as u64;
         now
     };
     write_all(&ready_now);
-    let mut c = lock(&CHANNEL);
+    let mut c = CHANNEL.lock();
     c.in_flight -= ready_now.len() as u64;
     if c.drain_waiters > 0 {
         DRAINED_CV.notify_all();
@@ -485,9 +468,9 @@ fn write_all(ps: &[Pending]) {
     // another thread waits for at most this many.
     const CHUNK: usize = 256;
     for chunk in ps.chunks(CHUNK) {
-        let mut w = activity::record_writer();
+        let mut w = buffers::record_writer();
         for p in chunk {
-            if activity::kind_enabled(p.kind) {
+            if kind_enabled(p.kind) {
                 w.record_bytes(p.kind, &p.bytes[..p.len]);
             } else {
                 stat_add(STAT_DEVICE_DISCARDED, 1);
@@ -507,11 +490,11 @@ pub const STOP_WAIT_MAX_MS: u64 = 2_000;
 /// any batch the channel reader holds. Records of tasks still unfinished after the wait are
 /// dropped and counted (`STAT_DEVICE_LOST`).
 pub fn stop_and_flush() {
-    let last = lock(&CHANNEL).heap.last_done();
+    let last = CHANNEL.lock().heap.last_done();
     if let (Some(last), false) = (last, clock::is_virtual()) {
         let deadline = std::time::Instant::now() + Duration::from_millis(STOP_WAIT_MAX_MS);
         loop {
-            let now = activity::host_now();
+            let now = host_now();
             if now >= last || std::time::Instant::now() >= deadline {
                 break;
             }
@@ -521,7 +504,7 @@ pub fn stop_and_flush() {
     flush_ready();
     // The reader may be writing a batch it took before the flush: let it finish (bounded).
     let deadline = std::time::Instant::now() + Duration::from_millis(STOP_WAIT_MAX_MS);
-    let mut c = lock(&CHANNEL);
+    let mut c = CHANNEL.lock();
     while c.in_flight > 0 && std::time::Instant::now() < deadline {
         c.drain_waiters += 1;
         c = wait_timeout(&DRAINED_CV, c, Duration::from_millis(5));
@@ -537,7 +520,7 @@ pub fn stop_and_flush() {
 pub fn drain(timeout_ms: u64) -> bool {
     ensure_channel_thread();
     let deadline = std::time::Instant::now() + Duration::from_millis(timeout_ms);
-    let mut c = lock(&CHANNEL);
+    let mut c = CHANNEL.lock();
     while c.heap.len > 0 || c.in_flight > 0 {
         let now = std::time::Instant::now();
         if now >= deadline {
@@ -552,7 +535,7 @@ pub fn drain(timeout_ms: u64) -> bool {
 }
 
 pub fn reset() {
-    let mut c = lock(&CHANNEL);
+    let mut c = CHANNEL.lock();
     c.heap.clear();
     c.timelines = None;
     drop(c);
@@ -567,7 +550,7 @@ fn record_delay() -> u64 {
 
 /// Place a task of `dur` ns submitted at `t_submit` on (device, stream): its start and end.
 fn place(device: u32, stream: u32, t_submit: u64, dur: u64) -> (u64, u64) {
-    place_on(&mut lock(&CHANNEL).timelines, device, stream, t_submit, dur)
+    place_on(&mut CHANNEL.lock().timelines, device, stream, t_submit, dur)
 }
 
 /// `place` on the timelines `t` (under the channel's lock, which the caller holds).
@@ -582,8 +565,8 @@ fn place_on(t: &mut Option<Timelines>, device: u32, stream: u32, t_submit: u64, 
 
 /// A collective task of a multi-process job: from this rank's own start (or when its stream is
 /// free) until `dur` after the group's latest start.
-fn place_meeting(device: u32, stream: u32, m: crate::multirank::Meeting, dur: u64) -> (u64, u64) {
-    let mut c = lock(&CHANNEL);
+fn place_meeting(device: u32, stream: u32, m: multirank::Meeting, dur: u64) -> (u64, u64) {
+    let mut c = CHANNEL.lock();
     let free = c.timelines.get_or_insert_with(Timelines::default).entry((device, stream)).or_insert(0);
     let start = m.own_start_ns.max(*free);
     let end = start.max(m.latest_start_ns).saturating_add(dur);
@@ -593,12 +576,12 @@ fn place_meeting(device: u32, stream: u32, m: crate::multirank::Meeting, dur: u6
 
 /// When (device, stream) becomes idle.
 pub fn free_at(device: u32, stream: u32) -> u64 {
-    lock(&CHANNEL).timelines.as_ref().and_then(|m| m.get(&(device, stream)).copied()).unwrap_or(0)
+    CHANNEL.lock().timelines.as_ref().and_then(|m| m.get(&(device, stream)).copied()).unwrap_or(0)
 }
 
 /// When the last task of any stream ends (0 if nothing ran).
 pub fn latest_free() -> u64 {
-    lock(&CHANNEL).timelines.as_ref().and_then(|m| m.values().copied().max()).unwrap_or(0)
+    CHANNEL.lock().timelines.as_ref().and_then(|m| m.values().copied().max()).unwrap_or(0)
 }
 
 /// This thread's stream waits on the device for everything already queued on `other` (an event
@@ -608,7 +591,7 @@ pub fn stream_wait(other: u32) {
     // What the device has done by then includes `other`'s data work.
     run_data_work(Some(other));
     let device = thread_device();
-    let mut c = lock(&CHANNEL);
+    let mut c = CHANNEL.lock();
     let m = c.timelines.get_or_insert_with(Timelines::default);
     let after = m.get(&(device, other)).copied().unwrap_or(0);
     let own = m.entry((device, thread_stream())).or_insert(0);
@@ -623,31 +606,27 @@ pub fn sync_wait_ns() -> u64 {
 
 /// `sync_wait_ns` for `stream` of this thread's device.
 pub fn sync_wait_ns_on(stream: u32) -> u64 {
-    free_at(thread_device(), stream).saturating_sub(activity::host_now())
+    free_at(thread_device(), stream).saturating_sub(host_now())
 }
 
 /// Kernels of one launch call, submitted at `t_submit` on this thread's stream.
 pub fn submit_kernels(spec: &CallSpec, t_submit: u64) {
     let (device, stream) = (thread_device(), thread_stream());
-    let kernel_on = activity::recording() && activity::kind_enabled(MSPTI_ACTIVITY_KIND_KERNEL);
+    let kernel_on = recording() && kind_enabled(MSPTI_ACTIVITY_KIND_KERNEL);
     for i in 0..spec.kernels.max(1) as usize {
         let name = if spec.names.is_empty() { spec.kernel } else { spec.names[i % spec.names.len()] };
         // The task-track report bumps the thread's id per kernel while KERNEL is enabled; a
         // graph replay re-records its captured tasks with the launching call's id.
-        let corr = if kernel_on && !spec.graph {
-            activity::bump_correlation()
-        } else {
-            activity::current_correlation()
-        };
+        let corr = if kernel_on && !spec.graph { bump_correlation() } else { current_correlation() };
         if !kernel_on {
             place(device, stream, t_submit, spec.device_ns);
             stat_add(STAT_KERNELS, 1);
             continue;
         }
-        let type_ = crate::cann::kernel_type_static(name).as_ptr();
+        let type_ = cann::kernel_type_static(name).as_ptr();
         ensure_channel_thread();
         // Placed and queued under one lock (one round-trip per kernel).
-        let mut c = lock(&CHANNEL);
+        let mut c = CHANNEL.lock();
         let (start, end) = place_on(&mut c.timelines, device, stream, t_submit, spec.device_ns);
         stat_add(STAT_KERNELS, 1);
         let r = MsptiActivityKernel {
@@ -684,10 +663,10 @@ pub fn submit_marker(stream: u32, flag: u32, id: u64, t_submit: u64) {
 }
 
 /// The name of the communicator the records carry (`msimSetCommName`).
-static COMM_NAME: Mutex<Option<&'static CStr>> = Mutex::new(None);
+static COMM_NAME: ForkLock<Option<&'static CStr>> = ForkLock::new(Rank::CommName, None);
 
 pub fn comm_name() -> &'static CStr {
-    lock(&COMM_NAME).unwrap_or(c"hccl_world_group")
+    COMM_NAME.lock().unwrap_or(c"hccl_world_group")
 }
 
 /// Where a collective submitted now (`t_submit`) would start on this thread's stream.
@@ -709,15 +688,15 @@ pub fn submit_collective(op: &'static CStr, cbid: u32, spec: &CallSpec, t_submit
     let n = f64::from(ranks.max(1));
     let moved = bytes as f64 * 2.0 * (n - 1.0) / n;
     let dur = COLLECTIVE_LATENCY_NS + (moved / LINK_BYTES_PER_NS) as u64;
-    let meeting = crate::multirank::take_meeting();
-    let recording = activity::recording();
-    let hccl_on = recording && activity::kind_enabled(MSPTI_ACTIVITY_KIND_HCCL) && activity::hooked();
-    let comm_on = recording && activity::kind_enabled(MSPTI_ACTIVITY_KIND_COMMUNICATION);
+    let meeting = multirank::take_meeting();
+    let recording = recording();
+    let hccl_on = recording && kind_enabled(MSPTI_ACTIVITY_KIND_HCCL) && hooked();
+    let comm_on = recording && kind_enabled(MSPTI_ACTIVITY_KIND_COMMUNICATION);
     if hccl_on {
         // MSPTI's HCCL hook puts inner START/END marks around the op: they use mark ids.
-        crate::mstx::take_mark_ids(2);
+        take_mark_ids(2);
     }
-    let corr = if comm_on { activity::bump_correlation() } else { activity::current_correlation() };
+    let corr = if comm_on { bump_correlation() } else { current_correlation() };
     let (start, end) = match meeting {
         Some(m) => place_meeting(device, stream, m, dur),
         None => place(device, stream, t_submit, dur),
@@ -740,12 +719,12 @@ pub fn submit_collective(op: &'static CStr, cbid: u32, spec: &CallSpec, t_submit
         let r = MsptiActivityCommunication {
             kind: MSPTI_ACTIVITY_KIND_COMMUNICATION,
             data_type: spec.data_type,
-            count: bytes / crate::cann::data_type_bytes(spec.data_type).unwrap_or(1),
+            count: bytes / cann::data_type_bytes(spec.data_type).unwrap_or(1),
             ds: MsptiIdPair::ds(device, stream),
             start,
             end,
-            alg_type: crate::cann::alg_type(cbid, ranks, bytes).as_ptr(),
-            name: crate::cann::comm_op_name(cbid).as_ptr(),
+            alg_type: cann::alg_type(cbid, ranks, bytes).as_ptr(),
+            name: cann::comm_op_name(cbid).as_ptr(),
             comm_name: comm.as_ptr(),
             correlation_id: corr,
         };
@@ -773,153 +752,43 @@ fn band_width(hccl_cbid: u32, bytes: u64, ranks: u32, start: u64, end: u64) -> f
 }
 
 // ---------------------------------------------------------------------------------------------
-// Simulator control of the device. None of these exist in a real libmspti.
+// The device's settings and its reads, for the simulator's controls.
 
 /// Latency model: launch-to-start latency, how long after a task ends its record reaches the
 /// channel (real clock only; the virtual clock delivers at once), and the kernel time of a launch
 /// made without a kernel spec (`msimCall` of a launch API, the workloads' default).
-#[no_mangle]
-pub extern "C" fn msimSetDeviceModel(launch_latency_ns: u64, record_delay_ns: u64, default_kernel_ns: u64) {
+pub fn set_model(launch_latency_ns: u64, record_delay_ns: u64, default_kernel_ns: u64) {
     LAUNCH_LATENCY_NS.store(launch_latency_ns, Ordering::Relaxed);
     RECORD_DELAY_NS.store(record_delay_ns, Ordering::Relaxed);
     DEFAULT_KERNEL_NS.store(default_kernel_ns, Ordering::Relaxed);
 }
 
 /// The stream (and device) this thread's launches, copies, collectives go to (default 0, 0).
-#[no_mangle]
-pub extern "C" fn msimSetThreadStream(device: u32, stream: u32) {
+pub fn set_thread_device_stream(device: u32, stream: u32) {
     DEVICE.with(|d| d.set(device));
     set_thread_stream(stream);
 }
 
 /// The `aclrtStream` handle the simulator maps to stream id `stream` (for MSTX calls):
 /// `stream + 1` as a pointer, so that stream 0 is not NULL.
-#[no_mangle]
-pub extern "C" fn msimStreamHandle(stream: u32) -> *mut c_void {
+pub fn stream_handle(stream: u32) -> *mut c_void {
     (stream as usize + 1) as *mut c_void
 }
 
-/// The stream id of a simulator stream handle (inverse of `msimStreamHandle`).
+/// The stream id of a simulator stream handle (inverse of `stream_handle`).
 pub fn stream_of(handle: *mut c_void) -> u32 {
     (handle as usize).wrapping_sub(1) as u32
 }
 
-/// When (device, stream)'s last task ends, in MSPTI's clock (0 if nothing ran there).
-#[no_mangle]
-pub extern "C" fn msimStreamFreeAt(device: u32, stream: u32) -> u64 {
-    free_at(device, stream)
-}
-
-/// Wait until every pending device record has been written (at most `timeout_ms`): 0 drained,
-/// 1 timed out.
-#[no_mangle]
-pub extern "C" fn msimDeviceDrain(timeout_ms: u64) -> u32 {
-    u32::from(!drain(timeout_ms))
-}
-
 /// Device records still on the channel.
-#[no_mangle]
-pub extern "C" fn msimDevicePending() -> u64 {
-    let c = lock(&CHANNEL);
+pub fn pending_count() -> u64 {
+    let c = CHANNEL.lock();
     c.heap.len as u64 + c.in_flight
 }
 
-/// The communicator name of HCCL/COMMUNICATION records (NULL: "hccl_world_group").
-///
-/// # Safety
-/// `name` must be NULL or a NUL-terminated string.
-#[no_mangle]
-pub unsafe extern "C" fn msimSetCommName(name: *const c_char) {
-    let n = if name.is_null() {
-        None
-    } else {
-        // SAFETY: a non-NULL C string from the caller.
-        Some(crate::intern::intern_c(unsafe { CStr::from_ptr(name) }))
-    };
-    *lock(&COMM_NAME) = n;
-}
-
-fn cstr_arg(s: *const c_char) -> Option<&'static CStr> {
-    if s.is_null() {
-        return None;
-    }
-    // SAFETY: a non-NULL C string from the caller.
-    Some(crate::intern::intern_c(unsafe { CStr::from_ptr(s) }))
-}
-
-/// One launch call of simulated API `api` (a LAUNCH-family entry) taking `host_ns` on the host,
-/// on (this thread's device, `stream`): `kernels` kernels of `device_ns` each named `kernel`
-/// (NULL: "SimKernel"); `node` (may be NULL) names the operator, which adds node-level API and
-/// NODE_API records; `graph` 1 makes it a graph replay (all kernels carry the call's correlation
-/// id). Returns 0, or -1 if `api` is unknown or no launch.
-///
-/// # Safety
-/// `kernel` and `node` must be NULL or NUL-terminated strings.
-#[no_mangle]
-pub unsafe extern "C" fn msimLaunch(
-    api: u32,
-    host_ns: u64,
-    stream: u32,
-    device_ns: u64,
-    kernels: u32,
-    kernel: *const c_char,
-    node: *const c_char,
-    graph: u32,
-) -> i32 {
-    let Some(a) = crate::apis::table().get(api as usize) else { return -1 };
-    if a.domain != MSPTI_CB_DOMAIN_RUNTIME || !(10..=14).contains(&a.cbid) {
-        return -1;
-    }
-    let spec = CallSpec {
-        kernel: cstr_arg(kernel).unwrap_or(c"SimKernel"),
-        node: cstr_arg(node),
-        device_ns,
-        kernels: kernels.max(1),
-        graph: graph != 0,
-        ..CallSpec::default()
-    };
-    let before = thread_stream();
-    set_thread_stream(stream);
-    set_next(spec);
-    let rc = crate::apis::call(api, host_ns);
-    set_thread_stream(before);
-    rc
-}
-
-/// One call of simulated API `api` taking `host_ns` that moves `bytes`: a copy (`copy_kind` a
-/// `msptiActivityMemcpyKind`, 0 for the API's usual direction), a memset, an allocation or free,
-/// or a collective over `ranks` ranks, on this thread's stream. Returns 0, or -1 if unknown.
-#[no_mangle]
-pub extern "C" fn msimCallBytes(api: u32, host_ns: u64, bytes: u64, copy_kind: u32, ranks: u32) -> i32 {
-    if crate::apis::table().get(api as usize).is_none() {
-        return -1;
-    }
-    set_next(CallSpec { bytes, copy_kind, ranks: ranks.max(1), ..CallSpec::default() });
-    crate::apis::call(api, host_ns)
-}
-
-/// `aclrtSynchronizeStream` of this thread's stream: the call's host time is `host_ns` or, if
-/// longer, until the stream's last task ends (the virtual clock jumps there; the real one waits);
-/// every call of the API waits so (`apis::call`).
-#[no_mangle]
-pub extern "C" fn msimSynchronizeStream(host_ns: u64) -> i32 {
-    let Some(api) = crate::apis::find("aclrtSynchronizeStream") else { return -1 };
-    crate::apis::call(api, host_ns)
-}
-
-/// One collective of simulated HCCL API `api` taking `host_ns` on the host: `count` elements of
-/// `HcclDataType` `data_type` over `ranks` ranks, on this thread's stream (as `HcclAllReduce`'s
-/// arguments give them). Returns 0, or -1 if `api` is no HCCL API or `data_type` is unknown.
-#[no_mangle]
-pub extern "C" fn msimCallCollective(api: u32, host_ns: u64, count: u64, data_type: u32, ranks: u32) -> i32 {
-    let Some(a) = crate::apis::table().get(api as usize) else { return -1 };
-    let Some(size) = crate::cann::data_type_bytes(data_type) else { return -1 };
-    if a.domain != MSPTI_CB_DOMAIN_HCCL {
-        return -1;
-    }
-    let bytes = count.saturating_mul(size);
-    set_next(CallSpec { bytes, data_type, ranks: ranks.max(1), ..CallSpec::default() });
-    crate::apis::call(api, host_ns)
+/// The communicator name of HCCL/COMMUNICATION records (None: "hccl_world_group").
+pub fn set_comm_name(name: Option<&CStr>) {
+    *COMM_NAME.lock() = name.map(intern_c);
 }
 
 #[cfg(test)]
@@ -931,7 +800,7 @@ mod tests {
     /// it across the fork).
     #[test]
     fn forked_children_can_place_work_while_another_thread_launches() {
-        let (hung, failed) = crate::forktest::hung_children(
+        let (hung, failed) = crate::ground::forktest::hung_children(
             60,
             |i| {
                 place(0, 41, i, 1_000);

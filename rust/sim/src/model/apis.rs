@@ -1,18 +1,16 @@
-//! The simulated ACL runtime and HCCL entry points, and the firing of their callbacks.
+//! The simulated ACL runtime and HCCL APIs, and the firing of their callbacks.
 //!
 //! Each simulated API is one (domain, cbid, function) of `cbids.csv`. Its `functionName` depends
 //! on the fidelity mode: the MSPTI 26.x `aclrt*` spelling, or the CANN 8.x `rt*` one. An API with
 //! no spelling in the current mode is not hooked there and fires nothing, as in the real library.
 
 use std::ffi::{c_char, CString};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 use mspti_abi::*;
 
-use crate::clock;
-use crate::state::{self, Fidelity, SUBSCRIBER};
-use crate::{activity, device};
+use crate::ground::state::{self, Fidelity, SUBSCRIBER};
 
 pub struct SimApi {
     pub domain: u32,
@@ -65,9 +63,6 @@ pub fn find(name: &str) -> Option<u32> {
         .map(|i| i as u32)
 }
 
-static CORRELATION: AtomicU64 = AtomicU64::new(0);
-/// `MSPTI_CBID_RUNTIME_STREAM_SYNCHRONIZED` (aclrtSynchronizeStream).
-const CBID_STREAM_SYNCHRONIZE: u32 = 9;
 static SYMBOL: &std::ffi::CStr = c"SimKernel_0";
 
 /// An address no process maps (non-canonical on x86-64, unmapped elsewhere): any read through a
@@ -89,7 +84,7 @@ pub struct CallFrame {
 }
 
 impl CallFrame {
-    fn new(corr: u64, work_ns: u64) -> CallFrame {
+    pub fn new(corr: u64, work_ns: u64) -> CallFrame {
         CallFrame { corr, shared: 0, params: SimParams { work_ns }, ret: 0 }
     }
 }
@@ -170,72 +165,35 @@ pub fn garbage(site: u32, name: *const c_char, salt: u64) -> MsptiCallbackData {
     }
 }
 
-/// Whether the wrapper of runtime callback `cbid` takes a new correlation id: MSPTI's launch
-/// wrappers (LAUNCH .. FFTS_LAUNCH) and its memory wrappers (MALLOC .. MEM_SET_PID_TO_SHAREABLE_HANDLE)
-/// call `UpdateAndReportCorrelationId`; device, context, stream and synchronize wrappers do not
-/// (upstream csrc/common/inject/acl_inject.cpp, acl_mem_inject.cpp). Huawei's st check of
-/// samples/mspti_external_correlation counts on it: launch, kernel, copy are ids 7, 8, 9.
-fn bumps_correlation(cbid: u32) -> bool {
-    (10..=36).contains(&cbid)
-}
-
-/// One simulated call: ENTER, `work_ns` of modelled work, EXIT. Returns 0, or -1 for an unknown API.
-pub fn call(api: u32, work_ns: u64) -> i32 {
-    let sync = table()
-        .get(api as usize)
-        .is_some_and(|a| a.domain == MSPTI_CB_DOMAIN_RUNTIME && a.cbid == CBID_STREAM_SYNCHRONIZE);
-    call_with(api, device::take_next(), work_ns, || {
-        // A stream synchronize returns when the stream's device work is done, or after its own
-        // cost if the stream is idle by then.
-        clock::spend(if sync { work_ns.max(device::sync_wait_ns()) } else { work_ns });
-        0
-    })
-}
-
-/// One call of `api` whose work is `body` (modelled work, or the real function an interception
-/// forwards to): ENTER, body, the call's records (`spec` says what it does on the device), EXIT.
-/// `work_ns` is what documented mode's `functionParams` report. Returns the body's result (a
-/// collective's peer wait failing wins), or -1 for an unknown API.
-pub fn call_with(api: u32, spec: Option<device::CallSpec>, work_ns: u64, body: impl FnOnce() -> i32) -> i32 {
-    let Some(a) = table().get(api as usize) else { return -1 };
-    let _call = clock::begin_call();
-    let fidelity = state::fidelity();
-    let Some(name) = a.name(fidelity) else {
-        // Not hooked in this library version: the call happens, no callback fires.
-        return body();
+/// Call the subscriber's callback directly, bypassing the enable bits, with chosen fields:
+/// `garbage` fills every other field with garbage, else they are zero. False when there is no
+/// subscriber or it has no callback.
+pub fn inject(domain: u32, cbid: u32, site: u32, name: *const c_char, garbage_fields: bool) -> bool {
+    let sub = SUBSCRIBER.load(Ordering::Acquire);
+    if sub.is_null() {
+        return false;
+    }
+    // SAFETY: subscriber objects are never freed.
+    let sub = unsafe { &*sub };
+    let Some(cb) = sub.callback else { return false };
+    let data = if garbage_fields {
+        garbage(site, name, 0x77)
+    } else {
+        MsptiCallbackData {
+            callback_site: site,
+            function_name: name,
+            function_params: std::ptr::null(),
+            function_return_value: std::ptr::null(),
+            symbol_name: std::ptr::null(),
+            correlation_id: 0,
+            reserved1: 0,
+            reserved2: 0,
+            correlation_data: std::ptr::null_mut(),
+        }
     };
-    if a.domain == MSPTI_CB_DOMAIN_RUNTIME
-        && bumps_correlation(a.cbid)
-        && activity::any_enabled()
-        && activity::hooked()
-    {
-        // The launch and memory wrappers bump the thread's correlation id right before ENTER. Ids
-        // are seen only in records, so with no kind enabled the shared counter is left alone.
-        activity::bump_correlation();
-    }
-    let corr =
-        if fidelity == Fidelity::Documented { CORRELATION.fetch_add(1, Ordering::Relaxed) + 1 } else { 0 };
-    let mut frame = CallFrame::new(corr, work_ns);
-    fire(a.domain, a.cbid, MSPTI_API_ENTER, name.as_ptr(), fidelity, &mut frame);
-    let t0 = if activity::any_enabled() { activity::host_now() } else { 0 };
-    if a.domain == MSPTI_CB_DOMAIN_HCCL {
-        // A collective completes when every rank of its group has entered it (multi-process jobs).
-        frame.ret = crate::multirank::wait_for_peers();
-    }
-    let ret = body();
-    if frame.ret == 0 {
-        frame.ret = ret;
-    }
-    activity::host_call_records(a.domain, a.cbid, name, t0, spec);
-    fire(a.domain, a.cbid, MSPTI_API_EXIT, name.as_ptr(), fidelity, &mut frame);
-    frame.ret
-}
-
-/// Fire one ENTER or EXIT of `api` on its own, as replay and fault injection need.
-pub fn fire_site(api: u32, site: u32) -> i32 {
-    let Some(a) = table().get(api as usize) else { return -1 };
-    let fidelity = state::fidelity();
-    let Some(name) = a.name(fidelity) else { return 0 };
-    fire(a.domain, a.cbid, site, name.as_ptr(), fidelity, &mut CallFrame::new(0, 0));
-    0
+    state::count_delivered(domain, cbid, site);
+    // SAFETY: `cb` is the subscriber's C callback and `data` outlives the call; a garbage or
+    // NULL `name` is what the test wants the callee to cope with.
+    unsafe { cb(sub.userdata, domain, cbid, &data) };
+    true
 }

@@ -12,22 +12,19 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use mspti_abi::*;
 
-use crate::activity;
-use crate::clock;
-use crate::device;
-use crate::locks::lock;
-
-static MARK_ID: AtomicU64 = AtomicU64::new(0);
-
-/// Take `n` consecutive mark ids; returns the first.
-pub fn take_mark_ids(n: u64) -> u64 {
-    MARK_ID.fetch_add(n, Ordering::Relaxed) + 1
-}
+use crate::ground::clock::{self, host_now};
+use crate::ground::ids::take_mark_ids;
+use crate::ground::intern::intern;
+use crate::ground::locks::{ForkLock, Rank};
+use crate::ground::process::{gettid, pid};
+use crate::ground::state::{kind_enabled, subscribed};
+use crate::model::buffers::record;
+use crate::model::device;
+use crate::model::records::marker_domain_enabled;
 
 struct Domain {
     name: &'static CStr,
@@ -35,34 +32,31 @@ struct Domain {
 }
 
 /// Every domain handle ever created (never freed, so a stale handle stays harmless).
-static DOMAINS: Mutex<Vec<&'static Domain>> = Mutex::new(Vec::new());
+static DOMAINS: ForkLock<Vec<&'static Domain>> = ForkLock::new(Rank::MstxDomains, Vec::new());
 
 #[derive(Clone, Copy)]
 struct Range {
     domain: &'static CStr,
     stream: Option<u32>,
 }
-static RANGES: Mutex<Option<HashMap<u64, Range>>> = Mutex::new(None);
+static RANGES: ForkLock<Option<HashMap<u64, Range>>> = ForkLock::new(Rank::MstxRanges, None);
 
-const DEFAULT_DOMAIN: &CStr = c"default";
+/// The domain of `mstxMarkA`, `mstxRangeStartA` and a NULL domain handle.
+pub const DEFAULT_DOMAIN: &CStr = c"default";
 
-/// MSTX's locks, for the fork handlers: neither is held while taking another lock.
-pub(crate) fn leaf_guards() -> Vec<Box<dyn std::any::Any>> {
-    vec![Box::new(lock(&DOMAINS)), Box::new(lock(&RANGES))]
-}
-
+/// Open ranges forgotten and every domain handle dead (for tests; the mark ids are reset with
+/// the other ids, `ids::reset`).
 pub fn reset() {
-    MARK_ID.store(0, Ordering::Relaxed);
-    *lock(&RANGES) = None;
-    for d in lock(&DOMAINS).iter() {
+    *RANGES.lock() = None;
+    for d in DOMAINS.lock().iter() {
         d.live.store(false, Ordering::Relaxed);
     }
 }
 
 fn active(domain: &CStr) -> bool {
-    activity::subscribed()
-        && activity::kind_enabled(MSPTI_ACTIVITY_KIND_MARKER)
-        && activity::marker_domain_enabled(&domain.to_string_lossy())
+    subscribed()
+        && kind_enabled(MSPTI_ACTIVITY_KIND_MARKER)
+        && marker_domain_enabled(&domain.to_string_lossy())
 }
 
 /// The message as MSPTI caches it, or None when it is rejected.
@@ -85,14 +79,14 @@ fn message(msg: *const c_char) -> Option<&'static CStr> {
     // SAFETY: the `len` bytes before the NUL were just read one by one.
     let bytes = unsafe { std::slice::from_raw_parts(msg.cast::<u8>(), len) };
     Some(match std::str::from_utf8(bytes) {
-        Ok(text) => activity::intern(text),
-        Err(_) => activity::intern(&String::from_utf8_lossy(bytes)),
+        Ok(text) => intern(text),
+        Err(_) => intern(&String::from_utf8_lossy(bytes)),
     })
 }
 
 /// Resolve a domain handle without dereferencing anything unknown.
-fn domain_of(handle: MstxDomainHandle) -> Option<&'static CStr> {
-    let g = lock(&DOMAINS);
+pub fn domain_of(handle: MstxDomainHandle) -> Option<&'static CStr> {
+    let g = DOMAINS.lock();
     g.iter()
         .find(|d| {
             std::ptr::eq(**d as *const Domain, handle.cast::<Domain>()) && d.live.load(Ordering::Relaxed)
@@ -105,14 +99,14 @@ fn host_record(flag: u32, id: u64, name: &'static CStr, domain: &'static CStr) {
         kind: MSPTI_ACTIVITY_KIND_MARKER,
         flag,
         source_kind: MSPTI_ACTIVITY_SOURCE_KIND_HOST,
-        timestamp: activity::host_now(),
+        timestamp: host_now(),
         id,
-        object_id: MsptiIdPair::pt(activity::pid(), activity::gettid()),
+        object_id: MsptiIdPair::pt(pid(), gettid()),
         name: name.as_ptr(),
         domain: domain.as_ptr(),
         _pad: [0; 4],
     };
-    activity::record(MSPTI_ACTIVITY_KIND_MARKER, &r);
+    record(MSPTI_ACTIVITY_KIND_MARKER, &r);
 }
 
 fn stream_arg(stream: AclrtStream) -> Option<u32> {
@@ -134,7 +128,7 @@ pub fn mark(domain: &'static CStr, msg: *const c_char, stream: AclrtStream) {
     };
     host_record(flag, id, name, domain);
     if let Some(s) = s {
-        device::submit_marker(s, flag, id, activity::host_now());
+        device::submit_marker(s, flag, id, host_now());
     }
 }
 
@@ -151,17 +145,17 @@ pub fn range_start(domain: &'static CStr, msg: *const c_char, stream: AclrtStrea
     } else {
         MSPTI_ACTIVITY_FLAG_MARKER_START
     };
-    lock(&RANGES).get_or_insert_with(HashMap::new).insert(id, Range { domain, stream: s });
+    RANGES.lock().get_or_insert_with(HashMap::new).insert(id, Range { domain, stream: s });
     host_record(flag, id, name, domain);
     if let Some(s) = s {
-        device::submit_marker(s, flag, id, activity::host_now());
+        device::submit_marker(s, flag, id, host_now());
     }
     id
 }
 
 pub fn range_end(id: MstxRangeId) {
     let _call = clock::begin_call();
-    let Some(r) = lock(&RANGES).as_mut().and_then(|m| m.remove(&id)) else { return };
+    let Some(r) = RANGES.lock().as_mut().and_then(|m| m.remove(&id)) else { return };
     if !active(r.domain) {
         return;
     }
@@ -172,94 +166,30 @@ pub fn range_end(id: MstxRangeId) {
     };
     host_record(flag, id, c"", c"");
     if let Some(s) = r.stream {
-        device::submit_marker(s, flag, id, activity::host_now());
+        device::submit_marker(s, flag, id, host_now());
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The exported MSTX functions.
-
-/// # Safety
-/// `message` must be NULL or a readable C string; `stream` NULL or a simulator stream handle.
-#[no_mangle]
-pub unsafe extern "C" fn mstxMarkA(message: *const c_char, stream: AclrtStream) {
-    mark(DEFAULT_DOMAIN, message, stream);
-}
-
-/// # Safety
-/// As `mstxMarkA`.
-#[no_mangle]
-pub unsafe extern "C" fn mstxRangeStartA(message: *const c_char, stream: AclrtStream) -> MstxRangeId {
-    range_start(DEFAULT_DOMAIN, message, stream)
-}
-
-#[no_mangle]
-pub extern "C" fn mstxRangeEnd(id: MstxRangeId) {
-    range_end(id);
-}
-
-/// A domain handle, or NULL for NULL or "default". A name that starts with an existing domain's
-/// name gets that domain (MSPTI compares `strncmp(existing, new, strlen(existing))`).
-///
-/// # Safety
-/// `name` must be NULL or a NUL-terminated string.
-#[no_mangle]
-pub unsafe extern "C" fn mstxDomainCreateA(name: *const c_char) -> MstxDomainHandle {
-    if name.is_null() {
-        return std::ptr::null_mut();
-    }
-    // SAFETY: a non-NULL C string from the caller.
-    let n = unsafe { CStr::from_ptr(name) }.to_bytes();
-    if n == DEFAULT_DOMAIN.to_bytes() {
-        return std::ptr::null_mut();
-    }
-    let mut g = lock(&DOMAINS);
+/// `mstxDomainCreateA` of the name `n` (not "default"): a domain handle. A name that starts with
+/// an existing domain's name gets that domain (MSPTI compares `strncmp(existing, new,
+/// strlen(existing))`).
+pub fn domain_create(n: &[u8]) -> MstxDomainHandle {
+    let mut g = DOMAINS.lock();
     if let Some(d) = g.iter().find(|d| d.live.load(Ordering::Relaxed) && n.starts_with(d.name.to_bytes())) {
         return (*d as *const Domain).cast_mut().cast();
     }
     let d: &'static Domain = Box::leak(Box::new(Domain {
-        name: activity::intern(&String::from_utf8_lossy(n)),
+        name: intern(&String::from_utf8_lossy(n)),
         live: AtomicBool::new(true),
     }));
     g.push(d);
     (d as *const Domain).cast_mut().cast()
 }
 
-#[no_mangle]
-pub extern "C" fn mstxDomainDestroy(domain: MstxDomainHandle) {
-    let g = lock(&DOMAINS);
+/// `mstxDomainDestroy`: the handle stays harmless (unknown handles are ignored).
+pub fn domain_destroy(domain: MstxDomainHandle) {
+    let g = DOMAINS.lock();
     if let Some(d) = g.iter().find(|d| std::ptr::eq(**d as *const Domain, domain.cast::<Domain>())) {
         d.live.store(false, Ordering::Relaxed);
-    }
-}
-
-/// # Safety
-/// As `mstxMarkA`; `domain` may be anything (unknown handles are ignored).
-#[no_mangle]
-pub unsafe extern "C" fn mstxDomainMarkA(
-    domain: MstxDomainHandle,
-    message: *const c_char,
-    stream: AclrtStream,
-) {
-    if let Some(d) = domain_of(domain) {
-        mark(d, message, stream);
-    }
-}
-
-/// # Safety
-/// As `mstxDomainMarkA`.
-#[no_mangle]
-pub unsafe extern "C" fn mstxDomainRangeStartA(
-    domain: MstxDomainHandle,
-    message: *const c_char,
-    stream: AclrtStream,
-) -> MstxRangeId {
-    domain_of(domain).map_or(MSTX_INVALID_ID, |d| range_start(d, message, stream))
-}
-
-#[no_mangle]
-pub extern "C" fn mstxDomainRangeEnd(domain: MstxDomainHandle, id: MstxRangeId) {
-    if domain_of(domain).is_some() {
-        range_end(id);
     }
 }
