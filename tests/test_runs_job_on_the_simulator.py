@@ -82,7 +82,7 @@ def test_the_injected_slow_rank_is_named_on_the_simulator(slow_run):
 LAUNCHES_NS_PER_STEP = job.LAUNCH_NS * job.LAUNCHES * job.LAUNCH_CHUNKS
 
 
-# The simulator's collective model: latency, no bytes (rust/sim/src/device.rs COLLECTIVE_LATENCY_NS).
+# The simulator's collective model: latency, no bytes (rust/sim/src/model/device.rs COLLECTIVE_LATENCY_NS).
 TRANSFER_NS = 15_000
 
 

@@ -420,7 +420,7 @@ def test_no_tracked_file_speaks_of_tracker_issues_instead_of_the_code():
 
 
 def test_a_mutex_whose_holder_panicked_is_taken_through_the_one_helper_of_its_crate():
-    # core/locks.rs and rust/sim/src/locks.rs say once why poisoning is ignored; a copy of the
+    # core/locks.rs and rust/sim/src/ground/locks.rs say once why poisoning is ignored; a copy of the
     # pattern elsewhere says nothing.
     found = [
         f"{p.relative_to(ROOT)}:{i}"

@@ -3,7 +3,7 @@ imitates, injected NULL buffers, the device latency model, streams, launches wit
 (graph replays among them), calls that move bytes, draining the device channel, and counters.
 
 None of this exists in a real libmspti; every function maps to one ``msim*`` export of the bundled
-library (see ``rust/sim/src/{activity,device,mstx}.rs``).
+library (see ``rust/sim/src/c_face/``: ``activity.rs``, ``control.rs``, ``mstx.rs``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ use mspti_abi::*;
 use crate::callback::on_callback;
 use crate::core::clock::{self, ClockKind};
 use crate::core::locks::lock;
-use crate::core::windows;
+use crate::core::{arrivals, windows};
 use crate::error::{Error, Result};
 use crate::ffi::MsptiLibrary;
 
@@ -265,6 +265,7 @@ impl Session {
             return Ok(self.clock);
         }
         self.clock = clock::select(clock, self.lib.get_timestamp);
+        arrivals::discard(); // the rings' arrivals of earlier runs are of windows already closed
         windows::begin_run(self.exemplars);
         if let Err(e) = self.apply_wanted() {
             windows::end_run();

@@ -42,7 +42,7 @@ fn sim() -> &'static Sim {
         let lib: &'static libloading::Library = Box::leak(Box::new(lib));
         macro_rules! sym {
             ($n:literal) => {
-                // SAFETY: the simulator exports these names with these C signatures (rust/sim/src/lib.rs).
+                // SAFETY: the simulator exports these names with these C signatures (rust/sim/src/c_face/).
                 *unsafe { lib.get($n) }.unwrap()
             };
         }
@@ -425,7 +425,7 @@ fn calls_left_open_by_ended_threads_are_not_in_flight_in_a_later_session_on_the_
     assert_eq!(windows::snapshot().counters[Counter::Abandoned] - before, 3);
 }
 
-/// `workload::WorkloadConfig` of the simulator (rust/sim/src/workload.rs).
+/// `workload::WorkloadConfig` of the simulator (rust/sim/src/model/workload.rs).
 #[repr(C)]
 struct WorkloadConfig {
     kind: u32,
@@ -446,7 +446,7 @@ fn a_workload_runs_through_the_runtime_libraries_beside_the_simulator_on_one_dev
     let _g = serial();
     let s = sim();
     let _session = session();
-    // SAFETY: the simulator exports these names with these C signatures (rust/sim/src/lib.rs).
+    // SAFETY: the simulator exports these names with these C signatures (rust/sim/src/c_face/).
     let (start, join, progress, release) = unsafe {
         (
             *s._lib.get::<unsafe extern "C" fn(*const WorkloadConfig) -> u64>(b"msimWorkloadStart").unwrap(),

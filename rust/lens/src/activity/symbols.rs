@@ -54,7 +54,7 @@ pub fn bind(path: &Path) -> Result<ActivityApi> {
     macro_rules! opt {
         ($name:literal, $ty:ty) => {{
             // SAFETY: each symbol has this C type in every MSPTI release that has it
-            // (upstream mspti_activity.h; msimDevicePending is the simulator's, rust/sim/src/device.rs);
+            // (upstream mspti_activity.h; msimDevicePending is the simulator's, rust/sim/src/c_face/);
             // the library is never unloaded.
             let s = unsafe { lib.get::<$ty>($name.as_bytes()) }.ok().map(|s| *s);
             if s.is_some() {

@@ -2,6 +2,7 @@
 //! windows (run state, resets, snapshots). Knows nothing of Python, of MSPTI subscriptions or of
 //! the callback; the callback and the session use it.
 
+pub mod arrival_ring; // one thread's arrivals: the SPSC ring and the sequence words
 pub mod arrivals; // when each HCCL call entered, for arrival skew
 pub mod clock;
 pub mod counters;

@@ -12,7 +12,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-use super::arrivals::Ring;
+use super::arrival_ring::Ring;
 use super::counters::{AtomicCounters, Counter, Counters};
 use super::exemplars::Exemplars;
 use super::hist::AtomicHistogram;

@@ -64,8 +64,6 @@ pub fn started_epoch() -> u32 {
 
 /// A new run that records (start), keeping exemplars or not.
 pub fn begin_run(exemplars: bool) {
-    // The rings' arrivals of earlier runs are of windows already closed.
-    super::arrivals::discard();
     let flags = RECORDING | if exemplars { EXEMPLARS } else { 0 };
     if let Ok(r) = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(next_run(r, flags))) {
         STARTED.store(epoch_of(next_run(r, flags)), Ordering::Release);
