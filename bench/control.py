@@ -386,8 +386,9 @@ def render(res: dict) -> list[str]:
         "(a client that caches attributes, NFS's actimeo or Lustre's lock-protected attributes, "
         "answers an unchanged file locally: the server then sees a lookup per cache timeout and "
         "one revalidation per command); a command file is read only when its inode, size or times "
-        f"change. Heartbeats: one rename per process every {control.HEARTBEAT_S:g} s, "
-        f"{d['renames_per_s']:,.0f}/s, plus one per window written while on. Caveat: NFS's "
+        f"change. Heartbeats: one utime (the process file's mtime) per process every "
+        f"{control.HEARTBEAT_S:g} s, {d['renames_per_s']:,.0f}/s, plus one rename per window written "
+        "while on and per change of state. Caveat: NFS's "
         "attribute cache (3 s by default) delays a command by up to that long; mount the run "
         "directory with a short actimeo for the 1 s goal.",
     ]
