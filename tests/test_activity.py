@@ -333,7 +333,7 @@ def test_unknown_record_kinds_and_null_buffers_are_skipped_safely_on_the_stand_i
 def test_unknown_kinds_name_the_valid_ones():
     from mspti_lens import device
 
-    with pytest.raises(ValueError, match="valid kinds are kernel, api, acl_api"):
+    with pytest.raises(ValueError, match=r"did you mean 'kernel'\? \(valid kinds: kernel, api, acl_api"):
         device.check_kinds(["kernels"])
 
 

@@ -118,7 +118,9 @@ def test_the_timeline_plot_draws_p50_and_p99_per_api_on_the_simulator(virtual):
         fig = plots.timeline(s, top=2)
         snap = s.snapshot()
     ax = fig.axes[0]
-    labels = sorted(line.get_label() for line in ax.get_lines())
+    # A line lying on another (every call of an API alike: its p99 is its p50) says so in its label.
+    labels = sorted(str(line.get_label()).split(" (≈ ")[0] for line in ax.get_lines())
+    assert "aclrtLaunchKernel p99 (≈ aclrtLaunchKernel p50)" in [line.get_label() for line in ax.get_lines()]
     assert labels == [
         "aclrtLaunchKernel p50",
         "aclrtLaunchKernel p99",

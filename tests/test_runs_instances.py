@@ -185,7 +185,8 @@ class _StandInSnapshot:
     def device_events(self) -> pl.DataFrame:
         return self._events
 
-    def save(self, path) -> None:
+    def save(self, path, *, event_log: bool = True) -> None:
+        assert not event_log  # the writer keeps the log in the events file only
         pl.DataFrame({"x": [1]}).write_parquet(path)
 
 
