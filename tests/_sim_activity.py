@@ -147,6 +147,7 @@ def bind(lib: ctypes.CDLL) -> ctypes.CDLL:
         "msimSetCommName": ([cstr], None),
         "msimLaunch": ([u32, u64, u32, u64, u32, cstr, cstr, u32], ctypes.c_int32),
         "msimCallBytes": ([u32, u64, u64, u32, u32], ctypes.c_int32),
+        "msimCallCollective": ([u32, u64, u64, u32, u32], ctypes.c_int32),
         "msimSynchronizeStream": ([u64], ctypes.c_int32),
         "msimCall": ([u32, u64], ctypes.c_int32),
         "msimVirtualSet": ([u64], None),

@@ -4,8 +4,6 @@ recorded device time times nccl-tests' bus factor; bad input gets no bandwidth."
 
 from __future__ import annotations
 
-import ctypes
-
 import polars as pl
 import pytest
 from _sim_activity import bind
@@ -52,13 +50,6 @@ def test_by_size_is_exact_on_the_virtual_clock(sim, tmp_path):
     L = bind(sim.lib)
     sim.set_clock("virtual")
     L.msimSetDeviceModel(2000, 0, 1000)
-    L.msimCallCollective.argtypes = [
-        ctypes.c_uint32,
-        ctypes.c_uint64,
-        ctypes.c_uint64,
-        ctypes.c_uint32,
-        ctypes.c_uint32,
-    ]
     calls = [
         ("HcclAllReduce", 1 << 18, FP32),
         ("HcclAllGather", 1 << 10, FP16),
@@ -161,13 +152,6 @@ def test_without_hccl_records_the_rank_count_is_the_world_size_or_unknown(sim, m
     L = bind(sim.lib)
     sim.set_clock("virtual")
     L.msimSetDeviceModel(2000, 0, 1000)
-    L.msimCallCollective.argtypes = [
-        ctypes.c_uint32,
-        ctypes.c_uint64,
-        ctypes.c_uint64,
-        ctypes.c_uint32,
-        ctypes.c_uint32,
-    ]
     for var in (
         "WORLD_SIZE",
         "OMPI_COMM_WORLD_SIZE",

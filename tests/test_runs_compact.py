@@ -94,19 +94,11 @@ def test_compaction_keeps_a_day_within_10_mb_at_the_default_activity(sim, tmp_pa
     # with COMMUNICATION records (record's default activity). A merged segment is no larger than
     # the windows it replaces (histograms of one key set add in place; its event log is capped),
     # so a day's bytes are its file count times the largest of each kind.
-    import ctypes
 
     from _sim_activity import bind
 
     sim.reset()
     L = bind(sim.lib)
-    L.msimCallCollective.argtypes = [
-        ctypes.c_uint32,
-        ctypes.c_uint64,
-        ctypes.c_uint64,
-        ctypes.c_uint32,
-        ctypes.c_uint32,
-    ]
     sim.set_clock("virtual")
     apis = [
         sim.api(n) for n in ("aclrtLaunchKernel", "aclrtMemcpyAsync", "aclrtSynchronizeStream", "aclrtMalloc")

@@ -192,13 +192,6 @@ def test_queue_delays_are_those_of_a_real_loop_and_differ_by_launch_function_on_
 
 def test_communication_records_carry_hccls_op_name_data_type_and_algorithm_on_the_simulator(env):
     L = env.lib
-    L.msimCallCollective.argtypes = [
-        ctypes.c_uint32,
-        ctypes.c_uint64,
-        ctypes.c_uint64,
-        ctypes.c_uint32,
-        ctypes.c_uint32,
-    ]
     c = env.collect()
     env.enable(HCCL, COMMUNICATION, API)
     calls = [  # (api, count, HcclDataType, ranks)
@@ -236,13 +229,6 @@ def test_hccl_bandwidth_is_computed_as_msptis_hccl_calculator_does_on_the_simula
     # AlltoAll; count x type size for AllReduce, Broadcast, Reduce, Send and Recv; no formula for
     # the barrier; over end - start.
     L = env.lib
-    L.msimCallCollective.argtypes = [
-        ctypes.c_uint32,
-        ctypes.c_uint64,
-        ctypes.c_uint64,
-        ctypes.c_uint32,
-        ctypes.c_uint32,
-    ]
     c = env.collect()
     env.enable(HCCL)
     times_ranks = {"HcclAllGather", "HcclReduceScatter", "HcclScatter", "HcclAlltoAll"}

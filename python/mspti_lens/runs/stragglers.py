@@ -363,21 +363,8 @@ FOLDED_COLUMNS = {
     "name": pl.String,
     "instances": pl.String,
     "num_instances": pl.UInt32,
-    "slow_host": pl.String,
-    "slow_rank": pl.Int64,
-    "late_host": pl.String,
-    "late_rank": pl.Int64,
-    "late_by_ns": pl.Float64,
-    "note": pl.String,
-    "basis": pl.String,
-    "slow_ns": pl.Float64,
-    "median_ns": pl.Float64,
-    "test": pl.String,
-    "statistic": pl.Float64,
-    "critical": pl.Float64,
-    "group": pl.String,
-    "ranks": pl.UInt32,
-    "group_ranks": pl.UInt32,
+    **{c: t for c, t in INSTANCE_COLUMNS.items() if c not in ("name", "instance")},
+    "late_by_ns": pl.Float64,  # a median over the folded instances
 }
 
 
