@@ -202,8 +202,12 @@ class _StandInSession:
 
 
 def test_the_writer_puts_each_windows_device_events_beside_it_atomically_on_a_stand_in(tmp_path):
+    from mspti_lens import _native
     from mspti_lens.runs import writer
 
+    # The writer takes the process's HCCL arrivals with each window; an earlier test's Session in
+    # this worker may have left some in its threads' rings (its run is the last that recorded).
+    _native.take_collective_arrivals()
     ev = frame(collective_rows(instances=2)).filter(pl.col("rank") == 1).drop("host", "rank")
     w = writer.WindowWriter(_StandInSession(ev), tmp_path, 60.0, host="hx", rank=(1, "RANK"))
     path = w.write_window(final=False)
