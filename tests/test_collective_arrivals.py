@@ -43,6 +43,10 @@ def test_each_hccl_call_arrives_at_its_exact_enter_numbered_per_op(sim):
         sim.lib.msimCall(ar, CALL_NS)
         b = _native.take_collective_arrivals()
     assert (b["name"], b["sequence"]) == (["HcclAllReduce"], [0])
+    # A closed Session's arrivals not taken go with it: a later window writer never takes them.
+    with Session(library="sim", enable=["hccl"], clock="mspti"):
+        sim.lib.msimCall(ar, CALL_NS)
+    assert _native.take_collective_arrivals()["name"] == []
 
 
 def test_a_threads_arrivals_past_the_bound_are_dropped_and_counted(sim):

@@ -331,6 +331,9 @@ impl Session {
         }
         self.closed = true;
         ACTIVE.store(false, Ordering::Release);
+        // Its arrivals go with it: whoever wanted them (the window writer) took them before the
+        // close, and a later writer must not take them as its own.
+        arrivals::discard();
         stopped
     }
 }
