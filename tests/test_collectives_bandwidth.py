@@ -182,7 +182,7 @@ def test_without_hccl_records_the_rank_count_is_the_world_size_or_unknown(sim, m
     # The launcher says the world size: the world group's rank count, nothing else's.
     monkeypatch.setenv("WORLD_SIZE", "4")
     assert ranks_of(snap) == {WORLD_GROUP: 4}
-    snap.meta["world_size"] = 4  # as a recorded window says it
+    snap = snap.with_meta(world_size=4)  # as a recorded window says it
     monkeypatch.delenv("WORLD_SIZE")
     assert ranks_of(snap) == {WORLD_GROUP: 4}
     t = snap.collectives(by="size", ranks=ranks_of(snap))

@@ -286,8 +286,8 @@ def test_panel_run_shows_the_recorded_run_without_recording_the_notebook(ip, sim
     snap = mspti_lens.Snapshot(mspti_lens._native.NativeSnapshot.from_values([5], "HcclAllReduce"), {})
     d = writer.rank_dir(tmp_path, "a", 0)
     d.mkdir(parents=True)
-    snap.meta.update(host="a", rank=0, pid=100, window=1, final=True, written=1000.0,
-                     interval_s=1.0, world_size=2)  # fmt: skip
+    snap = snap.with_meta(host="a", rank=0, pid=100, window=1, final=True, written=1000.0,
+                          interval_s=1.0, world_size=2)  # fmt: skip
     snap.save(d / writer.window_name(1, 100))
     with pytest.raises(UsageError, match="record one with"):
         ip.run_line_magic("mspti", f"panel --run {tmp_path / 'nothing'}")

@@ -155,13 +155,10 @@ def test_launch_split_notes_queue_delays_longer_than_the_window(device_snap):
     la = device_snap.launches()
     total = float(la["queue_total_ns"].sum())
     assert total > 0
-    short = type(device_snap)(device_snap._native, dict(device_snap.meta))
-    short.device = device_snap.device
+    start = device_snap.meta["window_start"]
     # a window shorter than the queue delays it holds: launches waited at the same time
-    short.meta["window_end"] = short.meta["window_start"] + total / 1e9 / 10
-    long = type(device_snap)(device_snap._native, dict(device_snap.meta))
-    long.device = device_snap.device
-    long.meta["window_end"] = long.meta["window_start"] + total / 1e9 * 10
+    short = device_snap.with_meta(window_end=start + total / 1e9 / 10)
+    long = device_snap.with_meta(window_end=start + total / 1e9 * 10)
     note = plots.device.queue_note(short)
     assert note and "queue delays add up to" in note and "ran ahead of the device" in note
     assert plots.device.queue_note(long) is None

@@ -274,8 +274,8 @@ def _window(out: Path, host: str, rank: int, *, final: bool, values: list[int], 
     snap = mspti_lens.Snapshot(mspti_lens._native.NativeSnapshot.from_values(values, "HcclAllReduce"), {})
     d = writer.rank_dir(out, host, rank)
     d.mkdir(parents=True, exist_ok=True)
-    snap.meta.update(host=host, rank=rank, pid=100 + rank, window=1, final=final, written=1000.0,
-                     interval_s=1.0, world_size=world)  # fmt: skip
+    snap = snap.with_meta(host=host, rank=rank, pid=100 + rank, window=1, final=final, written=1000.0,
+                          interval_s=1.0, world_size=world)  # fmt: skip
     snap.save(d / writer.window_name(1, 100 + rank))
 
 

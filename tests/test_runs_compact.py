@@ -28,8 +28,7 @@ class FakeSession:
         self.i += 1
         values = [1_000 * self.i, 7 + self.i % 5, 3_000_000 + self.i]
         snap = Snapshot(_native.NativeSnapshot.from_values(values, "aclrtLaunchKernel"), {})
-        snap.meta.update(window_start=1000.0 + self.i, window_end=1001.0 + self.i, simulated=True)
-        return snap
+        return snap.with_meta(window_start=1000.0 + self.i, window_end=1001.0 + self.i, simulated=True)
 
     def flush_activity(self, settle: bool) -> None:
         pass

@@ -179,6 +179,11 @@ class _StandInSnapshot:
     def __len__(self) -> int:
         return 1
 
+    def with_meta(self, **facts) -> _StandInSnapshot:
+        out = _StandInSnapshot(self._events)
+        out.meta = {**self.meta, **facts}
+        return out
+
     def summary(self) -> pl.DataFrame:
         return pl.DataFrame({"name": ["HcclAllReduce"], "num_calls": [5], "total_ns": [100]})
 

@@ -372,18 +372,38 @@ def test_the_dict_form_of_a_window_holds_exactly_the_facts_given():
     )
 
 
-def test_writing_a_snapshots_meta_replaces_its_frozen_window_and_with_meta_makes_a_new_snapshot():
+def test_a_snapshots_meta_reads_as_a_dict_refuses_writes_and_with_meta_makes_a_new_snapshot():
+    import copy
+    import json
+
     from mspti_lens import _native
 
     snap = Snapshot(_native.NativeSnapshot.from_values([5, 7], "f"), {"label": "t", "window_end": 2.0})
     before = snap.window
     meta = snap.meta
-    meta.update(rank=3, host="h")
-    meta["window_start"] = 1.0
-    assert snap.meta is meta and snap.window is not before and "rank" not in before.extra
-    assert (snap.window.extra["rank"], snap.window.start, snap.duration_s) == (3, 1.0, 1.0)
-    snap.meta = {"label": "u"}  # a new dict: its own moments reading again
-    assert snap.label == "u" and set(snap.meta) == {"label", "moments"}
+    assert meta == before.as_dict() and meta["label"] == "t" and meta.get("rank") is None
+    assert dict(meta) == json.loads(json.dumps(meta)) == {**meta}  # read and written as a dict
+    writes = [
+        lambda m: m.update(rank=3),
+        lambda m: m.__setitem__("window_start", 1.0),
+        lambda m: m.__delitem__("label"),
+        lambda m: m.setdefault("rank", 3),
+        lambda m: m.pop("label"),
+        lambda m: m.popitem(),
+        lambda m: m.clear(),
+        lambda m: m.__ior__({"rank": 3}),
+    ]
+    for write in writes:
+        with pytest.raises(TypeError, match=r"snap\.with_meta\(key=value\)"):
+            write(snap.meta)
+    with pytest.raises(AttributeError, match=r"with_meta"):
+        snap.meta = {"label": "u"}  # type: ignore[misc]
+    with pytest.raises(AttributeError, match=r"device=\.\.\."):
+        snap.device = None  # type: ignore[misc]
+    assert snap.window is before and snap.meta == before.as_dict()  # nothing changed
+    mine = copy.copy(snap.meta)  # a copy is a plain dict, the caller's to change
+    mine["rank"] = 1
+    assert type(mine) is dict and "rank" not in snap.meta
     other = snap.with_meta(rank=9, simulated=True)
     assert other.simulated and other.meta["rank"] == 9 and "rank" not in snap.meta and not snap.simulated
     assert other.summary().drop("source").equals(snap.summary().drop("source"))

@@ -381,8 +381,8 @@ def _run_window(out, host: str, rank: int, *, final: bool, world: int):
     snap = mspti_lens.Snapshot(native, {})
     d = writer.rank_dir(out, host, rank)
     d.mkdir(parents=True, exist_ok=True)
-    snap.meta.update(host=host, rank=rank, pid=100 + rank, window=1, final=final, written=1000.0,
-                     interval_s=1.0, world_size=world)  # fmt: skip
+    snap = snap.with_meta(host=host, rank=rank, pid=100 + rank, window=1, final=final, written=1000.0,
+                          interval_s=1.0, world_size=world)  # fmt: skip
     snap.save(d / writer.window_name(1, 100 + rank))
 
 

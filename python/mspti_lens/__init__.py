@@ -33,8 +33,9 @@ from .errors import (
     SubscriberBusyError,
 )
 
-# How a Snapshot reads (title, table, reprs): registered with the model when this loads, so that the
-# model imports no display code.
+# How a Snapshot and a Run read (title, table, reprs) and how a simulator job shows its progress in
+# a notebook: registered with the model when this loads, so that the model imports no display code.
+from .notebook import progress as _progress  # noqa: F401
 from .notebook import run_view as _run_view  # noqa: F401
 from .notebook import snapshot_repr as _snapshot_repr  # noqa: F401
 from .runs.run import Run, open_run  # whole jobs: every rank's recorded windows

@@ -375,9 +375,11 @@ def save_into(snap: Any, head: dict) -> None:
         head["device"] = d.state()
 
 
-def load_from(snap: Any, head: dict) -> None:
+def read(head: dict) -> DeviceData | None:
+    """The device data a snapshot file's metadata holds (None: the file keeps none)."""
     s = head.get("device")
-    if s is not None:
-        if not isinstance(s, dict):
-            raise ValueError("the snapshot file's device data is not an object")
-        snap.device = DeviceData.from_state(s)
+    if s is None:
+        return None
+    if not isinstance(s, dict):
+        raise ValueError("the snapshot file's device data is not an object")
+    return DeviceData.from_state(s)

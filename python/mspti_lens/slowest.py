@@ -4,7 +4,7 @@ Per (thread, API) and window the native core keeps the K slowest calls (K = 8) w
 on the wall clock, duration and OS thread id, at the cost of one compare per call.
 
 A snapshot's kept calls are its native snapshot's, or (loaded from a file, or merged) rows held
-beside it in :data:`EXEMPLAR_COLUMNS`' shape; :func:`save_into` / :func:`load_from` /
+beside it in :data:`EXEMPLAR_COLUMNS`' shape; :func:`save_into` / :func:`read` /
 :func:`merged` are the snapshot file's and ``Snapshot.merge``'s hooks.
 """
 
@@ -86,11 +86,11 @@ def save_into(snap: Any, head: dict) -> None:
     head["slowest"] = rows_of(snap)
 
 
-def load_from(snap: Any, head: dict) -> None:
-    """Give a loaded snapshot the kept calls its file holds (files without them: none)."""
+def read(head: dict) -> dict[str, list] | None:
+    """The kept calls a snapshot file's metadata holds (None: the file keeps none)."""
     s = head.get("slowest")
     if s is None:
-        return
+        return None
     if not isinstance(s, dict) or any(not isinstance(s.get(c), list) for c in EXEMPLAR_COLUMNS):
         raise ValueError(f"the snapshot file's slowest calls are not columns {list(EXEMPLAR_COLUMNS)}")
     if len({len(s[c]) for c in EXEMPLAR_COLUMNS}) != 1:
@@ -102,7 +102,7 @@ def load_from(snap: Any, head: dict) -> None:
     if any(v < 0 for col in numbers.values() for v in col):
         raise ValueError("the snapshot file's slowest calls hold negative numbers")
     rows: dict[str, list] = {"name": [str(v) for v in s["name"]], **numbers}
-    snap._exemplars = {c: rows[c] for c in EXEMPLAR_COLUMNS}
+    return {c: rows[c] for c in EXEMPLAR_COLUMNS}
 
 
 def merged(a: Any, b: Any) -> dict[str, list]:

@@ -19,6 +19,7 @@ import polars as pl
 from . import _native, device, snapshot_file
 from .catalog import DOMAIN_NAMES, callback
 from .columns import QUANTILES, SUMMARY_COLUMNS, stat_columns
+from .device import DeviceData
 
 # The histogram's constants (defined once, in rust/lens/src/core/hist.rs): exponential buckets
 # at SCALE 7 (base 2^(2^-7)); bucket `index` i holds integer-ns values v with base^i < v <=
@@ -146,56 +147,24 @@ class WindowInfo:
         return float(self.end or 0.0) - float(self.start or 0.0)
 
 
-class _MetaView(dict):
-    """``Snapshot.meta``: the snapshot's WindowInfo as a dict. Code that completes a snapshot's
-    metadata in place (a run's writer adds its rank and window) writes here; each write replaces
-    the snapshot's WindowInfo with a new value holding it."""
+_READ_ONLY = (
+    "a snapshot's meta is read-only (its window is one frozen value): snap.with_meta(key=value) "
+    "returns a new snapshot with the fact added or changed"
+)
 
-    def __init__(self, owner: Snapshot):
-        super().__init__(owner.window.as_dict())
-        self._owner = owner
 
-    def _written(self) -> None:
-        owner = self._owner
-        owner._window = owner._with_moments(WindowInfo.of(self))
-        if "moments" not in self:  # taken away: the window's own reading again, as the value holds
-            super().__setitem__("moments", owner._window.as_dict()["moments"])
+class _ReadOnlyMeta(dict):
+    """``Snapshot.meta``: the snapshot's WindowInfo in its dict form, read like any dict (and
+    written to JSON as one); every write raises TypeError saying what to do instead."""
 
-    def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, value)
-        self._written()
+    def _refused(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(_READ_ONLY)
 
-    def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
-        self._written()
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _refused
+    __ior__ = _refused
 
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        super().update(*args, **kwargs)
-        self._written()
-
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        out = super().setdefault(key, default)
-        self._written()
-        return out
-
-    def pop(self, key: str, *default: Any) -> Any:
-        out = super().pop(key, *default)
-        self._written()
-        return out
-
-    def popitem(self) -> tuple[str, Any]:
-        out = super().popitem()
-        self._written()
-        return out
-
-    def clear(self) -> None:
-        super().clear()
-        self._written()
-
-    def __ior__(self, other: Any) -> _MetaView:  # type: ignore[override,misc]
-        super().__ior__(other)
-        self._written()
-        return self
+    def __reduce__(self) -> tuple[Any, ...]:  # a copy (copy, pickle) is a plain dict, the caller's
+        return (dict, (dict(self),))
 
 
 class Snapshot:
@@ -215,19 +184,18 @@ class Snapshot:
         native: _native.NativeSnapshot,
         meta: Mapping[str, Any] | WindowInfo,
         *,
-        device: device.DeviceData | None = None,
+        device: DeviceData | None = None,
         timeline: pl.DataFrame | None = None,
         exemplars: dict[str, list] | None = None,
     ):
         self._native = native
         self._window = self._with_moments(meta if isinstance(meta, WindowInfo) else WindowInfo.of(meta))
-        self._meta_view: _MetaView | None = None
         self._summary: pl.DataFrame | None = None
         #: The session's timeline when the snapshot was taken (None: not kept).
         self._timeline = timeline
         #: The slowest calls when loaded from a file or merged (None: the native's own).
         self._exemplars = exemplars
-        self.device = device  # the activity data of the window, when the session collected any
+        self._device = device
 
     def _with_moments(self, window: WindowInfo) -> WindowInfo:
         """``window`` with this window's own reading of MOMENT_COUNTERS when it holds none, under
@@ -245,28 +213,38 @@ class Snapshot:
         return self._window
 
     @property
-    def meta(self) -> dict[str, Any]:
-        """The window's facts as a dict (:meth:`WindowInfo.as_dict`), the form the snapshot file
-        keeps. Writing to it replaces :attr:`window` with a value holding the change (prefer
-        :meth:`with_meta`, which returns a new snapshot)."""
-        if self._meta_view is None:
-            self._meta_view = _MetaView(self)
-        return self._meta_view
+    def meta(self) -> Mapping[str, Any]:
+        """The window's facts as a read-only dict (:meth:`WindowInfo.as_dict`), the form the
+        snapshot file keeps. Writing to it raises TypeError: :meth:`with_meta` returns a new
+        snapshot with the facts added."""
+        return _ReadOnlyMeta(self._window.as_dict())
 
     @meta.setter
     def meta(self, meta: Mapping[str, Any]) -> None:
-        self._window = self._with_moments(WindowInfo.of(meta))
-        self._meta_view = None
+        raise AttributeError(_READ_ONLY)
+
+    @property
+    def device(self) -> DeviceData | None:
+        """The activity data of the window, when the session collected any (given when the
+        snapshot is made: ``Snapshot(native, meta, device=...)``)."""
+        return self._device
+
+    @device.setter
+    def device(self, data: DeviceData | None) -> None:
+        raise AttributeError(
+            "a snapshot's device data is given when it is made: Snapshot(native, meta, device=...)"
+        )
 
     def with_meta(self, **facts: Any) -> Snapshot:
         """A new snapshot of the same histograms, device data, timeline and slowest calls, its
         metadata with ``facts`` added (or changed)."""
+        return self._with_window(self._window.with_facts(facts))
+
+    def _with_window(self, meta: Mapping[str, Any] | WindowInfo) -> Snapshot:
+        """A new snapshot of the same histograms, device data, timeline and slowest calls, with
+        ``meta`` as its whole metadata (a compacted segment's, built from both halves')."""
         return Snapshot(
-            self._native,
-            self._window.with_facts(facts),
-            device=self.device,
-            timeline=self._timeline,
-            exemplars=self._exemplars,
+            self._native, meta, device=self._device, timeline=self._timeline, exemplars=self._exemplars
         )
 
     # -- facts ---------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ def save(snap: Any, path: str | os.PathLike, event_log: bool = True) -> None:
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "scale": _native.SCALE,
-        "meta": snap.meta,
+        "meta": dict(snap.meta),
         "counters": snap.counters,
     }
     device.save_into(snap, meta)
@@ -74,7 +74,7 @@ def save(snap: Any, path: str | os.PathLike, event_log: bool = True) -> None:
 
 def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
     """Read a file written by :func:`save`, the snapshot made by ``make(native, meta,
-    timeline=...)`` (the Snapshot class): see :meth:`Snapshot.load`."""
+    timeline=..., device=..., exemplars=...)`` (the Snapshot class): see :meth:`Snapshot.load`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -150,9 +150,10 @@ def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
     meta = dict(head.get("meta") or {})
     meta["loaded_from"] = p
     try:
-        snap = make(native, meta, timeline=timeline.read(head))
-        device.load_from(snap, head)
-        slowest.load_from(snap, head)
+        # Read in this order so a file broken in several places names the same part first.
+        snap = make(
+            native, meta, timeline=timeline.read(head), device=device.read(head), exemplars=slowest.read(head)
+        )
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None
     return snap

@@ -118,11 +118,11 @@ class ConfiguredSnapshot(Snapshot):
         where: str = "",
         all_rows: str = "`%config MsptiMagics.top = 0`",
     ):
-        super().__init__(snap._native, snap.meta)
+        # The activity data travels with the snapshot.
+        super().__init__(snap._native, snap.window, device=snap.device)
         self._unit, self._top, self.where = unit, (top or None), where
         self._all_rows = all_rows  # how to see every row: the option that cut the table
         self._figure: tuple[bytes, int, int] | None = None
-        self.device = snap.device  # the activity data travels with the snapshot
 
     def table(self, unit: str | None = None, top: int | None = None):
         return super().table(unit or self._unit, top or self._top)

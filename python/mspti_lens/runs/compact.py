@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -124,11 +125,11 @@ class Compactor:
         b = Snapshot.load(self.dir / segment_name("window", *y, self.pid))
         out = a.merge(b)
         moments = out.meta["moments"]  # the merge's rule: each session's latest reading
-        out.meta = {**merged_meta(a.meta, b.meta, first, last), "moments": moments}
+        out = out._with_window({**merged_meta(a.meta, b.meta, first, last), "moments": moments})
         dropped = self._merge_events(x, y)
         if dropped:
-            out.meta["events_dropped_in_compaction"] = (
-                out.meta.get("events_dropped_in_compaction", 0) + dropped
+            out = out.with_meta(
+                events_dropped_in_compaction=out.meta.get("events_dropped_in_compaction", 0) + dropped
             )
         path = self.dir / segment_name("window", first, last, self.pid)
         tmp = self.dir / f".{path.name}.{self.pid}.tmp"
@@ -161,7 +162,7 @@ class Compactor:
         return dropped
 
 
-def merged_meta(a: dict[str, Any], b: dict[str, Any], first: int, last: int) -> dict[str, Any]:
+def merged_meta(a: Mapping[str, Any], b: Mapping[str, Any], first: int, last: int) -> dict[str, Any]:
     """The metadata of segment ``first..last`` from its older (``a``) and newer (``b``) halves:
     the newer's, with the span, the on periods of both and every enable set either had."""
     m = dict(b)

@@ -351,29 +351,31 @@ class WindowWriter:
                 # no finished call, and skipping that window would lose them; so do its arrivals.
                 return None
             self.seq += 1
-            snap.meta.update(
-                {
-                    "host": self.host,
-                    "rank": self.rank,
-                    "rank_source": self.rank_source,
-                    "world_size": self.world_size,
-                    "pid": self._pid,
-                    "window": self.seq,
-                    "final": bool(final),
-                    "end_reason": reason,
-                    "interval_s": self.interval,
-                    "process_start": self.started,
-                    "argv": self.argv[:16],
-                    "written": time.time(),
-                    "on": True,  # a window is only written while profiling is on
-                    "period": self.period,
-                    "period_end": bool(period_end or final),
-                    "arrivals_dropped": arrivals_dropped,
-                    **self.period_meta,
-                }
-            )
+            facts = {
+                "host": self.host,
+                "rank": self.rank,
+                "rank_source": self.rank_source,
+                "world_size": self.world_size,
+                "pid": self._pid,
+                "window": self.seq,
+                "final": bool(final),
+                "end_reason": reason,
+                "interval_s": self.interval,
+                "process_start": self.started,
+                "argv": self.argv[:16],
+                "written": time.time(),
+                "on": True,  # a window is only written while profiling is on
+                "period": self.period,
+                "period_end": bool(period_end or final),
+                "arrivals_dropped": arrivals_dropped,
+                **self.period_meta,
+            }
+            given = {**snap.meta, **facts}
+            facts["periods"] = [
+                [self.period, given.get("window_start"), given.get("window_end"), given.get("enable")]
+            ]
+            snap = snap.with_meta(**facts)
             m = snap.meta
-            m["periods"] = [[self.period, m.get("window_start"), m.get("window_end"), m.get("enable")]]
             path = self.dir / window_name(self.seq, self._pid)
             tmp = self.dir / f".{path.name}.{self._pid}.tmp"
             self.dir.mkdir(parents=True, exist_ok=True)

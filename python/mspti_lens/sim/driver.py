@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from .. import _native
 from ..backend import FIDELITIES, simulator_path
@@ -81,12 +82,29 @@ POLL_S = 0.02
 AUTO_PROGRESS_S = 1.0
 
 
+@dataclass(frozen=True)
+class NotebookProgress:
+    """How a notebook shows a job's progress: ``active()``, whether this process is a notebook's
+    kernel now; ``bar(what, total, unit, started)``, a bar not shown yet (:func:`progress_bar`'s
+    contract; ImportError: it cannot be drawn here). Registered by the notebook's code, which
+    knows the driver, not the reverse."""
+
+    active: Callable[[], bool]
+    bar: Callable[[str, int, str, float | None], Any]
+
+
+_notebook_progress: NotebookProgress | None = None
+
+
+def register_notebook_progress(progress: NotebookProgress) -> None:
+    """Make ``progress`` how jobs show their progress in a notebook (the last one registered wins;
+    none registered: a terminal bar everywhere)."""
+    global _notebook_progress
+    _notebook_progress = progress
+
+
 def _in_jupyter() -> bool:
-    try:
-        from ..notebook.display import in_jupyter
-    except ImportError:
-        return False
-    return in_jupyter()
+    return _notebook_progress is not None and _notebook_progress.active()
 
 
 class Job:
@@ -233,11 +251,10 @@ def progress_bar(what: str, total: int, unit: str, started: float | None = None)
     """A progress bar with ``show()``, ``update(done)`` and ``close(done, interrupted)``: an
     ipywidgets bar in Jupyter (with rate and time left; ``started``: the job's ``perf_counter``
     start), a terminal bar on stderr elsewhere. Not shown until ``show()``."""
+    notebook = _notebook_progress
     try:
-        from ..notebook.display import WidgetBar, in_jupyter
-
-        if in_jupyter():
-            return WidgetBar(what, total, unit, started=started, show=False)
+        if notebook is not None and notebook.active():
+            return notebook.bar(what, total, unit, started)
     except ImportError:  # no IPython / ipywidgets: a terminal it is
         pass
     return TerminalBar(what, total, unit)
