@@ -26,7 +26,7 @@ simulator) intercepts as MSPTI does on a machine:
 
 The official side is Huawei's own Python package (mspti/: the mspti_C extension, KernelMonitor,
 CommunicationMonitor, MstxMonitor), vendored unmodified in tests/data/ascend-mspti and built from
-its CMake files on the tree by the helper the tests use (tests/test_cann_samples.py), kept by the
+its CMake files on the tree by the helper the tests use (tests/sim/test_cann_samples.py), kept by the
 hash of its sources; its user callbacks are minimal dict aggregators. msMonitor (github
 Ascend/msmonitor, the ``msmonitor`` package) is measured only when the interpreter can import it:
 the repository carries no copy of it and no recipe to build it (a side "not installed" says so).
@@ -221,7 +221,7 @@ int bench_mixed(uint64_t steps, uint64_t seed)
 
 
 def _helpers():
-    """tests/test_cann_samples.py: the package build and the tree's environment, defined once."""
+    """tests/sim/test_cann_samples.py: the package build and the tree's environment, defined once."""
     sys.path.insert(0, str(TESTS))
     import test_cann_samples  # noqa: PLC0415
 
@@ -229,7 +229,7 @@ def _helpers():
 
 
 def official_package(tree, log) -> Path:
-    """The official package built on the tree, kept by tests/test_cann_samples.py's helpers under
+    """The official package built on the tree, kept by tests/sim/test_cann_samples.py's helpers under
     the hash of its sources (the extension links libmspti.so by name, so it runs on any tree): a
     build the CANN samples' tests made is used as it is."""
     t = _helpers()

@@ -14,13 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"  # all test data is in the repository (tests/data/README.md)
 TRACES = DATA / "traces" / "hta"
 # tests/data holds vendored upstream files (Huawei's st scripts are unittest checks that
-# tests/test_cann_samples.py runs against sample output), not pytest tests.
+# tests/sim/test_cann_samples.py runs against sample output), not pytest tests.
 collect_ignore = ["data"]
 
 
 # Modules whose builds later modules reuse: the CANN samples' build of the official package is
 # kept for the monitors benchmark (tests/test_cann_monitors_bench.py), so it starts first.
-BUILDS_FIRST = ("tests/test_cann_samples.py",)
+BUILDS_FIRST = ("tests/sim/test_cann_samples.py",)
 
 
 def pytest_collection_modifyitems(config, items):

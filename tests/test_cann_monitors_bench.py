@@ -30,7 +30,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("cann-monitors") / "result.json"
-    # It runs on the official package tests/test_cann_samples.py built and kept (it starts first);
+    # It runs on the official package tests/sim/test_cann_samples.py built and kept (it starts first);
     # alone, the first run builds it.
     p = subprocess.run(
         [sys.executable, str(BENCH), "--quick", "--json", str(out)],

@@ -323,9 +323,18 @@ def test_the_circle_finder_finds_a_lazy_circle():
 
 def test_no_two_test_files_differ_only_by_word_order():
     by_words: dict[tuple[str, ...], list[str]] = {}
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
         by_words.setdefault(tuple(sorted(path.stem.split("_"))), []).append(path.name)
     assert [names for names in by_words.values() if len(names) > 1] == []
+
+
+def test_the_tests_folders_mirror_the_package():
+    # tests/notebook holds the tests of mspti_lens.notebook, and so on; tests of the top-level
+    # modules and of the whole (reliability, structure, packaging) stay at the top.
+    package = ROOT / "python" / "mspti_lens"
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert folders == {"export", "notebook", "plots", "runs", "sim"}
+    assert all((package / f / "__init__.py").is_file() for f in folders)
 
 
 def test_public_paths_still_work():

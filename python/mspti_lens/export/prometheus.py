@@ -13,7 +13,7 @@ message-size bucket, nccl-tests' definitions; a bucket without a bandwidth has n
 
 The protobuf encoder is a small hand encoder of ``io.prometheus.client.MetricFamily`` (the
 fields are those of prometheus/client_model's metrics.proto), checked against a real
-Prometheus server in tests/test_export_prometheus_server.py.
+Prometheus server in tests/export/test_export_prometheus_server.py.
 """
 
 from __future__ import annotations

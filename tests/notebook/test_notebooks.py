@@ -15,14 +15,14 @@ pytestmark = pytest.mark.slow  # each runs a notebook in its own kernel
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 EXPECTED = {
     "quickstart",
     "scenario1_domain_tracing",
     "scenario2_launch_only",
     "scenario3_enter_exit_pairing",
     "scenario4_hccl_latency",
-    "exports",  # run by tests/test_export_notebook.py
+    "exports",  # run by tests/notebook/test_export_notebook.py
     "section5_where_step_time_goes",
     "multirank_job",
 }

@@ -19,7 +19,7 @@ from mspti_lens.sim import cann
 
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 STANDIN = HERE / "data" / "torch_standin"
 MALLOCS = 5
 ALLREDUCES = 3

@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler (c++)"),
 ]
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 UPSTREAM = HERE / "data" / "ascend-mspti"
 ST_SCRIPTS = UPSTREAM / "test" / "mspti_cpp" / "st" / "script"
 STANDIN = HERE / "data" / "torch_standin"

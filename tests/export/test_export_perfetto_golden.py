@@ -15,7 +15,7 @@ from export_data import ValuesSnapshot
 
 from mspti_lens.export import to_perfetto
 
-GOLDEN = Path(__file__).parent / "data" / "perfetto" / "golden_trace.json"
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "perfetto" / "golden_trace.json"
 T0 = 1_700_000_000_123_456_789  # CLOCK_REALTIME ns
 
 
@@ -125,6 +125,6 @@ if __name__ == "__main__":  # records the golden file from the current to_perfet
     import sys
     import tempfile
 
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     with tempfile.TemporaryDirectory() as d:
         GOLDEN.write_text(json.dumps(traces(Path(d)), indent=1) + "\n")

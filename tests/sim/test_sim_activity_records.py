@@ -441,7 +441,7 @@ print(os.waitstatus_to_exitcode(status), parent)
 def test_fork_with_records_in_flight_neither_hangs_nor_loses_the_parents_on_the_simulator(tmp_path):
     script = tmp_path / "fork.py"
     script.write_text(FORK_SCRIPT)
-    tests = str(Path(__file__).resolve().parent)
+    tests = str(Path(__file__).resolve().parents[1])
     cmd = [sys.executable, str(script), tests]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)  # watchdog
     assert out.returncode == 0, out.stderr

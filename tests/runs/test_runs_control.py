@@ -26,7 +26,7 @@ from mspti_lens.snapshot import Snapshot
 
 pytestmark = pytest.mark.timeout(900)
 BOUND_S = 240.0  # per wait: a loaded machine (many processes starting at once) is slow, not wrong
-JOB = Path(__file__).with_name("control_job.py")
+JOB = Path(__file__).resolve().parents[1] / "control_job.py"
 
 
 def wait_for(what: str, cond, bound: float = BOUND_S):

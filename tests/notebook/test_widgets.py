@@ -373,7 +373,7 @@ def test_without_an_interval_the_timeline_plot_says_so_in_its_axes(session, sim)
 
 
 def _run_window(out, host: str, rank: int, *, final: bool, world: int):
-    """One window file of a rank, as a recording process writes it (see tests/test_runs.py)."""
+    """One window file of a rank, as a recording process writes it (see tests/runs/test_runs.py)."""
     import mspti_lens
     from mspti_lens.runs import writer
 
