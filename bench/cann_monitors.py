@@ -222,7 +222,7 @@ int bench_mixed(uint64_t steps, uint64_t seed)
 
 def _helpers():
     """tests/sim/test_cann_samples.py: the package build and the tree's environment, defined once."""
-    sys.path.insert(0, str(TESTS))
+    sys.path[:0] = [str(TESTS / "sim"), str(TESTS)]  # the module, and the helpers beside conftest
     import test_cann_samples  # noqa: PLC0415
 
     return test_cann_samples
