@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from mspti_lens.runs import stragglers
+from mspti_lens.runs.run import INSTANCE_EVENT_SCHEMA
 from mspti_lens.runs.stragglers import BASIS_EVENTS, BASIS_WINDOWS, INSTANCE_COLUMNS
 
 RANKS = 4
@@ -47,17 +48,7 @@ def collective_rows(
 
 
 def frame(rows: list[dict]) -> pl.DataFrame:
-    schema = {
-        "host": pl.String,
-        "rank": pl.Int64,
-        "kind": pl.String,
-        "group": pl.String,
-        "name": pl.String,
-        "sequence": pl.UInt64,
-        "start_ns": pl.Int64,
-        "end_ns": pl.Int64,
-    }
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=INSTANCE_EVENT_SCHEMA)
 
 
 def test_both_rules_name_the_late_rank_for_every_instance():
