@@ -133,7 +133,7 @@ class Compactor:
             )
         path = self.dir / segment_name("window", first, last, self.pid)
         tmp = self.dir / f".{path.name}.{self.pid}.tmp"
-        out.save(tmp)
+        out.save(tmp, event_log=False)  # the events files hold the log (windows the writer wrote)
         os.replace(tmp, path)
         for s in (x, y):
             (self.dir / segment_name("window", *s, self.pid)).unlink(missing_ok=True)
