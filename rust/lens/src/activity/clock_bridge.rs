@@ -14,10 +14,6 @@ static ON: AtomicBool = AtomicBool::new(false);
 static ANCHOR_READING: AtomicU64 = AtomicU64::new(0);
 static ANCHOR_REALTIME: AtomicU64 = AtomicU64::new(0);
 
-fn realtime_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// Our `msptiTimestampCallbackFunc`: the session's clock as CLOCK_REALTIME-scale ns. MSPTI may
 /// call it on any of its threads, under its locks: it reads atomics and a clock, nothing else.
 pub extern "C" fn session_timestamp() -> u64 {
@@ -31,7 +27,7 @@ pub extern "C" fn session_timestamp() -> u64 {
             }
         }
     }
-    realtime_ns()
+    clock::wall_ns()
 }
 
 /// `session_timestamp` with `msptiGetTimestamp`'s signature, for the launch spans.
@@ -51,9 +47,9 @@ pub unsafe extern "C" fn session_get_timestamp(t: *mut u64) -> u32 {
 /// taken once per collector, so every window of a session shares one offset.
 pub fn anchor(first: bool) {
     if first {
-        let rt0 = realtime_ns();
+        let rt0 = clock::wall_ns();
         let r = clock::now();
-        let rt1 = realtime_ns();
+        let rt1 = clock::wall_ns();
         ANCHOR_READING.store(r, Ordering::Relaxed);
         ANCHOR_REALTIME.store(rt0 + (rt1.saturating_sub(rt0)) / 2, Ordering::Relaxed);
     }

@@ -191,6 +191,11 @@ fn mspti_now() -> u64 {
     t
 }
 
+/// CLOCK_REALTIME now, in ns: the scale activity records, windows and kept calls are reported on.
+pub fn wall_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
 /// A raw reading taken earlier as CLOCK_REALTIME ns, given a reading and the wall clock both taken
 /// now. MSPTI's clock is already on that scale (activity records share it, so host and device
 /// times line up, the simulator's virtual clock included); the others are bridged as the wall

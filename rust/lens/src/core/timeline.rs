@@ -11,8 +11,9 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use super::clock::wall_ns;
 use super::hist::{self, Histogram};
 use super::locks::lock;
 use super::shard::Key;
@@ -115,10 +116,6 @@ pub struct Timeline {
     last_tick_ns: u64,
     /// Intervals dropped off the oldest level.
     pub dropped: u64,
-}
-
-fn wall_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Timeline {
