@@ -112,7 +112,7 @@ test-rust: test-rust-native test-loom ## Rust unit and integration tests, then t
 test-rust-native: ## the Rust unit and integration tests, for this machine's architecture
 	cargo test --workspace --profile test-release
 
-test-loom: ## loom model tests: windows, exemplars, buffer pool; the simulator's multi-rank barrier
+test-loom: ## loom model tests: windows, slowest calls, buffer pool; the simulator's multi-rank barrier
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p mspti-lens -p mspti-sim --profile loom --lib loom_tests
 
 test-rust-aarch64: cross-deps ## the Rust tests cross-built for aarch64, run under qemu-user

@@ -46,7 +46,7 @@ import key_table  # noqa: E402  (bench/key_table.py: the full-key-table path)
 MSPTI_CB_DOMAIN_RUNTIME, MSPTI_CB_DOMAIN_HCCL = 1, 2
 # Benchmarks in modules of their own (bench/<topic>.py), each with run(quick, log) -> result and
 # render(result) -> Markdown lines, appended to the report in this order.
-MODULES = ("exemplars", "runs", "control", "cann_monitors")
+MODULES = ("slowest", "runs", "control", "cann_monitors")
 CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p)
 
 
@@ -159,7 +159,7 @@ CONFIGS = {
     "minimal": "minimal C callback, TSC (the limit)",
     "minimal_cgt": "minimal C callback, clock_gettime",
     "lens": "mspti-lens, default clock (auto)",
-    "lens_no_exemplars": "mspti-lens, default clock, exemplars off",
+    "lens_no_slowest": "mspti-lens, default clock, slowest calls off",
     "lens_mspti": "mspti-lens, msptiGetTimestamp clock",
     "trace": "trace approach: every (start, end) in native memory",
     "python": "Python ctypes callback appending to lists",
@@ -179,10 +179,10 @@ class Subscriber:
             pass
         elif n in ("empty", "minimal", "minimal_cgt", "trace"):
             self.handle = b.subscribe_ptr(c_fn(b.c, f"bench_{n}_cb"))
-        elif n in ("lens", "lens_mspti", "lens_no_exemplars"):
+        elif n in ("lens", "lens_mspti", "lens_no_slowest"):
             clock = "mspti" if n == "lens_mspti" else "auto"
             self.session = mspti_lens.Session(
-                library="sim", clock=clock, exemplars=n != "lens_no_exemplars"
+                library="sim", clock=clock, slowest=n != "lens_no_slowest"
             ).start()
             b.clock_used[n] = self.session.clock
         elif n == "python":
@@ -583,9 +583,7 @@ def main() -> None:
         clocks = clock_costs(b, p["rounds"], p["n"])
         log("the targets' configurations, side by side")
         peers = () if b.clock_used.get("lens") == "tsc" else ("minimal_cgt",)
-        ex = side_by_side(
-            b, ("none", "minimal", *peers, "lens", "lens_no_exemplars"), p["rounds"], p["n"] // 2
-        )
+        ex = side_by_side(b, ("none", "minimal", *peers, "lens", "lens_no_slowest"), p["rounds"], p["n"] // 2)
         log("scaling 1/2/8 threads")
         sc = scaling(b, p["scale_rounds"], p["scale_s"], {k: med(v) for k, v in pp.items()})
         log("snapshot + summary, 32 threads x 60 keys")
@@ -898,14 +896,14 @@ def render(q, p, mach, tsc_hz, pp, ex, clocks, sc, ts, mem, e2e, elapsed) -> str
         f"of which two TSC reads {2 * clocks['tsc']:.1f} ns; {ratio_min['lens']:.2f}x in the table above)"
         f"{clock_note} | {status(r <= 1.3, r / 1.3)} |"
     )
-    import exemplars as exemplars_bench  # what exemplars add, measured here in the callback
+    import slowest as slowest_bench  # what keeping the slowest calls adds, measured here in the callback
 
-    ex_added = med([a - b for a, b in zip(ex["lens"], ex["lens_no_exemplars"])])
-    ex_target = exemplars_bench.TARGET_NS
+    ex_added = med([a - b for a, b in zip(ex["lens"], ex["lens_no_slowest"])])
+    ex_target = slowest_bench.TARGET_NS
     w(
-        f"| keeping exemplars adds <= {ex_target:.0f} ns per pair | {ex_added:+.2f} ns in the callback "
-        f"(median over {len(ex['lens'])} rounds of mspti-lens minus mspti-lens with `exemplars=False`, "
-        "alternating batch by batch; best batch of each per round) | "
+        f"| keeping the slowest calls adds <= {ex_target:.0f} ns per pair "
+        f"| {ex_added:+.2f} ns in the callback (median over {len(ex['lens'])} rounds of mspti-lens "
+        "minus mspti-lens with `slowest=False`, alternating batch by batch; best batch of each per round) | "
         f"{status(ex_added <= ex_target, ex_added / ex_target)} |"
     )
     py_r = med([a / b for a, b in zip(added["python"], added["lens"])])

@@ -262,10 +262,10 @@ RULES = [
     ("atomic", r"(add|bump|load) \(counters\.rs"),
     # the key table's slots are atomics too (the owner's lookup; passed on with the shard)
     ("atomic", r"(histogram|insert) \(shard\.rs"),
-    # every shared field of the exemplars is an atomic (slots and gate): the first frame outside
-    # Rust's core library (atomic loads inline into bool::then and the like) is an exemplar access
+    # every shared field of the slowest-call slots is an atomic (slots and gate): the first frame outside
+    # Rust's core library (atomic loads inline into bool::then and the like) is a slowest-call access
     ("atomic", r"^(==\d+==\s+(at|by) 0x[0-9A-F]+: \S+ \(library/core/[^)]*\)\n)*"
-               r"==\d+==\s+(at|by) 0x[0-9A-F]+: .*(\(exemplars\.rs:\d+\)|_native::core::exemplars::)"),
+               r"==\d+==\s+(at|by) 0x[0-9A-F]+: .*(\(slowest\.rs:\d+\)|_native::core::slowest::)"),
     # a shard's ENTER stack passes to the next thread only through in_use: Release store when
     # its thread ends, Acquire compare-exchange in claim()
     ("enter_stack_handover", r"\b(enter|exit|eq) \(shard\.rs|RawKey, _native::core::shard::RawKey"),

@@ -9,7 +9,7 @@ __all__ = [
     "MAX_INDEX",
     "RANGE_MAX_NS",
     "MAX_RELATIVE_ERROR",
-    "EXEMPLARS_PER_KEY",
+    "SLOWEST_PER_KEY",
     "ARRIVALS_PER_THREAD",
     "HISTOGRAM_BYTES",
     "TSC_RELIABLE",
@@ -67,7 +67,7 @@ MIN_INDEX: int
 MAX_INDEX: int
 RANGE_MAX_NS: int
 MAX_RELATIVE_ERROR: float
-EXEMPLARS_PER_KEY: int
+SLOWEST_PER_KEY: int
 ARRIVALS_PER_THREAD: int
 HISTOGRAM_BYTES: int
 TSC_RELIABLE: bool
@@ -169,7 +169,7 @@ class NativeSession:
     CLOCKS: list[str]
     #: The callback domains: (name, MSPTI value, highest callback id; ids start at 1).
     DOMAINS: list[tuple[str, int, int]]
-    def __new__(cls, library: Library, userdata: int = 0, exemplars: bool = True) -> NativeSession: ...
+    def __new__(cls, library: Library, userdata: int = 0, slowest: bool = True) -> NativeSession: ...
     @property
     def library(self) -> Library: ...
     @property
@@ -194,7 +194,7 @@ class NativeSnapshot:
     def buckets(self) -> dict[str, list[Any]]: ...
     def key_state(self) -> dict[str, list[Any]]: ...
     def counters(self) -> dict[str, int]: ...
-    def exemplars(self) -> dict[str, list[Any]]:
+    def slowest(self) -> dict[str, list[Any]]:
         """The slowest calls per (thread, key): domain, cbid, name, thread_id, start_unix_ns, duration_ns."""
     def merge(self, other: NativeSnapshot) -> NativeSnapshot: ...
     def __len__(self) -> int: ...

@@ -45,6 +45,20 @@ def _holder() -> Session | None:
     return _active() if _active is not None else None
 
 
+def _slowest_choice(slowest: object, exemplars: object) -> bool:
+    """Session(slowest=...), given by its name or by its old one (``exemplars=``)."""
+    for name, v in (("slowest", slowest), ("exemplars", exemplars)):
+        if not isinstance(v, bool) and (name == "slowest" or v is not None):
+            raise ValueError(f"{name} is True (keep the slowest calls) or False, not {v!r}")
+    if isinstance(exemplars, bool):
+        if slowest is False and exemplars:
+            raise ValueError(
+                "slowest=False and exemplars=True disagree: exemplars is slowest's old name; give one"
+            )
+        return exemplars
+    return bool(slowest)
+
+
 class Session:
     """Subscribe to MSPTI and record how long every enabled Runtime/HCCL API call takes.
 
@@ -59,9 +73,9 @@ class Session:
     ``"monotonic"`` or ``"mspti"`` (the library's ``msptiGetTimestamp``, MSPTI's own clock).
 
     ``interval`` (seconds) keeps latency over time: one histogram per interval in a bounded ring,
-    read with :meth:`timeline`. ``exemplars`` (on by default) keeps the K=8 slowest calls per
-    thread, API and window (``Snapshot.slowest()``); ``exemplars=False`` saves the one compare
-    per call they cost.
+    read with :meth:`timeline`. ``slowest`` (on by default) keeps the K=8 slowest calls per
+    thread, API and window (``Snapshot.slowest()``); ``slowest=False`` saves the one compare
+    per call they cost (``exemplars=`` is its old name, still accepted).
 
     ``device_events`` caps the device event log (``Snapshot.device_events()``: timed KERNEL and
     collective records) per window; 0 turns it off; records past the cap are counted as
@@ -83,7 +97,8 @@ class Session:
         mark_launches: int | None = None,
         activity_buffers: tuple[int, ...] = device.DEFAULT_ACTIVITY_BUFFERS,
         device_events: int = device.DEFAULT_DEVICE_EVENTS,
-        exemplars: bool = True,
+        slowest: bool = True,
+        exemplars: bool | None = None,
     ):
         if clock not in CLOCKS:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
@@ -98,8 +113,7 @@ class Session:
                 f"not {interval!r}"
             )
         self._interval = None if interval is None else float(interval)
-        if not isinstance(exemplars, bool):
-            raise ValueError(f"exemplars is True (keep the slowest calls) or False, not {exemplars!r}")
+        slowest = _slowest_choice(slowest, exemplars)
         self._timeline_on = False
         # A lone string is one target; any other iterable is a list of targets, so a single
         # (domain, id) pair is written enable=[("runtime", 10)].
@@ -138,7 +152,7 @@ class Session:
         # (the magics' session: the user has no such object): (holder, what to do), one line each.
         self.close_hint: tuple[str, str] | None = None
         try:
-            self._native = _native.NativeSession(self._lib, mark_launches or 0, exemplars)
+            self._native = _native.NativeSession(self._lib, mark_launches or 0, slowest)
         except SessionError:
             holder = _holder()
             if holder is not None and not holder.closed and holder.close_hint:

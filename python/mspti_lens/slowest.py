@@ -1,10 +1,10 @@
-"""The slowest calls mspti-lens kept (exemplars) as a frame: `Snapshot.slowest()`.
+"""The slowest calls mspti-lens kept as a frame: `Snapshot.slowest()`.
 
 Per (thread, API) and window the native core keeps the K slowest calls (K = 8) with their start
 on the wall clock, duration and OS thread id, at the cost of one compare per call.
 
 A snapshot's kept calls are its native snapshot's, or (loaded from a file, or merged) rows held
-beside it in :data:`EXEMPLAR_COLUMNS`' shape; :func:`save_into` / :func:`read` /
+beside it in :data:`RAW_COLUMNS`' shape; :func:`save_into` / :func:`read` /
 :func:`merged` are the snapshot file's and ``Snapshot.merge``'s hooks.
 """
 
@@ -17,10 +17,10 @@ import polars as pl
 from . import _native
 from .catalog import DOMAIN_NAMES, callback
 
-#: Calls kept per (thread, key) and window (defined in rust/lens/src/core/exemplars.rs).
-PER_KEY: int = _native.EXEMPLARS_PER_KEY
-#: The kept calls' raw columns (the native snapshot's ``exemplars()``; the file's "slowest" entry).
-EXEMPLAR_COLUMNS = ("domain", "cbid", "name", "thread_id", "start_unix_ns", "duration_ns")
+#: Calls kept per (thread, key) and window (defined in rust/lens/src/core/slowest.rs).
+PER_KEY: int = _native.SLOWEST_PER_KEY
+#: The kept calls' raw columns (the native snapshot's ``slowest()``; the file's "slowest" entry).
+RAW_COLUMNS = ("domain", "cbid", "name", "thread_id", "start_unix_ns", "duration_ns")
 
 SLOWEST_SCHEMA: dict[str, Any] = {
     "domain": pl.String,
@@ -35,11 +35,11 @@ SLOWEST_SCHEMA: dict[str, Any] = {
 
 
 def rows_of(snap: Any) -> dict[str, list]:
-    """The snapshot's kept calls as columns of :data:`EXEMPLAR_COLUMNS`."""
-    rows = getattr(snap, "_exemplars", None)
+    """The snapshot's kept calls as columns of :data:`RAW_COLUMNS`."""
+    rows = getattr(snap, "_slowest", None)
     if rows is None:
-        e = snap._native.exemplars()
-        rows = {c: list(e[c]) for c in EXEMPLAR_COLUMNS}
+        e = snap._native.slowest()
+        rows = {c: list(e[c]) for c in RAW_COLUMNS}
     return rows
 
 
@@ -91,25 +91,25 @@ def read(head: dict) -> dict[str, list] | None:
     s = head.get("slowest")
     if s is None:
         return None
-    if not isinstance(s, dict) or any(not isinstance(s.get(c), list) for c in EXEMPLAR_COLUMNS):
-        raise ValueError(f"the snapshot file's slowest calls are not columns {list(EXEMPLAR_COLUMNS)}")
-    if len({len(s[c]) for c in EXEMPLAR_COLUMNS}) != 1:
+    if not isinstance(s, dict) or any(not isinstance(s.get(c), list) for c in RAW_COLUMNS):
+        raise ValueError(f"the snapshot file's slowest calls are not columns {list(RAW_COLUMNS)}")
+    if len({len(s[c]) for c in RAW_COLUMNS}) != 1:
         raise ValueError("the snapshot file's slowest-call columns have different lengths")
     try:
-        numbers = {c: [int(v) for v in s[c]] for c in EXEMPLAR_COLUMNS if c != "name"}
+        numbers = {c: [int(v) for v in s[c]] for c in RAW_COLUMNS if c != "name"}
     except (TypeError, ValueError) as e:
         raise ValueError(f"the snapshot file's slowest calls are malformed: {e}") from None
     if any(v < 0 for col in numbers.values() for v in col):
         raise ValueError("the snapshot file's slowest calls hold negative numbers")
     rows: dict[str, list] = {"name": [str(v) for v in s["name"]], **numbers}
-    return {c: rows[c] for c in EXEMPLAR_COLUMNS}
+    return {c: rows[c] for c in RAW_COLUMNS}
 
 
 def merged(a: Any, b: Any) -> dict[str, list]:
     """The kept calls of the sum of two snapshots: per (thread, key), the PER_KEY slowest of the
     union (ties: the earlier start first), as one longer window would have kept them."""
     ra, rb = rows_of(a), rows_of(b)
-    both = [r for rows in (ra, rb) for r in zip(*(rows[c] for c in EXEMPLAR_COLUMNS))]
+    both = [r for rows in (ra, rb) for r in zip(*(rows[c] for c in RAW_COLUMNS))]
     # (domain, cbid, name, thread_id, start, duration): slowest first, then the earlier start.
     both.sort(key=lambda r: (r[0], r[1], r[2], r[3], -r[5], r[4]))
     kept: list[tuple] = []
@@ -119,4 +119,4 @@ def merged(a: Any, b: Any) -> dict[str, list]:
         if seen.get(group, 0) < PER_KEY:
             seen[group] = seen.get(group, 0) + 1
             kept.append(r)
-    return {c: [r[i] for r in kept] for i, c in enumerate(EXEMPLAR_COLUMNS)}
+    return {c: [r[i] for r in kept] for i, c in enumerate(RAW_COLUMNS)}

@@ -186,7 +186,7 @@ class Snapshot:
         *,
         device: DeviceData | None = None,
         timeline: pl.DataFrame | None = None,
-        exemplars: dict[str, list] | None = None,
+        slowest: dict[str, list] | None = None,
     ):
         self._native = native
         self._window = self._with_moments(meta if isinstance(meta, WindowInfo) else WindowInfo.of(meta))
@@ -194,7 +194,7 @@ class Snapshot:
         #: The session's timeline when the snapshot was taken (None: not kept).
         self._timeline = timeline
         #: The slowest calls when loaded from a file or merged (None: the native's own).
-        self._exemplars = exemplars
+        self._slowest = slowest
         self._device = device
 
     def _with_moments(self, window: WindowInfo) -> WindowInfo:
@@ -244,7 +244,7 @@ class Snapshot:
         """A new snapshot of the same histograms, device data, timeline and slowest calls, with
         ``meta`` as its whole metadata (a compacted segment's, built from both halves')."""
         return Snapshot(
-            self._native, meta, device=self._device, timeline=self._timeline, exemplars=self._exemplars
+            self._native, meta, device=self._device, timeline=self._timeline, slowest=self._slowest
         )
 
     # -- facts ---------------------------------------------------------------------------------
@@ -418,7 +418,7 @@ class Snapshot:
             meta,
             device=device.merge(self, other),  # device histograms add, device events concatenate
             timeline=timeline.merged(self._timeline, other._timeline),
-            exemplars=slowest.merged(self, other),
+            slowest=slowest.merged(self, other),
         )
 
     @classmethod

@@ -74,7 +74,7 @@ def save(snap: Any, path: str | os.PathLike, event_log: bool = True) -> None:
 
 def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
     """Read a file written by :func:`save`, the snapshot made by ``make(native, meta,
-    timeline=..., device=..., exemplars=...)`` (the Snapshot class): see :meth:`Snapshot.load`."""
+    timeline=..., device=..., slowest=...)`` (the Snapshot class): see :meth:`Snapshot.load`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -152,7 +152,7 @@ def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
     try:
         # Read in this order so a file broken in several places names the same part first.
         snap = make(
-            native, meta, timeline=timeline.read(head), device=device.read(head), exemplars=slowest.read(head)
+            native, meta, timeline=timeline.read(head), device=device.read(head), slowest=slowest.read(head)
         )
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None

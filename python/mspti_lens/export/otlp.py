@@ -7,9 +7,10 @@ API, at scale 7 with the very buckets mspti-lens holds, exact count/sum/min/max 
 bucket; attributes ``domain``, ``api``, ``callback``. The resource carries ``rank`` and
 ``host.name`` (one writer per rank, as OTel's single-writer rule asks), ``service.name`` and
 ``mspti_lens.source`` (``simulated`` or ``libmspti``). Calls beyond the histogram range sit at
-the exact max's bucket (see :mod:`mspti_lens.export.series`). Exemplars, where the snapshot has
-them (``Snapshot.slowest()``), are attached to their API's point. Collectives add the gauges
-``mspti_lens.collective.algbw`` and ``.busbw`` (GBy/s; attributes group, op, data_type, bytes).
+the exact max's bucket (see :mod:`mspti_lens.export.series`). The slowest calls
+(``Snapshot.slowest()``) become the format's exemplars on their API's point. Collectives add
+the gauges ``mspti_lens.collective.algbw`` and ``.busbw`` (GBy/s; attributes group, op,
+data_type, bytes).
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ class View:
         return host + device_html(self.snapshot, self.table.unit, len(self.table) or None)
 
     def slowest_html(self) -> str:
-        """The slowest calls kept (exemplars), slowest first: which call, on which thread, when."""
+        """The slowest calls kept, slowest first: which call, on which thread, when."""
         if not len(self.slowest):
             return ""
         shown = self.slowest.select(

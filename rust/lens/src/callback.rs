@@ -15,7 +15,7 @@ use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT, MSPTI_CB_DOM
 
 use crate::activity::launch_hooks as hook;
 use crate::core::shard::{self, RawKey};
-use crate::core::windows::{self, EXEMPLARS, POISONED, RECORDING, RUN, WINDOW};
+use crate::core::windows::{self, POISONED, RECORDING, RUN, SLOWEST, WINDOW};
 use crate::core::{arrivals, clock};
 
 /// The subscriber callback.
@@ -102,9 +102,9 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             let Some(h) = s.histogram(key) else { return };
             // Acquire: the window's closer cleared this bank before advancing to it.
             let window = || WINDOW.load(Ordering::Acquire);
-            if run & EXEMPLARS != 0 {
-                // A call past the exemplar gate (one of the slowest) is kept in the same write section.
-                h.hist.record_and(ns, window, |w| h.exemplars.keep(ns, start, w));
+            if run & SLOWEST != 0 {
+                // A call past the slowest-call gate (one of the slowest) is kept in the same write section.
+                h.hist.record_and(ns, window, |w| h.slowest.keep(ns, start, w));
             } else {
                 h.hist.record(ns, window);
             }

@@ -32,7 +32,7 @@ mod _native {
     use crate::activity::config;
     use crate::activity::counters::DeviceCounter;
     use crate::core::counters::Counter;
-    use crate::core::{clock, exemplars, hist};
+    use crate::core::{clock, hist, slowest};
 
     #[cfg(feature = "test-hooks")]
     #[pymodule_export]
@@ -85,9 +85,9 @@ mod _native {
     const RANGE_MAX_NS: u64 = hist::RANGE_MAX_NS;
     #[pymodule_export]
     const MAX_RELATIVE_ERROR: f64 = hist::MAX_RELATIVE_ERROR;
-    /// The slowest calls kept per (thread, key) and window, defined in core/exemplars.rs.
+    /// The slowest calls kept per (thread, key) and window, defined in core/slowest.rs.
     #[pymodule_export]
-    const EXEMPLARS_PER_KEY: usize = exemplars::K;
+    const SLOWEST_PER_KEY: usize = slowest::K;
     /// HCCL calls' arrivals a thread keeps between two takes, defined in core/arrivals.rs.
     #[pymodule_export]
     const ARRIVALS_PER_THREAD: usize = crate::core::arrivals::RING;

@@ -33,7 +33,7 @@ pub struct Session {
     closed: bool,
     clock: ClockKind,
     /// Whether runs keep the slowest calls (on unless the user turns them off).
-    exemplars: bool,
+    slowest: bool,
     /// The activity collector sharing this subscription: started, flushed and
     /// closed with the session, before the subscription goes.
     activity: Option<Arc<Mutex<Collector>>>,
@@ -109,14 +109,14 @@ impl Session {
             running: false,
             closed: false,
             clock: ClockKind::Tsc,
-            exemplars: true,
+            slowest: true,
             activity: None,
         })
     }
 
     /// Keep the slowest calls per (thread, key) and window, or not, from the next start on.
-    pub fn set_exemplars(&mut self, on: bool) {
-        self.exemplars = on;
+    pub fn set_slowest(&mut self, on: bool) {
+        self.slowest = on;
     }
 
     pub fn library(&self) -> &Arc<MsptiLibrary> {
@@ -266,7 +266,7 @@ impl Session {
         }
         self.clock = clock::select(clock, self.lib.get_timestamp);
         arrivals::discard(); // the rings' arrivals of earlier runs are of windows already closed
-        windows::begin_run(self.exemplars);
+        windows::begin_run(self.slowest);
         if let Err(e) = self.apply_wanted() {
             windows::end_run();
             let _ = self.disable_all();

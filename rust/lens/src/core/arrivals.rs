@@ -20,9 +20,9 @@ pub fn discard() {}
 #[cfg(not(loom))]
 mod process {
     use super::*;
+    use crate::core::clock;
     use crate::core::locks::lock;
     use crate::core::shard::{self, Shard};
-    use crate::core::{clock, exemplars};
 
     static SEQUENCES: Sequences = Sequences { words: [const { AtomicU64::new(0) }; SEQ_IDS] };
     /// Serialises the rings' readers (take, discard); never taken by the callback.
@@ -62,7 +62,7 @@ mod process {
             }
         }
         let run = crate::core::windows::started_epoch();
-        let (raw_now, wall_now) = (clock::now(), exemplars::wall_ns());
+        let (raw_now, wall_now) = (clock::now(), clock::wall_ns());
         let mut names: std::collections::HashMap<usize, String> = Default::default();
         let mut arrivals: Vec<_> = raw
             .into_iter()

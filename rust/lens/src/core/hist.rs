@@ -633,7 +633,7 @@ struct Scalars {
     /// Valid when count > 0 (the first record of a bank sets both).
     min: AtomicU64,
     max: AtomicU64,
-    /// The attached keeper's gate for this window (the exemplars': see `record_and`); cleared
+    /// The attached keeper's gate for this window (the slowest calls': see `record_and`); cleared
     /// with the bank, so a new window starts open. Here, beside the sums a record writes anyway,
     /// it costs a record one load and one compare.
     gate: AtomicU64,
@@ -694,7 +694,7 @@ impl AtomicHistogram {
 
     /// `record`, and when `v` is at or past the bank's gate (0 when its window began),
     /// `past_gate(window)` in the same write section, which returns the new gate (the
-    /// exemplars keeper, whose gate is its K-th slowest call + 1). The common path adds one
+    /// slowest-call keeper, whose gate is its K-th slowest call + 1). The common path adds one
     /// compare, and the window's closer settles and clears both at once.
     #[inline(always)]
     pub fn record_and(&self, v: u64, window: impl FnOnce() -> u64, past_gate: impl FnOnce(u64) -> u64) {

@@ -6,11 +6,11 @@ pub mod arrival_ring; // one thread's arrivals: the SPSC ring and the sequence w
 pub mod arrivals; // when each HCCL call entered, for arrival skew
 pub mod clock;
 pub mod counters;
-pub mod exemplars; // the slowest calls per (thread, key)
 pub mod hist;
 pub mod locks;
 pub mod seqlock;
 pub mod shard;
+pub mod slowest; // the slowest calls per (thread, key)
 pub mod timeline; // latency over time
 pub mod toggles;
 pub mod windows;

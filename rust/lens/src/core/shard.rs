@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use super::arrival_ring::Ring;
 use super::counters::{AtomicCounters, Counter, Counters};
-use super::exemplars::Exemplars;
 use super::hist::AtomicHistogram;
+use super::slowest::SlowestCalls;
 
 /// Open calls a thread may nest; deeper ENTERs are counted as stack_full.
 pub const STACK_DEPTH: usize = 64;
@@ -61,7 +61,7 @@ pub struct KeyHistogram {
     pub name: String,
     pub hist: Box<AtomicHistogram>,
     /// The slowest calls of this (thread, key) per window.
-    pub exemplars: Exemplars,
+    pub slowest: SlowestCalls,
 }
 
 struct KeySlot {
@@ -264,7 +264,7 @@ impl Shard {
             cbid: key.cbid,
             name: name_of(key.name as *const c_char),
             hist: AtomicHistogram::new(),
-            exemplars: Exemplars::new(),
+            slowest: SlowestCalls::new(),
         });
         slot.tag.store(key.tag(), Ordering::Relaxed);
         slot.name.store(key.name as u64, Ordering::Relaxed);

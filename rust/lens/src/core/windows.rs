@@ -15,22 +15,22 @@ use std::sync::Mutex;
 
 use super::clock;
 use super::counters::Counters;
-use super::exemplars::{self, Exemplar};
 use super::hist::Histogram;
 use super::locks::lock;
 use super::seqlock;
 use super::shard::{self, Key};
+use super::slowest::{self, SlowCall};
 use super::timeline;
 use super::toggles;
 
 /// The recording run, read with one load per callback: bit 0 (`RECORDING`) says whether callbacks
-/// record (start/stop), bit 1 (`EXEMPLARS`) whether they keep the slowest calls (the session's
+/// record (start/stop), bit 1 (`SLOWEST`) whether they keep the slowest calls (the session's
 /// choice); bits 2..32 are the run's epoch, bumped at every start and stop so an ENTER of an
 /// earlier run never pairs with a later EXIT; bits 32.. the generation of toggles (toggles.rs),
 /// bumped whenever an id or domain is enabled or disabled while recording.
 pub static RUN: AtomicU64 = AtomicU64::new(1 << EPOCH_SHIFT);
 pub const RECORDING: u64 = 1;
-pub const EXEMPLARS: u64 = 2;
+pub const SLOWEST: u64 = 2;
 const EPOCH_SHIFT: u32 = 2;
 const EPOCH_MASK: u64 = (1 << (TOGGLES_SHIFT - EPOCH_SHIFT)) - 1;
 const TOGGLES_SHIFT: u32 = 32;
@@ -62,9 +62,9 @@ pub fn started_epoch() -> u32 {
     STARTED.load(Ordering::Acquire)
 }
 
-/// A new run that records (start), keeping exemplars or not.
-pub fn begin_run(exemplars: bool) {
-    let flags = RECORDING | if exemplars { EXEMPLARS } else { 0 };
+/// A new run that records (start), keeping the slowest calls or not.
+pub fn begin_run(slowest: bool) {
+    let flags = RECORDING | if slowest { SLOWEST } else { 0 };
     if let Ok(r) = RUN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(next_run(r, flags))) {
         STARTED.store(epoch_of(next_run(r, flags)), Ordering::Release);
     }
@@ -106,7 +106,7 @@ pub struct Totals {
     pub in_flight: u64,
     pub threads: u64,
     /// The slowest calls per (thread, key) of the window, start times on the wall clock.
-    pub exemplars: Vec<(Key, Exemplar)>,
+    pub slowest: Vec<(Key, SlowCall)>,
 }
 
 /// The current window's calls so far (every epoch closed since the last reset), and the
@@ -115,13 +115,13 @@ struct WindowState {
     open: BTreeMap<Key, Histogram>,
     counters_base: Counters,
     /// The window's slowest calls per (shard, key), at most K each.
-    exemplars: BTreeMap<(usize, Key), Vec<Exemplar>>,
+    slowest: BTreeMap<(usize, Key), Vec<SlowCall>>,
 }
 
 static STATE: Mutex<WindowState> = Mutex::new(WindowState {
     open: BTreeMap::new(),
     counters_base: Counters::ZERO,
-    exemplars: BTreeMap::new(),
+    slowest: BTreeMap::new(),
 });
 
 /// Close the current epoch into `st.open`; returns the shards' cumulative counters, in-flight
@@ -137,10 +137,10 @@ fn close_epoch(st: &mut WindowState) -> Totals {
         t.threads += 1;
         for kh in s.histograms() {
             let key = (kh.domain, kh.cbid, kh.name.clone());
-            // The exemplars after take_window: it settles the write section that wrote both.
+            // The slowest calls after take_window: it settles the write section that wrote both.
             kh.hist.take_window(closed, st.open.entry(key.clone()).or_default());
-            let kept = st.exemplars.entry((s as *const shard::Shard as usize, key)).or_default();
-            exemplars::take(&kh.exemplars, closed, kept);
+            let kept = st.slowest.entry((s as *const shard::Shard as usize, key)).or_default();
+            slowest::take(&kh.slowest, closed, kept);
         }
         t.counters.add(&s.counters());
         t.in_flight += s.in_flight(started);
@@ -151,8 +151,7 @@ fn close_epoch(st: &mut WindowState) -> Totals {
 fn window_of(st: &WindowState, mut now: Totals) -> Totals {
     now.keys = st.open.iter().filter(|(_, h)| h.count() > 0).map(|(k, h)| (k.clone(), h.clone())).collect();
     now.counters.subtract(&st.counters_base);
-    now.exemplars =
-        st.exemplars.iter().flat_map(|((_, k), v)| v.iter().map(move |e| (k.clone(), *e))).collect();
+    now.slowest = st.slowest.iter().flat_map(|((_, k), v)| v.iter().map(move |e| (k.clone(), *e))).collect();
     now
 }
 
@@ -165,7 +164,7 @@ pub fn snapshot_and_reset() -> Totals {
     let closed = window_of(&st, now);
     timeline::before_reset(&st.open);
     st.open.clear();
-    st.exemplars.clear();
+    st.slowest.clear();
     st.counters_base = cumulative;
     closed
 }
@@ -235,9 +234,9 @@ mod tests {
 
     #[test]
     fn a_new_run_bumps_the_epoch_keeps_the_toggle_generation_and_sets_only_its_flags() {
-        let r = 5u64 << TOGGLES_SHIFT | 7 << EPOCH_SHIFT | RECORDING | EXEMPLARS;
+        let r = 5u64 << TOGGLES_SHIFT | 7 << EPOCH_SHIFT | RECORDING | SLOWEST;
         let n = next_run(r, RECORDING);
-        assert_eq!((epoch_of(n), toggles_of(n), n & (RECORDING | EXEMPLARS)), (8, 5, RECORDING));
+        assert_eq!((epoch_of(n), toggles_of(n), n & (RECORDING | SLOWEST)), (8, 5, RECORDING));
         // The epoch wraps within its field, never into the toggle generation.
         let top = 9u64 << TOGGLES_SHIFT | EPOCH_MASK << EPOCH_SHIFT;
         assert_eq!((epoch_of(next_run(top, 0)), toggles_of(next_run(top, 0))), (0, 9));

@@ -75,12 +75,12 @@ impl PySession {
     }
 
     #[new]
-    #[pyo3(signature = (library, userdata=0, exemplars=true))]
-    fn new(py: Python<'_>, library: &PyLibrary, userdata: usize, exemplars: bool) -> PyResult<PySession> {
+    #[pyo3(signature = (library, userdata=0, slowest=true))]
+    fn new(py: Python<'_>, library: &PyLibrary, userdata: usize, slowest: bool) -> PyResult<PySession> {
         let lib = library.lib.clone();
         let l2 = lib.clone();
         let mut s = py.detach(move || Session::with_userdata(l2, userdata))?;
-        s.set_exemplars(exemplars);
+        s.set_slowest(slowest);
         Ok(PySession { inner: Mutex::new(s), lib })
     }
 

@@ -7,9 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::core::counters::{Counter, Counters};
-use crate::core::exemplars::Exemplar;
 use crate::core::hist::{self, Histogram};
 use crate::core::shard::Key;
+use crate::core::slowest::SlowCall;
 use crate::core::windows::Totals;
 
 type KeyRow = (u32, u32, String, Histogram);
@@ -22,7 +22,7 @@ pub struct PySnapshot {
     in_flight: u64,
     threads: u64,
     /// The slowest calls per (thread, key); none for loaded or merged-in-from-file data.
-    exemplars: Vec<(Key, Exemplar)>,
+    slowest: Vec<(Key, SlowCall)>,
 }
 
 impl PySnapshot {
@@ -32,7 +32,7 @@ impl PySnapshot {
             counters: t.counters,
             in_flight: t.in_flight,
             threads: t.threads,
-            exemplars: t.exemplars,
+            slowest: t.slowest,
         }
     }
 }
@@ -133,8 +133,8 @@ impl PySnapshot {
 
     /// The slowest calls per (thread, key) as columns: domain, cbid, name, thread_id,
     /// start_unix_ns (wall clock), duration_ns.
-    fn exemplars<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let e = &self.exemplars;
+    fn slowest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let e = &self.slowest;
         let d = PyDict::new(py);
         d.set_item("domain", e.iter().map(|(k, _)| k.0).collect::<Vec<_>>())?;
         d.set_item("cbid", e.iter().map(|(k, _)| k.1).collect::<Vec<_>>())?;
@@ -208,7 +208,7 @@ impl PySnapshot {
             counters: c,
             in_flight: get("in_flight"),
             threads: get("threads"),
-            exemplars: vec![],
+            slowest: vec![],
         })
     }
 
@@ -221,11 +221,11 @@ impl PySnapshot {
             h.record(v);
         }
         let keys = if h.count() > 0 { vec![(0, 0, name.to_owned(), h)] } else { vec![] };
-        PySnapshot { keys, counters: Counters::default(), in_flight: 0, threads: 0, exemplars: vec![] }
+        PySnapshot { keys, counters: Counters::default(), in_flight: 0, threads: 0, slowest: vec![] }
     }
 
     /// The sum of two snapshots (threads, runs or ranks): histograms of equal keys add exactly.
-    /// Without exemplars: the Python layer merges those (slowest.merged: the K slowest per
+    /// Without slowest: the Python layer merges those (slowest.merged: the K slowest per
     /// thread and key of both), as it also holds the ones a loaded file carries.
     fn merge(&self, other: &PySnapshot) -> PySnapshot {
         let mut m: BTreeMap<(u32, u32, String), Histogram> = BTreeMap::new();
@@ -239,7 +239,7 @@ impl PySnapshot {
             counters,
             in_flight: self.in_flight + other.in_flight,
             threads: self.threads + other.threads,
-            exemplars: vec![],
+            slowest: vec![],
         }
     }
 }

@@ -50,19 +50,35 @@ def test_the_k_slowest_calls_of_each_api_are_kept_exactly_on_the_simulator(virtu
     assert snap.slowest(per_api=2)["duration_ns"].to_list() == [2000, 1990, 7, 5]
 
 
-def test_exemplars_off_keeps_no_calls_and_the_same_histograms_on_the_simulator(virtual):
+def test_slowest_off_keeps_no_calls_and_the_same_histograms_on_the_simulator(virtual):
     sim = virtual
     sums = []
     for on in (True, False):
-        with Session(library="sim", clock="mspti", exemplars=on) as s:
+        with Session(library="sim", clock="mspti", slowest=on) as s:
             for w in range(1, 101):
                 sim.call("aclrtLaunchKernel", work_ns=w * 10)
             snap = s.snapshot()
         sums.append(snap.summary().select("num_calls", "total_ns", "max_ns").row(0))
         assert snap.slowest().height == (K if on else 0)
     assert sums[0] == sums[1] == (100, 50_500, 1000)
-    with pytest.raises(ValueError, match="exemplars is True .* or False, not 8"):
-        Session(library="sim", exemplars=8)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_exemplars_is_slowests_old_name_and_still_chooses_on_the_simulator(virtual, on):
+    sim = virtual
+    with Session(library="sim", clock="mspti", exemplars=on) as s:
+        sim.call("aclrtLaunchKernel", work_ns=10)
+        assert s.snapshot().slowest().height == int(on)
+
+
+def test_a_bad_slowest_choice_is_a_clear_error():
+    for kwargs, message in (
+        ({"slowest": 8}, "slowest is True .* or False, not 8"),
+        ({"exemplars": "yes"}, "exemplars is True .* or False, not 'yes'"),
+        ({"slowest": False, "exemplars": True}, "disagree"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            Session(library="sim", **kwargs)
 
 
 def test_each_thread_keeps_its_own_slowest_on_the_simulator(virtual):

@@ -8,7 +8,7 @@
 //! carries the gate with the histogram, ordered by the hand-over.
 //!
 //! Slots come in two banks, by window parity, and each slot carries its window: the closed
-//! window's exemplars stay readable while the writer fills the next one, and a bank needs no
+//! window's slowest calls stay readable while the writer fills the next one, and a bank needs no
 //! clearing (slots of another window count as empty). Each slot is a one-writer sequence lock
 //! (odd while written); a reader retries a slot it saw change, so it never returns half a call.
 
@@ -26,7 +26,7 @@ const READ_TRIES: usize = if cfg!(loom) { 2 } else { 64 }; // loom: keep the mod
 
 /// One kept call, as read back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Exemplar {
+pub struct SlowCall {
     /// Duration in ns.
     pub duration: u64,
     /// The clock reading at ENTER (the session's clock: convert with `clock::to_ns`).
@@ -58,19 +58,19 @@ impl Slot {
 }
 
 /// The slowest calls of one (thread, key). Only the owning thread calls `keep`.
-pub struct Exemplars {
+pub struct SlowestCalls {
     banks: [[Slot; K]; 2],
 }
 
-impl Default for Exemplars {
+impl Default for SlowestCalls {
     fn default() -> Self {
-        Exemplars::new()
+        SlowestCalls::new()
     }
 }
 
-impl Exemplars {
-    pub fn new() -> Exemplars {
-        Exemplars { banks: std::array::from_fn(|_| std::array::from_fn(|_| Slot::new())) }
+impl SlowestCalls {
+    pub fn new() -> SlowestCalls {
+        SlowestCalls { banks: std::array::from_fn(|_| std::array::from_fn(|_| Slot::new())) }
     }
 
     /// Keep one call of `window` if it is among the K slowest so far (only the owning thread
@@ -93,7 +93,7 @@ impl Exemplars {
     }
 
     /// The calls kept for `window` (any order). Safe to call from any thread at any time.
-    pub fn read(&self, window: u64, out: &mut Vec<Exemplar>) {
+    pub fn read(&self, window: u64, out: &mut Vec<SlowCall>) {
         let tag = window.wrapping_add(1);
         for s in &self.banks[(window & 1) as usize] {
             if let Some(e) = read(s, tag) {
@@ -116,7 +116,7 @@ fn write(s: &Slot, tag: u64, duration: u64, start: u64, tid: u64) {
     s.seq.store(q.wrapping_add(2), Ordering::Release);
 }
 
-fn read(s: &Slot, tag: u64) -> Option<Exemplar> {
+fn read(s: &Slot, tag: u64) -> Option<SlowCall> {
     for _ in 0..READ_TRIES {
         let q1 = s.seq.load(Ordering::Acquire);
         if q1 & 1 == 1 {
@@ -124,7 +124,7 @@ fn read(s: &Slot, tag: u64) -> Option<Exemplar> {
             continue;
         }
         let w = s.window.load(Ordering::Relaxed);
-        let e = Exemplar {
+        let e = SlowCall {
             duration: s.duration.load(Ordering::Relaxed),
             start: s.start.load(Ordering::Relaxed),
             thread_id: s.thread_id.load(Ordering::Relaxed) as u32,
@@ -141,26 +141,20 @@ fn read(s: &Slot, tag: u64) -> Option<Exemplar> {
 
 /// Merge the calls kept in the closed window (epoch) `window` into `kept`, the K slowest of this
 /// (thread, key) so far in the user's window, their start converted to wall-clock ns
-/// (`clock::to_wall_ns`). Call after the window's
-/// closer settled the histogram's write section (windows.rs): the slots are then at rest.
-pub fn take(ex: &Exemplars, window: u64, kept: &mut Vec<Exemplar>) {
+/// (`clock::to_wall_ns`). Call after the window's closer settled the histogram's write section
+/// (windows.rs): the slots are then at rest.
+pub fn take(ex: &SlowestCalls, window: u64, kept: &mut Vec<SlowCall>) {
     let at = kept.len();
     ex.read(window, kept);
     if kept.len() == at {
         return;
     }
-    let (raw_now, wall_now) = (super::clock::now(), wall_ns());
+    let (raw_now, wall_now) = (super::clock::now(), super::clock::wall_ns());
     for e in &mut kept[at..] {
         e.start = super::clock::to_wall_ns(e.start, raw_now, wall_now);
     }
     kept.sort_unstable_by(|a, b| b.duration.cmp(&a.duration).then(a.start.cmp(&b.start)));
     kept.truncate(K);
-}
-
-/// CLOCK_REALTIME now, in ns.
-pub(crate) fn wall_ns() -> u64 {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 #[cfg(not(loom))]
@@ -210,7 +204,7 @@ fn gettid() -> u32 {
 /// hist.rs's half of the protocol, for the tests: a call at or past the window's gate is shown to
 /// `keep`, which sets the gate; each window starts with a gate of 0.
 #[cfg(test)]
-fn offer(e: &Exemplars, gate: &AtomicU64, duration: u64, start: u64, window: u64) {
+fn offer(e: &SlowestCalls, gate: &AtomicU64, duration: u64, start: u64, window: u64) {
     if duration >= gate.load(Ordering::Relaxed) {
         gate.store(e.keep(duration, start, window), Ordering::Relaxed);
     }
@@ -220,7 +214,7 @@ fn offer(e: &Exemplars, gate: &AtomicU64, duration: u64, start: u64, window: u64
 mod tests {
     use super::*;
 
-    fn kept(e: &Exemplars, window: u64) -> Vec<u64> {
+    fn kept(e: &SlowestCalls, window: u64) -> Vec<u64> {
         let mut v = Vec::new();
         e.read(window, &mut v);
         let mut d: Vec<u64> = v.iter().map(|x| x.duration).collect();
@@ -230,7 +224,7 @@ mod tests {
 
     #[test]
     fn keeps_the_k_slowest_of_a_window_with_their_start_and_thread() {
-        let (e, gate) = (Exemplars::new(), AtomicU64::new(0));
+        let (e, gate) = (SlowestCalls::new(), AtomicU64::new(0));
         let mut all = Vec::new();
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for i in 0..10_000u64 {
@@ -250,7 +244,7 @@ mod tests {
 
     #[test]
     fn fewer_calls_than_k_are_all_kept_and_windows_are_separate() {
-        let e = Exemplars::new();
+        let e = SlowestCalls::new();
         let gates: [AtomicU64; 3] = Default::default();
         for d in [5, 3, 9] {
             offer(&e, &gates[0], d, 0, 0);
@@ -268,7 +262,7 @@ mod tests {
 
     #[test]
     fn a_key_first_seen_late_or_after_a_long_pause_and_huge_durations_are_kept() {
-        let e = Exemplars::new();
+        let e = SlowestCalls::new();
         let late = 1u64 << 40;
         offer(&e, &AtomicU64::new(0), u64::MAX, 7, late);
         offer(&e, &AtomicU64::new(0), 10, 7, late + 1);
@@ -280,7 +274,7 @@ mod tests {
 
     #[test]
     fn ties_and_calls_below_the_kth_take_the_fast_path() {
-        let (e, gate) = (Exemplars::new(), AtomicU64::new(0));
+        let (e, gate) = (SlowestCalls::new(), AtomicU64::new(0));
         for _ in 0..K {
             offer(&e, &gate, 100, 0, 0);
         }
@@ -294,7 +288,7 @@ mod tests {
     #[test]
     fn a_reader_racing_the_writer_sees_only_whole_calls() {
         // Every call's start is derived from its duration; a torn read would break that.
-        let e = std::sync::Arc::new(Exemplars::new());
+        let e = std::sync::Arc::new(SlowestCalls::new());
         let w = e.clone();
         let writer = std::thread::spawn(move || {
             let gates: [AtomicU64; 4] = Default::default();
@@ -322,7 +316,7 @@ mod tests {
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    //! The exemplar protocol in loom's model (`make test-loom`): a reader racing the writer never
+    //! The slowest-call protocol in loom's model (`make test-loom`): a reader racing the writer never
     //! returns a call made of two calls' fields; the closed window's bank stays whole while the
     //! writer fills the next one; and a shard handed to a new thread (Release give-back, Acquire
     //! claim, as shard.rs does) carries its gate, so the K slowest stay right across the hand-over.
@@ -333,7 +327,7 @@ mod loom_tests {
     use loom::sync::atomic::AtomicBool;
     use loom::sync::Arc;
 
-    fn durations(e: &Exemplars, window: u64) -> Vec<u64> {
+    fn durations(e: &SlowestCalls, window: u64) -> Vec<u64> {
         let mut v = Vec::new();
         e.read(window, &mut v);
         for x in &v {
@@ -347,7 +341,7 @@ mod loom_tests {
     #[test]
     fn a_racing_reader_never_sees_half_a_call() {
         loom::model(|| {
-            let e = Arc::new(Exemplars::new());
+            let e = Arc::new(SlowestCalls::new());
             // The slot holds a whole call before the race; the writer rewrites it with another.
             write(&e.banks[0][0], 1, 10, 30, 1);
             let w = e.clone();
@@ -364,7 +358,7 @@ mod loom_tests {
     #[test]
     fn the_closed_windows_bank_stays_whole_while_the_next_window_fills() {
         loom::model(|| {
-            let e = Arc::new(Exemplars::new());
+            let e = Arc::new(SlowestCalls::new());
             let gate = AtomicU64::new(0);
             for d in [5, 9, 7] {
                 offer(&e, &gate, d, d * 3, 0); // window 0 keeps 7 and 9
@@ -386,7 +380,7 @@ mod loom_tests {
     #[test]
     fn a_shard_handed_to_another_thread_keeps_its_gate_and_slots() {
         loom::model(|| {
-            let e = Arc::new(Exemplars::new());
+            let e = Arc::new(SlowestCalls::new());
             // The gate travels with the shard (in its histogram's bank).
             let gate = Arc::new(AtomicU64::new(0));
             let in_use = Arc::new(AtomicBool::new(true));

@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""What keeping the slowest calls (exemplars) adds to each recorded ENTER/EXIT pair, in isolation.
+"""What keeping the slowest calls adds to each recorded ENTER/EXIT pair, in isolation.
 
 Target: <= 2 ns per pair, judged in the callback by bench/run.py (mspti-lens with and without
-`exemplars=False`). This isolates the record: rust/lens/examples/exemplars_cost.rs times the very
-record the callback makes (`AtomicHistogram::record`) with and without `Exemplars::keep` behind its
+`slowest=False`). This isolates the record: rust/lens/examples/slowest_cost.rs times the very
+record the callback makes (`AtomicHistogram::record`) with and without `SlowestCalls::keep` behind its
 gate, on one stream of log-normal durations. Each round times batches of 64 Ki records on the
 thread's CPU clock, the two sides alternating batch by batch, and keeps each side's best batch
 (other jobs share the 2 cores and only ever make a batch slower). The report quotes the median of
 the per-round differences and the difference of the best rounds.
 
-    python bench/exemplars.py [--quick]          # prints the Markdown section
+    python bench/slowest.py [--quick]          # prints the Markdown section
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def measure(quick: bool) -> dict:
         "-p",
         "mspti-lens",
         "--example",
-        "exemplars_cost",
+        "slowest_cost",
         "--",
         str(rounds),
         str(n),
@@ -47,9 +47,9 @@ def measure(quick: bool) -> dict:
     try:
         out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     except FileNotFoundError:
-        sys.exit("bench/exemplars.py needs cargo (the Rust toolchain) to build its measuring program")
+        sys.exit("bench/slowest.py needs cargo (the Rust toolchain) to build its measuring program")
     except subprocess.CalledProcessError as e:
-        sys.exit(f"the exemplar benchmark failed:\n{e.stderr}")
+        sys.exit(f"the slowest-calls benchmark failed:\n{e.stderr}")
     r = json.loads(out.strip().splitlines()[-1])
     diffs = [w - p for p, w in zip(r["plain_ns"], r["with_ns"])]
     r["added_median_ns"] = statistics.median(diffs)
@@ -62,13 +62,13 @@ def render(r: dict) -> list[str]:
     quick = r["quick"]
     added = max(r["added_median_ns"], r["added_best_ns"])
     lines = [
-        "## Exemplars: cost added per pair" + (" (quick run)" if quick else ""),
+        "## Slowest calls: cost added per pair" + (" (quick run)" if quick else ""),
         "",
         "The record each EXIT makes, with and without keeping the 8 slowest calls per thread, API and "
         f"window; {len(r['plain_ns'])} rounds of {r['n']:,} records each, best 64 Ki batch per side and "
-        "round on the thread's CPU clock (rust/lens/examples/exemplars_cost.rs).",
+        "round on the thread's CPU clock (rust/lens/examples/slowest_cost.rs).",
         "",
-        "| | record only | record + exemplars | added |",
+        "| | record only | record + slowest | added |",
         "|---|---|---|---|",
         f"| median of rounds | {statistics.median(r['plain_ns']):.2f} ns "
         f"| {statistics.median(r['with_ns']):.2f} ns "
@@ -77,8 +77,8 @@ def render(r: dict) -> list[str]:
         f"| {r['added_best_ns']:+.2f} ns |",
         "",
         f"The target (<= {TARGET_NS:.0f} ns added per pair) is judged in the callback itself, mspti-lens "
-        "with and without `exemplars=False` side by side (the Targets table); this isolates the record, "
-        f"where keeping exemplars adds {added:+.2f} ns (the larger of the two estimates).",
+        "with and without `slowest=False` side by side (the Targets table); this isolates the record, "
+        f"where keeping the slowest calls adds {added:+.2f} ns (the larger of the two estimates).",
         "",
     ]
     return lines
@@ -86,7 +86,7 @@ def render(r: dict) -> list[str]:
 
 def run(quick: bool, log=lambda m: None) -> dict:
     """Measure (bench/run.py calls this, then render)."""
-    log("exemplars: record with and without the gate")
+    log("slowest calls: record with and without the gate")
     r = measure(quick)
     r["quick"] = quick
     return r

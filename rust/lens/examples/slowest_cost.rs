@@ -1,15 +1,15 @@
-//! What keeping exemplars adds to each recorded pair (bench/exemplars.py runs this): the record
-//! the callback makes (`AtomicHistogram::record_and`) with and without `Exemplars::keep` behind
+//! What keeping the slowest calls adds to each recorded pair (bench/slowest.py runs this): the record
+//! the callback makes (`AtomicHistogram::record_and`) with and without `SlowestCalls::keep` behind
 //! the gate, on the same stream of durations. Each round times batches of 64 Ki records, the two sides alternating
 //! batch by batch, on the thread's CPU clock, and keeps each side's best batch: a batch that other
 //! jobs interrupted only ever looks slower. Prints one JSON object.
 //!
-//! `cargo run --release -p mspti-lens --example exemplars_cost -- ROUNDS N`
+//! `cargo run --release -p mspti-lens --example slowest_cost -- ROUNDS N`
 
 use std::hint::black_box;
 
-use _native::core::exemplars::Exemplars;
 use _native::core::hist::AtomicHistogram;
+use _native::core::slowest::SlowestCalls;
 
 const BATCH: usize = 1 << 16;
 
@@ -58,9 +58,9 @@ fn main() {
     }
     let (mut plain, mut with) = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        // A fresh window per round: every round pays the exemplars' first-K cold path again.
+        // A fresh window per round: every round pays the slowest calls' first-K cold path again.
         let w = round as u64 + 1;
-        let e = Exemplars::new();
+        let e = SlowestCalls::new();
         let (mut best_plain, mut best_with) = (u64::MAX, u64::MAX);
         for b in 0..batches {
             let t = cpu_ns();
