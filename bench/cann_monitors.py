@@ -527,7 +527,7 @@ def child(
         ok = wait_for(total, lens_count, lambda: act.flush(False), trace)
         m = meter.end()
         snap = s.snapshot()
-        dev = snap.device
+        dev = snap.activity
         extra["records_parsed"] = int(dev.counters["records"])
         extra["join"] = s.join
         extra["counters"] = {k: int(v) for k, v in dev.counters.items() if v}

@@ -85,7 +85,7 @@ def test_counts_per_kernel_equal_the_records_emitted_on_the_stand_in(fa_path, fa
     assert dict(zip(k["name"], k["num_calls"])) == {"MatMul": 200, "Add": 100}
     assert fa.fa_emitted(2) == 300
     assert set(k["type"]) == {"KERNEL_AICORE"} and (k["min_ns"] == 5000).all()
-    assert snap.device.counters["bad_pointers"] == 0 and snap.device.counters["records"] >= 300
+    assert snap.activity.counters["bad_pointers"] == 0 and snap.activity.counters["records"] >= 300
 
 
 @pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
@@ -103,7 +103,7 @@ def test_the_join_splits_api_queue_and_kernel_exactly_on_the_stand_ins_virtual_c
     assert (launch["api_num"], launch["queue_num"], launch["kernel_num"]) == (50, 50, 50)
     assert launch["api_med_ns"] == 5000 and launch["kernel_med_ns"] == 7000
     assert launch["queue_med_ns"] == 2000 + 3000
-    c = snap.device.counters
+    c = snap.activity.counters
     assert c["unjoined_kernels"] == 0 and c["ambiguous"] == 0 and c["kernels_pending"] == 0
 
 
@@ -131,7 +131,7 @@ def test_four_threads_launching_join_every_kernel_to_its_launch_on_the_stand_in(
     per = dict(zip(la["name"], la["kernel_num"]))
     assert per == {"aclrtLaunchKernel": 2 * n, "aclrtLaunchKernelV2": n, "aclrtLaunchKernelWithConfig": n}
     assert (la["queue_min_ns"] if "queue_min_ns" in la.columns else la["queue_med_ns"]).min() >= 0
-    c = snap.device.counters
+    c = snap.activity.counters
     assert c["unjoined_kernels"] == 0 and c["ambiguous"] == 0 and c["clock_skew"] == 0
 
 
@@ -184,7 +184,7 @@ def test_pool_exhaustion_is_counted_by_us_and_by_the_library_on_the_stand_in(fa_
         s._activity._pause_drain(False)
         settled(fa)
         snap = s.snapshot()
-    c = snap.device.counters
+    c = snap.activity.counters
     written, dropped = fa.fa_emitted(2) + fa.fa_emitted(12), fa.fa_dropped_total()
     assert written + dropped == 400  # every record was either placed in our buffers or dropped
     assert dropped > 0 and c["pool_exhausted"] > 0
@@ -217,12 +217,12 @@ def test_the_pool_grows_on_demand_under_fast_small_hand_overs_and_drops_nothing_
     with session(fa_path, activity=["kernel"], activity_buffers=(size, 8)) as s:
         _fill_while_the_drain_is_held(fa, s, 4000)
         snap = s.snapshot()
-    c = snap.device.counters
+    c = snap.activity.counters
     assert fa.fa_dropped_total() == 0 and c["pool_exhausted"] == 0 and c["library_dropped"] == 0
     assert snap.kernels()["num_calls"].sum() == 4000
     assert rows(snap.launches(), name="aclrtLaunchKernel")["kernel_num"][0] == 4000
     assert 13 <= c["pool_peak_in_use"] <= c["pool_buffers"] == 16  # grown once: 8 more
-    assert "pool_peak_in_use" not in snap.device.losses()
+    assert "pool_peak_in_use" not in snap.activity.losses()
 
 
 @pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
@@ -231,13 +231,13 @@ def test_the_pool_stops_growing_at_its_memory_cap_and_counts_every_drop_on_the_s
     with session(fa_path, activity=["kernel"], activity_buffers=(size, 8, 10 * size)) as s:
         _fill_while_the_drain_is_held(fa, s, 4000)
         snap = s.snapshot()
-    c = snap.device.counters
+    c = snap.activity.counters
     dropped = fa.fa_dropped_total()
     assert c["pool_buffers"] == 10 and c["pool_peak_in_use"] == 10  # the cap, reached
     assert dropped > 0 and c["pool_exhausted"] == dropped == c["library_dropped"]
     assert fa.fa_emitted(2) + fa.fa_emitted(12) + dropped == 8000
     assert snap.kernels()["num_calls"].sum() == fa.fa_emitted(2)
-    assert snap.device.losses()["pool_exhausted"] == dropped
+    assert snap.activity.losses()["pool_exhausted"] == dropped
 
 
 @pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
@@ -255,7 +255,7 @@ def test_close_leaves_nothing_undelivered_on_the_stand_in(fa_path, fa):
     s.close()  # no snapshot before: close flushes (FlushAll until quiet) and drains
     snap = s.snapshot()
     assert snap.kernels()["num_calls"].sum() == fa.fa_emitted(2) == 100
-    assert snap.device.counters["buffers_lent"] == 0
+    assert snap.activity.counters["buffers_lent"] == 0
 
 
 @pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
@@ -272,7 +272,7 @@ def test_mark_launches_is_the_guides_scenario_2_on_the_stand_in(fa_path, fa):
     assert (m["api_num"], m["api_med_ns"], m["queue_med_ns"], m["kernel_med_ns"]) == (10, 7000, 0, 8000)
     marks = rows(snap.ranges(), name="aclrtLaunchKernel").row(0, named=True)
     assert (marks["side"], marks["num_calls"]) == ("mark+device", 20)
-    assert snap.device.counters["unpaired_markers"] == 0
+    assert snap.activity.counters["unpaired_markers"] == 0
 
 
 @pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
@@ -304,7 +304,7 @@ def test_mstx_ranges_become_histograms_and_torch_npu_collectives_on_the_stand_in
     col = snap.collectives()
     dev = rows(col, group="hccl_world_group", op="HcclAllreduce", **{"from": "mstx_device"})
     assert dev["num_calls"][0] == 4
-    assert snap.device.counters["unpaired_markers"] == 0 and snap.device.counters["bad_pointers"] == 0
+    assert snap.activity.counters["unpaired_markers"] == 0 and snap.activity.counters["bad_pointers"] == 0
 
 
 @pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
@@ -325,16 +325,16 @@ def test_unknown_record_kinds_and_null_buffers_are_skipped_safely_on_the_stand_i
         snap = s.snapshot()
     m = snap.memcpy()
     assert dict(zip(m["direction"], m["num_calls"])) == {"HTOD": 1, "DTOD": 1}
-    c = snap.device.counters
+    c = snap.activity.counters
     assert c["bad_records"] == 1 and c["skipped_bytes"] == 40 + 3 * 56 and c["null_buffers"] == 1
     assert isinstance(_native.activity_kinds(), list)
 
 
 def test_unknown_kinds_name_the_valid_ones():
-    from mspti_lens import device
+    from mspti_lens import activity
 
     with pytest.raises(ValueError, match=r"did you mean 'kernel'\? \(valid kinds: kernel, api, acl_api"):
-        device.check_kinds(["kernels"])
+        activity.check_kinds(["kernels"])
 
 
 @pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
@@ -358,6 +358,23 @@ def test_device_frames_save_and_load_with_the_snapshot_on_the_stand_in(fa_path, 
     back = Snapshot.load(p)
     for f in ("kernels", "launches", "collectives", "memcpy", "ranges"):
         assert getattr(back, f)().equals(getattr(snap, f)()), f
+
+
+@pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
+def test_the_old_names_of_the_activity_data_are_the_same_objects_on_the_stand_in(fa_path, fa):
+    from mspti_lens import activity, device
+
+    with session(fa_path, activity=["kernel"]) as s:
+        fa.fa_launch(0, 1, b"MatMul", 1, 5000, 0)
+        settled(fa)
+        snap = s.snapshot()
+    assert isinstance(snap.activity, activity.ActivityData) and snap.activity.counters["records"] >= 1
+    assert snap.device is snap.activity and device.DeviceData is activity.ActivityData
+    for name in ("activity", "device"):
+        with pytest.raises(
+            AttributeError, match=r"given when it is made: Snapshot\(native, meta, activity=\.\.\.\)"
+        ):
+            setattr(snap, name, None)
 
 
 CHILD = """
@@ -432,7 +449,7 @@ def test_runaway_kernel_names_end_in_one_other_row_on_the_stand_in(fa_path, fa):
     k = snap.kernels()
     assert len(k) == 512 + 1  # the cap, then "(other)"
     assert rows(k, name="(other)")["num_calls"][0] == 600 - 512
-    assert k["num_calls"].sum() == 600 and snap.device.counters["into_other"] == 600 - 512
+    assert k["num_calls"].sum() == 600 and snap.activity.counters["into_other"] == 600 - 512
 
 
 @pytest.mark.filterwarnings("ignore::mspti_lens.errors.NotPreloadedWarning")
@@ -467,7 +484,7 @@ def test_kernels_that_trail_their_launches_by_300_ms_are_in_the_window_after_the
         settled(fa)
     assert snap.kernels()["num_calls"].sum() == 2000
     assert rows(snap.launches(), name="aclrtLaunchKernel")["kernel_num"][0] == 2000
-    c = snap.device.counters
+    c = snap.activity.counters
     assert (c["launches_pending"], c["settle_timeouts"], c["unjoined_launches"], c["unjoined_kernels"]) == (
         0,
         0,
@@ -492,13 +509,16 @@ def test_kernels_that_have_not_come_by_the_bound_are_counted_and_join_when_they_
             fa.fa_pause_device(0)
         settled(fa)
         late = s.snapshot()
-    c = first.device.counters
+    c = first.activity.counters
     assert first.kernels()["num_calls"].sum() == 0
     assert (c["launches_pending"], c["settle_timeouts"]) == (100, 1)
-    assert first.device.losses() == {"launches_pending": 100, "settle_timeouts": 1}
+    assert first.activity.losses() == {"launches_pending": 100, "settle_timeouts": 1}
     assert "100 launches pending" in first._title()  # what the snapshot's summary line shows
-    assert (again.device.counters["launches_pending"], again.device.counters["settle_timeouts"]) == (100, 1)
-    c = late.device.counters
+    assert (again.activity.counters["launches_pending"], again.activity.counters["settle_timeouts"]) == (
+        100,
+        1,
+    )
+    c = late.activity.counters
     assert late.kernels()["num_calls"].sum() == 100 and late.launches()["kernel_num"][0] == 100
     assert (c["launches_pending"], c["late_kernels"], c["settle_timeouts"]) == (0, 100, 1)
 
@@ -516,7 +536,7 @@ def test_launches_whose_kernel_never_comes_are_counted_in_the_last_window_on_the
         fa.fa_pause_device(0)
         settled(fa)
     last = s.snapshot()
-    c = last.device.counters
+    c = last.activity.counters
     assert (c["launches_pending"], c["settle_timeouts"], last.kernels()["num_calls"].sum()) == (30, 1, 0)
     assert "30 launches pending" in last._title()
 
@@ -534,7 +554,7 @@ def test_the_settle_bound_is_refused_outside_its_range_with_the_range(fa_path):
 def test_a_moment_counter_merged_over_windows_is_the_latest_reading_not_a_sum_on_the_stand_in(
     fa_path, fa, tmp_path
 ):
-    from mspti_lens import Snapshot, device
+    from mspti_lens import Snapshot, activity
 
     # The device holds every kernel record, so every launch waits for its kernel:
     # launches_pending reads 25, 50, 75, 100 in four windows of 25 launches.
@@ -550,19 +570,19 @@ def test_a_moment_counter_merged_over_windows_is_the_latest_reading_not_a_sum_on
         finally:
             fa.fa_pause_device(0)
         settled(fa)
-    assert [w.device.counters["launches_pending"] for w in windows] == [25, 50, 75, 100]
-    assert device.COMBINE["launches_pending"] == "moment" and device.COMBINE["records"] == "sum"
+    assert [w.activity.counters["launches_pending"] for w in windows] == [25, 50, 75, 100]
+    assert activity.COMBINE["launches_pending"] == "moment" and activity.COMBINE["records"] == "sum"
     merged = windows[0]
     for w in windows[1:]:
         merged = merged.merge(w)
     shuffled = windows[3].merge(windows[1]).merge(windows[0].merge(windows[2]))
     for m in (merged, shuffled):
-        assert m.device.counters["launches_pending"] == 100  # not 250
-        assert m.device.counters["records"] == sum(w.device.counters["records"] for w in windows)
+        assert m.activity.counters["launches_pending"] == 100  # not 250
+        assert m.activity.counters["records"] == sum(w.activity.counters["records"] for w in windows)
     # Saved and loaded, a window still knows whose reading it is.
     p = tmp_path / "w3.parquet"
     windows[3].save(p)
-    assert Snapshot.load(p).merge(windows[2]).device.counters["launches_pending"] == 100
+    assert Snapshot.load(p).merge(windows[2]).activity.counters["launches_pending"] == 100
     # Another collector's (another process's, rank's) moment adds.
     with session(fa_path, activity=["kernel"]) as s2:
         s2._activity.settle_timeout = 0.0
@@ -574,7 +594,9 @@ def test_a_moment_counter_merged_over_windows_is_the_latest_reading_not_a_sum_on
         finally:
             fa.fa_pause_device(0)
         settled(fa)
-    assert merged.merge(other).device.counters["launches_pending"] == 110
+    assert merged.merge(other).activity.counters["launches_pending"] == 110
     # One list of counters: what a window reports is what the declaration names, in its order.
-    assert list(other.device.counters) == list(device.COUNTERS) == list(device.COMBINE)
-    assert set(device.LOSS_COUNTERS) < set(device.COUNTERS) and "launches_pending" in device.LOSS_COUNTERS
+    assert list(other.activity.counters) == list(activity.COUNTERS) == list(activity.COMBINE)
+    assert (
+        set(activity.LOSS_COUNTERS) < set(activity.COUNTERS) and "launches_pending" in activity.LOSS_COUNTERS
+    )

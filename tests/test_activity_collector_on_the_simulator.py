@@ -46,7 +46,7 @@ def test_the_join_is_exact_with_four_threads_on_separate_streams_on_the_simulato
     assert (la["api_num"], la["kernel_num"]) == (400, 400)
     assert (la["api_med_ns"], la["api_max_ns"]) == (5000, 5000)
     assert (la["queue_med_ns"], la["queue_max_ns"], la["kernel_max_ns"]) == (7000, 7000, 3000)
-    c = snap.device.counters
+    c = snap.activity.counters
     assert (c["unjoined_kernels"], c["kernels_pending"], c["ambiguous"], c["clock_skew"]) == (0, 0, 0, 0)
 
 
@@ -62,7 +62,7 @@ def test_the_join_counts_every_kernel_on_a_shared_stream_and_in_graph_replay_on_
     assert la["api_num"] == 4 * 50 + 2 * 10
     assert la["kernel_num"] == 4 * 50 + 2 * 10 * 6  # graph replay: six kernels per launch
     assert snap.kernels()["num_calls"].sum() == la["kernel_num"]
-    assert snap.device.counters["unjoined_kernels"] == 0
+    assert snap.activity.counters["unjoined_kernels"] == 0
 
 
 def test_cann8_joins_through_external_correlation_on_the_simulator(sim, L):
@@ -76,7 +76,7 @@ def test_cann8_joins_through_external_correlation_on_the_simulator(sim, L):
         snap = s.snapshot()
     la = snap.launches().row(0, named=True)
     assert (la["join"], la["kernel_num"], la["kernel_med_ns"]) == ("external_correlation", 50, 3000)
-    assert snap.device.counters["overlapped"] == 0
+    assert snap.activity.counters["overlapped"] == 0
 
 
 def test_mark_launches_brackets_each_launch_on_the_simulator(sim, L):
@@ -91,7 +91,7 @@ def test_mark_launches_brackets_each_launch_on_the_simulator(sim, L):
     assert m["api_num"] == 20 and m["kernel_num"] == 20
     # The device window between the two marks holds the kernel.
     assert m["kernel_med_ns"] >= 3000
-    assert snap.device.counters["unpaired_markers"] == 0
+    assert snap.activity.counters["unpaired_markers"] == 0
 
 
 def test_kinds_that_need_ld_preload_say_so_on_the_simulator(sim, L):
@@ -119,7 +119,7 @@ def test_a_training_job_with_kernel_and_marker_on_joins_every_kernel_on_the_simu
     assert snap.kernels()["num_calls"].sum() > 0
     assert snap.launches()["kernel_num"].sum() == snap.kernels()["num_calls"].sum()
     assert len(snap.collectives()) > 0 and snap.simulated
-    assert snap.device.counters["unjoined_kernels"] == 0
+    assert snap.activity.counters["unjoined_kernels"] == 0
 
 
 def test_device_plots_show_the_split_the_kernels_and_the_collectives_on_the_simulator(sim, L):
@@ -171,7 +171,7 @@ def test_a_thread_with_thousands_of_launches_per_buffer_joins_them_all_on_the_si
         launch_all(L, api, 1, 20_000, lambda i: 1, host_ns=5000, kernel_ns=3000)
         snap = s.snapshot()
     la = snap.launches().row(0, named=True)
-    c = snap.device.counters
+    c = snap.activity.counters
     # Exact accounting whatever the machine's load: a span overwritten in its ring before the
     # drain read it is counted lost, and its kernel waits (pending), never joined to a guess.
     assert len(snap.launches()) == 1, snap.launches()
@@ -200,7 +200,7 @@ def test_kernels_whose_records_trail_by_300_ms_are_in_the_window_after_the_with_
         launch_all(lib, api, 1, 500, lambda i: 1, host_ns=1000, kernel_ns=1000)
     snap = s.snapshot()
     assert snap.kernels()["num_calls"].sum() == 500
-    c = snap.device.counters
+    c = snap.activity.counters
     assert (c["launches_pending"], c["settle_timeouts"]) == (0, 0)
     if launch_callbacks:
         assert snap.launches()["kernel_num"].sum() == 500 and c["unjoined_kernels"] == 0

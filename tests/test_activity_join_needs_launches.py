@@ -40,13 +40,13 @@ def test_a_kernel_only_session_asks_for_kernel_records_only_on_the_simulator(vir
         snap = s.snapshot()
     # One KERNEL record per launch and nothing else: no RUNTIME_API record behind the user's back.
     assert written == N == sim.activity.stat("kernels")
-    c = snap.device.counters
+    c = snap.activity.counters
     assert c["records"] == N and snap.kernels()["num_calls"].sum() == N
     # Nothing waits for a launch that cannot be seen, so no loss is reported.
     assert (c["kernels_pending"], c["unjoined_kernels"], c["launches_pending"]) == (0, 0, 0)
-    assert snap.device.losses() == {}
+    assert snap.activity.losses() == {}
     assert snap.launches().is_empty()
-    assert snap.device.info["join"] == s.join
+    assert snap.activity.info["join"] == s.join
 
 
 def test_tracing_launches_turns_the_join_and_its_records_on_and_off_while_running_on_the_simulator(virtual):
@@ -72,7 +72,7 @@ def test_tracing_launches_turns_the_join_and_its_records_on_and_off_while_runnin
     assert without == N
     assert snap.kernels()["num_calls"].sum() == 3 * N
     assert snap.launches()["kernel_num"].sum() == N
-    assert snap.device.counters["unjoined_kernels"] == 0 and snap.device.losses() == {}
+    assert snap.activity.counters["unjoined_kernels"] == 0 and snap.activity.losses() == {}
 
 
 def test_runtime_api_asked_for_explicitly_is_collected_without_launch_callbacks_on_the_simulator(virtual):
@@ -84,8 +84,8 @@ def test_runtime_api_asked_for_explicitly_is_collected_without_launch_callbacks_
         written = launch(sim)
         snap = s.snapshot()
     assert written == 2 * N  # the user's RUNTIME_API kind stays on
-    assert snap.device.counters["records"] == 2 * N and snap.kernels()["num_calls"].sum() == N
-    assert snap.device.losses() == {}
+    assert snap.activity.counters["records"] == 2 * N and snap.kernels()["num_calls"].sum() == N
+    assert snap.activity.losses() == {}
 
 
 def test_the_default_session_and_mark_launches_keep_the_join_on_the_simulator(virtual):
@@ -102,9 +102,9 @@ def test_the_default_session_and_mark_launches_keep_the_join_on_the_simulator(vi
 
 
 def test_unknown_activity_kinds_name_the_valid_ones():
-    from mspti_lens import Session, device
+    from mspti_lens import Session, activity
 
     want = r"unknown activity kind 'kernels'; did you mean 'kernel'\? \(valid kinds: kernel, "
     with pytest.raises(ValueError, match=want) as e:
         Session(library="sim", enable=[], activity=["kernels"])
-    assert all(k in str(e.value) for k in device.KINDS)
+    assert all(k in str(e.value) for k in activity.KINDS)

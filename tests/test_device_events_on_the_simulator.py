@@ -11,7 +11,7 @@ import pytest
 from _sim_activity import AHEAD_NS, ERAS, bind
 
 from mspti_lens import Session, Snapshot
-from mspti_lens.device import DEVICE_EVENTS_SCHEMA
+from mspti_lens.activity import DEVICE_EVENTS_SCHEMA
 
 pytestmark = pytest.mark.filterwarnings("ignore::mspti_lens.errors.SimulatedBackendWarning")
 
@@ -82,7 +82,7 @@ def test_the_event_log_has_the_contracts_schema_and_every_records_values_on_the_
         assert c["group"].to_list() == ["tp0", "tp0"] and set(c["stream_id"]) == {9}
         assert c["sequence"].to_list() == [0, 0]  # one instance each of two (group, op) pairs
         assert c["bytes"].to_list() == nbytes
-    assert snap.device.counters["device_events_dropped"] == 0
+    assert snap.activity.counters["device_events_dropped"] == 0
 
 
 def test_sequences_count_since_the_session_started_across_window_resets_on_the_simulator(sim, L):
@@ -102,12 +102,12 @@ def test_the_cap_per_window_counts_what_it_drops_and_zero_turns_the_log_off_on_t
     with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], device_events=5) as s:
         kernels(sim, L, 8)
         snap = s.snapshot()
-    assert len(snap.device_events()) == 5 and snap.device.counters["device_events_dropped"] == 3
+    assert len(snap.device_events()) == 5 and snap.activity.counters["device_events_dropped"] == 3
     assert snap.kernels()["num_calls"].sum() == 8  # the histograms keep everything
     with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], device_events=0) as s:
         kernels(sim, L, 4)
         snap = s.snapshot()
-    assert len(snap.device_events()) == 0 and snap.device.counters["device_events_dropped"] == 0
+    assert len(snap.device_events()) == 0 and snap.activity.counters["device_events_dropped"] == 0
     assert snap.kernels()["num_calls"].sum() == 4
 
 
@@ -175,25 +175,25 @@ def test_merge_keeps_device_data_exactly_on_the_simulator(sim, L):
     (whole,) = run_windows(sim, L, split=False)
     a, b = run_windows(sim, L, split=True)
     merged = a.merge(b)
-    assert merged.device is not None
+    assert merged.activity is not None
     for frame in ("kernels", "launches", "collectives", "memcpy", "ranges"):
         got, want = getattr(merged, frame)(), getattr(whole, frame)()
         assert got.equals(want), frame
     assert merged.kernels()["num_calls"].sum() == 14
     hist = ("table", "key0", "key1", "key2", "metric", "lower_ns")
-    from mspti_lens import device
+    from mspti_lens import activity
 
-    assert device.histogram(merged).sort(hist).equals(device.histogram(whole).sort(hist))
+    assert activity.histogram(merged).sort(hist).equals(activity.histogram(whole).sort(hist))
     # Events concatenate (ordered by start); sequences are the session's, so they match the whole run.
     want = pl.concat([a.device_events(), b.device_events()]).sort("start_ns", maintain_order=True)
     assert merged.device_events().equals(want) and len(want) == 14 + 2 * 3
     strip = ["kind", "name", "group", "sequence", "duration_ns", "bytes"]
     assert merged.device_events().select(strip).equals(whole.device_events().select(strip))
-    c = merged.device.counters
-    assert c["records"] == a.device.counters["records"] + b.device.counters["records"]
-    # A snapshot without device data merges as the other's.
+    c = merged.activity.counters
+    assert c["records"] == a.activity.counters["records"] + b.activity.counters["records"]
+    # A snapshot without activity data merges as the other's.
     bare = Snapshot.from_histogram(whole.histogram().head(0))
-    assert bare.device is None and a.merge(bare).device_events().equals(a.device_events())
+    assert bare.activity is None and a.merge(bare).device_events().equals(a.device_events())
 
 
 # -- the clock bridge --------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def test_the_timestamp_callback_puts_records_on_the_sessions_clock_on_the_simula
         snap = s.snapshot()
     ev = snap.device_events()
     assert len(ev) == 3 and ((ev["start_ns"] > 10**18) & (ev["start_ns"] < AHEAD_NS)).all()  # realtime
-    assert snap.launches()["kernel_num"].sum() == 3 and snap.device.counters["clock_skew"] == 0
+    assert snap.launches()["kernel_num"].sum() == 3 and snap.activity.counters["clock_skew"] == 0
     # Closing unregisters it: MSPTI's clock is the simulator's (virtual) one again.
     t = ctypes.c_uint64(0)
     assert L.msptiGetTimestamp(ctypes.byref(t)) == 0 and t.value >= AHEAD_NS

@@ -348,7 +348,7 @@ def test_a_sessions_snapshot_is_made_complete_with_its_activity_and_timeline_on_
         snap = s.snapshot()
     for w in (closed, snap):
         info = w.window
-        assert (info.join, info.clock_bridge) == (w.device.info["join"], w.device.info["clock_bridge"])
+        assert (info.join, info.clock_bridge) == (w.activity.info["join"], w.activity.info["clock_bridge"])
         assert info.clock == "mspti" and info.simulated and info.source == w.meta["source"]
         assert w.meta == info.as_dict() and w.meta["join"] == info.join
         with pytest.raises(dataclasses.FrozenInstanceError):
@@ -398,8 +398,8 @@ def test_a_snapshots_meta_reads_as_a_dict_refuses_writes_and_with_meta_makes_a_n
             write(snap.meta)
     with pytest.raises(AttributeError, match=r"with_meta"):
         snap.meta = {"label": "u"}  # type: ignore[misc]
-    with pytest.raises(AttributeError, match=r"device=\.\.\."):
-        snap.device = None  # type: ignore[misc]
+    with pytest.raises(AttributeError, match=r"activity=\.\.\."):
+        snap.activity = None  # type: ignore[misc]
     assert snap.window is before and snap.meta == before.as_dict()  # nothing changed
     mine = copy.copy(snap.meta)  # a copy is a plain dict, the caller's to change
     mine["rank"] = 1

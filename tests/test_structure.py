@@ -285,6 +285,23 @@ def test_nothing_outside_the_notebook_imports_it_but_the_entry_point():
     assert not [m for m, deps in graph.items() if "mspti_lens.runs.view" in deps], "import notebook.run_view"
 
 
+#: Old module names, each kept as the very module of its new name (a module that replaces itself
+#: in sys.modules): nothing in the package imports them.
+OLD_MODULE_NAMES = {
+    "mspti_lens.device": "mspti_lens.activity",
+    "mspti_lens.runs.view": "mspti_lens.notebook.run_view",
+}
+
+
+@pytest.mark.parametrize("old", sorted(OLD_MODULE_NAMES))
+def test_an_old_module_name_is_its_new_module_and_nothing_in_the_package_imports_it(old):
+    import importlib
+
+    assert importlib.import_module(old) is importlib.import_module(OLD_MODULE_NAMES[old])
+    graph = import_graph()
+    assert not [m for m, deps in graph.items() if old in deps and m != old], f"import {OLD_MODULE_NAMES[old]}"
+
+
 def test_the_notebook_import_rule_sees_a_lazy_import():
     graph = {
         "mspti_lens.snapshot": {"mspti_lens.notebook.tables": "snapshot.py:9"},

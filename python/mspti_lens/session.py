@@ -13,7 +13,14 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from . import _native, device
+from . import _native
+from .activity import (
+    DEFAULT_ACTIVITY_BUFFERS,
+    DEFAULT_DEVICE_EVENTS,
+    ActivityData,
+    check_device_events,
+    check_kinds,
+)
 from .backend import BackendInfo, info_of, load_library
 from .catalog import DOMAIN_NAMES, Target, callback, resolve
 from .errors import NotPreloadedWarning, SessionError
@@ -36,7 +43,7 @@ def _check_buffers(buffers: object) -> tuple[int, int, int | None]:
         return buffers[0], buffers[1], (buffers[2] if len(buffers) == 3 else None)
     raise ValueError(
         "activity_buffers takes (bytes per buffer, buffers at the start[, memory cap in bytes]), "
-        f"positive ints such as {tuple(device.DEFAULT_ACTIVITY_BUFFERS)}, not {buffers!r}"
+        f"positive ints such as {tuple(DEFAULT_ACTIVITY_BUFFERS)}, not {buffers!r}"
     )
 
 
@@ -79,7 +86,7 @@ class Session:
 
     ``device_events`` caps the device event log (``Snapshot.device_events()``: timed KERNEL and
     collective records) per window; 0 turns it off; records past the cap are counted as
-    ``device_events_dropped`` in the snapshot's device counters.
+    ``device_events_dropped`` in the snapshot's activity counters.
 
     One Session may be active per process (MSPTI has one subscriber slot). Entering the ``with``
     block starts recording; leaving it unsubscribes. ``enable``/``disable`` work at any time,
@@ -95,8 +102,8 @@ class Session:
         interval: float | None = None,
         activity: Iterable[str] | str = (),
         mark_launches: int | None = None,
-        activity_buffers: tuple[int, ...] = device.DEFAULT_ACTIVITY_BUFFERS,
-        device_events: int = device.DEFAULT_DEVICE_EVENTS,
+        activity_buffers: tuple[int, ...] = DEFAULT_ACTIVITY_BUFFERS,
+        device_events: int = DEFAULT_DEVICE_EVENTS,
         slowest: bool = True,
         exemplars: bool | None = None,
     ):
@@ -129,8 +136,8 @@ class Session:
                 "pass [] to enable nothing"
             )
         resolved = [resolve(t) for t in targets]  # validate before subscribing
-        kinds = device.check_kinds(activity)
-        self._device_events = device.check_device_events(device_events)
+        kinds = check_kinds(activity)
+        self._device_events = check_device_events(device_events)
         if mark_launches is not None:
             # The guide's scenario 2: LAUNCH only, the stream as subscription data, MARKER and KERNEL.
             if not isinstance(mark_launches, int) or isinstance(mark_launches, bool) or mark_launches < 0:
@@ -203,7 +210,7 @@ class Session:
 
     def enable_activity(self, *kinds: str) -> Session:
         """Collect these activity kinds too (at once if running). Returns self."""
-        names = device.check_kinds(list(kinds))
+        names = check_kinds(list(kinds))
         if self._activity is None:
             self._activity = _native.NativeActivity(self._native, device_events=self._device_events)
         self._activity.enable(names)
@@ -211,7 +218,7 @@ class Session:
 
     def disable_activity(self, *kinds: str) -> Session:
         """Stop collecting these activity kinds (what was recorded is kept). Returns self."""
-        names = device.check_kinds(list(kinds))
+        names = check_kinds(list(kinds))
         if self._activity is not None:
             self._activity.disable(names)
         return self
@@ -222,7 +229,7 @@ class Session:
         waits for device records that trail the flush, on evidence: while launches seen under
         LAUNCH have not had their kernel record, or the library (the simulator) says it holds
         device records, and until two polls in a row bring nothing; at most
-        ``device.SETTLE_TIMEOUT_S`` seconds (2; ``session._activity.settle_timeout`` changes it).
+        ``activity.SETTLE_TIMEOUT_S`` seconds (2; ``session._activity.settle_timeout`` changes it).
         A wait that ends at its bound counts ``settle_timeouts`` and stops waiting for those
         launches, which stay counted as ``launches_pending`` (they join if their kernels come
         later). Snapshots, ``stop()`` and ``close()`` settle the same way. Nothing to do without
@@ -349,10 +356,10 @@ class Session:
         timeline = self.timeline() if self._interval is not None else None
         data = None
         if self._activity is not None:
-            data = device.DeviceData(self._activity.snapshot(reset))
+            data = ActivityData(self._activity.snapshot(reset))
             meta["join"] = data.info["join"]
             meta["clock_bridge"] = data.info["clock_bridge"]
-        return Snapshot(native, meta, device=data, timeline=timeline)
+        return Snapshot(native, meta, activity=data, timeline=timeline)
 
     def snapshot(self) -> Snapshot:
         """The current window, merged over every thread, while recording goes on (after close(),

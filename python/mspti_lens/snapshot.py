@@ -16,10 +16,10 @@ from typing import Any
 
 import polars as pl
 
-from . import _native, device, snapshot_file
+from . import _native, activity, snapshot_file
+from .activity import ActivityData
 from .catalog import DOMAIN_NAMES, callback
 from .columns import QUANTILES, SUMMARY_COLUMNS, stat_columns
-from .device import DeviceData
 
 # The histogram's constants (defined once, in rust/lens/src/core/hist.rs): exponential buckets
 # at SCALE 7 (base 2^(2^-7)); bucket `index` i holds integer-ns values v with base^i < v <=
@@ -184,7 +184,7 @@ class Snapshot:
         native: _native.NativeSnapshot,
         meta: Mapping[str, Any] | WindowInfo,
         *,
-        device: DeviceData | None = None,
+        activity: ActivityData | None = None,
         timeline: pl.DataFrame | None = None,
         slowest: dict[str, list] | None = None,
     ):
@@ -195,7 +195,7 @@ class Snapshot:
         self._timeline = timeline
         #: The slowest calls when loaded from a file or merged (None: the native's own).
         self._slowest = slowest
-        self._device = device
+        self._activity = activity
 
     def _with_moments(self, window: WindowInfo) -> WindowInfo:
         """``window`` with this window's own reading of MOMENT_COUNTERS when it holds none, under
@@ -224,27 +224,31 @@ class Snapshot:
         raise AttributeError(_READ_ONLY)
 
     @property
-    def device(self) -> DeviceData | None:
-        """The activity data of the window, when the session collected any (given when the
-        snapshot is made: ``Snapshot(native, meta, device=...)``)."""
-        return self._device
+    def activity(self) -> ActivityData | None:
+        """The activity data of the window (the Activity API's records: kernels, launches, MSTX
+        ranges, collectives, memory), when the session collected any (given when the snapshot is
+        made: ``Snapshot(native, meta, activity=...)``)."""
+        return self._activity
 
-    @device.setter
-    def device(self, data: DeviceData | None) -> None:
+    @activity.setter
+    def activity(self, data: ActivityData | None) -> None:
         raise AttributeError(
-            "a snapshot's device data is given when it is made: Snapshot(native, meta, device=...)"
+            "a snapshot's activity data is given when it is made: Snapshot(native, meta, activity=...)"
         )
 
+    #: The old name of :attr:`activity`.
+    device = activity
+
     def with_meta(self, **facts: Any) -> Snapshot:
-        """A new snapshot of the same histograms, device data, timeline and slowest calls, its
+        """A new snapshot of the same histograms, activity data, timeline and slowest calls, its
         metadata with ``facts`` added (or changed)."""
         return self._with_window(self._window.with_facts(facts))
 
     def _with_window(self, meta: Mapping[str, Any] | WindowInfo) -> Snapshot:
-        """A new snapshot of the same histograms, device data, timeline and slowest calls, with
+        """A new snapshot of the same histograms, activity data, timeline and slowest calls, with
         ``meta`` as its whole metadata (a compacted segment's, built from both halves')."""
         return Snapshot(
-            self._native, meta, device=self._device, timeline=self._timeline, slowest=self._slowest
+            self._native, meta, activity=self._activity, timeline=self._timeline, slowest=self._slowest
         )
 
     # -- facts ---------------------------------------------------------------------------------
@@ -416,7 +420,7 @@ class Snapshot:
         return Snapshot(
             self._native.merge(other._native),
             meta,
-            device=device.merge(self, other),  # device histograms add, device events concatenate
+            activity=activity.merge(self, other),  # activity histograms add, device events concatenate
             timeline=timeline.merged(self._timeline, other._timeline),
             slowest=slowest.merged(self, other),
         )
@@ -466,31 +470,31 @@ class Snapshot:
         FileNotFoundError), never a wrong snapshot."""
         return snapshot_file.load(path, cls)
 
-    # -- device time (built in device.py) ----------------------------------------------
+    # -- device time, from the activity data (built in activity.py) -----------------------
     def kernels(self) -> pl.DataFrame:
         """Device duration per kernel name (KERNEL records), ns."""
-        return device.frame(self, "kernels")
+        return activity.frame(self, "kernels")
 
     def launches(self) -> pl.DataFrame:
         """Per launch function: API time, queue delay (ENTER to kernel start), kernel time."""
-        return device.frame(self, "launches")
+        return activity.frame(self, "launches")
 
     def ranges(self) -> pl.DataFrame:
         """MSTX ranges per (domain, message), host and device side, and marks counted."""
-        return device.frame(self, "ranges")
+        return activity.frame(self, "ranges")
 
     def collectives(self, by: str | None = None, ranks: Any = None) -> pl.DataFrame:
         """Device collective time and bandwidth per (communicator, op); ``by="size"``: nccl-tests'
         table per message-size bucket (mspti_lens.collectives; ``ranks``: the rank count)."""
-        return device.collectives(self, by, ranks)
+        return activity.collectives(self, by, ranks)
 
     def memcpy(self) -> pl.DataFrame:
         """MEMCPY per direction (and MEMSET, MEMORY) with bytes."""
-        return device.frame(self, "memcpy")
+        return activity.frame(self, "memcpy")
 
     def device_events(self) -> pl.DataFrame:
-        """One row per KERNEL / COMMUNICATION / HCCL record, by start (device.DEVICE_EVENTS_SCHEMA)."""
-        return device.device_events(self)
+        """One row per KERNEL / COMMUNICATION / HCCL record, by start (activity.DEVICE_EVENTS_SCHEMA)."""
+        return activity.device_events(self)
 
     # -- display -------------------------------------------------------------------------------
     def _title(self) -> str:

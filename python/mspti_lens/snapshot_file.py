@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from . import _native, device, slowest, timeline
+from . import _native, activity, slowest, timeline
 from .columns import FILE_COLUMNS
 
 FORMAT = "mspti-lens-snapshot"
@@ -63,7 +63,7 @@ def save(snap: Any, path: str | os.PathLike, event_log: bool = True) -> None:
         "meta": dict(snap.meta),
         "counters": snap.counters,
     }
-    device.save_into(snap, meta)
+    activity.save_into(snap, meta)
     if not event_log and isinstance(meta.get("device"), dict):
         meta["device"]["events"] = None  # kept elsewhere (a run's events files): read as none
     slowest.save_into(snap, meta)
@@ -74,7 +74,7 @@ def save(snap: Any, path: str | os.PathLike, event_log: bool = True) -> None:
 
 def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
     """Read a file written by :func:`save`, the snapshot made by ``make(native, meta,
-    timeline=..., device=..., slowest=...)`` (the Snapshot class): see :meth:`Snapshot.load`."""
+    timeline=..., activity=..., slowest=...)`` (the Snapshot class): see :meth:`Snapshot.load`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -152,7 +152,11 @@ def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
     try:
         # Read in this order so a file broken in several places names the same part first.
         snap = make(
-            native, meta, timeline=timeline.read(head), device=device.read(head), slowest=slowest.read(head)
+            native,
+            meta,
+            timeline=timeline.read(head),
+            activity=activity.read(head),
+            slowest=slowest.read(head),
         )
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None

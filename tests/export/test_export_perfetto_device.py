@@ -1,9 +1,8 @@
 """Perfetto / Chrome trace of device events (kernels and collectives on one lane per (device,
 stream), a process per device) beside the host's slowest calls, and of a loaded snapshot file.
 
-The device events are a frame of the device-event log's schema (`device.DEVICE_EVENTS_SCHEMA`,
-the contract of the device-time issue), built by hand here; where mspti-lens defines the schema
-the test checks that the hand-built one is it."""
+The device events are a frame of the device-event log's schema, built by hand here and checked
+to be `activity.DEVICE_EVENTS_SCHEMA`."""
 
 from __future__ import annotations
 
@@ -14,13 +13,13 @@ import polars as pl
 import pytest
 from export_data import ValuesSnapshot
 
-from mspti_lens import Session, Snapshot, device
+from mspti_lens import Session, Snapshot, activity
 from mspti_lens.export import to_perfetto
 from mspti_lens.export.perfetto import DEVICE_PID_BASE
 
 T0 = 1_700_000_000_123_456_789  # CLOCK_REALTIME ns, as the activity records give them
 
-# The contract's columns and types (device.DEVICE_EVENTS_SCHEMA once the device-event log exists).
+# The contract's columns and types (activity.DEVICE_EVENTS_SCHEMA).
 EVENTS_SCHEMA = {
     "kind": pl.String,
     "name": pl.String,
@@ -51,10 +50,7 @@ def device_events() -> pl.DataFrame:
 
 
 def test_the_hand_built_frame_has_the_device_event_logs_schema():
-    schema = getattr(device, "DEVICE_EVENTS_SCHEMA", None)
-    if schema is None:
-        pytest.skip("mspti_lens.device has no DEVICE_EVENTS_SCHEMA yet (the device-event log)")
-    assert dict(schema) == EVENTS_SCHEMA
+    assert dict(activity.DEVICE_EVENTS_SCHEMA) == EVENTS_SCHEMA
 
 
 class WithDeviceEvents(ValuesSnapshot):

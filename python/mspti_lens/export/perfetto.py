@@ -21,7 +21,7 @@ Frames read (columns; extra columns go into ``args``):
 - mstx (ranges): name, domain, start_unix_ns, end_unix_ns, and thread_id (host) or
   device_id + stream_id (device)
 - kernels: name, device_id, stream_id, start_unix_ns, end_unix_ns
-- device events (the device-event log's schema, ``device.DEVICE_EVENTS_SCHEMA``): kind, name,
+- device events (the device-event log's schema, ``activity.DEVICE_EVENTS_SCHEMA``): kind, name,
   device_id, stream_id, start_ns, end_ns (group, correlation_id, sequence, bytes go into args)
 """
 

@@ -119,7 +119,7 @@ class ConfiguredSnapshot(Snapshot):
         all_rows: str = "`%config MsptiMagics.top = 0`",
     ):
         # The activity data travels with the snapshot.
-        super().__init__(snap._native, snap.window, device=snap.device)
+        super().__init__(snap._native, snap.window, activity=snap.activity)
         self._unit, self._top, self.where = unit, (top or None), where
         self._all_rows = all_rows  # how to see every row: the option that cut the table
         self._figure: tuple[bytes, int, int] | None = None

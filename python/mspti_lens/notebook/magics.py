@@ -124,7 +124,7 @@ def _check_domain(d: str) -> str:
 
 
 def _check_kinds(kinds: list[str]) -> list[str]:
-    from ..device import KINDS
+    from ..activity import KINDS
 
     for k in kinds:
         if k.strip().lower() not in KINDS:

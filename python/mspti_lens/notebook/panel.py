@@ -226,7 +226,7 @@ class Panel:
     # Activity kinds (device time): toggled like domains, collected natively.
     @property
     def activity_kinds(self) -> list[str]:
-        from ..device import KINDS
+        from ..activity import KINDS
 
         return list(KINDS)
 

@@ -33,8 +33,8 @@ def title(snap: Any) -> str:
         extra.append(f"{snap.unmatched} unmatched")
     if snap.in_flight:
         extra.append(f"{snap.in_flight} in flight")
-    if snap.device is not None:  # device records lost or still missing (device.LOSS_COUNTERS)
-        extra.extend(f"{v:,} {k.replace('_', ' ')}" for k, v in snap.device.losses().items())
+    if snap.activity is not None:  # device records lost or still missing (activity.LOSS_COUNTERS)
+        extra.extend(f"{v:,} {k.replace('_', ' ')}" for k, v in snap.activity.losses().items())
     tail = f" ({', '.join(extra)})" if extra else ""
     return (
         f"mspti-lens snapshot · {snap.label} · {count_of(n, 'call')} in {count_of(len(snap), 'API')} · "
@@ -147,7 +147,7 @@ def device_note(snap: Any) -> str:
     if not (len(snap.launches()) or len(snap.kernels()) or len(snap.collectives())):
         if not _collected(snap):
             return ""
-        kinds = ", ".join(snap.device.info["kinds"])
+        kinds = ", ".join(snap.activity.info["kinds"])
         return f"no device records of {kinds} in this window: did it launch kernels or collectives?"
     frames = "`_.launches()`, `_.kernels()`, `_.collectives()`, `_.ranges()`"
     return f"device time: {frames} as frames; {DEVICE_PLOTS}"

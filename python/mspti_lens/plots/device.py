@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .. import device
+from .. import activity
 from ..snapshot import Snapshot
 from ..units import format_ns
 from .figure import _legend_outside, _new_figure, _ns_axis, _title
@@ -59,7 +59,7 @@ def launch_split(snap: Snapshot, stat: str = "med", title: str | None = None):
     fig, axes = _new_figure((9, 1.6 + 0.6 * max(len(la), 1)))
     ax = axes[0][0]
     if not len(la):
-        _empty(ax, device.EMPTY_NOTE + '\n(launches need "kernel" and the LAUNCH callback)')
+        _empty(ax, activity.EMPTY_NOTE + '\n(launches need "kernel" and the LAUNCH callback)')
         return fig
     labels = [f"{n}\n[{j}]" for n, j in zip(la["name"], la["join"])]
     y = np.arange(len(la))
@@ -100,9 +100,9 @@ def kernel_distributions(snap: Snapshot, top: int = 8, title: str | None = None)
     fig, axes = _new_figure((9, 4.5))
     ax = axes[0][0]
     if not len(k):
-        _empty(ax, device.EMPTY_NOTE)
+        _empty(ax, activity.EMPTY_NOTE)
         return fig
-    hist = device.histogram(snap).filter((pl.col("table") == "kernels") & (pl.col("metric") == "duration"))
+    hist = activity.histogram(snap).filter((pl.col("table") == "kernels") & (pl.col("metric") == "duration"))
     for name in k["name"]:
         sub = hist.filter(pl.col("key0") == name).sort("lower_ns")
         mid = np.sqrt(
@@ -141,7 +141,7 @@ def collectives(snap: Snapshot, title: str | None = None):
     fig, axes = _new_figure((11, 1.5 + 0.6 * max(len(col), 1)), 1, 2, sharey=True)
     ax, bx = axes[0]
     if not len(col):
-        _empty(ax, device.EMPTY_NOTE + ' ("communication", "hccl" or "marker" with torch_npu)')
+        _empty(ax, activity.EMPTY_NOTE + ' ("communication", "hccl" or "marker" with torch_npu)')
         bx.set_axis_off()
         return fig
     host = snap.summary().filter(pl.col("domain") == "hccl").select("name", "med_ns")

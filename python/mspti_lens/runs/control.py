@@ -183,7 +183,7 @@ def check_enable(names: list[str]) -> list[str]:
 
 
 def check_activity(kinds: list[str]) -> list[str]:
-    from ..device import KINDS
+    from ..activity import KINDS
 
     out = []
     for k in kinds:

@@ -175,7 +175,7 @@ class Recorder:
         self.writer.retarget(change, self._meta(gen))
 
     def _session(self, enable: list[str], kinds: list[str]) -> Any:
-        from ..device import DEFAULT_ACTIVITY_BUFFERS
+        from ..activity import DEFAULT_ACTIVITY_BUFFERS
         from ..session import Session
 
         env = self.env

@@ -106,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
             f"--prometheus must be a port in 0..65535 (0: a free one per process), not {args.prometheus}"
         )
     if getattr(args, "activity", None):
-        from ..device import check_kinds
+        from ..activity import check_kinds
 
         check_kinds(hook.activity_kinds({hook.ACTIVITY_VARIABLE: args.activity}))  # names the valid kinds
     if args.enable:

@@ -1,13 +1,8 @@
 """The old name of :mod:`mspti_lens.notebook.run_view` (how a run looks in a notebook, which is
-notebook code), kept so that old imports keep working."""
+notebook code): ``mspti_lens.runs.view`` is that very module, so old imports keep working."""
 
-from ..notebook.run_view import (
-    STATUS_STYLE,
-    headline,
-    refreshed_run_html,
-    run_html,
-    run_widget,
-    show_live,
-)
+import sys
 
-__all__ = ["STATUS_STYLE", "headline", "refreshed_run_html", "run_html", "run_widget", "show_live"]
+from ..notebook import run_view
+
+sys.modules[__name__] = run_view

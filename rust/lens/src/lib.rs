@@ -30,7 +30,7 @@ mod _native {
     use pyo3::prelude::*;
 
     use crate::activity::config;
-    use crate::activity::counters::DeviceCounter;
+    use crate::activity::counters::ActivityCounter;
     use crate::core::counters::Counter;
     use crate::core::{clock, hist, slowest};
 
@@ -41,7 +41,7 @@ mod _native {
     #[pymodule_export]
     use crate::py::activity::{
         activity_kinds, device_event_kinds, mstx_domain_create, mstx_library, mstx_mark, mstx_range_end,
-        mstx_range_start, PyActivity, PyDeviceSnapshot,
+        mstx_range_start, PyActivity, PyActivitySnapshot,
     };
     #[pymodule_export]
     use crate::py::arrivals::take_collective_arrivals;
@@ -110,8 +110,8 @@ mod _native {
         m.add("ACTIVITY_BUFFERS_DEFAULT", (config::DEFAULT_BUFFER_SIZE, config::DEFAULT_BUFFERS))?;
         m.add("ACTIVITY_SETTLE_TIMEOUT_S", config::DEFAULT_SETTLE_TIMEOUT.as_secs_f64())?;
         m.add(
-            "DEVICE_COUNTERS",
-            DeviceCounter::ALL
+            "ACTIVITY_COUNTERS",
+            ActivityCounter::ALL
                 .iter()
                 .map(|c| (c.name(), c.combine().name(), c.is_loss(), c.meaning()))
                 .collect::<Vec<_>>(),

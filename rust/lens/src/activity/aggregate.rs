@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::counters::{DeviceCounter as D, DeviceCounts};
+use super::counters::{ActivityCounter as D, ActivityCounts};
 use super::events::{Event, Recorder, EVENT_COMMUNICATION, EVENT_HCCL, EVENT_KERNEL};
 use super::launch_hooks::{self as hook, Span};
 use super::layout as abi;
@@ -79,7 +79,7 @@ pub struct State {
     pub launches: Launches,
     /// The device event log (kernels and collectives, timed; bounded per window).
     pub events: Recorder,
-    pub counters: DeviceCounts,
+    pub counters: ActivityCounts,
     /// Mark pairing for `mark_launches` on (tid -> open ENTER mark (id, name, ts)).
     pub pair_launch_marks: bool,
     /// Whether kernels and API records take part in the host-device join (KERNEL with spans or
@@ -125,7 +125,7 @@ impl Default for State {
             marks: HashMap::default(),
             launches: Launches::default(),
             events: Recorder::default(),
-            counters: DeviceCounts::default(),
+            counters: ActivityCounts::default(),
             pair_launch_marks: false,
             join_active: false,
             cursors: Vec::new(),
@@ -153,7 +153,7 @@ impl Default for State {
 }
 
 #[inline]
-fn dur(start: u64, end: u64, c: &mut DeviceCounts) -> Option<u64> {
+fn dur(start: u64, end: u64, c: &mut ActivityCounts) -> Option<u64> {
     if end < start {
         c[D::Negative] += 1;
         None
@@ -720,7 +720,7 @@ impl State {
     }
 
     /// Counters with the tables' and names' own.
-    pub fn all_counters(&self) -> DeviceCounts {
+    pub fn all_counters(&self) -> ActivityCounts {
         let mut c = self.counters;
         c[D::IntoOther] = [&self.kernels, &self.apis, &self.collectives, &self.memcpy, &self.ranges]
             .iter()

@@ -61,7 +61,7 @@ pub fn aggregate_rate(records: usize, names: usize, api: bool) -> (u64, u64) {
     for b in &buffers {
         st.ingest_buffer(b);
     }
-    (t0.elapsed().as_nanos() as u64, st.counters[super::counters::DeviceCounter::Records])
+    (t0.elapsed().as_nanos() as u64, st.counters[super::counters::ActivityCounter::Records])
 }
 
 /// The complete callback's cost per buffer: `n` buffers of a dedicated pool are lent, then handed

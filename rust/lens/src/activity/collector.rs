@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::aggregate::State;
 use super::config::{Config, MAX_SETTLE_TIMEOUT};
-use super::counters::{DeviceCounter as D, DeviceCounts};
+use super::counters::{ActivityCounter as D, ActivityCounts};
 use super::drain::{drain_loop, Shared};
 use super::join::JoinMode;
 use super::kinds::kind_name;
@@ -38,7 +38,7 @@ pub struct Collector {
     launch_callbacks: bool,
     mark_stream: Option<usize>,
     /// The sums at the last reset (windows are differences).
-    baseline: DeviceCounts,
+    baseline: ActivityCounts,
     /// Records the library reported dropped, accumulated (its call returns and resets them).
     lib_dropped: u64,
     /// The session's clock at the last start.
@@ -121,7 +121,7 @@ impl Collector {
             join: JoinMode::Off,
             launch_callbacks: false,
             mark_stream: config.mark_stream,
-            baseline: DeviceCounts::default(),
+            baseline: ActivityCounts::default(),
             lib_dropped: 0,
             session_clock: ClockKind::Monotonic,
             bridged: false,
@@ -484,7 +484,7 @@ impl Collector {
     }
 
     /// Every counter as it reads now: sums cumulative, the others their current reading.
-    fn read_counters(&self, st: &State) -> DeviceCounts {
+    fn read_counters(&self, st: &State) -> ActivityCounts {
         let pool = self.shared.pool;
         let pc = pool.counters();
         let mut c = st.all_counters();

@@ -1,6 +1,6 @@
-//! Every counter a device snapshot reports, declared once: its name, how windows of it combine,
+//! Every counter an activity snapshot reports, declared once: its name, how windows of it combine,
 //! whether it counts something lost, and what it means. The drain, the collector's windows,
-//! `ActivityTotals::merge`, the bindings (`_native.DEVICE_COUNTERS`) and Python's summaries all
+//! `ActivityTotals::merge`, the bindings (`_native.ACTIVITY_COUNTERS`) and Python's summaries all
 //! read this table.
 
 use std::ops::{Index, IndexMut};
@@ -38,34 +38,34 @@ impl Combine {
 
 macro_rules! declare {
     ($($var:ident => $name:literal, $combine:ident, $loss:literal, $meaning:literal;)*) => {
-        /// One device counter. The discriminant indexes `DeviceCounts`.
+        /// One activity counter. The discriminant indexes `ActivityCounts`.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(usize)]
-        pub enum DeviceCounter { $($var,)* }
+        pub enum ActivityCounter { $($var,)* }
 
-        impl DeviceCounter {
+        impl ActivityCounter {
             /// Every counter, in discriminant (report) order.
-            pub const ALL: [DeviceCounter; [$(DeviceCounter::$var,)*].len()] = [$(DeviceCounter::$var,)*];
-            pub const COUNT: usize = DeviceCounter::ALL.len();
+            pub const ALL: [ActivityCounter; [$(ActivityCounter::$var,)*].len()] = [$(ActivityCounter::$var,)*];
+            pub const COUNT: usize = ActivityCounter::ALL.len();
 
             /// The name in snapshots, files and Python.
             pub const fn name(self) -> &'static str {
-                match self { $(DeviceCounter::$var => $name,)* }
+                match self { $(ActivityCounter::$var => $name,)* }
             }
 
             pub const fn combine(self) -> Combine {
-                match self { $(DeviceCounter::$var => Combine::$combine,)* }
+                match self { $(ActivityCounter::$var => Combine::$combine,)* }
             }
 
             /// Whether a non-zero value means records, joins or events were lost or left out
             /// (summaries show these).
             pub const fn is_loss(self) -> bool {
-                match self { $(DeviceCounter::$var => $loss,)* }
+                match self { $(ActivityCounter::$var => $loss,)* }
             }
 
             /// One line for people.
             pub const fn meaning(self) -> &'static str {
-                match self { $(DeviceCounter::$var => $meaning,)* }
+                match self { $(ActivityCounter::$var => $meaning,)* }
             }
         }
     };
@@ -121,32 +121,32 @@ declare! {
         "device events beyond the event log's cap per window (counted in the tables, not logged)";
 }
 
-impl DeviceCounter {
-    pub fn from_name(name: &str) -> Option<DeviceCounter> {
-        DeviceCounter::ALL.into_iter().find(|c| c.name() == name)
+impl ActivityCounter {
+    pub fn from_name(name: &str) -> Option<ActivityCounter> {
+        ActivityCounter::ALL.into_iter().find(|c| c.name() == name)
     }
 }
 
-/// A value of every device counter.
+/// A value of every activity counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeviceCounts([u64; DeviceCounter::COUNT]);
+pub struct ActivityCounts([u64; ActivityCounter::COUNT]);
 
-impl Default for DeviceCounts {
-    fn default() -> DeviceCounts {
-        DeviceCounts([0; DeviceCounter::COUNT])
+impl Default for ActivityCounts {
+    fn default() -> ActivityCounts {
+        ActivityCounts([0; ActivityCounter::COUNT])
     }
 }
 
-impl DeviceCounts {
-    /// (counter, value) of every counter, in `DeviceCounter::ALL` order.
-    pub fn iter(&self) -> impl Iterator<Item = (DeviceCounter, u64)> + '_ {
-        DeviceCounter::ALL.into_iter().map(|c| (c, self[c]))
+impl ActivityCounts {
+    /// (counter, value) of every counter, in `ActivityCounter::ALL` order.
+    pub fn iter(&self) -> impl Iterator<Item = (ActivityCounter, u64)> + '_ {
+        ActivityCounter::ALL.into_iter().map(|c| (c, self[c]))
     }
 
     /// This window's values: the sums since `base`, every other counter as it reads now.
-    pub fn since(&self, base: &DeviceCounts) -> DeviceCounts {
+    pub fn since(&self, base: &ActivityCounts) -> ActivityCounts {
         let mut out = *self;
-        for c in DeviceCounter::ALL {
+        for c in ActivityCounter::ALL {
             if c.combine() == Combine::Sum {
                 out[c] = self[c].saturating_sub(base[c]);
             }
@@ -155,15 +155,15 @@ impl DeviceCounts {
     }
 }
 
-impl Index<DeviceCounter> for DeviceCounts {
+impl Index<ActivityCounter> for ActivityCounts {
     type Output = u64;
-    fn index(&self, c: DeviceCounter) -> &u64 {
+    fn index(&self, c: ActivityCounter) -> &u64 {
         &self.0[c as usize]
     }
 }
 
-impl IndexMut<DeviceCounter> for DeviceCounts {
-    fn index_mut(&mut self, c: DeviceCounter) -> &mut u64 {
+impl IndexMut<ActivityCounter> for ActivityCounts {
+    fn index_mut(&mut self, c: ActivityCounter) -> &mut u64 {
         &mut self.0[c as usize]
     }
 }
@@ -174,27 +174,27 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_all_is_in_discriminant_order() {
-        for (i, c) in DeviceCounter::ALL.into_iter().enumerate() {
+        for (i, c) in ActivityCounter::ALL.into_iter().enumerate() {
             assert_eq!(c as usize, i);
-            assert_eq!(DeviceCounter::from_name(c.name()), Some(c));
+            assert_eq!(ActivityCounter::from_name(c.name()), Some(c));
             assert!(!c.meaning().is_empty());
         }
-        let mut names: Vec<_> = DeviceCounter::ALL.iter().map(|c| c.name()).collect();
+        let mut names: Vec<_> = ActivityCounter::ALL.iter().map(|c| c.name()).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), DeviceCounter::COUNT);
+        assert_eq!(names.len(), ActivityCounter::COUNT);
     }
 
     #[test]
     fn a_window_subtracts_the_baseline_of_sums_only() {
-        let mut now = DeviceCounts::default();
-        now[DeviceCounter::Records] = 100;
-        now[DeviceCounter::KernelsPending] = 40;
-        let mut base = DeviceCounts::default();
-        base[DeviceCounter::Records] = 30;
-        base[DeviceCounter::KernelsPending] = 25;
+        let mut now = ActivityCounts::default();
+        now[ActivityCounter::Records] = 100;
+        now[ActivityCounter::KernelsPending] = 40;
+        let mut base = ActivityCounts::default();
+        base[ActivityCounter::Records] = 30;
+        base[ActivityCounter::KernelsPending] = 25;
         let w = now.since(&base);
-        assert_eq!(w[DeviceCounter::Records], 70);
-        assert_eq!(w[DeviceCounter::KernelsPending], 40, "a moment is read, never differenced");
+        assert_eq!(w[ActivityCounter::Records], 70);
+        assert_eq!(w[ActivityCounter::KernelsPending], 40, "a moment is read, never differenced");
     }
 }

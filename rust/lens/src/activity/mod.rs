@@ -15,7 +15,7 @@
 //! ```
 //!
 //! One file per job: `kinds` (the catalogue of kinds), `join` (how launches meet kernels),
-//! `config` (defaults and their reasons), `counters` (every device counter, declared once),
+//! `config` (defaults and their reasons), `counters` (every activity counter, declared once),
 //! `collector` (enable, settle, windows), `drain` (the drain thread), `totals` (a window and its
 //! merge), `pool` (the buffers), `launch_hooks` (what the callback does for the join),
 //! `aggregate` (records into histograms), `records`/`layout` (the ABI's records),

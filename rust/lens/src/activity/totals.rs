@@ -5,7 +5,7 @@ use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use super::aggregate::State;
-use super::counters::{Combine, DeviceCounter, DeviceCounts};
+use super::counters::{ActivityCounter, ActivityCounts, Combine};
 use super::events;
 use super::kinds::{kind_name, kind_names};
 use super::layout::*;
@@ -48,13 +48,13 @@ pub struct Reading {
     pub collector: u64,
     /// The collector's snapshot number: later windows have higher ones.
     pub window: u64,
-    pub values: DeviceCounts,
+    pub values: ActivityCounts,
 }
 
 impl Reading {
     fn combine(&mut self, o: &Reading) {
         let later = o.window > self.window;
-        for c in DeviceCounter::ALL {
+        for c in ActivityCounter::ALL {
             match c.combine() {
                 Combine::Moment if later => self.values[c] = o.values[c],
                 Combine::Peak => self.values[c] = self.values[c].max(o.values[c]),
@@ -81,9 +81,9 @@ pub struct ActivityTotals {
     pub rows: Vec<HistRow>,
     /// (domain, message, with device, count) of instantaneous marks.
     pub marks: Vec<(String, String, bool, u64)>,
-    /// The window's value of every counter (see `DeviceCounter`): sums of the window, and for
+    /// The window's value of every counter (see `ActivityCounter`): sums of the window, and for
     /// the other counters the sum over `readings` (or the highest, for flags).
-    pub counters: DeviceCounts,
+    pub counters: ActivityCounts,
     /// Per collector, its latest reading of the counters that are not sums.
     pub readings: Vec<Reading>,
     pub join: String,
@@ -95,15 +95,15 @@ pub struct ActivityTotals {
 
 impl ActivityTotals {
     /// Set `counters` of a single collector's window and its reading.
-    pub fn set_counters(&mut self, collector: u64, window: u64, values: DeviceCounts) {
+    pub fn set_counters(&mut self, collector: u64, window: u64, values: ActivityCounts) {
         self.counters = values;
         self.readings = vec![Reading { collector, window, values }];
     }
 
     /// The counters of several collectors' readings summed, sums and flags from `sums`.
-    fn with_readings(sums: DeviceCounts, readings: &[Reading]) -> DeviceCounts {
+    fn with_readings(sums: ActivityCounts, readings: &[Reading]) -> ActivityCounts {
         let mut out = sums;
-        for c in DeviceCounter::ALL {
+        for c in ActivityCounter::ALL {
             if c.combine().per_collector() {
                 out[c] = readings.iter().fold(0u64, |a, r| a.saturating_add(r.values[c]));
             }
@@ -113,7 +113,7 @@ impl ActivityTotals {
 
     /// Rebuild the readings of a window read back without them (files written before they
     /// existed): one collector of its own, whose reading is the window's values.
-    pub fn set_counters_read_back(&mut self, values: DeviceCounts, readings: Option<Vec<Reading>>) {
+    pub fn set_counters_read_back(&mut self, values: ActivityCounts, readings: Option<Vec<Reading>>) {
         match readings {
             Some(r) if !r.is_empty() => {
                 self.counters = ActivityTotals::with_readings(values, &r);
@@ -124,7 +124,7 @@ impl ActivityTotals {
     }
 
     /// The exact sum of two windows (threads, runs, ranks): histograms of one row add, marks
-    /// add, events concatenate (ordered by start); counters combine as `DeviceCounter::combine`
+    /// add, events concatenate (ordered by start); counters combine as `ActivityCounter::combine`
     /// declares: sums add, a collector's moments are its latest reading and its peaks its
     /// highest, collectors add, flags take the highest.
     pub fn merge(&self, o: &ActivityTotals) -> ActivityTotals {
@@ -155,8 +155,8 @@ impl ActivityTotals {
             }
         }
         let readings: Vec<Reading> = readings.into_values().collect();
-        let mut sums = DeviceCounts::default();
-        for c in DeviceCounter::ALL {
+        let mut sums = ActivityCounts::default();
+        for c in ActivityCounter::ALL {
             sums[c] = match c.combine() {
                 Combine::Sum => self.counters[c].saturating_add(o.counters[c]),
                 Combine::Flag => self.counters[c].max(o.counters[c]),
@@ -253,11 +253,11 @@ mod tests {
     use super::*;
 
     fn window(collector: u64, window: u64, records: u64, pending: u64, peak: u64) -> ActivityTotals {
-        let mut v = DeviceCounts::default();
-        v[DeviceCounter::Records] = records;
-        v[DeviceCounter::KernelsPending] = pending;
-        v[DeviceCounter::PoolPeakInUse] = peak;
-        v[DeviceCounter::LibraryReportsDrops] = 1;
+        let mut v = ActivityCounts::default();
+        v[ActivityCounter::Records] = records;
+        v[ActivityCounter::KernelsPending] = pending;
+        v[ActivityCounter::PoolPeakInUse] = peak;
+        v[ActivityCounter::LibraryReportsDrops] = 1;
         let mut t = ActivityTotals::default();
         t.set_counters(collector, window, v);
         t
@@ -271,10 +271,10 @@ mod tests {
         let chain = w[1..].iter().fold(w[0].clone(), |a, b| a.merge(b));
         let shuffled = w[3].merge(&w[0]).merge(&w[2].merge(&w[1]));
         for m in [&chain, &shuffled] {
-            assert_eq!(m.counters[DeviceCounter::Records], 100);
-            assert_eq!(m.counters[DeviceCounter::KernelsPending], 100, "not 250");
-            assert_eq!(m.counters[DeviceCounter::PoolPeakInUse], 9);
-            assert_eq!(m.counters[DeviceCounter::LibraryReportsDrops], 1);
+            assert_eq!(m.counters[ActivityCounter::Records], 100);
+            assert_eq!(m.counters[ActivityCounter::KernelsPending], 100, "not 250");
+            assert_eq!(m.counters[ActivityCounter::PoolPeakInUse], 9);
+            assert_eq!(m.counters[ActivityCounter::LibraryReportsDrops], 1);
         }
     }
 
@@ -283,9 +283,9 @@ mod tests {
         let a = window(1, 5, 10, 30, 2).merge(&window(1, 6, 10, 40, 1));
         let b = window(2, 1, 10, 5, 4);
         let m = a.merge(&b);
-        assert_eq!(m.counters[DeviceCounter::KernelsPending], 45);
-        assert_eq!(m.counters[DeviceCounter::PoolPeakInUse], 6);
-        assert_eq!(m.counters[DeviceCounter::Records], 30);
+        assert_eq!(m.counters[ActivityCounter::KernelsPending], 45);
+        assert_eq!(m.counters[ActivityCounter::PoolPeakInUse], 6);
+        assert_eq!(m.counters[ActivityCounter::Records], 30);
         assert_eq!(m.readings.len(), 2);
     }
 

@@ -10,7 +10,7 @@ use pyo3::types::PyDict;
 
 use super::session::PySession;
 use crate::activity::config::{self, DEFAULT_BUFFERS, DEFAULT_BUFFER_SIZE, DEFAULT_POOL_CAP};
-use crate::activity::counters::{DeviceCounter, DeviceCounts};
+use crate::activity::counters::{ActivityCounter, ActivityCounts};
 use crate::activity::events::{Event, EventLog, Strings, EVENT_KINDS};
 use crate::activity::names::{data_type_name, data_type_of};
 use crate::activity::totals::{Reading, METRICS, TABLES};
@@ -119,8 +119,8 @@ impl PyActivity {
     }
 
     #[pyo3(signature = (reset=false))]
-    fn snapshot(&self, py: Python<'_>, reset: bool) -> PyResult<PyDeviceSnapshot> {
-        self.with(py, |c| Ok(c.snapshot(reset))).map(|t| PyDeviceSnapshot { t })
+    fn snapshot(&self, py: Python<'_>, reset: bool) -> PyResult<PyActivitySnapshot> {
+        self.with(py, |c| Ok(c.snapshot(reset))).map(|t| PyActivitySnapshot { t })
     }
 
     /// Hold the drain thread still (tests of pool exhaustion); explicit flushes still drain.
@@ -176,7 +176,7 @@ fn settle_timeout(seconds: f64) -> PyResult<Duration> {
 }
 
 /// Counters by name, in declaration order (a dict keeps it).
-fn counters_dict<'py>(py: Python<'py>, c: &DeviceCounts) -> PyResult<Bound<'py, PyDict>> {
+fn counters_dict<'py>(py: Python<'py>, c: &ActivityCounts) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in c.iter() {
         d.set_item(k.name(), v)?;
@@ -198,10 +198,10 @@ fn readings_list(r: &[Reading]) -> Vec<(u64, u64, BTreeMap<&'static str, u64>)> 
 type ReadingColumns = (u64, u64, BTreeMap<String, u64>);
 
 /// Counters read back: known names only (a newer file's others are left out).
-fn counts_of(m: &BTreeMap<String, u64>) -> DeviceCounts {
-    let mut c = DeviceCounts::default();
+fn counts_of(m: &BTreeMap<String, u64>) -> ActivityCounts {
+    let mut c = ActivityCounts::default();
     for (k, v) in m {
-        if let Some(d) = DeviceCounter::from_name(k) {
+        if let Some(d) = ActivityCounter::from_name(k) {
             c[d] = *v;
         }
     }
@@ -209,8 +209,8 @@ fn counts_of(m: &BTreeMap<String, u64>) -> DeviceCounts {
 }
 
 /// One window of device activity: histogram rows per table, marks, counters.
-#[pyclass(name = "NativeDeviceSnapshot", module = "mspti_lens._native", frozen)]
-pub struct PyDeviceSnapshot {
+#[pyclass(name = "NativeActivitySnapshot", module = "mspti_lens._native", frozen)]
+pub struct PyActivitySnapshot {
     t: ActivityTotals,
 }
 
@@ -222,7 +222,7 @@ fn check_q(q: &[f64]) -> PyResult<()> {
 }
 
 #[pymethods]
-impl PyDeviceSnapshot {
+impl PyActivitySnapshot {
     /// Per row: table, key0, key1, key2, metric, count, total, mean, min, max, std, bytes, and
     /// `q{i}` per quantile.
     fn stats<'py>(&self, py: Python<'py>, quantiles: Vec<f64>) -> PyResult<Bound<'py, PyDict>> {
@@ -282,7 +282,7 @@ impl PyDeviceSnapshot {
         self.t.marks.clone()
     }
 
-    /// Every counter of `DEVICE_COUNTERS` by name, in its order.
+    /// Every counter of `ACTIVITY_COUNTERS` by name, in its order.
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         counters_dict(py, &self.t.counters)
     }
@@ -306,8 +306,8 @@ impl PyDeviceSnapshot {
     }
 
     /// The exact sum of two device snapshots (events concatenated, by start).
-    fn merge(&self, other: &PyDeviceSnapshot) -> PyDeviceSnapshot {
-        PyDeviceSnapshot { t: self.t.merge(&other.t) }
+    fn merge(&self, other: &PyActivitySnapshot) -> PyActivitySnapshot {
+        PyActivitySnapshot { t: self.t.merge(&other.t) }
     }
 
     /// The exact state of every row for saving: table, key0-2, metric, bytes, sum, sum_sq, min,
@@ -373,7 +373,7 @@ impl PyDeviceSnapshot {
         kinds: Vec<String>,
         events: Option<EventColumns>,
         readings: Option<Vec<ReadingColumns>>,
-    ) -> PyResult<PyDeviceSnapshot> {
+    ) -> PyResult<PyActivitySnapshot> {
         let n = table.len();
         let lens = [key0.len(), key1.len(), key2.len(), metric.len(), bytes.len(), sum.len(), sum_sq.len()];
         if lens
@@ -381,7 +381,7 @@ impl PyDeviceSnapshot {
             .chain(&[min.len(), max.len(), overflow.len(), buckets.len(), counts.len()])
             .any(|&l| l != n)
         {
-            return Err(PyValueError::new_err("device snapshot columns have different lengths"));
+            return Err(PyValueError::new_err("activity snapshot columns have different lengths"));
         }
         let bad = |m: String| PyValueError::new_err(m);
         let mut rows = Vec::with_capacity(n);
@@ -425,7 +425,7 @@ impl PyDeviceSnapshot {
         let events = events.map_or_else(|| Ok(EventLog::default()), events_of)?;
         let mut t = ActivityTotals { rows, marks, join, clock_bridge, kinds, events, ..Default::default() };
         t.set_counters_read_back(counts_of(&counters), readings);
-        Ok(PyDeviceSnapshot { t })
+        Ok(PyActivitySnapshot { t })
     }
 }
 
