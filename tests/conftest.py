@@ -62,6 +62,15 @@ def sim():
 
 
 @pytest.fixture
+def virtual(sim):
+    """The simulator on its virtual clock (with ``clock="mspti"``, every duration is exactly the
+    simulated work), back on the real clock after the test."""
+    sim.set_clock("virtual")
+    yield sim
+    sim.set_clock("real")
+
+
+@pytest.fixture
 def session(sim):
     """A Session on the simulator (runtime and HCCL enabled, not started), closed afterwards."""
     from mspti_lens import Session

@@ -15,13 +15,6 @@ from mspti_lens import Session
 K = 8
 
 
-@pytest.fixture
-def virtual(sim):
-    sim.set_clock("virtual")
-    yield sim
-    sim.set_clock("real")
-
-
 def test_the_k_slowest_calls_of_each_api_are_kept_exactly_on_the_simulator(virtual):
     sim = virtual
     with Session(library="sim", clock="mspti") as s:

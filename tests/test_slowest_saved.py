@@ -15,13 +15,6 @@ from mspti_lens.slowest import PER_KEY
 LAUNCH, SYNC = "aclrtLaunchKernel", "aclrtSynchronizeStream"
 
 
-@pytest.fixture
-def virtual(sim):
-    sim.set_clock("virtual")
-    yield sim
-    sim.set_clock("real")
-
-
 def window(sim, launches: range, syncs: tuple[int, ...] = ()) -> Snapshot:
     with Session(library="sim", clock="mspti") as s:
         for w in launches:

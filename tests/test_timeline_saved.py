@@ -5,20 +5,11 @@ during the test, and durations come from the virtual clock, so the rows are exac
 
 from __future__ import annotations
 
-import pytest
-
 from mspti_lens import Session, Snapshot, _native
 from mspti_lens.timeline import TIMELINE_SCHEMA
 
 HOUR = 3600.0
 LAUNCH = "aclrtLaunchKernel"
-
-
-@pytest.fixture
-def virtual(sim):
-    sim.set_clock("virtual")
-    yield sim
-    sim.set_clock("real")
 
 
 def counts(snap: Snapshot) -> list[int]:

@@ -15,13 +15,6 @@ from mspti_lens import Session, _native
 HOUR = 3600.0
 
 
-@pytest.fixture
-def virtual(sim):
-    sim.set_clock("virtual")
-    yield sim
-    sim.set_clock("real")
-
-
 def test_each_interval_holds_exactly_its_calls_and_quantiles_on_the_simulator(virtual):
     sim = virtual
     with Session(library="sim", clock="mspti", interval=HOUR) as s:

@@ -297,13 +297,6 @@ def test_closing_the_session_leaves_a_static_final_view(sim):
 
 
 # -- in the panel: the slowest calls, the timeline plot, a recorded run ------------
-@pytest.fixture
-def virtual(sim):
-    sim.set_clock("virtual")
-    yield sim
-    sim.set_clock("real")
-
-
 def test_the_panel_lists_the_slowest_calls_kept_and_refreshes_them_on_the_simulator(virtual):
     sim = virtual
     with Session(library="sim", clock="mspti", enable=["runtime"]) as s:
