@@ -604,6 +604,28 @@ def test_fuzz_finding_args_not_a_dict(args):
     assert sum(tr.skipped.values()) == 1
 
 
+def test_fuzz_finding_a_footer_claiming_billions_of_rows_is_refused_before_reading():
+    """A 4 KB file (the snapshot fuzzer's, tests/data/fuzz/) whose one row group claims 5e10 rows
+    in a file of 0: pyarrow sized its buffers by it (20 GB). Loaded under an 8 GB address-space
+    limit, so a regression fails here instead of taking the machine's memory."""
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parent / "data" / "fuzz" / "snapshot-footer-rows.parquet"
+    child = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))\n"
+        "from mspti_lens import Snapshot\n"
+        "try:\n"
+        "    Snapshot.load(sys.argv[1])\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "corrupt Parquet footer: row groups of [52455995005] rows for a file of 0" in p.stdout, p.stdout
+
+
 @pytest.mark.slow
 def test_fuzz_targets_find_nothing_new(tmp_path):
     """Each atheris target (fuzz/) runs a fixed number of inputs from a fixed seed, so every run

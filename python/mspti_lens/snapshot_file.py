@@ -21,6 +21,9 @@ FORMAT_VERSION = 2
 LOADABLE_VERSIONS = (2,)
 
 S = TypeVar("S")
+# The most rows a snapshot file may claim: it holds one row per (domain, callback, name), a few
+# hundred in any real snapshot, merged ones included; far more is a corrupt footer.
+MAX_ROWS = 1 << 20
 
 
 def save(snap: Any, path: str | os.PathLike, event_log: bool = True) -> None:
@@ -72,6 +75,17 @@ def save(snap: Any, path: str | os.PathLike, event_log: bool = True) -> None:
     pq.write_table(table, os.fspath(path))
 
 
+def _check_row_counts(meta: Any, p: str) -> None:
+    """Refuse a footer whose row counts cannot be true before pyarrow sizes its buffers by them (a
+    4 KB file whose one row group claimed 5e10 rows made ``read_table`` allocate 20 GB)."""
+    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    if any(n < 0 for n in groups) or sum(groups) != meta.num_rows or meta.num_rows > MAX_ROWS:
+        raise ValueError(
+            f"{p} is not a mspti-lens snapshot (a corrupt Parquet footer: row groups of {groups[:4]} "
+            f"rows for a file of {meta.num_rows}; a snapshot holds at most {MAX_ROWS:,} rows)"
+        )
+
+
 def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
     """Read a file written by :func:`save`, the snapshot made by ``make(native, meta,
     timeline=..., activity=..., slowest=...)`` (the Snapshot class): see :meth:`Snapshot.load`."""
@@ -84,6 +98,7 @@ def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
     if not os.path.isfile(p):
         raise ValueError(f"{p} is not a file; Snapshot.load() reads one file written by Snapshot.save()")
     try:
+        _check_row_counts(pq.ParquetFile(p).metadata, p)
         table = pq.read_table(p)
     except (pa.ArrowException, OSError) as e:
         raise ValueError(f"{p} is not a mspti-lens snapshot (not a readable Parquet file: {e})") from None
