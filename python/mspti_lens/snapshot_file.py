@@ -98,8 +98,9 @@ def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
     if not os.path.isfile(p):
         raise ValueError(f"{p} is not a file; Snapshot.load() reads one file written by Snapshot.save()")
     try:
-        _check_row_counts(pq.ParquetFile(p).metadata, p)
-        table = pq.read_table(p)
+        parquet = pq.ParquetFile(p)
+        _check_row_counts(parquet.metadata, p)
+        table = parquet.read()
     except (pa.ArrowException, OSError) as e:
         raise ValueError(f"{p} is not a mspti-lens snapshot (not a readable Parquet file: {e})") from None
     raw = (table.schema.metadata or {}).get(b"mspti_lens")
