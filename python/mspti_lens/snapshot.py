@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import IO, Any
 
 import polars as pl
 
@@ -457,7 +457,7 @@ class Snapshot:
         return cls(native, {"simulated": sim, "label": "histogram frame"})
 
     # -- files ---------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike, *, event_log: bool = True) -> None:
+    def save(self, path: str | os.PathLike | IO[bytes], *, event_log: bool = True) -> None:
         """Write a Parquet file: one row per key with its exact state and non-empty buckets, and the
         metadata (backend, simulated, clock, window, counters) in the file's key-value metadata.
         ``event_log=False`` leaves the device event log out (a recorded window's events have their
@@ -465,7 +465,7 @@ class Snapshot:
         snapshot_file.save(self, path, event_log)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> Snapshot:
+    def load(cls, path: str | os.PathLike | IO[bytes]) -> Snapshot:
         """Read a file written by :meth:`save`. Anything else raises ValueError (or
         FileNotFoundError), never a wrong snapshot."""
         return snapshot_file.load(path, cls)

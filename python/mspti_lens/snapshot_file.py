@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import polars as pl
 
@@ -26,7 +26,7 @@ S = TypeVar("S")
 MAX_ROWS = 1 << 20
 
 
-def save(snap: Any, path: str | os.PathLike, event_log: bool = True) -> None:
+def save(snap: Any, path: str | os.PathLike | IO[bytes], event_log: bool = True) -> None:
     """Write ``snap`` (a Snapshot) to ``path``: see :meth:`Snapshot.save`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -72,7 +72,7 @@ def save(snap: Any, path: str | os.PathLike, event_log: bool = True) -> None:
     slowest.save_into(snap, meta)
     timeline.save_into(snap, meta)
     table = table.replace_schema_metadata({"mspti_lens": json.dumps(meta)})
-    pq.write_table(table, os.fspath(path))
+    pq.write_table(table, path if hasattr(path, "write") else os.fspath(path))  # a run's file: opened
 
 
 def _check_row_counts(meta: Any, p: str) -> None:
@@ -86,19 +86,20 @@ def _check_row_counts(meta: Any, p: str) -> None:
         )
 
 
-def load(path: str | os.PathLike, make: Callable[..., S]) -> S:
+def load(path: str | os.PathLike | IO[bytes], make: Callable[..., S]) -> S:
     """Read a file written by :func:`save`, the snapshot made by ``make(native, meta,
     timeline=..., activity=..., slowest=...)`` (the Snapshot class): see :meth:`Snapshot.load`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    p = os.fspath(path)
-    if not os.path.exists(p):
+    opened = not isinstance(path, (str, os.PathLike))  # a run's file, opened and checked by runfiles
+    p = str(getattr(path, "name", "the file")) if opened else os.fspath(path)  # type: ignore[arg-type]
+    if not opened and not os.path.exists(p):
         raise FileNotFoundError(f"no snapshot file at {p}")
-    if not os.path.isfile(p):
+    if not opened and not os.path.isfile(p):
         raise ValueError(f"{p} is not a file; Snapshot.load() reads one file written by Snapshot.save()")
     try:
-        parquet = pq.ParquetFile(p)
+        parquet = pq.ParquetFile(path if opened else p)
         _check_row_counts(parquet.metadata, p)
         table = parquet.read()
     except (pa.ArrowException, OSError) as e:

@@ -161,8 +161,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
     )
     before = sorted(p.name for p in run.rglob("*"))
     for spec, said in [
-        ("5-7", "names no live rank of the run (live: 0@h)"),
-        ("host=nope", "names no live rank"),
+        ("5-7", "names 5, 6, 7: no live rank of the run (live: 0@h)"),
+        ("host=nope", "names host=nope: no live rank"),
         ("1-x", "is not a rank, a range or a host"),
         ("3-1", "ends before it starts"),
     ]:
@@ -179,24 +179,24 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
     assert control.parse_ranks("all").all and control.parse_ranks(None).all
 
 
-def test_two_controllers_at_once_never_share_a_generation_and_the_highest_wins(tmp_path):
+def test_two_controllers_at_once_never_share_a_generation_and_every_command_is_applied_in_order(tmp_path):
     import threading
 
     run = tmp_path / "run"
     (control.control_dir(run) / control.PROCESSES_DIR).mkdir(parents=True)
     torn: list[str] = []
     stop = threading.Event()
+    issued = control.control_dir(run) / control.ISSUED_DIR
 
-    def reader() -> None:  # command.json is always a whole command, never a torn write
+    def reader() -> None:  # an issued command is always whole, never a torn write
         while not stop.is_set():
-            try:
-                raw = control.command_path(run).read_text()
-            except FileNotFoundError:
-                continue
-            try:
-                control.validate_command(json.loads(raw))
-            except ValueError:
-                torn.append(raw)
+            for p in issued.glob("*.json") if issued.is_dir() else []:
+                try:
+                    control.validate_command(json.loads(p.read_text()))
+                except FileNotFoundError:
+                    continue
+                except ValueError:
+                    torn.append(p.read_text())
 
     def writer(kind: str, got: list[int]) -> None:
         for _ in range(25):
@@ -216,73 +216,75 @@ def test_two_controllers_at_once_never_share_a_generation_and_the_highest_wins(t
     stop.set()
     threads[0].join()
     assert not torn
-    assert sorted(a + b) == list(range(1, 51))  # every generation issued once
-    latest = json.loads(control.command_path(run).read_text())
-    assert latest["generation"] == 50 == control.latest_issued(run)
-    assert latest["command"] == ("start" if 50 in a else "stop")
-    # A process applies only higher generations: a stale command.json (a slower controller's
-    # older rename) is ignored, and one republish puts the highest back.
-    applied: list[int] = []
+    assert sorted(a + b) == list(range(1, 51)) == control.issued_generations(run)  # each once
+    assert control.latest_issued(run) == 50
+    # A running process applies every command, in order; one that registers now applies only the
+    # last (the state its peers are in).
+    applied: list[tuple[int, str]] = []
+
+    def note(c):
+        applied.append((c["generation"], c["command"]))
+
     proc = control.ProcessControl(
-        run, host="h", rank=0, rank_source="RANK", apply=lambda c: applied.append(c["generation"]),
+        run, host="h", rank=0, rank_source="RANK", apply=note,
         state=lambda: {"state": "off"}, tick=lambda: None,
     )  # fmt: skip
     proc.poll()
-    older = json.loads((control.control_dir(run) / control.ISSUED_DIR / "000049.json").read_text())
-    control._write_atomic(control.command_path(run), older)
-    proc.poll()
-    assert applied == [50] and proc.generation == 50
-    control._republish_latest(run)
-    assert json.loads(control.command_path(run).read_text())["generation"] == 50
+    assert [g for g, _ in applied] == list(range(1, 51)) and proc.generation == 50
+    assert {g for g, c in applied if c == "start"} == set(a)
+    applied.clear()
+    late = control.ProcessControl(
+        run, host="h", rank=1, rank_source="RANK", apply=note,
+        state=lambda: {"state": "off"}, tick=lambda: None,
+    )  # fmt: skip
+    late.poll(catch_up=True)
+    assert applied == [(50, "start" if 50 in a else "stop")] and late.generation == 50
 
 
-def test_a_process_obeys_only_its_own_users_command_file(tmp_path, capsys):
+def test_a_process_obeys_only_its_own_users_command_files(tmp_path, capsys):
     run = tmp_path / "run"
     (control.control_dir(run) / control.PROCESSES_DIR).mkdir(parents=True)
+    issued = control.control_dir(run) / control.ISSUED_DIR
     applied: list[int] = []
     proc = control.ProcessControl(
         run, host="h", rank=0, rank_source="RANK", apply=lambda c: applied.append(c["generation"]),
         state=lambda: {"state": "off"}, tick=lambda: None,
     )  # fmt: skip
+
+    def refused() -> str:
+        return json.loads(proc.path.read_text())["refused"]["why"]
+
     proc.start()
     try:
-        path = control.command_path(run)
         control.issue(run, {"command": "start", "ranks": None})
-        os.chmod(path, 0o666)  # writable by others: anyone could steer the job
-        proc.poll()
-        row = json.loads(proc.path.read_text())
-        assert applied == [] and "writable by group or others" in row["refused"]["why"]
-        # status shows the refusal; --wait names the process that has not applied it, exit 1
-        assert ctl(run, "status", "--wait", "0.3") == 1
-        said = capsys.readouterr()
-        assert "refused: command.json is writable by group or others" in said.out
-        assert f"did not apply generation 1 within 0.3 s: rank 0 on h (pid {os.getpid()})" in said.err
-        os.chmod(path, 0o644)
-        proc.poll()
-        assert applied == [1] and json.loads(proc.path.read_text())["refused"] is None
-        if os.getuid() == 0:  # only root can give a file away
-            control.issue(run, {"command": "stop", "ranks": None})
-            os.chown(path, 12345, -1)
-            proc.poll()
-            assert (
-                applied == [1]
-                and "belongs to uid 12345" in json.loads(proc.path.read_text())["refused"]["why"]
-            )
-            os.chown(path, 0, -1)
-        # A symlink is never followed, and a command naming anything else is refused, field by field.
-        path.unlink()
-        target = tmp_path / "elsewhere.json"
-        target.write_text(json.dumps({"generation": 99, "command": "stop"}))
-        path.symlink_to(target)
-        proc.poll()
-        assert 99 not in applied
-        path.unlink()
-        path.write_text(json.dumps({"generation": 98, "command": "start", "out": "/etc"}))
+        os.chmod(issued / "000001.json", 0o666)  # writable by others: anyone could steer the job
         proc.poll()
         assert (
-            98 not in applied
-            and "unknown field(s) out" in json.loads(proc.path.read_text())["refused"]["why"]
+            applied == [] and "000001.json is refused" in refused() and "writable by every user" in refused()
         )
+        assert proc.generation == 1  # handled: refused, never obeyed later
+        # status shows the refusal; --wait names the rank and why, exit 1
+        assert ctl(run, "status", "--wait", "0.3") == 1
+        said = capsys.readouterr()
+        assert "refused: 000001.json is refused" in said.out
+        assert f"rank 0 on h (pid {os.getpid()}) refused command 1: 000001.json is refused" in said.err
+        control.issue(run, {"command": "start", "ranks": None})
+        proc.poll()
+        assert applied == [2] and json.loads(proc.path.read_text())["refused"] is None
+        if os.getuid() == 0:  # only root can give a file away
+            control.issue(run, {"command": "stop", "ranks": None})
+            os.chown(issued / "000003.json", 12345, -1)
+            proc.poll()
+            assert applied == [2] and "belongs to uid 12345" in refused()
+        # A symlink is never followed, and a command naming anything else is refused, field by field.
+        target = tmp_path / "elsewhere.json"
+        target.write_text(json.dumps({"generation": 4, "command": "stop"}))
+        (issued / "000004.json").symlink_to(target)
+        proc.poll()
+        assert 4 not in applied and "000004.json is a symlink" in refused()
+        (issued / "000005.json").write_text(json.dumps({"generation": 5, "command": "start", "out": "/etc"}))
+        proc.poll()
+        assert 5 not in applied and "unknown field(s) out" in refused()
     finally:
         proc.end()
     assert json.loads(proc.path.read_text())["state"] == "ended"

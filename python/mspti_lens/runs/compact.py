@@ -20,8 +20,9 @@ import contextlib
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
+
+from . import runfiles
 
 FINE_WINDOWS = 32
 MAX_EVENT_ROWS = 20_000
@@ -95,16 +96,17 @@ class Compactor:
     """Compacts the windows of one process (``pid``) in one rank folder; ``compact()`` after
     each window written (WindowWriter does)."""
 
-    def __init__(self, folder: str | os.PathLike, pid: int, fine: int = FINE_WINDOWS):
-        self.dir = Path(folder)
+    def __init__(self, folder: str | os.PathLike | runfiles.RunFolder, pid: int, fine: int = FINE_WINDOWS):
+        self.files = folder if isinstance(folder, runfiles.RunFolder) else runfiles.RunFolder(folder)
+        self.dir = self.files.path
         self.pid = pid
         self.fine = fine
         self.merges = 0
 
     def segments(self) -> list[tuple[int, int]]:
         out = []
-        for p in self.dir.glob(f"window-*-pid{self.pid}.parquet"):
-            parsed = parse(p.name)
+        for name in self.files.names(f"window-*-pid{self.pid}.parquet"):
+            parsed = parse(name)
             if parsed and parsed[3] == self.pid:
                 out.append((parsed[1], parsed[2]))
         return sorted(out)
@@ -121,8 +123,8 @@ class Compactor:
         from ..snapshot import Snapshot
 
         first, last = x[0], y[1]
-        a = Snapshot.load(self.dir / segment_name("window", *x, self.pid))
-        b = Snapshot.load(self.dir / segment_name("window", *y, self.pid))
+        a = self.files.read_with(segment_name("window", *x, self.pid), Snapshot.load)
+        b = self.files.read_with(segment_name("window", *y, self.pid), Snapshot.load)
         out = a.merge(b)
         moments = out.meta["moments"]  # the merge's rule: each session's latest reading
         out = out._with_window({**merged_meta(a.meta, b.meta, first, last), "moments": moments})
@@ -131,34 +133,30 @@ class Compactor:
             out = out.with_meta(
                 events_dropped_in_compaction=out.meta.get("events_dropped_in_compaction", 0) + dropped
             )
-        path = self.dir / segment_name("window", first, last, self.pid)
-        tmp = self.dir / f".{path.name}.{self.pid}.tmp"
-        out.save(tmp, event_log=False)  # the events files hold the log (windows the writer wrote)
-        os.replace(tmp, path)
+        # The events files hold the log (windows the writer wrote).
+        name = segment_name("window", first, last, self.pid)
+        self.files.write(name, lambda f: out.save(f, event_log=False))
         for s in (x, y):
-            (self.dir / segment_name("window", *s, self.pid)).unlink(missing_ok=True)
+            self.files.remove(segment_name("window", *s, self.pid))
         for s in (x, y):
-            (self.dir / segment_name("events", *s, self.pid)).unlink(missing_ok=True)
+            self.files.remove(segment_name("events", *s, self.pid))
         return first, last
 
     def _merge_events(self, x: tuple[int, int], y: tuple[int, int]) -> int:
         import polars as pl
 
-        parts = [self.dir / segment_name("events", *s, self.pid) for s in (x, y)]
+        parts = [segment_name("events", *s, self.pid) for s in (x, y)]
         frames = []
         for p in parts:
             with contextlib.suppress(FileNotFoundError):
-                frames.append(pl.read_parquet(p))
+                frames.append(self.files.read_parquet(p))
         if not frames:
             return 0
         ev = pl.concat(frames, how="diagonal_relaxed")
         dropped = max(0, ev.height - MAX_EVENT_ROWS)
         if dropped:
             ev = ev.tail(MAX_EVENT_ROWS)
-        path = self.dir / segment_name("events", x[0], y[1], self.pid)
-        tmp = self.dir / f".{path.name}.{self.pid}.tmp"
-        ev.write_parquet(tmp)
-        os.replace(tmp, path)
+        self.files.write(segment_name("events", x[0], y[1], self.pid), ev.write_parquet)
         return dropped
 
 

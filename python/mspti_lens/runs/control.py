@@ -1,35 +1,41 @@
 """Steering a recorded job while it runs: ``python -m mspti_lens control DIR start|stop|status``.
 
-Control travels through files of the run directory, nothing else (no daemon, no port):
+Control travels through files of the run directory, nothing else (no daemon, no port), every one
+of them made, read and checked by runs/runfiles.py (the run directory's security model):
 
-- ``DIR/control/command.json``: the latest command, replaced atomically (a temporary file
-  renamed over it). Its ``generation`` orders commands: a process applies a command only if
-  its generation is higher than the last one it applied.
-- ``DIR/control/issued/GGGGGG.json``: every command ever issued, one file per generation,
-  created with ``link()`` (which fails if the name exists): two controllers can never issue the
-  same generation. After publishing, a controller republishes the highest issued one if
-  command.json holds a lower one, so command.json always ends at the highest generation.
+- ``DIR/control/issued/GGGGGG.json``: every command ever issued, one file per generation, made
+  whole and linked into place (``link`` fails if the name exists): two controllers never issue
+  the same generation, and generations are consecutive. A command is checked before anything is
+  written: known enable names and activity kinds, finite numbers, a non-empty enable set, ranks
+  that are live in the run. ``start --for S`` carries ``until``, the wall-clock time it ends.
+- Each process reads, in order, every generation above the last it handled, and checks each
+  before it acts: a regular file, opened without following a symlink, of the run's user (or of a
+  shared run's group), writable by no one else, whose content is a valid command. A command that
+  names the process is applied; one that fails a check, or whose start fails (another tool holds
+  the subscriber), is refused, and the process file says which generation and why. A start whose
+  ``until`` has passed turns nothing on (a DataLoader worker or an elastic restart that registers
+  after it, or a process that saw it late). A process that registers after commands were issued
+  applies only the last one naming it (the state its peers are in), not their history.
 - ``DIR/control/processes/H-pidP.json``: one per recorded process: host, rank, pid, state
-  (on/off/ended), the enable set, the generation applied, a refused command if any, calls per
+  (on/off/ended), the enable set, the generation handled, the last refusal if any, calls per
   second; rewritten (under the same name) whenever the state changes; every
   :data:`HEARTBEAT_S` seconds its modification time is set to now, the heartbeat (one
   ``utime``: rewriting an unchanged row cost a paused process more CPU than its polls).
 
-Each process polls command.json with one ``stat()`` every :data:`POLL_S` seconds from a daemon
-thread, and reads it only when its inode, size or modification time changed. It obeys only a
-command file that is a regular file owned by its own user and not writable by group or others;
-commands name no paths (what they may hold is checked field by field).
+Each process polls with one ``stat()`` of ``issued/`` every :data:`POLL_S` seconds from a daemon
+thread (a new command changes the folder's modification time) and lists it only when that
+changed, or every :data:`HEARTBEAT_S` seconds whatever it says (a network filesystem's attribute
+cache may hide a change for seconds; a command is then late, never lost).
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
+import math
 import os
 import re
 import socket
-import stat
 import sys
 import threading
 import time
@@ -38,17 +44,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import runfiles
+from .runfiles import RunFolder, UntrustedError
+
 CONTROL_DIR = "control"
-COMMAND_FILE = "command.json"
 ISSUED_DIR = "issued"
 PROCESSES_DIR = "processes"
-POLL_S = 0.25  # a process looks at command.json this often (one stat call)
+POLL_S = 0.25  # a process looks at issued/ this often (one stat call)
 HEARTBEAT_S = 5.0  # and rewrites its process file at least this often
 # A process file older than this, of a process on another host, is a process that is gone
 # (killed with -9, or its host is down); on this host the pid tells at once.
 LOST_AFTER_S = 4 * HEARTBEAT_S
 COMMANDS = ("start", "stop")
-COMMAND_FIELDS = {"generation", "command", "enable", "activity", "for_s", "ranks", "issued", "by"}
+COMMAND_FIELDS = {"generation", "command", "enable", "activity", "for_s", "until", "ranks", "issued", "by"}
+MAX_COMMAND_BYTES = 1 << 16
 # What profiling costs per call while on: the callback's ENTER+EXIT pair into a histogram, the
 # added ns per pair bench/run.py measures (BENCHMARKS.md, section 1: 49.7 ns); an estimate.
 COST_PER_CALL_NS = 50.0
@@ -64,24 +73,20 @@ def control_dir(run: str | os.PathLike) -> Path:
     return Path(run) / CONTROL_DIR
 
 
-def command_path(run: str | os.PathLike) -> Path:
-    return control_dir(run) / COMMAND_FILE
+def issued_name(generation: int) -> str:
+    return f"{generation:06d}.json"
+
+
+def process_name(host: str, pid: int) -> str:
+    return f"{host}-pid{pid}.json"
 
 
 def process_path(run: str | os.PathLike, host: str, pid: int) -> Path:
-    return control_dir(run) / PROCESSES_DIR / f"{host}-pid{pid}.json"
+    return control_dir(run) / PROCESSES_DIR / process_name(host, pid)
 
 
-def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as JSON to a fresh temporary file (never one that exists: no symlink is
-    followed) and rename it over ``path`` (readers see the old file or the new one)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+def _folder(run: str | os.PathLike, *parts: str) -> RunFolder:
+    return RunFolder(run, CONTROL_DIR, *parts, follow_root=True)
 
 
 # -- rank specs ----------------------------------------------------------------------------------
@@ -127,8 +132,18 @@ class RankSpec:
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
-def parse_ranks(text: str | None) -> RankSpec:
-    """``0-3,7``, ``host=NAME`` (several, comma-separated, mixed with ranks), ``all`` or None."""
+def parse_ranks(text: str | int | list[int] | tuple[int, ...] | None) -> RankSpec:
+    """``0-3,7``, ``host=NAME`` (several, comma-separated, mixed with ranks), ``all`` or None; or
+    a rank (``0``) or a list of ranks (``[0, 1]``)."""
+    if isinstance(text, int) and not isinstance(text, bool) and text >= 0:
+        return RankSpec(((text, text),))
+    if isinstance(text, (list, tuple)) and text and all(type(r) is int and r >= 0 for r in text):
+        return RankSpec(tuple((r, r) for r in sorted(set(text))))
+    if text is not None and not isinstance(text, str):
+        raise ControlError(
+            f"ranks: {text!r} is not a rank selection; give a rank (0), a list of ranks ([0, 1]) "
+            "or text (0-3,7 or host=NAME or all)"
+        )
     if text is None or text.strip().lower() in ("", "all"):
         return RankSpec()
     ranks: list[tuple[int, int]] = []
@@ -218,9 +233,13 @@ def resolved_callbacks(names: list[str]) -> set[tuple[int, int]]:
 
 
 # -- commands ------------------------------------------------------------------------------------
+def _seconds(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def validate_command(data: Any) -> dict[str, Any]:
-    """A command file's content, checked field by field (it names no path; anything else is
-    refused with the reason)."""
+    """A command's content, checked field by field (it names no path; anything else is refused
+    with the reason, in one line)."""
     if not isinstance(data, dict):
         raise ValueError("not a command (a JSON object)")
     extra = set(data) - COMMAND_FIELDS
@@ -236,93 +255,97 @@ def validate_command(data: Any) -> dict[str, Any]:
         if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
             raise ValueError(f"{field} is not a list of names")
     if data.get("enable") is not None:
+        if not data["enable"] and data["command"] == "start":
+            raise ValueError("enable is empty: a start must enable something (leave it out for record's set)")
         check_enable(data["enable"])
     if data.get("activity") is not None:
         check_activity(data["activity"])
     f = data.get("for_s")
-    if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not f > 0):
-        raise ValueError("for_s is not a number of seconds > 0")
+    if f is not None and not (_seconds(f) and f > 0):
+        raise ValueError("for_s is not a finite number of seconds > 0")
+    until = data.get("until")
+    if until is not None and not (_seconds(until) and until > 0):
+        raise ValueError("until is not a finite time")
+    if (f is None) != (until is None):
+        raise ValueError("for_s and until come together")
+    for field in ("issued",):
+        v = data.get(field)
+        if v is not None and not _seconds(v):
+            raise ValueError(f"{field} is not a finite time")
+    if data.get("by") is not None and not isinstance(data["by"], str):
+        raise ValueError("by is not a name")
     RankSpec.from_json(data.get("ranks"))
     return data
 
 
-def read_command(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(the command, None), (None, why it is refused) or (None, None) when there is none. The
-    file is opened without following a symlink and checked on the open descriptor: a regular
-    file of this process's user, writable by no one else."""
+def read_issued(folder: RunFolder, generation: int) -> tuple[dict[str, Any] | None, str | None]:
+    """(the command, None) or (None, why it is refused, one line): generation ``generation``
+    of ``folder`` (the run's control/issued), checked by runfiles (a regular file of the run's
+    user, writable by no one else, no symlink followed) and then field by field."""
+    name = issued_name(generation)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        raw = folder.read(name, MAX_COMMAND_BYTES + 1)
     except FileNotFoundError:
-        return None, None
+        return None, f"{name} is gone"
+    except UntrustedError as e:
+        return None, f"{name} is refused: {e}"
     except OSError as e:
-        return None, f"cannot open {path.name}: {e.strerror or e}"
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            return None, f"{path.name} is not a regular file"
-        if st.st_uid != os.getuid():
-            return None, f"{path.name} belongs to uid {st.st_uid}, not to this process's user ({os.getuid()})"
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return None, f"{path.name} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-        raw = f.read(1 << 16)
+        return None, f"cannot read {name}: {e.strerror or e}"
+    if len(raw) > MAX_COMMAND_BYTES:
+        return None, f"{name} is refused: larger than a command can be"
     try:
-        return validate_command(json.loads(raw)), None
+        cmd = validate_command(json.loads(raw))
     except (ValueError, UnicodeDecodeError) as e:
-        return None, f"{path.name} is refused: {str(e).splitlines()[0]}"
+        return None, f"{name} is refused: {str(e).splitlines()[0]}"
+    if cmd["generation"] != generation:
+        return None, f"{name} is refused: it says generation {cmd['generation']}"
+    return cmd, None
+
+
+def issued_generations(run: str | os.PathLike) -> list[int]:
+    """Every generation issued in the run, in order (names only: each is checked when read)."""
+    names = _folder(run, ISSUED_DIR).names("*.json")
+    return sorted(int(n[:-5]) for n in names if n[:-5].isdigit())
 
 
 def latest_issued(run: str | os.PathLike) -> int:
     """The highest generation issued in the run (0: none)."""
-    d = control_dir(run) / ISSUED_DIR
-    gens = [int(p.stem) for p in d.glob("*.json") if p.stem.isdigit()] if d.is_dir() else []
-    return max(gens, default=0)
+    return max(issued_generations(run), default=0)
+
+
+def writable_run(run: str | os.PathLike) -> RunFolder:
+    """The run's root for a controller: ControlError in one line if it cannot be trusted or is
+    not this user's (or its shared group's) to steer."""
+    try:
+        return runfiles.open_run_folder(run, writer=True)
+    except UntrustedError as e:
+        raise ControlError(f"cannot control the run: {e}") from None
+    except OSError as e:
+        raise ControlError(f"cannot control the run at {run}: {e.strerror or e}") from None
 
 
 def issue(run: str | os.PathLike, command: dict[str, Any]) -> int:
-    """Issue ``command`` (without a generation) as the next generation; returns it. Safe against
-    other controllers issuing at the same moment (see the module's docstring)."""
-    cdir = control_dir(run)
-    issued = cdir / ISSUED_DIR
-    issued.mkdir(parents=True, exist_ok=True)
-    (cdir / PROCESSES_DIR).mkdir(parents=True, exist_ok=True)
-    for d in (cdir, issued, cdir / PROCESSES_DIR):
-        with contextlib.suppress(OSError):  # not ours: the processes refuse what others write
-            os.chmod(d, stat.S_IMODE(d.stat().st_mode) & ~0o022)
-    tmp = issued / f".new-{socket.gethostname()}-{os.getpid()}-{threading.get_ident()}.tmp"
-    while True:
-        gen = latest_issued(run) + 1
-        data = {**command, "generation": gen, "issued": time.time(), "by": _who()}
-        validate_command(data)
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        try:
-            os.link(tmp, issued / f"{gen:06d}.json")  # fails if another controller took gen
-        except FileExistsError:
-            continue
-        finally:
-            tmp.unlink(missing_ok=True)
-        break
-    _write_atomic(command_path(run), data)
-    _republish_latest(run)
-    return gen
-
-
-def _republish_latest(run: str | os.PathLike) -> None:
-    """If command.json holds a lower generation than the highest issued (a slower controller
-    renamed its older command over a newer one), put the highest back."""
-    for _ in range(8):
-        top = latest_issued(run)
-        try:
-            current = json.loads(command_path(run).read_text()).get("generation", 0)
-        except (OSError, ValueError):
-            current = 0
-        if current >= top:
-            return
-        data = json.loads((control_dir(run) / ISSUED_DIR / f"{top:06d}.json").read_text())
-        _write_atomic(command_path(run), data)
+    """Issue ``command`` (without a generation) as the next generation; returns it. Its content is
+    checked first (ControlError: nothing written). Safe against other controllers issuing at the
+    same moment (see the module's docstring)."""
+    try:
+        validate_command({**command, "generation": 0})
+    except ValueError as e:
+        raise ControlError(f"not a command: {str(e).splitlines()[0]}") from None
+    root = writable_run(run)
+    issued = root.child(CONTROL_DIR, ISSUED_DIR)
+    try:
+        issued.make()
+        root.child(CONTROL_DIR, PROCESSES_DIR).make()
+        while True:
+            gen = max((int(n[:-5]) for n in issued.names("*.json") if n[:-5].isdigit()), default=0) + 1
+            data = {**command, "generation": gen, "issued": time.time(), "by": _who()}
+            if issued.publish(issued_name(gen), json.dumps(data).encode()):
+                return gen
+    except UntrustedError as e:
+        raise ControlError(f"cannot control the run: {e}") from None
+    except PermissionError as e:
+        raise ControlError(f"cannot control the run at {run}: {e.strerror or e}") from None
 
 
 def _who() -> str:
@@ -339,13 +362,14 @@ def read_processes(run: str | os.PathLike, now: float | None = None) -> list[dic
     now = time.time() if now is None else now
     here = socket.gethostname()
     out = []
-    d = control_dir(run) / PROCESSES_DIR
-    for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+    folder = _folder(run, PROCESSES_DIR)
+    for name in folder.names("*.json"):
         try:
-            row = json.loads(p.read_text())
-            touched = p.stat().st_mtime  # the heartbeat between rewrites
+            with folder.open(name) as f:  # checked: a row another user planted is not read
+                row = json.loads(f.read(MAX_COMMAND_BYTES))
+                touched = os.fstat(f.fileno()).st_mtime  # the heartbeat between rewrites
         except (OSError, ValueError):
-            continue  # being replaced: read it next time
+            continue  # being replaced (read it next time), or not the run's own
         if not isinstance(row, dict) or "pid" not in row:
             continue
         row["heartbeat"] = max(float(row.get("heartbeat") or 0), touched)
@@ -374,10 +398,19 @@ def _alive(pid: int) -> bool:
 
 
 # -- the rank's side -----------------------------------------------------------------------------
+def refusal(command: str, e: BaseException) -> str:
+    """A failed command as a sentence: the exception's message (an MSPTI error's first argument,
+    not its argument tuple) and its kind."""
+    text = e.args[0] if e.args and isinstance(e.args[0], str) else str(e)
+    text = " ".join(str(text).split()) or type(e).__name__
+    return f"could not {command} ({type(e).__name__}): {text}"
+
+
 class ProcessControl:
-    """One recorded process's end of control: its process file and the thread polling
-    command.json. ``apply(command)`` is the recorder's (hook.Recorder): it turns profiling on,
-    retargets it or turns it off, and returns nothing; what it did is read from ``state()``."""
+    """One recorded process's end of control: its process file and the thread reading the
+    run's issued commands. ``apply(command)`` is the recorder's (hook.Recorder): it turns
+    profiling on, retargets it or turns it off, and returns nothing; what it did is read from
+    ``state()``. A command's ``for_s`` reaches ``apply`` as the seconds left until its ``until``."""
 
     def __init__(
         self,
@@ -397,20 +430,23 @@ class ProcessControl:
         self.pid = os.getpid()
         self._apply, self._state, self._tick = apply, state, tick
         self._prepare = prepare
-        self.generation = generation  # the last generation applied
-        self.refused: dict[str, Any] | None = None
+        self.generation = generation  # the last generation handled (applied, skipped or refused)
+        self.refused: dict[str, Any] | None = None  # the last refusal: generation, why, at
         self._seen: tuple[int, ...] | None = None
+        self._listed = 0.0  # when issued/ was last listed
         self._beat = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.path = process_path(self.run, host, self.pid)
-        self._command = os.fspath(command_path(self.run))  # stat'ed 4 times a second: made once
+        self._processes = _folder(self.run, PROCESSES_DIR)
+        self._issued = _folder(self.run, ISSUED_DIR)
+        self._issued_path = os.fspath(self._issued.path)  # stat'ed 4 times a second: made once
         self.started = time.time()
         self._thread = threading.Thread(target=self._loop, name="mspti-lens-control", daemon=True)
 
     def start(self) -> ProcessControl:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.poll()
+        self._processes.make()
+        self.poll(catch_up=True)
         self.write()
         self._thread.start()
         return self
@@ -429,35 +465,65 @@ class ProcessControl:
             except Exception as e:  # noqa: BLE001 - control must never end the program
                 print(f"mspti-lens: control of this process failed once: {e}", file=sys.stderr)
 
-    def poll(self) -> None:
-        """One look at command.json (a stat; the file is read only when it changed)."""
+    def poll(self, catch_up: bool = False) -> None:
+        """One look at issued/ (a stat; listed only when it changed, or every HEARTBEAT_S), then
+        every new generation, in order. With ``catch_up`` (a process registering) only the last
+        command naming this process is applied: the state its peers are in."""
         self._tick()  # the recorder's own clock: a --for that ran out stops here
         try:
-            st = os.stat(self._command, follow_symlinks=False)
+            st = os.stat(self._issued_path, follow_symlinks=False)
         except FileNotFoundError:
             return
-        sig = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)  # ctime: a chmod too
-        if sig == self._seen:
+        sig = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink)
+        now = time.monotonic()
+        if sig == self._seen and now - self._listed < HEARTBEAT_S:
             return
-        self._seen = sig
-        cmd, why = read_command(command_path(self.run))
-        if why is not None:
-            if self.refused is None or self.refused.get("why") != why:
-                self.refused = {"why": why, "at": time.time()}
-                print(f"mspti-lens: not obeying {command_path(self.run)}: {why}", file=sys.stderr)
+        self._seen, self._listed = sig, now
+        with self._lock:  # one reader at a time: no generation is handled twice
+            try:
+                names = self._issued.names("*.json")
+            except UntrustedError as e:  # the folder itself: no command in it is obeyed
+                self._refuse(None, f"no command is obeyed: {e}")
                 self.write()
-            return
-        if cmd is None or cmd["generation"] <= self.generation:
-            return
-        self.refused = None
-        with self._lock:
-            if RankSpec.from_json(cmd.get("ranks")).matches(self.host, self.rank):
-                try:
-                    self._apply(cmd)
-                except Exception as e:  # noqa: BLE001 - said in status, the program runs on
-                    self.refused = {"why": f"{type(e).__name__}: {e}", "generation": cmd["generation"]}
-            self.generation = cmd["generation"]
+                return
+            gens = sorted(g for n in names if n[:-5].isdigit() and (g := int(n[:-5])) > self.generation)
+            if not gens:
+                return
+            todo: list[dict[str, Any]] = []
+            for gen in gens:
+                cmd, why = read_issued(self._issued, gen)
+                if why is not None:
+                    self._refuse(gen, why)
+                elif RankSpec.from_json(cmd["ranks"]).matches(self.host, self.rank):  # type: ignore[index]
+                    todo.append(cmd)  # type: ignore[arg-type]
+            if catch_up:
+                todo = todo[-1:]
+            for cmd in todo:
+                self._run(cmd)
+            self.generation = gens[-1]
         self.write()
+
+    def _run(self, cmd: dict[str, Any]) -> None:
+        until = cmd.get("until")
+        if cmd["command"] == "start" and until is not None:
+            left = float(until) - time.time()
+            # An expired start turns nothing on: its period is over for every process.
+            cmd = {**cmd, "command": "stop"} if left <= 0 else {**cmd, "for_s": left}
+        try:
+            self._apply(cmd)
+        except Exception as e:  # noqa: BLE001 - said in status and to --wait, the program runs on
+            self._refuse(cmd["generation"], refusal(cmd["command"], e))
+            return
+        if self.refused is not None and (self.refused.get("generation") or 0) < cmd["generation"]:
+            self.refused = None  # a later command of this process was applied
+
+    def _refuse(self, gen: int | None, why: str) -> None:
+        """Record a refusal (the process file says it; status shows it; --wait fails on it)."""
+        said = self.refused is not None and self.refused.get("why") == why
+        self.refused = {"generation": gen, "why": why, "at": time.time()}
+        if not said:  # once per reason on stderr, not every 5 s
+            which = f"command {gen}" if gen is not None else "commands"
+            print(f"mspti-lens: not obeying {which} of {self.run}: {why}", file=sys.stderr)
 
     def write(self, ended: bool = False) -> None:
         row = {
@@ -474,8 +540,11 @@ class ProcessControl:
         }
         if ended:
             row["state"] = "ended"
-        with contextlib.suppress(OSError):  # status then shows an older heartbeat
-            _write_atomic(self.path, row)
+        try:
+            self._processes.write(self.path.name, json.dumps(row).encode())
+        except OSError as e:  # status then shows an older heartbeat
+            if isinstance(e, UntrustedError):
+                print(f"mspti-lens: cannot write this process's status: {e}", file=sys.stderr)
         self._beat = row["heartbeat"]
 
     def beat(self) -> None:
@@ -483,7 +552,7 @@ class ProcessControl:
         every change of state rewrites it)."""
         now = time.time()
         try:
-            os.utime(self.path, (now, now))
+            self._processes.set_mtime(self.path.name, now)
         except OSError:
             self.write()  # gone (a cleaned directory): written again
             return
@@ -494,8 +563,10 @@ class ProcessControl:
         a rank variable that wrote no window (a launcher, a helper) leaves no file."""
         self._stop.set()
         if self.rank_source == "pid" and not self._state().get("windows"):
-            with contextlib.suppress(OSError):
-                self.path.unlink()
+            try:
+                self._processes.remove(self.path.name)
+            except OSError:
+                pass
             return
         self.write(ended=True)
 
@@ -513,8 +584,21 @@ STATUS_COLUMNS = (
 )
 
 
+def _rank_key(text: str) -> tuple[int, str]:
+    rank, _, host = text.partition("@")
+    return (int(rank) if rank.lstrip("-").isdigit() else 0, host)
+
+
 class RunControl:
-    """``open_run(DIR).control``: start, stop and status of the run's processes."""
+    """``open_run(DIR).control``: start, stop and status of the run's processes.
+
+    The Python API of ``control``: ``start(enable=, activity=, for_s=, ranks=)`` and
+    ``stop(ranks=)`` issue a command and return its generation; ``wait(timeout, generation)``
+    returns the live processes that did not apply it (each with ``why``: ``pending``, or the
+    sentence of its refusal). ``ranks`` is a rank (``0``), a list of ranks (``[0, 1]``) or the
+    command line's text (``"0-3,7"``, ``"host=NAME"``, ``"all"``; None: all). A command that
+    cannot be issued raises :class:`ControlError` (a ValueError) in one line, and writes nothing.
+    """
 
     def __init__(self, run: str | os.PathLike):
         self.run = Path(os.fspath(run).removeprefix("file://"))
@@ -526,20 +610,29 @@ class RunControl:
         activity: list[str] | str | None = None,
         *,
         for_s: float | None = None,
-        ranks: str | None = None,
+        ranks: str | int | list[int] | None = None,
     ) -> int:
         """Turn profiling on (a paused process subscribes) or retarget it (a running process
-        keeps counting what stays enabled). Returns the command's generation."""
+        keeps counting what stays enabled), until stopped or for ``for_s`` seconds from now (an
+        absolute end: a process that registers after it does not turn on). Returns the
+        command's generation."""
         en = split_list(enable) if isinstance(enable, str) else enable
         act = split_list(activity) if isinstance(activity, str) else activity
         if en is not None:
+            if not isinstance(en, (list, tuple)) or not all(isinstance(x, str) for x in en):
+                raise ControlError(f"enable: {enable!r} is not a list of names")
+            if not en:
+                raise ControlError(
+                    "--enable names nothing: give domains (runtime, hccl) or callbacks, or leave it "
+                    "out for record's set; `control DIR stop` turns profiling off"
+                )
             check_enable(list(en))
         if act is not None:
+            if not isinstance(act, (list, tuple)) or not all(isinstance(x, str) for x in act):
+                raise ControlError(f"activity: {activity!r} is not a list of kinds")
             check_activity(list(act))
-        if for_s is not None and (
-            isinstance(for_s, bool) or not isinstance(for_s, (int, float)) or not for_s > 0
-        ):
-            raise ControlError(f"--for must be a number of seconds > 0, not {for_s!r}")
+        if for_s is not None and not (_seconds(for_s) and for_s > 0):
+            raise ControlError(f"--for must be a finite number of seconds > 0, not {for_s!r}")
         spec = self._targets(ranks)
         return issue(
             self.run,
@@ -548,27 +641,38 @@ class RunControl:
                 "enable": None if en is None else list(en),
                 "activity": None if act is None else list(act),
                 "for_s": None if for_s is None else float(for_s),
+                "until": None if for_s is None else time.time() + float(for_s),
                 "ranks": spec.to_json(),
             },
         )
 
-    def stop(self, *, ranks: str | None = None) -> int:
+    def stop(self, *, ranks: str | int | list[int] | None = None) -> int:
         """Write each process's last window of the period and unsubscribe. Returns the generation."""
         spec = self._targets(ranks)
         return issue(self.run, {"command": "stop", "ranks": spec.to_json()})
 
-    def _targets(self, ranks: str | None) -> RankSpec:
+    def _targets(self, ranks: str | int | list[int] | None) -> RankSpec:
         """The rank spec, checked against the live processes (ControlError if there is no run,
-        no live process, or none the spec names)."""
+        no live process, or a rank or host it names has no live process), and the run checked
+        as one this user may steer."""
         spec = parse_ranks(ranks)
         procs = self._processes()
         live = [p for p in procs if p["live"]]
         if not live:
             ended = f"all {len(procs)} of its processes have ended" if procs else "no process registered"
             raise ControlError(f"nothing to control in {self.run}: {ended}")
-        if not any(spec.matches(p["host"], int(p["rank"])) for p in live):
-            have = ", ".join(sorted({f"{p['rank']}@{p['host']}" for p in live})[:8])
-            raise ControlError(f"--ranks {spec.text()} names no live rank of the run (live: {have})")
+        have = ", ".join(sorted({f"{p['rank']}@{p['host']}" for p in live}, key=_rank_key)[:16])
+        ranks_live = {int(p["rank"]) for p in live}
+        hosts_live = {str(p["host"]) for p in live}
+        missing = [f"host={h}" for h in spec.hosts if h not in hosts_live]
+        for a, b in spec.ranks:
+            gone = [r for r in range(a, min(b, a + 1_000_000) + 1) if r not in ranks_live]
+            missing += [str(r) for r in gone[:4]] + (["..."] if len(gone) > 4 else [])
+        if missing:
+            raise ControlError(
+                f"--ranks {spec.text()} names {', '.join(missing)}: no live rank of the run (live: {have})"
+            )
+        writable_run(self.run)
         return spec
 
     def _processes(self) -> list[dict[str, Any]]:
@@ -577,12 +681,20 @@ class RunControl:
                 f"no run at {self.run} (start one with "
                 "`python -m mspti_lens record --paused --out DIR -- CMD`)"
             )
-        if not control_dir(self.run).is_dir():
+        try:
+            if not control_dir(self.run).is_dir():
+                raise ControlError(
+                    f"{self.run} has no controllable run (no {CONTROL_DIR}/ folder: record it with "
+                    "`python -m mspti_lens record --out DIR -- CMD`)"
+                )
+            return read_processes(self.run)
+        except UntrustedError as e:
+            raise ControlError(f"cannot control the run: {e}") from None
+        except OSError as e:
             raise ControlError(
-                f"{self.run} has no controllable run (no {CONTROL_DIR}/ folder: record it with "
-                "`python -m mspti_lens record --out DIR -- CMD`)"
-            )
-        return read_processes(self.run)
+                f"cannot read the run at {self.run}: {e.strerror or e} (a run is its user's: run "
+                "control as that user)"
+            ) from None
 
     # state
     def latest(self) -> int:
@@ -632,17 +744,30 @@ class RunControl:
         return pl.DataFrame(rows, schema=schema, orient="row").sort("rank", "host", "pid")
 
     def pending(self, generation: int | None = None) -> list[dict[str, Any]]:
-        """The live processes that have not applied ``generation`` (default: the latest)."""
+        """The live processes that have not handled ``generation`` (default: the latest) or
+        every command before it (each process reads them in order), and those whose last command
+        up to it was refused; each row with ``why``: "pending" or the refusal's sentence."""
         gen = self.latest() if generation is None else generation
-        return [p for p in self._processes() if p["live"] and int(p.get("generation") or 0) < gen]
+        out = []
+        for p in self._processes():
+            if not p["live"]:
+                continue
+            refused = p.get("refused") or {}
+            if int(p.get("generation") or 0) < gen:
+                out.append({**p, "why": "pending"})
+            elif refused and int(refused.get("generation") or 0) <= gen:
+                which = f"command {refused['generation']}" if refused.get("generation") else "commands"
+                out.append({**p, "why": f"refused {which}: {refused.get('why')}"})
+        return out
 
     def wait(self, timeout: float, generation: int | None = None) -> list[dict[str, Any]]:
-        """Wait until every live process applied ``generation`` (default: the latest); returns
-        those that had not after ``timeout`` seconds (empty: all did)."""
+        """Wait until every live process handled ``generation`` (default: the latest) and every
+        command before it; returns those that had not after ``timeout`` seconds or refused theirs
+        (see :meth:`pending`; empty: all applied theirs)."""
         end = time.monotonic() + timeout
         while True:
             left = self.pending(generation)
-            if not left or time.monotonic() >= end:
+            if all(p["why"] != "pending" for p in left) or time.monotonic() >= end:
                 return left
             time.sleep(0.05)
 
@@ -692,7 +817,8 @@ def add_arguments(p: Any) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="exit 0 once every live process applied the latest command, non-zero after SECONDS",
+        help="exit 0 once every live process applied its commands up to the latest; non-zero, naming "
+        "each rank and why, when one refused its command or after SECONDS",
     )
     st.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -721,7 +847,9 @@ def main(args: Any) -> int:
                 {
                     "run": str(ctl.run),
                     "latest_generation": latest,
-                    "pending": [{"host": p["host"], "rank": p["rank"], "pid": p["pid"]} for p in left],
+                    "pending": [
+                        {"host": p["host"], "rank": p["rank"], "pid": p["pid"], "why": p["why"]} for p in left
+                    ],
                     "cost": cost_sentence(procs),
                     "processes": procs,
                 },
@@ -730,15 +858,17 @@ def main(args: Any) -> int:
         )
     else:
         print(status_text(ctl.run, procs, latest))
-    if left:
-        names = ", ".join(f"rank {p['rank']} on {p['host']} (pid {p['pid']})" for p in left[:10])
+    waiting = [p for p in left if p["why"] == "pending"]
+    if waiting:
+        names = ", ".join(f"rank {p['rank']} on {p['host']} (pid {p['pid']})" for p in waiting[:10])
         print(
-            f"mspti-lens: {len(left)} live process(es) did not apply generation {latest} within "
+            f"mspti-lens: {len(waiting)} live process(es) did not apply generation {latest} within "
             f"{args.wait:g} s: {names}",
             file=sys.stderr,
         )
-        return 1
-    return 0
+    for p in [p for p in left if p["why"] != "pending"][:10]:
+        print(f"mspti-lens: rank {p['rank']} on {p['host']} (pid {p['pid']}) {p['why']}", file=sys.stderr)
+    return 1 if left else 0
 
 
 def status_text(run: Path, procs: list[dict[str, Any]], latest: int) -> str:

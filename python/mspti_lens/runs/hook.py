@@ -76,7 +76,7 @@ def start(env: dict[str, str] | os._Environ = os.environ) -> Any:
         recorder.writer = writer
         from .compact import Compactor
 
-        writer.compactor = Compactor(writer.dir, os.getpid())
+        writer.compactor = Compactor(writer.folder, os.getpid())
         if not paused:
             recorder.turn_on(recorder.enable, recorder.activity, None, int(env.get(GENERATION_VARIABLE) or 0))
         writer.start()
@@ -252,9 +252,13 @@ def metrics_port(base: int, env: dict[str, str] | os._Environ = os.environ) -> i
     return 0 if base == 0 else base + local_rank(env)
 
 
+def metrics_url_name(pid: int) -> str:
+    """The file a process writes the address it serves to: beside its rank's window files."""
+    return f"metrics-pid{pid}.url"
+
+
 def metrics_url_file(writer: Any) -> Path:
-    """Where a process writes the address it serves: beside its rank's window files."""
-    return Path(writer.dir) / f"metrics-pid{os.getpid()}.url"
+    return Path(writer.dir) / metrics_url_name(os.getpid())
 
 
 def _serve_metrics(writer: Any, env: dict[str, str] | os._Environ) -> None:
@@ -267,9 +271,7 @@ def _serve_metrics(writer: Any, env: dict[str, str] | os._Environ) -> None:
 
         port = metrics_port(int(text), env)
         _server = serve(port, writer.session, rank=writer.rank, host=writer.host)
-        path = metrics_url_file(writer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_server.url + "\n")
+        writer.folder.write(metrics_url_name(os.getpid()), (_server.url + "\n").encode())
     except Exception as e:  # noqa: BLE001 - the recording and the program go on without /metrics
         _say(f"not serving /metrics for this process ({type(e).__name__}: {e}); recording goes on")
 

@@ -68,6 +68,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=hook.DEFAULT_INTERVAL,
         help=f"seconds between windows each process writes (default {hook.DEFAULT_INTERVAL:g})",
     )
+    p.add_argument(
+        "--share-group",
+        default=None,
+        metavar="GROUP",
+        help="share the run with GROUP: its members may read it and steer it with `control` (the "
+        "run's folders are made mode 2770, owned by GROUP). Without it the run is yours alone "
+        "(mode 0700), and an existing --out writable by anyone else is refused",
+    )
     p.add_argument("--library", default=None, help="libmspti.so path, or 'sim' (default: discovery order)")
     p.add_argument("--clock", default=None, choices=["auto", "tsc", "monotonic", "mspti"])
     p.add_argument(
@@ -115,14 +123,16 @@ def main(args: argparse.Namespace) -> int:
         check_enable([t for t in args.enable.split(",") if t])  # did-you-mean before anything runs
     if args.paused and args.prometheus is not None:
         raise ValueError("--prometheus serves the Session a process starts with: not with --paused")
-    from .writer import check_writable
-
-    try:
-        check_writable(args.out)
-    except OSError as e:
-        raise ValueError(f"{e}: choose another --out") from None
+    from . import runfiles
     from .control import issue
 
+    group = None if args.share_group is None else runfiles.group_id(args.share_group)
+    try:
+        runfiles.create_run(args.out, group)
+    except runfiles.UntrustedError as e:
+        raise ValueError(str(e)) from None
+    except OSError as e:
+        raise ValueError(f"{e}: choose another --out") from None
     # The job's launch is a command like any other: its generation is what every process starts
     # at, so a command left in DIR by an earlier job is never obeyed by this one.
     args.generation = issue(args.out, {"command": "stop" if args.paused else "start", "ranks": None})
@@ -147,12 +157,14 @@ def main(args: argparse.Namespace) -> int:
 
 def forked_children(out: str | os.PathLike) -> int:
     """How many children the run's recorded processes forked (none of them is recorded)."""
+    from .runfiles import RunFolder
     from .writer import FORKS_GLOB
 
+    root = RunFolder(out, follow_root=True)
     total = 0
-    for f in Path(out).glob(FORKS_GLOB):
+    for name in root.names(FORKS_GLOB, hidden=True):
         try:
-            total += int(f.read_text().strip() or 0)
+            total += int(root.read(name, 64).decode().strip() or 0)
         except (OSError, ValueError):
             continue
     return total

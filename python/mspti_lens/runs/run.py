@@ -25,6 +25,7 @@ import polars as pl
 from ..catalog import DOMAIN_NAMES
 from ..snapshot import COUNTERS, MOMENT_COUNTERS, Snapshot
 from ..snapshot_file import FORMAT, LOADABLE_VERSIONS, merge_saved, native_from_state
+from . import runfiles
 from .compact import covered_paths
 from .control import CONTROL_DIR, RunControl, read_processes
 from .stragglers import (  # noqa: F401 - latest_starters is re-exported
@@ -101,7 +102,9 @@ def list_windows(root: str, glob: str = WINDOW_GLOB) -> list[str]:
             import fsspec  # type: ignore[import-not-found]  # optional: remote runs only
         except ImportError:
             found = (
-                pl.scan_parquet(f"{root.rstrip('/')}/{pattern}", include_file_paths="p").select("p").unique()
+                runfiles.scan_parquet([f"{root.rstrip('/')}/{pattern}"], include_file_paths="p")
+                .select("p")
+                .unique()
             )
             try:
                 return sorted(found.collect()["p"].to_list())
@@ -119,11 +122,11 @@ def list_windows(root: str, glob: str = WINDOW_GLOB) -> list[str]:
         )
     if not p.is_dir():
         raise ValueError(f"{p} is not a directory; open_run() reads the directory `record --out` wrote")
-    return sorted(str(f) for f in p.glob(pattern) if not f.name.startswith("."))
+    return runfiles.glob(p, pattern)  # no symlink followed, no dot-file, folders checked
 
 
 def _read_head(path: str) -> dict[str, Any]:
-    raw = pl.read_parquet_metadata(path).get("mspti_lens")
+    raw = runfiles.read_parquet_metadata(path).get("mspti_lens")
     head = json.loads(raw) if raw else None
     if not isinstance(head, dict) or head.get("format") != FORMAT:
         raise ValueError(f"not a mspti-lens window (no '{FORMAT}' metadata of a loadable version)")
@@ -280,7 +283,7 @@ class Run:
         # Host and rank come from each file's metadata (checked against its folders when read),
         # not from hive partitioning, which would guess a type from the folder names (host=7).
         ids = self._files.lazy().select("path", "host", "rank")
-        rows = pl.scan_parquet(paths, hive_partitioning=False, include_file_paths="path")
+        rows = runfiles.scan_parquet(paths, hive_partitioning=False, include_file_paths="path")
         return rows.join(ids, on="path", how="inner")
 
     def _collect(self, query: Callable[[pl.LazyFrame], Any]) -> Any:
@@ -300,7 +303,7 @@ class Run:
                     raise pl.exceptions.SchemaError(odd) from None
             for path in self._files["path"].to_list():
                 try:
-                    pl.read_parquet(path)
+                    runfiles.read_parquet(path)
                 except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
                     self._skip(path, e)
             self._files = self._files.filter(~pl.col("path").is_in(list(self.skipped)))
@@ -594,7 +597,7 @@ class Run:
         good = []
         for path in paths:
             try:
-                pl.read_parquet_schema(path)
+                runfiles.read_parquet_schema(path)
                 good.append(path)
             except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
                 self._skip(path, e)
@@ -608,7 +611,8 @@ class Run:
         who = pl.LazyFrame(
             ids, schema={"_path": pl.String, "host": pl.String, "rank": pl.Int64}, orient="row"
         )
-        lf = pl.scan_parquet([p for p, _, _ in ids], hive_partitioning=False, include_file_paths="_path")
+        paths = [p for p, _, _ in ids]
+        lf = runfiles.scan_parquet(paths, hive_partitioning=False, include_file_paths="_path")
         lf = lf.join(who, on="_path", how="inner").drop("_path")
         return good, lf.select("host", "rank", pl.exclude("host", "rank"))
 
@@ -723,7 +727,7 @@ def _odd_schemas(paths: list[str]) -> str | None:
     schemas: dict[str, dict[str, pl.DataType]] = {}
     for path in paths:
         try:
-            schemas[path] = dict(pl.read_parquet_schema(path))
+            schemas[path] = dict(runfiles.read_parquet_schema(path))
         except Exception:  # noqa: BLE001, S112 - an unreadable file is the caller's to skip
             continue
     kinds: dict[tuple, int] = {}
@@ -766,7 +770,11 @@ def _check_run_root(p: Path) -> None:
         )
     windows = f"host=*/rank=*/{WINDOW_GLOB}"
     roots = sorted(
-        {str(f.parents[2]) for pattern in (f"*/{windows}", f"*/*/{windows}") for f in p.glob(pattern)}
+        {
+            str(Path(f).parents[2])
+            for pattern in (f"*/{windows}", f"*/*/{windows}")
+            for f in runfiles.glob(p, pattern)
+        }
     )
     if roots:
         shown = ", ".join(roots[:5]) + (", ..." if len(roots) > 5 else "")
@@ -774,7 +782,7 @@ def _check_run_root(p: Path) -> None:
             f"{p} is not a run but holds {len(roots)} below it ({shown}); open one of them, "
             f"e.g. open_run({roots[0]!r})"
         )
-    entries = sorted(e.name for e in p.iterdir() if not e.name.startswith("."))
+    entries = runfiles.RunFolder(p, follow_root=True).names()
     shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
     found = f"it holds {len(entries)} entries, none of a run ({shown})" if entries else "it is empty"
     warnings.warn(

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import _native
+from . import runfiles
 
 if TYPE_CHECKING:
     import polars as pl
@@ -136,16 +137,10 @@ def rank_dir(out: str | os.PathLike, host: str, rank: int) -> Path:
     return Path(out) / f"host={host}" / f"rank={rank}"
 
 
-def check_writable(path: str | os.PathLike) -> None:
-    """Create ``path`` and prove a file can be written there; OSError naming it if not."""
-    p = Path(path)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-        probe = p / f".probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise OSError(f"cannot write to {p}: {e.strerror or e}") from None
+def check_writable(path: str | os.PathLike) -> runfiles.RunFolder:
+    """The run's root, made or checked and proven writable (runs/runfiles.py); OSError naming
+    it, and the fix, if not."""
+    return runfiles.writer_root(path)
 
 
 class WindowWriter:
@@ -177,7 +172,8 @@ class WindowWriter:
         self.out = Path(out)
         self.dir = rank_dir(out, self.host, self.rank)
         self.forks = 0  # children this process forked (note_fork, called by the start hook)
-        check_writable(out)
+        self.root = check_writable(out)
+        self.folder = self.root.child(self.dir.parent.name, self.dir.name)  # host=H, rank=R
         self.argv = list(argv if argv is not None else sys.argv)
         self.started = time.time()
         self.seq = 0
@@ -307,11 +303,8 @@ class WindowWriter:
         """Count a child this process forked, in the run's root at once (record's end report
         reads it; a fork server outlives the command, so its exit would be too late)."""
         self.forks += 1
-        path = self.out / forks_name(self.host, self._pid)
-        tmp = self.out / f".{path.name}.tmp"
         with contextlib.suppress(OSError):  # the report then just cannot mention them
-            tmp.write_text(f"{self.forks}\n")
-            os.replace(tmp, path)
+            self.root.write(forks_name(self.host, self._pid), f"{self.forks}\n".encode())
 
     def defer_signal(self, signum: int) -> bool:
         """Called by a signal handler when :meth:`finish` returned False: the signal is delivered
@@ -377,14 +370,12 @@ class WindowWriter:
             snap = snap.with_meta(**facts)
             m = snap.meta
             path = self.dir / window_name(self.seq, self._pid)
-            tmp = self.dir / f".{path.name}.{self._pid}.tmp"
-            self.dir.mkdir(parents=True, exist_ok=True)
+            self.folder.make()
             self._write_events(snap)
             self._write_arrivals(arrivals)
             # The events are in the events file: in the window's metadata (JSON, and again in
             # Arrow's schema) the same log took 35 times the space and compaction would carry it.
-            snap.save(tmp, event_log=False)
-            os.replace(tmp, path)
+            self.folder.write(path.name, lambda f: snap.save(f, event_log=False))
             span = float(m.get("window_end") or 0) - float(m.get("window_start") or 0)
             self.calls_per_s = calls / span if span > 0 else 0.0
             self.last_window = m["written"]
@@ -413,10 +404,7 @@ class WindowWriter:
         if frame is None or not frame.height:
             return
         frame = frame.drop([c for c in ("host", "rank") if c in frame.columns])
-        path = self.dir / events_name(self.seq, self._pid)
-        tmp = self.dir / f".{path.name}.{self._pid}.tmp"
-        frame.write_parquet(tmp)
-        os.replace(tmp, path)
+        self.folder.write(events_name(self.seq, self._pid), frame.write_parquet)
 
     def _write_arrivals(self, arrivals: dict[str, Any]) -> None:
         """This process's arrivals file with the window's added (the newest MAX_ARRIVAL_ROWS)."""
@@ -426,12 +414,10 @@ class WindowWriter:
 
         schema = arrival_schema()
         new = pl.DataFrame({k: arrivals[k] for k in schema}, schema=schema)
-        path = self.dir / arrivals_name(self._pid)
+        name = arrivals_name(self._pid)
         with contextlib.suppress(FileNotFoundError):
-            new = pl.concat([pl.read_parquet(path).cast(schema), new])  # type: ignore[arg-type]
-        tmp = self.dir / f".{path.name}.{self._pid}.tmp"
-        new.tail(MAX_ARRIVAL_ROWS).write_parquet(tmp)
-        os.replace(tmp, path)
+            new = pl.concat([self.folder.read_parquet(name).cast(schema), new])  # type: ignore[arg-type]
+        self.folder.write(name, new.tail(MAX_ARRIVAL_ROWS).write_parquet)
 
     def summary_line(self) -> str:
         top = sorted(self.keys.items(), key=lambda kv: -kv[1])[:3]
