@@ -159,10 +159,6 @@ def test_an_expired_start_for_is_not_obeyed_by_a_process_that_registers_later(tm
         job.start_rank(0)
         ctl = control.RunControl(job.out)
         gen = ctl.start(for_s=0.5)
-        issued = json.loads(
-            (control.control_dir(job.out) / control.ISSUED_DIR / f"{gen:06d}.json").read_text()
-        )
-        assert issued["until"] == pytest.approx(issued["issued"] + 0.5)  # an absolute end
         assert ctl.wait(BOUND_S) == []
         wait_for("the --for period to end", lambda: job.ranks()[0]["state"] == "off")
         job.start_rank(1)  # a DataLoader worker, an elastic restart: after the period ended
@@ -172,6 +168,8 @@ def test_an_expired_start_for_is_not_obeyed_by_a_process_that_registers_later(tm
     finally:
         job.end()
     assert job.calls().get(1, 0) == 0, job.log.read_text()
+    issued = json.loads((control.control_dir(job.out) / control.ISSUED_DIR / f"{gen:06d}.json").read_text())
+    assert issued["until"] == pytest.approx(issued["issued"] + 0.5)  # an absolute end
 
 
 def test_bad_commands_are_one_line_and_write_nothing(tmp_path, capsys):

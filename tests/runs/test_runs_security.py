@@ -168,12 +168,21 @@ def test_record_refuses_its_own_directory_when_others_can_write_it_and_says_the_
 
 
 def test_another_user_cannot_steer_the_job_or_read_files_through_control(other, shared, tmp_path):
-    # The job's run, and an issued/ folder another user can write (a run made by an older
-    # mspti-lens, or opened up by mistake): the attacker drops the next generation with their own
-    # enable set, and a symlink to a private JSON file as the one after it.
+    # The job's run, with an issued/ folder another user made (while the run was open to all, or
+    # in a run directory they made first): it is theirs to write, whatever its mode. The attacker
+    # watches it and drops the next generation, with their own enable set, the moment a
+    # legitimate command lands; then a symlink to a private JSON file of the job's user as the
+    # generation after.
     run = shared / "run"
-    run.mkdir(mode=0o700)  # as record makes it
-    control.issue(run, {"command": "stop", "ranks": None})  # the launch: generation 1
+    cdir = control.control_dir(run)
+    cdir.mkdir(parents=True, mode=0o777)
+    os.chmod(run, 0o777)
+    os.chmod(cdir, 0o777)
+    as_other(other, f"mkdir -m 755 {cdir}/issued")
+    os.chmod(run, 0o755)
+    os.chmod(cdir, 0o755)
+    with contextlib.suppress(control.ControlError):
+        control.issue(run, {"command": "stop", "ranks": None})  # the launch: generation 1
     applied: list[dict] = []
     proc = control.ProcessControl(
         run, host="h", rank=0, rank_source="RANK", apply=applied.append, state=lambda: {"state": "off"},
@@ -181,23 +190,29 @@ def test_another_user_cannot_steer_the_job_or_read_files_through_control(other, 
     )  # fmt: skip
     proc.start()
     private = tmp_path / "private.json"
-    private.write_text(json.dumps({"generation": 3, "command": "start", "by": "the private file"}))
-    issued = control.control_dir(run) / control.ISSUED_DIR
-    os.chmod(run, 0o755)
-    os.chmod(control.control_dir(run), 0o755)
-    os.chmod(issued, 0o777)
-    evil = {"generation": 2, "command": "start", "enable": ["runtime"], "by": "attacker"}
-    as_other(
-        other,
-        f"printf '%s' '{json.dumps(evil)}' > {issued}/000002.json && ln -s {private} {issued}/000003.json",
-    )
-    with contextlib.suppress(control.ControlError):  # a legitimate command right after
-        control.issue(run, {"command": "start", "ranks": None})
+    private.write_text(json.dumps({"generation": 4, "command": "start", "by": "the private file"}))
+    issued = cdir / control.ISSUED_DIR
+    evil = json.dumps({"generation": 3, "command": "start", "enable": ["runtime"], "by": "attacker"})
+    done = shared / "done"
+    uid, gid = other
+    watcher = subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "sh", "-uc",
+         f"until [ -e {issued}/000002.json ] || [ -e {done} ]; do :; done; "
+         f"[ -e {done} ] || printf '%s' '{evil}' > {issued}/000003.json"],
+    )  # fmt: skip
+    try:
+        with contextlib.suppress(control.ControlError):  # a legitimate command
+            control.issue(run, {"command": "start", "ranks": None})
+    finally:
+        done.touch()
+        watcher.wait(timeout=WATCHDOG_S)
+    planted = "" if (issued / "000003.json").exists() else f"printf '%s' '{evil}' > {issued}/000003.json && "
+    as_other(other, planted + f"ln -s {private} {issued}/000004.json")
     proc.poll()
     try:
         assert not [c for c in applied if c.get("by") in ("attacker", "the private file")], applied
         row = json.loads((control.control_dir(run) / control.PROCESSES_DIR / proc.path.name).read_text())
-        assert "writable by every user" in row["refused"]["why"]  # said in status, not obeyed
+        assert f"belongs to {OTHER}" in row["refused"]["why"]  # said in status, not obeyed
         # Nothing the attacker wrote, and nothing of the private file, was copied into the run.
         for f in run.rglob("*"):
             if f.is_file() and not f.is_symlink() and f.parent != issued:

@@ -438,8 +438,10 @@ class ProcessControl:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.path = process_path(self.run, host, self.pid)
-        self._processes = _folder(self.run, PROCESSES_DIR)
-        self._issued = _folder(self.run, ISSUED_DIR)
+        # The job's own trust: a root this process may write (its user's, or a shared group's).
+        root = runfiles.open_run_folder(self.run, writer=True)
+        self._processes = root.child(CONTROL_DIR, PROCESSES_DIR)
+        self._issued = root.child(CONTROL_DIR, ISSUED_DIR)
         self._issued_path = os.fspath(self._issued.path)  # stat'ed 4 times a second: made once
         self.started = time.time()
         self._thread = threading.Thread(target=self._loop, name="mspti-lens-control", daemon=True)
