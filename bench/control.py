@@ -382,11 +382,13 @@ def render(res: dict) -> list[str]:
     L += [
         "",
         f"Metadata-server load for {d['ranks']:,} ranks, from the design: each process stat()s "
-        f"`control/command.json` every {control.POLL_S:g} s, {d['stat_per_s']:,.0f} stat/s at most "
-        "(a client that caches attributes, NFS's actimeo or Lustre's lock-protected attributes, "
-        "answers an unchanged file locally: the server then sees a lookup per cache timeout and "
-        "one revalidation per command); a command file is read only when its inode, size or times "
-        f"change. Heartbeats: one utime (the process file's mtime) per process every "
+        f"the `control/issued/` folder every {control.POLL_S:g} s, {d['stat_per_s']:,.0f} stat/s at "
+        "most (a client that caches attributes, NFS's actimeo or Lustre's lock-protected attributes, "
+        "answers an unchanged folder locally: the server then sees a lookup per cache timeout and "
+        "one revalidation per command); the folder is listed only when its modification time "
+        f"changes, and every {control.HEARTBEAT_S:g} s whatever it says "
+        f"({d['renames_per_s']:,.0f} listings/s), and each new command file is read once by each "
+        "process. Heartbeats: one utime (the process file's mtime) per process every "
         f"{control.HEARTBEAT_S:g} s, {d['renames_per_s']:,.0f}/s, plus one rename per window written "
         "while on and per change of state. Caveat: NFS's "
         "attribute cache (3 s by default) delays a command by up to that long; mount the run "

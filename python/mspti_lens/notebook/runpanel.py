@@ -377,8 +377,15 @@ class RunControls:
             left = self.run.control.pending(self.generation)
         except Exception:  # noqa: BLE001 - the next refresh says it again
             return
+        refused = [p for p in left if p.get("why") != "pending"]
         if not left:
             self.message.value = f"generation {self.generation}: applied by every live process"
+        elif refused:  # a rank that refused its command: say which and why
+            p = refused[0]
+            self.message.value = html.escape(
+                f"generation {self.generation}: rank {p['rank']} on {p['host']} {p['why']}"
+                + (f" (and {len(left) - 1} more)" if len(left) > 1 else "")
+            )
         else:
             self.message.value = f"generation {self.generation}: {len(left)} process(es) not there yet"
 
