@@ -12,7 +12,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"  # all test data is in the repository (tests/data/README.md)
-TRACES = DATA / "traces" / "hta"
 # tests/data holds data and the C programs tests build, not pytest tests.
 collect_ignore = ["data"]
 
