@@ -1,4 +1,4 @@
-"""Watch a running job's windows with rules and catch the moment one fires (issue 41).
+"""Watch a running job's windows with rules and catch the moment one fires.
 
 - :mod:`.rules`: the rule text and its model (:class:`Rule`, :func:`parse_rule`).
 """
