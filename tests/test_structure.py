@@ -349,7 +349,7 @@ def test_the_tests_folders_mirror_the_package():
     # modules and of the whole (reliability, structure, packaging) stay at the top.
     package = ROOT / "python" / "mspti_lens"
     folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
-    assert folders == {"export", "notebook", "plots", "runs", "sim"}
+    assert folders == {"export", "notebook", "plots", "runs", "sim", "watch"}
     assert all((package / f / "__init__.py").is_file() for f in folders)
 
 
