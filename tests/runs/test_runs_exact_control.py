@@ -85,7 +85,8 @@ def test_every_call_made_while_on_is_in_a_window_across_stops_and_exit_on_the_si
 def test_a_for_expiry_loses_no_call_on_the_simulator(sim, tmp_path):
     sim.counting(True)
     writer = WindowWriter(None, tmp_path, 3600.0, host="h", rank=(0, "RANK"))
-    recorder = Recorder({"MSPTI_LENS_LIBRARY": "sim", "MSPTI_LENS_ENABLE": "runtime", "MSPTI_LENS_ACTIVITY": "none"})
+    env = {"MSPTI_LENS_LIBRARY": "sim", "MSPTI_LENS_ENABLE": "runtime", "MSPTI_LENS_ACTIVITY": "none"}
+    recorder = Recorder(env)
     recorder.writer = writer
     with Caller(sim) as caller:
         recorder.apply({"command": "start", "generation": 1, "for_s": 0.05})
