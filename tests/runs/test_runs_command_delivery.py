@@ -1,6 +1,5 @@
 """Every command reaches every rank it names, in order; --wait fails naming a rank that refused;
---for ends at a fixed time a late process respects; bad commands are one line and write nothing
-(issue 42, items 6, 7, 8 and 12).
+--for ends at a fixed time a late process respects; bad commands are one line and write nothing.
 
 The jobs are simulated processes started as `record` starts them (the hook's variables, the
 launch issued as generation 1), each making its calls in phases the test sets off, so the counts

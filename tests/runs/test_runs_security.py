@@ -1,4 +1,4 @@
-"""No other user gets into a run directory (issue 42, items 1, 2 and 12's unwritable run).
+"""No other user gets into a run directory: not through record's --out, not through control.
 
 The attacker is a REAL second local user, ``mspti-lens-other`` (made with ``useradd`` when the
 tests run as root; without root these tests are skipped, saying why). Its steps run as that user:
