@@ -39,6 +39,7 @@ from .notebook import progress as _progress  # noqa: F401
 from .notebook import run_view as _run_view  # noqa: F401
 from .notebook import snapshot_repr as _snapshot_repr  # noqa: F401
 from .runs.run import Run, open_run  # whole jobs: every rank's recorded windows
+from .watch import watcher as _watcher  # noqa: F401 - Run.watch: registered with the Run when this loads
 from .session import Session
 from .snapshot import Snapshot
 
@@ -79,7 +80,7 @@ def serve(port: int = 9464, source=None, **options):
 
 def __getattr__(name: str):
     # Submodules with heavier imports load on first use.
-    if name in ("sim", "plots", "notebook", "export"):
+    if name in ("sim", "plots", "notebook", "export", "watch"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

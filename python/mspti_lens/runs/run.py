@@ -43,7 +43,8 @@ _views: dict[str, Callable[..., Any]] = {}
 
 
 def register_view(**functions: Callable[..., Any]) -> None:
-    """Make these (run_html, run_widget, show_live) how every Run shows itself."""
+    """Make these (run_html, run_widget, show_live; watch, from mspti_lens.watch) how every Run
+    shows itself and is watched."""
     _views.update(functions)
 
 
@@ -545,6 +546,12 @@ class Run:
             .agg(pl.col("start").min(), pl.col("end").max(), pl.col("enable").max())
             .sort("host", "rank", "pid", "period")
         )
+
+    def watch(self, *rules: str, **options: Any) -> Any:
+        """Keep rules on this run's windows as they are written, e.g. ``run.watch("HcclAllReduce
+        p99 > 3x baseline", "dropped > 0")``: a ``mspti_lens.watch.Watcher`` (``.run()``,
+        ``.start()``, ``.poll()``, ``.alerts()``), registered by the watch package when it loads."""
+        return _view("watch")(self, *rules, **options)
 
     @property
     def control(self) -> RunControl:

@@ -1,0 +1,212 @@
+"""The watcher: polls a run directory, feeds each new window to the rules, reports what changed.
+
+``python -m mspti_lens watch DIR --when RULE ...`` and ``open_run(DIR).watch(RULE, ...)``. It runs
+wherever the run directory is visible (a terminal beside the job, a notebook, another host of a
+shared filesystem): it only reads the windows the ranks write, so it costs the job nothing. That
+is the default place, not inside a rank, so one watcher sees every rank, a crashed rank does not
+take the watcher with it, and a rule is changed without restarting the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..runs.run import register_view
+from .evaluate import JOB, Baseline, Evaluator, Transition
+from .rules import Rule, check_names, parse_rule, parse_rules
+from .source import RunWindows
+
+DEFAULT_EVERY = 1.0  # seconds between two polls of the run directory
+
+
+class Watcher:
+    """Rules kept on a run's windows: :meth:`poll` once, :meth:`run` until the job ends,
+    :meth:`start` in a background thread (a notebook). ``on_transition`` is called with each
+    :class:`Transition` (an alert changing state), in order."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        rules: Sequence[Rule | str],
+        *,
+        baseline: Baseline | None = None,
+        every: float = DEFAULT_EVERY,
+        grace: float | None = None,
+        on_transition: Callable[[Transition], Any] | None = None,
+    ):
+        if not isinstance(every, (int, float)) or not every > 0:
+            raise ValueError(f"every is a number of seconds > 0 between polls, not {every!r}")
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise FileNotFoundError(
+                f"no run at {self.root} (record one with `python -m mspti_lens record --out DIR`)"
+            )
+        # Every rule is read before anything starts (parse_rules([]) says a rule is needed).
+        self.rules = [r if isinstance(r, Rule) else parse_rule(r) for r in rules] or parse_rules([])
+        self.every = float(every)
+        self.evaluator = Evaluator(self.rules, baseline)
+        self.windows = RunWindows(self.root, grace=grace)
+        self.transitions: list[Transition] = []
+        #: Every window evaluated: (subject, index, start, end), wall clock.
+        self.evaluated: list[tuple[str, int, float, float]] = []
+        self.on_transition = on_transition
+        self._names_checked = False
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def poll(self) -> list[Transition]:
+        """Read the windows written since the last poll and evaluate them: the transitions."""
+        rank_windows, job_windows = self.windows.poll()
+        if not self._names_checked and (rank_windows or job_windows):
+            self._check_names([w.snapshot for w in rank_windows])
+        out: list[Transition] = []
+        for w in [*rank_windows, *job_windows]:
+            out += self.evaluator.feed(w)
+            self.evaluated.append((w.subject, w.index, w.start, w.end))
+        for t in out:
+            self.transitions.append(t)
+            if self.on_transition is not None:
+                self.on_transition(t)
+        return out
+
+    def _check_names(self, snaps: Iterable[Any]) -> None:
+        kernels: set[str] = set()
+        collectives: set[str] = set()
+        for s in snaps:
+            if s.activity is not None:
+                kernels |= set(s.kernels()["name"].to_list())
+                collectives |= set(s.collectives()["op"].to_list())
+        check_names(self.rules, kernels, collectives)
+        self._names_checked = bool(kernels or collectives) or not any(
+            r.kind in ("kernel", "collective") for r in self.rules
+        )
+
+    def done(self) -> bool:
+        """Every rank seen has written its final window and every job window was evaluated."""
+        return self.windows.done()
+
+    def run(self, *, timeout: float | None = None) -> Watcher:
+        """Poll every ``every`` seconds until the job ends, ``timeout`` passes, :meth:`stop` or
+        an interrupt."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not self._stop.is_set():
+                self.poll()
+                if self.done() or (deadline is not None and time.monotonic() >= deadline):
+                    break
+                self._stop.wait(self.every)
+        except KeyboardInterrupt:
+            pass
+        return self
+
+    def start(self, *, timeout: float | None = None) -> Watcher:
+        """:meth:`run` in a daemon thread (a notebook keeps working while it watches)."""
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self.run, kwargs={"timeout": timeout}, name="mspti-lens-watch", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def alerts(self) -> pl.DataFrame:
+        """The state of every rule on every subject (Evaluator.alerts)."""
+        return self.evaluator.alerts()
+
+    def history(self) -> pl.DataFrame:
+        """Every transition so far: at (wall time), rule, subject, before, after, window, value,
+        baseline, ranks."""
+        schema: dict[str, Any] = {
+            "at": pl.Datetime("us", "UTC"),
+            "rule": pl.String,
+            "subject": pl.String,
+            "before": pl.String,
+            "after": pl.String,
+            "window": pl.Int64,
+            "value": pl.Float64,
+            "baseline": pl.Float64,
+            "ranks": pl.List(pl.Int64),
+        }
+        rows = [
+            (
+                int(t.at * 1e6),
+                t.rule.text(),
+                t.subject,
+                t.before,
+                t.after,
+                t.window,
+                t.value,
+                t.baseline,
+                [r for _, r in t.ranks],
+            )
+            for t in self.transitions
+        ]
+        df = pl.DataFrame(rows, schema={**schema, "at": pl.Int64}, orient="row")
+        return df.with_columns(pl.col("at").cast(pl.Datetime("us")).dt.replace_time_zone("UTC"))
+
+    def __repr__(self) -> str:
+        firing = sum(1 for a in self.evaluator.firing())
+        return f"<mspti_lens.Watcher {self.root}: {len(self.rules)} rules, {firing} firing>"
+
+
+def watch_run(run: Any, *rules: str | Rule, **options: Any) -> Watcher:
+    """``Run.watch``: a :class:`Watcher` of the run's directory (not started: ``.run()``,
+    ``.start()`` or ``.poll()``)."""
+    return Watcher(run.root, list(rules), **options)
+
+
+register_view(watch=watch_run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="the run's directory (record --out)")
+    p.add_argument(
+        "--when",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="a rule, e.g. 'HcclAllReduce p99 > 3x baseline' (repeat for more)",
+    )
+    p.add_argument("--every", type=float, default=DEFAULT_EVERY, help="seconds between polls of the run")
+    p.add_argument("--baseline-skip", type=int, default=Baseline.skip, help="windows before the baseline's")
+    p.add_argument(
+        "--baseline-windows", type=int, default=Baseline.windows, help="windows the baseline merges"
+    )
+    p.add_argument("--timeout", type=float, default=None, help="stop watching after this many seconds")
+
+
+def main(args: argparse.Namespace) -> int:
+    rules = parse_rules(args.when)  # every rule read before anything starts
+    baseline = Baseline(args.baseline_skip, args.baseline_windows)
+    w = Watcher(args.run, rules, baseline=baseline, every=args.every, on_transition=_said)
+    scopes = ", ".join(sorted({"each rank" if r.scope == "rank" else JOB for r in rules}))
+    learn = f"after {baseline.skip} window(s), {baseline.windows} with the statistic"
+    _say(f"watching {args.run}: {len(rules)} rule(s) on {scopes}; baselines: {learn}")
+    for r in rules:
+        _say(f"  {r.text()}")
+    w.run(timeout=args.timeout)
+    firing = w.evaluator.firing()
+    _say(f"watch ended: {len(w.transitions)} change(s), {len(firing)} alert(s) firing")
+    return 0
+
+
+def _said(t: Transition) -> None:
+    """A terminal hears of an alert pending, firing or resolved (not of baselines being learnt)."""
+    if t.after in ("pending", "firing", "resolved"):
+        _say(t.line())
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stdout, flush=True)
