@@ -24,14 +24,17 @@ simulator) intercepts as MSPTI does on a machine:
   "communication", "marker"])``: runtime and HCCL callbacks traced, kernels joined to their
   launches through RUNTIME_API records, which it asks the library for too).
 
-The official side is Huawei's own Python package (mspti/: the mspti_C extension, KernelMonitor,
-CommunicationMonitor, MstxMonitor), vendored unmodified in tests/data/ascend-mspti and built from
-its CMake files on the tree by the helper the tests use (tests/sim/test_cann_samples.py), kept by the
-hash of its sources; its user callbacks are minimal dict aggregators. msMonitor (github
-Ascend/msmonitor, the ``msmonitor`` package) is measured only when the interpreter can import it:
-the repository carries no copy of it and no recipe to build it (a side "not installed" says so).
-Its records are counted after ``Monitor.stop()`` (it holds them in C++ vectors) and aggregated from
-``get_result()``, whose cost is reported apart.
+The peers are measured where they are installed; the repository carries no copy of either and no
+recipe to build one. CANN's official Python monitors (the ``mspti`` package: KernelMonitor,
+CommunicationMonitor, MstxMonitor; on an Ascend machine CANN's tree holds it in
+``$ASCEND_HOME_PATH/python/site-packages``) run when their process can import them: from
+``--official-path DIR`` (or ``MSPTI_LENS_OFFICIAL_PATH=DIR``), a directory put first on that
+process's sys.path, else from the interpreter's own paths (PYTHONPATH, site-packages, the tree
+``$ASCEND_HOME_PATH`` names); their user callbacks are minimal dict aggregators. msMonitor's
+Monitor API (the ``msmonitor`` package) likewise, from ``--msmonitor-path DIR`` (or
+``MSPTI_LENS_MSMONITOR_PATH``); its records are counted after ``Monitor.stop()`` (it holds them in
+C++ vectors) and aggregated from ``get_result()``, whose cost is reported apart. A side that its
+process cannot import is reported "not installed", with how to point the bench at it.
 
 Kernel names and device times come from a fixed-seed generator, and the workloads run on the
 simulator's virtual clock, so every process sees the same records and the per-name numbers must
@@ -56,8 +59,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-TESTS = ROOT / "tests"
-UPSTREAM = TESTS / "data" / "ascend-mspti"
 
 # Threads of the simulated library that produce records, as the kernel names them
 # (/proc/self/task/*/comm, 15 characters): its device-to-host channel and its activity manager
@@ -217,31 +218,65 @@ int bench_mixed(uint64_t steps, uint64_t seed)
 
 
 # ------------------------------------------------------------------------------------------------
-# Setup (parent): the tree, the official package, the workload library
+# Setup (parent): the tree, the peers where they are installed, the workload library
+
+# Per peer side: its package, a name only that package has (so another module of the same name is
+# not taken for it), the option and the environment variable that point the bench at it.
+PEERS = {
+    "official": ("mspti", "KernelMonitor", "--official-path", "MSPTI_LENS_OFFICIAL_PATH"),
+    "msmonitor": ("msmonitor", "Monitor", "--msmonitor-path", "MSPTI_LENS_MSMONITOR_PATH"),
+}
+PROBE = (
+    "import os, sys; m = __import__(sys.argv[1]); getattr(m, sys.argv[2]); print(os.path.dirname(m.__file__))"
+)
 
 
-def _helpers():
-    """tests/sim/test_cann_samples.py: the package build and the tree's environment, defined once."""
-    sys.path[:0] = [str(TESTS / "sim"), str(TESTS)]  # the module, and the helpers beside conftest
-    import test_cann_samples  # noqa: PLC0415
+def side_env(env: dict[str, str], path: str | None) -> dict[str, str]:
+    """The environment of a side's process: `path`, when given, first on its sys.path."""
+    if not path:
+        return env
+    rest = env.get("PYTHONPATH")
+    return {**env, "PYTHONPATH": os.pathsep.join([path, rest] if rest else [path])}
 
-    return test_cann_samples
+
+def peer_install(side: str, env: dict[str, str], path: str | None) -> str | None:
+    """Where the side's package is (its directory) as the side's process would import it, or None
+    when that process cannot import it. Never built or fetched: only looked for."""
+    package, name, _, _ = PEERS[side]
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, package, name],
+        env=side_env(env, path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return (p.stdout.strip() or None) if p.returncode == 0 else None
 
 
-def official_package(tree, log) -> Path:
-    """The official package built on the tree, kept by tests/sim/test_cann_samples.py's helpers under
-    the hash of its sources (the extension links libmspti.so by name, so it runs on any tree): a
-    build the CANN samples' tests made is used as it is."""
-    t = _helpers()
-    key = t.package_key()
-    if t.built(key):
-        return key
-    log(f"building the official package (mspti_C) into {key} ...")
-    with tempfile.TemporaryDirectory() as tmp:
-        root, build_log = t.build_package(tree, t.tree_env(tree), Path(tmp))
-        if not t.built(root):
-            sys.exit("the official package did not build:\n" + build_log[-4000:])
-        return t.keep_package(root)
+def peer_paths(given: dict[str, str | None], environ: dict[str, str]) -> dict[str, str | None]:
+    """The directory each peer side's process gets first on its sys.path: the option's, else the
+    environment variable's, else (CANN's package only) the site-packages of the CANN tree the
+    user's ``$ASCEND_HOME_PATH`` names, where CANN installs it; None: the interpreter's own paths."""
+    out = {}
+    for side, (_, _, _, var) in PEERS.items():
+        path = given.get(side) or environ.get(var) or None
+        home = environ.get("ASCEND_HOME_PATH")
+        if path is None and side == "official" and home:
+            path = str(Path(home) / "python" / "site-packages")
+        out[side] = path
+    return out
+
+
+def not_installed_hint(side: str, path: str | None) -> str:
+    """How to point the bench at a side's installation, after where it looked."""
+    package, _, option, var = PEERS[side]
+    looked = f" (looked in {path} and " if path else " (looked in "
+    where = "; CANN's tree holds it in $ASCEND_HOME_PATH/python/site-packages" if side == "official" else ""
+    return (
+        f"**not installed**{looked}the interpreter's own paths: its process cannot `import {package}`). "
+        f"Point the bench at an installation with `{option} DIR` or `{var}=DIR`, DIR being the directory "
+        f"that holds the `{package}` package{where}."
+    )
 
 
 def workload_library(tree, where: Path) -> Path:
@@ -271,14 +306,6 @@ def workload_library(tree, where: Path) -> Path:
 
 
 MSMONITOR_START_S = 0.1
-MSMONITOR_PROBE = "import msmonitor, os; print(os.path.dirname(msmonitor.__file__))"
-
-
-def msmonitor_install(env: dict[str, str]) -> str | None:
-    """Where the user's msMonitor is (its package directory), or None when this interpreter,
-    in the bench's environment, cannot import it."""
-    p = subprocess.run([sys.executable, "-c", MSMONITOR_PROBE], env=env, capture_output=True, text=True)
-    return p.stdout.strip() or None if p.returncode == 0 else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -577,22 +604,19 @@ def run(
     real_steps: int | None = None,
     lens_buffers: int | None = None,
     cases: tuple[tuple[str, str], ...] = CASES,
+    peer_path: dict[str, str | None] | None = None,
 ) -> dict:
+    """`peer_path`: per peer side, the directory its process gets first on sys.path (`PEERS`)."""
     rounds = rounds or (2 if quick else 9)
     sizes = {
         ("kernels", "virtual"): launches or (50_000 if quick else 1_000_000),
         ("mixed", "virtual"): steps or (10 if quick else 300),
         ("mixed", "real"): real_steps or (2 if quick else 100),
     }
-    t = _helpers()
     from mspti_lens.sim import cann  # noqa: PLC0415
 
-    for tool in ("cmake", "c++", "gcc"):
-        if shutil.which(tool) is None:
-            sys.exit(
-                f"bench/cann_monitors.py needs {tool} (the official package's build and the workload): "
-                "apt-get install cmake g++ (make system-deps)"
-            )
+    if shutil.which("gcc") is None:
+        sys.exit("bench/cann_monitors.py needs gcc to build its workload: apt-get install gcc")
     out: dict = {
         "quick": quick,
         "cores": os.cpu_count(),
@@ -603,15 +627,17 @@ def run(
     with tempfile.TemporaryDirectory(prefix="cann-monitors-") as tmp:
         where = Path(tmp)
         tree = cann.write_tree(where / "toolkit")
-        package = official_package(tree, log)
         so = workload_library(tree, where)
-        env = {**t.python_env(tree, package), "LD_PRELOAD": str(tree.mspti)}
-        # A user's own msMonitor is importable from the interpreter's site-packages or their
-        # PYTHONPATH: the bench's children keep both.
-        if os.environ.get("PYTHONPATH"):
-            env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], os.environ["PYTHONPATH"]])
-        out["msmonitor"] = msmonitor_install(env)
-        sides = tuple(s for s in SIDES if s != "msmonitor" or out["msmonitor"])
+        # The user's environment as `source set_env.sh` of the simulated tree leaves it; their own
+        # PYTHONPATH and site-packages stay, where an installed peer may be.
+        base = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND_") and k != "LD_PRELOAD"}
+        env = {**tree.environ(base), "LD_PRELOAD": str(tree.mspti)}
+        paths = peer_paths(peer_path or {}, dict(os.environ))
+        out["peers"] = {
+            side: {"path": paths[side], "at": peer_install(side, env, paths[side])} for side in PEERS
+        }
+        envs = {side: side_env(env, paths.get(side)) for side in SIDES}
+        sides = tuple(s for s in SIDES if s not in PEERS or out["peers"][s]["at"])
         out["sides"] = sides
         out["load"] = [os.getloadavg()[0]]
         for wl, clock in cases:
@@ -620,7 +646,7 @@ def run(
             for r in range(rounds):
                 order = sides if r % 2 == 0 else sides[::-1]
                 for side in order:
-                    res = run_child(side, wl, clock, n, so, env, lens_buffers)
+                    res = run_child(side, wl, clock, n, so, envs[side], lens_buffers)
                     runs[side].append(res)
                     log(
                         f"{wl}/{clock} round {r + 1}/{rounds} {side:9s}: "
@@ -673,12 +699,13 @@ def lost(res: dict) -> int:
 
 
 def agreement(runs: dict[str, list[dict]], timed_on_host: bool = False) -> dict:
-    """Every process that lost no record against the first official one that lost none (else the
-    first such mspti-lens one), per name. Device times
+    """Every process that lost no record against the first one that lost none of the first side
+    that ran (official, msMonitor, mspti-lens: the peers' numbers are the reference), per name.
+    Device times
     are the models' on either clock; a range's is host time, which on the real clock differs run
     to run, so there only its count is compared (`timed_on_host`)."""
-    complete = [x for side in ("official", "lens") for x in runs.get(side, []) if lost(x) == 0]
-    ref = (complete or runs["official"])[0]["per_name"]
+    measured = [x for side in ("official", "msmonitor", "lens") for x in runs.get(side, [])]
+    ref = ([x for x in measured if lost(x) == 0] or measured)[0]["per_name"]
     mismatches = []
     compared = {}
     for side, rs in runs.items():
@@ -738,18 +765,17 @@ def render(r: dict) -> list[str]:
         + (" QUICK MODE: proves it runs, not a measurement." if r["quick"] else "")
     )
     w("")
-    mm = r.get("msmonitor")
-    w(
-        "msMonitor: "
-        + (
-            f"measured, installed at `{mm}`."
-            if mm
-            else "**not installed** (the interpreter cannot `import msmonitor`; the repository carries "
-            "no copy of it and no recipe to build it: install msMonitor's plugin, the `msmonitor` "
-            "package, where this interpreter or its PYTHONPATH finds it, and run this bench again)."
+    for side, peer in r["peers"].items():
+        name = LABEL[side].split(" (")[0].split(",")[0]
+        w(
+            f"{name}: "
+            + (
+                f"measured, installed at `{peer['at']}`."
+                if peer["at"]
+                else not_installed_hint(side, peer["path"])
+            )
         )
-    )
-    w("")
+        w("")
     for case, d in r["cases"].items():
         wl, clock = d["workload"], d["clock"]
         runs = d["runs"]
@@ -859,7 +885,7 @@ def render(r: dict) -> list[str]:
         w(
             "- Exact agreement, per name count, total, min and max of end - start (kernels, collectives, "
             "ranges; marks by count), every process of every side that lost nothing against the first "
-            "official one that lost nothing: "
+            "one that lost nothing of the first side that ran (official, msMonitor, mspti-lens): "
             f"{ag['names']} names, {ag['records']:,} records: {verdict}"
             + (
                 " (ranges by count: on the real clock their host time differs run to run)"
@@ -958,6 +984,14 @@ def main() -> None:
         default=None,
         help="mspti-lens's pool: this many 8 MiB buffers at the start (default: its own default)",
     )
+    for side, (package, _, option, var) in PEERS.items():
+        p.add_argument(
+            option,
+            default=None,
+            metavar="DIR",
+            help=f"a directory holding the `{package}` package, put first on sys.path of the {side} "
+            f"side's process (default: ${var}; not built or fetched, only looked for)",
+        )
     p.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     p.add_argument("--workload-kind", choices=WORKLOADS, help=argparse.SUPPRESS)
     p.add_argument("--clock", choices=tuple(CLOCKS), help=argparse.SUPPRESS)
@@ -986,6 +1020,7 @@ def main() -> None:
             real_steps=a.real_steps,
             lens_buffers=a.lens_buffers,
             cases=tuple(valid[x] for x in names),
+            peer_path={"official": a.official_path, "msmonitor": a.msmonitor_path},
         )
     lines = render(r)
     text = "\n".join(lines) + "\n"

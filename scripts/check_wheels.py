@@ -1,7 +1,7 @@
 """Check built wheels: each is an abi3 wheel for one architecture, carries the extension, its type
-stubs and the bundled simulator, every shared object in it is an ELF file for that architecture,
-and the extension was built without the hooks only tests and benchmarks call (cargo feature
-test-hooks).
+stubs, the bundled simulator and the project's licence (LICENSE in its .dist-info), every shared
+object in it is an ELF file for that architecture, and the extension was built without the hooks
+only tests and benchmarks call (cargo feature test-hooks).
 
 Usage: python scripts/check_wheels.py WHEEL...   (exit 0 when every wheel passes; one line each)
 """
@@ -50,6 +50,8 @@ def problems(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         found += [f"missing {n}" for n in REQUIRED if n not in names]
+        if not any(n.split("/", 1)[0].endswith(".dist-info") and n.endswith("/LICENSE") for n in names):
+            found.append("missing the licence: no LICENSE in the .dist-info")
         sos = [n for n in names if n.endswith(".so") or ".so." in n]
         if not any(n.startswith("mspti_lens/_native") for n in sos):
             found.append("missing the extension mspti_lens/_native*.so")

@@ -28,6 +28,7 @@ check_wheels = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check_wheels)
 
 PACKAGE = ROOT / "python" / "mspti_lens"
+MSPTI_HEADERS = ("mspti.h", "mspti_result.h", "mspti_callback.h", "mspti_cbid.h", "mspti_activity.h")
 
 
 def elf(machine: int) -> bytes:
@@ -38,19 +39,28 @@ def elf(machine: int) -> bytes:
     return bytes(header)
 
 
-def fake_wheel(path: Path, sim_machine: int, native_machine: int, native_tail: bytes = b"") -> Path:
+def fake_wheel(
+    path: Path, sim_machine: int, native_machine: int, native_tail: bytes = b"", licence: bool = True
+) -> Path:
     with zipfile.ZipFile(path, "w") as z:
         z.writestr(check_wheels.BUNDLED_SIM, elf(sim_machine))
         z.writestr("mspti_lens/_native.abi3.so", elf(native_machine) + native_tail)
         for name in check_wheels.REQUIRED:
             if name != check_wheels.BUNDLED_SIM:
                 z.writestr(name, "")
+        if licence:
+            z.writestr("mspti_lens-0.1.0.dist-info/licenses/LICENSE", "MIT License")
     return path
 
 
 def test_wheel_check_passes_a_wheel_whose_objects_match_its_tag(tmp_path):
     w = fake_wheel(tmp_path / "mspti_lens-0.1.0-cp310-abi3-linux_aarch64.whl", 183, 183)
     assert check_wheels.problems(w) == []
+
+
+def test_wheel_check_refuses_a_wheel_without_the_licence(tmp_path):
+    w = fake_wheel(tmp_path / "mspti_lens-0.1.0-cp310-abi3-linux_x86_64.whl", 62, 62, licence=False)
+    assert check_wheels.problems(w) == ["missing the licence: no LICENSE in the .dist-info"]
 
 
 def test_wheel_check_refuses_an_extension_built_with_the_test_hooks(tmp_path):
@@ -100,7 +110,14 @@ def test_the_sdist_holds_the_simulator_sources_and_no_binaries(tmp_path):
     (sdist,) = tmp_path.glob("mspti_lens-*.tar.gz")
     with tarfile.open(sdist) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
-    for needed in ("rust/lens/build.rs", "rust/sim/Cargo.toml", "rust/sim/src/lib.rs", "Cargo.lock"):
+    needed_files = (
+        "rust/lens/build.rs",
+        "rust/sim/Cargo.toml",
+        "rust/sim/src/lib.rs",
+        "Cargo.lock",
+        "LICENSE",
+    )
+    for needed in needed_files + tuple(f"rust/sim/cann/include/mspti/{h}" for h in MSPTI_HEADERS):
         assert needed in names, needed
     assert not [n for n in names if n.endswith((".so", ".whl"))]
 
