@@ -39,9 +39,9 @@ from .notebook import progress as _progress  # noqa: F401
 from .notebook import run_view as _run_view  # noqa: F401
 from .notebook import snapshot_repr as _snapshot_repr  # noqa: F401
 from .runs.run import Run, open_run  # whole jobs: every rank's recorded windows
-from .watch import watcher as _watcher  # noqa: F401 - Run.watch: registered with the Run when this loads
 from .session import Session
 from .snapshot import Snapshot
+from .watch import watcher as _watcher  # noqa: F401 - Run.watch: registered with the Run when this loads
 
 __all__ = [
     "BackendInfo",

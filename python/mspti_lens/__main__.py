@@ -99,7 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.set_defaults(func=_control)
     from .watch.watcher import add_arguments as watch_arguments
 
-    w = sub.add_parser("watch", help="keep rules on a recorded job's windows (e.g. 'HcclAllReduce p99 > 3x baseline')")
+    w = sub.add_parser(
+        "watch", help="keep rules on a recorded job's windows (e.g. 'HcclAllReduce p99 > 3x baseline')"
+    )
     watch_arguments(w)
     w.set_defaults(func=_watch)
     return p

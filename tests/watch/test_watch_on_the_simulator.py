@@ -58,8 +58,8 @@ def slowdown(tmp_path_factory) -> tuple[Path, float]:
     return _slowdown(str(tmp_path_factory.mktemp("watch")))
 
 
-def watched(root: Path, rules=RULES) -> Watcher:
-    w = Watcher(root, rules, baseline=BASELINE, every=0.05)
+def watched(root: Path, rules=RULES, capture=False) -> Watcher:
+    w = Watcher(root, rules, baseline=BASELINE, every=0.05, capture=capture)
     w.run(timeout=60)
     assert w.done()
     return w
@@ -98,11 +98,12 @@ def test_a_steady_job_of_ten_simulated_minutes_fires_nothing(tmp_path):
     # 601 steps of a second of simulated host work each: 10 minutes on the virtual clock from the
     # first step's records to the last's.
     root = tmp_path / "steady"
-    record(root, "--steps", "601", "--step-ns", str(10**9), "--step-delay", "0.005")
-    w = watched(root)
+    record(root, "--steps", "601", "--step-ns", str(10**9), "--step-delay", "0.012")
+    w = watched(root, capture=True)
     assert [t for t in w.transitions if t.after in ("pending", "firing")] == []
+    assert open_run(root).captures().height == 0
     alerts = w.alerts()
-    assert set(alerts["state"]) == {"inactive"}  # every baseline learnt, nothing held
+    assert set(alerts["state"]) == {"inactive"}, alerts  # every baseline learnt, nothing held
     ev = open_run(root).device_events().filter(pl.col("rank") == 0)
     assert (ev["end_ns"].max() - ev["start_ns"].min()) >= 600 * 10**9  # SIMULATED time
     assert alerts.filter(subject=JOB).height == 2  # the job's rules were evaluated
@@ -151,7 +152,8 @@ def test_a_merged_histogram_rule_fires_when_the_merged_p99_crosses_and_not_befor
     write_windows(tmp_path, virtual, plan)
     expected = [merged_p99(p) > 5 * MS for p in plan]
     assert expected == [False, False, False, True, True, False]
-    w = Watcher(tmp_path, ["HcclAllReduce p99 > 5ms across ranks", "HcclAllReduce p99 > 5ms"], every=0.05)
+    rules = ["HcclAllReduce p99 > 5ms across ranks", "HcclAllReduce p99 > 5ms"]
+    w = Watcher(tmp_path, rules, every=0.05, capture=False)
     w.run(timeout=30)
     job_changes = [(t.window, t.after) for t in w.transitions if t.subject == JOB]
     assert job_changes == [(4, "pending"), (5, "firing"), (6, "resolved")]
@@ -171,7 +173,11 @@ def test_the_watch_command_says_what_fires_and_refuses_a_bad_rule_before_it_star
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert lines[1] == "  HcclAllReduce p99 > 5ms across ranks for 2 windows"
-    assert [ln.split()[0] for ln in lines[2:-1]] == ["PENDING", "FIRING"]
+    said = [" ".join(ln.split()[:2]) if ln.startswith("capture") else ln.split()[0] for ln in lines[2:-1]]
+    assert said == ["PENDING", "FIRING", "capture started:", "capture done:"]
+    # The capture covers every rank (a job-wide rule); this run has no control to turn on.
+    (cap,) = open_run(tmp_path).captures().rows(named=True)
+    assert cap["ranks"] == [0, 1, 2, 3] and cap["state"].startswith("done")
     assert "job window 4: 10.0 ms" in lines[3] and "rank 3 (h)" in lines[3]
     bad = subprocess.run(
         [*cli, "--when", "dropped > 0", "--when", "HcclAllReduse p99 > 5ms"], capture_output=True, text=True
@@ -185,3 +191,4 @@ def test_a_run_watches_itself_from_python(tmp_path, virtual):
     w = open_run(tmp_path).watch("HcclAllReduce p99 > 5ms", every=0.05).run(timeout=60)
     assert w.alerts().filter(state="firing")["subject"].to_list() == ["h/0"]
     assert w.history()["after"].to_list() == ["pending", "firing"]
+    assert open_run(tmp_path).captures()["ranks"].to_list() == [[0]]  # a capture by default

@@ -553,6 +553,11 @@ class Run:
         ``.start()``, ``.poll()``, ``.alerts()``), registered by the watch package when it loads."""
         return _view("watch")(self, *rules, **options)
 
+    def captures(self) -> pl.DataFrame:
+        """What the watchers caught: one row per capture folder (``captures/<time>-<rule>/``):
+        fired_at (wall time), rule, value, baseline, ranks, subject, state, note, bytes, path."""
+        return _view("captures")(self)
+
     @property
     def control(self) -> RunControl:
         """Start, stop and retarget profiling in the job while it runs (``.start()``,

@@ -213,6 +213,7 @@ class Evaluator:
         self._alerts: dict[tuple[int, str], Alert] = {}
         self._learning: dict[tuple[int, str], _Learning] = {}
         self._seen: dict[str, int] = {}  # windows each subject has had
+        self._base: dict[str, Snapshot] = {}  # each subject's baseline windows merged (comparisons)
 
     def rules_for(self, subject: str) -> list[tuple[int, Rule]]:
         job = subject == JOB
@@ -221,6 +222,9 @@ class Evaluator:
     def feed(self, window: Window) -> list[Transition]:
         """Evaluate the rules of ``window``'s subject on it; the alerts that changed state."""
         seen = self._seen[window.subject] = self._seen.get(window.subject, 0) + 1
+        if self.baseline.skip < seen <= self.baseline.needs:  # the subject's own baseline windows
+            kept = self._base.get(window.subject)
+            self._base[window.subject] = window.snapshot if kept is None else kept.merge(window.snapshot)
         out = []
         for i, rule in self.rules_for(window.subject):
             if rule.kind == "skew":
@@ -275,6 +279,12 @@ class Evaluator:
             elif learning.merged is not None:
                 learning.value = statistic(rule, learning.merged)
             learning.merged = None  # the baseline is a number from now on
+
+    def baseline_snapshot(self, subjects: Iterable[str]) -> Snapshot | None:
+        """The subjects' baseline windows (after ``skip``, the next ``windows``) merged: what a
+        capture is compared with. None before any subject has one."""
+        snaps = [self._base[s] for s in subjects if s in self._base]
+        return merge_windows(snaps) if snaps else None
 
     def alerts(self) -> pl.DataFrame:
         """One row per rule and subject seen: rule, subject, state, held, value, baseline,

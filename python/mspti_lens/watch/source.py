@@ -72,9 +72,9 @@ class RunWindows:
             except Exception as e:  # noqa: BLE001 - an unreadable window is skipped, named
                 self.skipped[path] = str(e).splitlines()[0] if str(e) else type(e).__name__
                 continue
-            seq, pid = int(m.group(1)), int(m.group(2))
+            seq = int(m.group(1))
             self.interval = max(self.interval, float(snap.meta.get("interval_s") or 0.0))
-            events = _events(Path(path).with_name(events_name(seq, pid)), host, rank)
+            events = window_events(Path(path), host, rank)
             subject = f"{host}/{rank}"
             w = Window(subject, seq, snap, ((host, rank),))
             fresh.append((w.end, subject, w))
@@ -149,9 +149,12 @@ class RunWindows:
         return sorted(self._ranks)
 
 
-def _events(path: Path, host: str, rank: int) -> pl.DataFrame | None:
-    """A window's device records with its host and rank, or None (no records, or unreadable)."""
-    if not path.is_file():
+def window_events(window: Path, host: str, rank: int) -> pl.DataFrame | None:
+    """A window's device records (its ``events-NNNNNN-pidP`` file) with its host and rank, or
+    None (no records, or unreadable)."""
+    m = WINDOW_NAME.match(window.name)
+    path = window.with_name(events_name(int(m.group(1)), int(m.group(2)))) if m else None
+    if path is None or not path.is_file():
         return None
     try:
         ev = pl.read_parquet(path)

@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from ..runs.run import register_view
+from .capture import CapturePolicy, Capturer, captures_frame
 from .evaluate import JOB, Baseline, Evaluator, Transition
 from .rules import Rule, check_names, parse_rule, parse_rules
 from .source import RunWindows
@@ -30,7 +31,9 @@ DEFAULT_EVERY = 1.0  # seconds between two polls of the run directory
 class Watcher:
     """Rules kept on a run's windows: :meth:`poll` once, :meth:`run` until the job ends,
     :meth:`start` in a background thread (a notebook). ``on_transition`` is called with each
-    :class:`Transition` (an alert changing state), in order."""
+    :class:`Transition` (an alert changing state), in order. ``capture`` (True: the defaults, a
+    CapturePolicy, or False: none) takes a capture when a rule fires (watch/capture.py); ``say``
+    hears what the captures do."""
 
     def __init__(
         self,
@@ -41,6 +44,8 @@ class Watcher:
         every: float = DEFAULT_EVERY,
         grace: float | None = None,
         on_transition: Callable[[Transition], Any] | None = None,
+        capture: CapturePolicy | bool = True,
+        say: Callable[[str], Any] | None = None,
     ):
         if not isinstance(every, (int, float)) or not every > 0:
             raise ValueError(f"every is a number of seconds > 0 between polls, not {every!r}")
@@ -61,6 +66,13 @@ class Watcher:
         self._names_checked = False
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self.capturer: Capturer | None = None
+        if capture is not False:
+            policy = capture if isinstance(capture, CapturePolicy) else CapturePolicy()
+            self.capturer = Capturer(
+                self.root, policy, say=say or _say, baseline_of=self.evaluator.baseline_snapshot
+            )
+            self.capturer.recover()  # a capture a stopped watcher left: its ranks restored first
 
     def poll(self) -> list[Transition]:
         """Read the windows written since the last poll and evaluate them: the transitions."""
@@ -75,6 +87,10 @@ class Watcher:
             self.transitions.append(t)
             if self.on_transition is not None:
                 self.on_transition(t)
+        if self.capturer is not None:
+            self.capturer.tick()
+            for t in out:
+                self.capturer.consider(t)
         return out
 
     def _check_names(self, snaps: Iterable[Any]) -> None:
@@ -105,6 +121,9 @@ class Watcher:
                 self._stop.wait(self.every)
         except KeyboardInterrupt:
             pass
+        finally:
+            if self.capturer is not None:  # a capture still running: its ranks restored now
+                self.capturer.tick(force=True)
         return self
 
     def start(self, *, timeout: float | None = None) -> Watcher:
@@ -167,7 +186,12 @@ def watch_run(run: Any, *rules: str | Rule, **options: Any) -> Watcher:
     return Watcher(run.root, list(rules), **options)
 
 
-register_view(watch=watch_run)
+def run_captures(run: Any) -> pl.DataFrame:
+    """``Run.captures``: the run's captures, one row each (capture.CAPTURE_SCHEMA)."""
+    return captures_frame(run.root)
+
+
+register_view(watch=watch_run, captures=run_captures)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -185,12 +209,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--baseline-windows", type=int, default=Baseline.windows, help="windows the baseline merges"
     )
     p.add_argument("--timeout", type=float, default=None, help="stop watching after this many seconds")
+    p.add_argument(
+        "--capture",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="when a rule fires, capture the moment on the ranks it names (default; --no-capture: only say)",
+    )
+    d = CapturePolicy()
+    p.add_argument("--capture-for", type=float, default=d.for_s, help="seconds a capture records")
+    p.add_argument(
+        "--cooldown", type=float, default=d.cooldown_s, help="seconds between captures of one rule"
+    )
+    p.add_argument(
+        "--captures-per-hour", type=int, default=d.per_hour, help="captures a run may take per hour"
+    )
+    p.add_argument(
+        "--capture-bytes", type=int, default=d.max_bytes, help="bytes of captures past which none starts"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     rules = parse_rules(args.when)  # every rule read before anything starts
     baseline = Baseline(args.baseline_skip, args.baseline_windows)
-    w = Watcher(args.run, rules, baseline=baseline, every=args.every, on_transition=_said)
+    capture: CapturePolicy | bool = False
+    if args.capture:
+        capture = CapturePolicy(args.capture_for, args.cooldown, args.captures_per_hour, args.capture_bytes)
+    w = Watcher(args.run, rules, baseline=baseline, every=args.every, on_transition=_said, capture=capture)
     scopes = ", ".join(sorted({"each rank" if r.scope == "rank" else JOB for r in rules}))
     learn = f"after {baseline.skip} window(s), {baseline.windows} with the statistic"
     _say(f"watching {args.run}: {len(rules)} rule(s) on {scopes}; baselines: {learn}")
