@@ -88,6 +88,10 @@ def test_a_firing_rule_captures_the_slow_rank_and_puts_it_back_as_it_was(tmp_pat
     cmp = pl.read_parquet(folder / "comparison.parquet").filter(name="aclrtLaunchKernel")
     assert cmp["med_change_pct"][0] == pytest.approx((FACTOR - 1) * 100, rel=0.1)
     assert not (captures_dir(root) / CLAIM).exists()
+    status = subprocess.run(
+        [sys.executable, "-m", "mspti_lens", "control", str(root), "status"], capture_output=True, text=True
+    )
+    assert f"last capture: {row['rule']} fired " in status.stdout and str(folder) in status.stdout
     assert any(s.startswith("capture started") for s in said) and any(
         s.startswith("capture done") for s in said
     )

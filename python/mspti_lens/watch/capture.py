@@ -40,7 +40,7 @@ from typing import Any
 
 import polars as pl
 
-from ..runs.control import ControlError, RunControl
+from ..runs.control import STATUS_LINES, ControlError, RunControl
 from ..runs.run import list_windows
 from ..runs.writer import WINDOW_NAME, events_name
 from ..snapshot import Snapshot
@@ -133,6 +133,20 @@ def captures_frame(root: str | os.PathLike) -> pl.DataFrame:
     ]
     df = pl.DataFrame(rows, schema={**CAPTURE_SCHEMA, "fired_at": pl.Int64}, orient="row")
     return df.with_columns(pl.col("fired_at").cast(pl.Datetime("us")).dt.replace_time_zone("UTC"))
+
+
+def last_capture_line(root: Path) -> str | None:
+    """``control status``'s line about the run's latest capture, or None without one."""
+    caps = read_captures(root)
+    if not caps:
+        return None
+    c = caps[-1]
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(c.get("fired_at") or 0.0)))
+    ranks = ",".join(str(r) for _, r in c.get("ranks") or [])
+    return f"last capture: {c['rule']} fired {when} on rank(s) {ranks} ({c.get('state')}): {c['path']}"
+
+
+STATUS_LINES.append(last_capture_line)
 
 
 def _folder_bytes(d: Path) -> int:
@@ -254,6 +268,7 @@ class Capturer:
                 "state": p.get("state"),
                 "enable": list(p.get("enable") or []),
                 "activity": list(p.get("activity") or []),
+                "until": p.get("until"),  # a `start --for` running: it keeps its end
             }
             for p in procs
         ]
@@ -366,14 +381,23 @@ class Capturer:
         """Each rank back to its state before the capture: one command per distinct prior state,
         each acknowledged before the next is issued (a process applies only the latest command)."""
         groups: dict[tuple, list[tuple[str, int]]] = {}
+        now = time.time()
         for p in cap["prior"]:
-            key = (p["state"], tuple(p["enable"]), tuple(p["activity"]))
+            until = p.get("until")
+            left = None if until is None else round(float(until) - now, 3)
+            state = "off" if left is not None and left <= 0 else p["state"]  # its --for ran out meanwhile
+            key = (state, tuple(p["enable"]), tuple(p["activity"]), left if state == "on" else None)
             groups.setdefault(key, []).append((p["host"], int(p["rank"])))
-        for (state, enable, activity), ranks in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        for (state, enable, activity, left), ranks in sorted(groups.items(), key=lambda kv: str(kv[0])):
             try:
                 if state == "on":
-                    g = self.control.start(list(enable), list(activity), ranks=_rank_spec(ranks))
-                    cmd = {"command": "start", "enable": list(enable), "activity": list(activity)}
+                    g = self.control.start(list(enable), list(activity), for_s=left, ranks=_rank_spec(ranks))
+                    cmd = {
+                        "command": "start",
+                        "enable": list(enable),
+                        "activity": list(activity),
+                        "for_s": left,
+                    }
                 else:
                     g = self.control.stop(ranks=_rank_spec(ranks))
                     cmd = {"command": "stop"}
