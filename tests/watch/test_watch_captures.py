@@ -144,11 +144,6 @@ def test_one_capture_at_a_time_a_cool_down_per_rule_and_a_budget(run):
     ]
     # The windows before the trigger were kept (this run has no control: nothing was turned on).
     assert caps[0]["before"] and "activity not turned on" in caps[0]["note"]
-    assert b.triggers == {
-        "aclrtMalloc p99 > 5ms for 2 windows": 2,
-        "HcclAllReduce p99 > 5ms for 2 windows": 1,
-        "aclrtFree p99 > 5ms for 2 windows": 2,
-    }
 
 
 def test_a_restarted_watcher_finishes_the_capture_a_dead_one_left(run):

@@ -6,6 +6,7 @@ threshold and not before (windows written by hand, with exact durations)."""
 from __future__ import annotations
 
 import functools
+import json
 import math
 import subprocess
 import sys
@@ -192,3 +193,36 @@ def test_a_run_watches_itself_from_python(tmp_path, virtual):
     assert w.alerts().filter(state="firing")["subject"].to_list() == ["h/0"]
     assert w.history()["after"].to_list() == ["pending", "firing"]
     assert open_run(tmp_path).captures()["ranks"].to_list() == [[0]]  # a capture by default
+
+
+def test_triggers_per_rule_are_exported_to_prometheus_and_otlp(tmp_path, virtual):
+    from prometheus_client import parser
+
+    write_windows(tmp_path, virtual, [[0, 0, 0, 0]] * 2 + [[9, 0, 9, 0]] * 2)
+    prom = tmp_path / "watch.prom"
+    cli = [sys.executable, "-m", "mspti_lens", "watch", str(tmp_path), "--every", "0.05", "--no-capture"]
+    rules = ["--when", "HcclAllReduce p99 > 5ms", "--when", "dropped > 0", "--metrics-file", str(prom)]
+    p = subprocess.run([*cli, *rules], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    (family,) = parser.text_string_to_metric_families(prom.read_text())
+    counts = {s.labels["rule"]: s.value for s in family.samples}
+    assert family.type == "counter" and family.name == "mspti_lens_watch_triggers"
+    # Ranks 0 and 2 fired; a rule that never fired is listed at 0.
+    assert counts == {"HcclAllReduce p99 > 5ms for 2 windows": 2, "dropped > 0 for 2 windows": 0}
+    assert not list(tmp_path.glob("captures"))  # --no-capture
+    # OTLP: the same counts as a monotonic cumulative Sum that OpenTelemetry's own protobufs read.
+    pytest.importorskip("opentelemetry.proto")
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    w = Watcher(tmp_path, ["HcclAllReduce p99 > 5ms"], every=0.05, capture=False).run(timeout=60)
+    req = json_format.Parse(json.dumps(w.metrics("otlp")), ExportMetricsServiceRequest())
+    (metric,) = req.resource_metrics[0].scope_metrics[0].metrics
+    assert metric.name == "mspti_lens_watch_triggers_total" and metric.sum.is_monotonic
+    (point,) = metric.sum.data_points
+    assert (
+        point.as_int == 2
+        and point.attributes[0].value.string_value == "HcclAllReduce p99 > 5ms for 2 windows"
+    )
+    with pytest.raises(ValueError, match="valid formats are prometheus, otlp"):
+        w.metrics("csv")

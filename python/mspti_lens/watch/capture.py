@@ -191,7 +191,6 @@ class Capturer:
         self.baseline_of = baseline_of
         self.control = RunControl(self.root)
         self.active: dict[str, Any] | None = None  # the capture this watcher runs
-        self.triggers: dict[str, int] = {}  # rule -> times it fired (exported per rule)
         self._refused: set[tuple[str, str]] = set()  # (rule, why) said once
 
     # -- start -----------------------------------------------------------------------------------
@@ -201,7 +200,6 @@ class Capturer:
         if t.after != "firing":
             return None
         rule = t.rule.text()
-        self.triggers[rule] = self.triggers.get(rule, 0) + 1
         now = time.time() if now is None else now
         why = self._refusal(rule, now)
         if why is not None:

@@ -10,6 +10,7 @@ take the watcher with it, and a rule is changed without restarting the job.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -26,6 +27,7 @@ from .rules import Rule, check_names, parse_rule, parse_rules
 from .source import RunWindows
 
 DEFAULT_EVERY = 1.0  # seconds between two polls of the run directory
+TRIGGERS_METRIC = "mspti_lens_watch_triggers_total"
 
 
 class Watcher:
@@ -66,6 +68,9 @@ class Watcher:
         self._names_checked = False
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self.triggers: dict[str, int] = {}  # rule -> alerts that went firing (exported)
+        self.started_ns = time.time_ns()
+        self.metrics_file: Path | None = None  # rewritten with the triggers on each change
         self.capturer: Capturer | None = None
         if capture is not False:
             policy = capture if isinstance(capture, CapturePolicy) else CapturePolicy()
@@ -85,8 +90,14 @@ class Watcher:
             self.evaluated.append((w.subject, w.index, w.start, w.end))
         for t in out:
             self.transitions.append(t)
+            if t.after == "firing":
+                self.triggers[t.rule.text()] = self.triggers.get(t.rule.text(), 0) + 1
             if self.on_transition is not None:
                 self.on_transition(t)
+        if out and self.metrics_file is not None:
+            tmp = self.metrics_file.with_name(f".{self.metrics_file.name}.tmp")
+            tmp.write_text(self.metrics("prometheus"))
+            os.replace(tmp, self.metrics_file)
         if self.capturer is not None:
             self.capturer.tick()
             for t in out:
@@ -139,6 +150,21 @@ class Watcher:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+    def metrics(self, format: str = "prometheus") -> Any:
+        """The triggers per rule (alerts that went firing, every rule listed) as a Prometheus
+        counter (text exposition) or an OTLP Sum (``format="otlp"``: a request dict)."""
+        counts = {r.text(): self.triggers.get(r.text(), 0) for r in self.rules}
+        help_ = "alerts of a watch rule that went firing (per rank, or the job)"
+        if format == "prometheus":
+            from ..export.prometheus import counter_text
+
+            return counter_text(TRIGGERS_METRIC, help_, counts, "rule")
+        if format == "otlp":
+            from ..export.otlp import counter_otlp
+
+            return counter_otlp(TRIGGERS_METRIC, help_, counts, "rule", self.started_ns)
+        raise ValueError(f"unknown metrics format {format!r}; valid formats are prometheus, otlp")
 
     def alerts(self) -> pl.DataFrame:
         """The state of every rule on every subject (Evaluator.alerts)."""
@@ -216,6 +242,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="when a rule fires, capture the moment on the ranks it names (default; --no-capture: only say)",
     )
     d = CapturePolicy()
+    p.add_argument(
+        "--metrics-file",
+        default=None,
+        metavar="PATH",
+        help="keep the triggers per rule here as Prometheus text (a textfile collector .prom file)",
+    )
     p.add_argument("--capture-for", type=float, default=d.for_s, help="seconds a capture records")
     p.add_argument(
         "--cooldown", type=float, default=d.cooldown_s, help="seconds between captures of one rule"
@@ -235,6 +267,9 @@ def main(args: argparse.Namespace) -> int:
     if args.capture:
         capture = CapturePolicy(args.capture_for, args.cooldown, args.captures_per_hour, args.capture_bytes)
     w = Watcher(args.run, rules, baseline=baseline, every=args.every, on_transition=_said, capture=capture)
+    if args.metrics_file:
+        w.metrics_file = Path(args.metrics_file)
+        w.metrics_file.write_text(w.metrics("prometheus"))
     scopes = ", ".join(sorted({"each rank" if r.scope == "rank" else JOB for r in rules}))
     learn = f"after {baseline.skip} window(s), {baseline.windows} with the statistic"
     _say(f"watching {args.run}: {len(rules)} rule(s) on {scopes}; baselines: {learn}")
