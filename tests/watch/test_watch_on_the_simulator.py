@@ -226,3 +226,27 @@ def test_triggers_per_rule_are_exported_to_prometheus_and_otlp(tmp_path, virtual
     )
     with pytest.raises(ValueError, match="valid formats are prometheus, otlp"):
         w.metrics("csv")
+
+
+def test_a_restarted_watcher_keeps_the_baselines_it_learnt(tmp_path, virtual):
+    # Steady, then rank 1 slow from the 6th window on. A watcher learns the baseline (windows 2-4)
+    # and is stopped; a new one started after the slowdown would learn the slow windows as normal,
+    # but reloads the baseline the first one kept in the run, and fires.
+    write_windows(tmp_path, virtual, [[0, 0, 0, 0]] * 5 + [[0, 9, 0, 0]] * 3)
+    rule = "HcclAllReduce p99 > 3x baseline"
+    first = Watcher(tmp_path, [rule], baseline=BASELINE, every=0.05, capture=False)
+    first.windows.poll = functools.partial(_first_windows, first.windows.poll, 5)  # the job so far
+    first.poll()
+    saved = json.loads((tmp_path / "captures" / "baselines.json").read_text())
+    assert set(saved[f"{rule} for 2 windows"]) == {"h/0", "h/1", "h/2", "h/3"}
+    assert saved[f"{rule} for 2 windows"]["h/1"] == pytest.approx(1 * MS, rel=3e-3)
+    second = Watcher(tmp_path, [rule], baseline=BASELINE, every=0.05, capture=False).run(timeout=60)
+    assert [(t.subject, t.after) for t in second.transitions if t.after == "firing"] == [("h/1", "firing")]
+    fresh = Watcher(tmp_path, ["HcclAllReduce p99 > 4x baseline"], baseline=BASELINE, capture=False)
+    assert fresh.evaluator.baselines() == {}  # another rule learns its own
+
+
+def _first_windows(poll, n: int):
+    """RunWindows.poll as if only each rank's first ``n`` windows were written yet."""
+    rank_windows, job_windows = poll()
+    return [w for w in rank_windows if w.index <= n], []

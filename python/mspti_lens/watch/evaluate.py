@@ -280,6 +280,24 @@ class Evaluator:
                 learning.value = statistic(rule, learning.merged)
             learning.merged = None  # the baseline is a number from now on
 
+    def baselines(self) -> dict[str, dict[str, float]]:
+        """The baselines learnt: {rule text: {subject: value}} (what a restarted watcher reloads)."""
+        out: dict[str, dict[str, float]] = {}
+        for (i, subject), ln in self._learning.items():
+            if ln.done and ln.value is not None:
+                out.setdefault(self.rules[i].text(), {})[subject] = ln.value
+        return out
+
+    def restore_baselines(self, saved: dict[str, dict[str, float]]) -> int:
+        """Take baselines an earlier watcher learnt for these rules (by rule text); how many."""
+        n = 0
+        for i, rule in enumerate(self.rules):
+            for subject, value in (saved.get(rule.text()) or {}).items():
+                if rule.baseline and isinstance(value, (int, float)):
+                    self._learning[(i, str(subject))] = _Learning(done=True, value=float(value))
+                    n += 1
+        return n
+
     def baseline_snapshot(self, subjects: Iterable[str]) -> Snapshot | None:
         """The subjects' baseline windows (after ``skip``, the next ``windows``) merged: what a
         capture is compared with. None before any subject has one."""

@@ -10,6 +10,7 @@ take the watcher with it, and a rule is changed without restarting the job.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import threading
@@ -21,13 +22,22 @@ from typing import Any
 import polars as pl
 
 from ..runs.run import register_view
-from .capture import CapturePolicy, Capturer, captures_frame
+from .capture import CapturePolicy, Capturer, captures_dir, captures_frame
 from .evaluate import JOB, Baseline, Evaluator, Transition
 from .rules import Rule, check_names, parse_rule, parse_rules
 from .source import RunWindows
 
 DEFAULT_EVERY = 1.0  # seconds between two polls of the run directory
 TRIGGERS_METRIC = "mspti_lens_watch_triggers_total"
+BASELINES_FILE = "baselines.json"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 class Watcher:
@@ -71,6 +81,10 @@ class Watcher:
         self.triggers: dict[str, int] = {}  # rule -> alerts that went firing (exported)
         self.started_ns = time.time_ns()
         self.metrics_file: Path | None = None  # rewritten with the triggers on each change
+        # Baselines survive a restart: learnt ones are kept in the run (captures/baselines.json).
+        self.baselines_file = captures_dir(self.root) / BASELINES_FILE
+        self._saved_baselines = self.evaluator.restore_baselines(_read_json(self.baselines_file))
+        self._baselines_known = sum(len(v) for v in self.evaluator.baselines().values())
         self.capturer: Capturer | None = None
         if capture is not False:
             policy = capture if isinstance(capture, CapturePolicy) else CapturePolicy()
@@ -94,6 +108,14 @@ class Watcher:
                 self.triggers[t.rule.text()] = self.triggers.get(t.rule.text(), 0) + 1
             if self.on_transition is not None:
                 self.on_transition(t)
+        learnt = self.evaluator.baselines()
+        if sum(len(v) for v in learnt.values()) > self._baselines_known:
+            self._baselines_known = sum(len(v) for v in learnt.values())
+            self.baselines_file.parent.mkdir(parents=True, exist_ok=True)
+            merged = {**_read_json(self.baselines_file), **learnt}  # other rules' kept as they were
+            tmp = self.baselines_file.with_name(f".{BASELINES_FILE}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(merged, indent=1))
+            os.replace(tmp, self.baselines_file)
         if out and self.metrics_file is not None:
             tmp = self.metrics_file.with_name(f".{self.metrics_file.name}.tmp")
             tmp.write_text(self.metrics("prometheus"))
