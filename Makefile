@@ -20,9 +20,9 @@ export PYO3_PYTHON := $(abspath $(PY))
 MEMCHECK_TIMEOUT ?= 900
 # pytest's workers (pytest-xdist): every worker is its own process, so each has its own simulator,
 # subscriber and shards; tests that start processes give them their own ports and directories.
-# One more than the cores: the browser and CANN-samples modules mostly wait (on JupyterLab and
-# Chromium; on upstream's HCCL sample, which sleeps 48 s), and a third worker runs the rest
-# meanwhile (305 s instead of 336 s on 2 cores).
+# One more than the cores: the browser module mostly waits (on JupyterLab and Chromium), and a
+# third worker runs the rest meanwhile (305 s instead of 336 s on 2 cores, measured when a CANN
+# module also waited on a sample that slept 48 s).
 PYTEST_WORKERS ?= $(shell echo $$(($$(nproc) + 1)))
 # Each test module goes whole to whichever worker is free, modules with slow tests first
 # (tests/conftest.py orders them; xdist's own reordering by test count is off).
@@ -38,9 +38,9 @@ export MSPTI_LENS_STRESS := $(STRESS)
 # - the loom models beside make dev, whose package installs and links use one core, in their own
 #   target directory (cargo locks one for a whole build);
 # - the native Rust tests beside lint, whose ruff and mypy use one;
-# - the aarch64 tests beside pytest, whose browser and CANN-samples modules wait on JupyterLab,
-#   Chromium and upstream's HCCL sample (it sleeps 48 s); they end about when pytest does (the
-#   quick benchmarks after them made that step 39 s longer than pytest);
+# - the aarch64 tests beside pytest, whose browser module waits on JupyterLab and Chromium;
+#   they end about when pytest does (the quick benchmarks after them made that step 39 s longer
+#   than pytest);
 # - the aarch64 wheel beside the sdist's install check and the host wheel, which wait on pip, and
 #   the quick benchmarks, which use one core.
 TEST_STEPS ?= system-deps dev+test-loom lint+test-rust-native test-python+test-rust-aarch64 memcheck \

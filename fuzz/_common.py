@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT / "tests" / "data" / "traces" / "hta"
+# The Kineto traces of the replay tests: the synthetic job's, and real ones where
+# $MSPTI_LENS_TRACES names a directory of them (none are in the repository).
+sys.path.insert(0, str(ROOT / "tests"))
+from kineto_traces import job_trace, real_traces  # noqa: E402
 
 # A target may refuse bad input with these; anything else escaping is a finding.
 CLEAN = (ValueError, FileNotFoundError)
@@ -100,11 +103,11 @@ def write_seeds(target: str, corpus: Path) -> None:
         (corpus / "small.json").write_bytes(json.dumps(doc).encode())
         (corpus / "small.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
         (corpus / "list.json").write_bytes(json.dumps(doc["traceEvents"]).encode())
-        if TRACES.is_dir():  # one real trace, cut to its first events to keep runs fast
-            for p in sorted(TRACES.glob("*.json.gz"))[:1]:
-                real = json.loads(gzip.decompress(p.read_bytes()))
-                real["traceEvents"] = real.get("traceEvents", [])[:300]
-                (corpus / "real_head.json").write_bytes(json.dumps(real).encode())
+        (corpus / "job_rank1.json").write_bytes(json.dumps(job_trace(1)).encode())
+        for p in sorted(real_traces().values())[:1]:  # one real trace, cut to its first events: fast runs
+            real = json.loads(gzip.decompress(p.read_bytes()))
+            real["traceEvents"] = real.get("traceEvents", [])[:300]
+            (corpus / "real_head.json").write_bytes(json.dumps(real).encode())
 
 
 def quiet() -> None:

@@ -12,21 +12,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"  # all test data is in the repository (tests/data/README.md)
-TRACES = DATA / "traces" / "hta"
-# tests/data holds vendored upstream files (Huawei's st scripts are unittest checks that
-# tests/sim/test_cann_samples.py runs against sample output), not pytest tests.
+# tests/data holds data and the C programs tests build, not pytest tests.
 collect_ignore = ["data"]
-
-
-# Modules whose builds later modules reuse: the CANN samples' build of the official package is
-# kept for the monitors benchmark (tests/test_cann_monitors_bench.py), so it starts first.
-BUILDS_FIRST = ("tests/sim/test_cann_samples.py",)
 
 
 def pytest_collection_modifyitems(config, items):
     """Whole modules, those with slow tests first. pytest-xdist (``make test``: ``--dist loadfile``)
     hands each module to one worker, which runs its module fixtures (JupyterLab and Chromium, the
-    CANN samples, the slow-rank job) once, and hands them out in this order to whichever worker is
+    CANN scenario programs, the slow-rank job) once, and hands them out in this order to whichever worker is
     free: the long modules start first, the short ones fill in at the end, and no worker sits idle
     while the other still has a long tail."""
     by_module: dict[str, list] = {}
@@ -34,10 +27,7 @@ def pytest_collection_modifyitems(config, items):
         by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
     order = sorted(
         by_module.values(),
-        key=lambda module: (
-            not any(i.get_closest_marker("slow") for i in module),
-            module[0].nodeid.split("::")[0] not in BUILDS_FIRST,
-        ),
+        key=lambda module: not any(i.get_closest_marker("slow") for i in module),
     )
     items[:] = [item for module in order for item in module]
 

@@ -1,5 +1,7 @@
-"""Replay of the real PyTorch-profiler traces on the simulator's virtual clock: per-API counts equal
-the trace's and p50/p90/p99/max are within the histogram's error of the exact values."""
+"""Replay of PyTorch-profiler (Kineto) traces on the simulator's virtual clock: per-API counts equal
+the trace's and p50/p90/p99/max are within the histogram's error of the exact values. Always on the
+small three-rank job this project writes (tests/kineto_traces.py); on real traces too where
+$MSPTI_LENS_TRACES names a directory of them (else those tests skip, saying so)."""
 
 from __future__ import annotations
 
@@ -12,20 +14,72 @@ import pytest
 from mspti_lens import Session, _native
 from mspti_lens.sim.replay import Trace
 
-from conftest import TRACES
+from kineto_traces import (
+    ALLREDUCE_US,
+    LAUNCH_US,
+    LAUNCHES,
+    NO_TRACES,
+    RANKS,
+    STEPS,
+    SYNC_US,
+    TRACES_VAR,
+    job_trace,
+    real_traces,
+)
 
 REL = _native.MAX_RELATIVE_ERROR
-FILES = sorted(p.name for p in TRACES.glob("*.json.gz"))
+REAL = real_traces()
 
 
-def test_the_traces_are_there():
-    assert len(FILES) == 5, FILES
+def real(name: str) -> Trace:
+    if name not in REAL:
+        pytest.skip(NO_TRACES if not REAL else f"{name} is not in ${TRACES_VAR}")
+    return Trace.read(REAL[name])
 
 
-@pytest.mark.parametrize("name", FILES)
-def test_replay_matches_the_trace_exactly_on_the_simulator(sim, name):
-    trace = Trace.read(TRACES / name)
-    assert trace.calls, f"{name}: nothing mappable"
+@pytest.fixture(scope="module")
+def job_files(tmp_path_factory) -> list:
+    """The synthetic job's traces, one file per rank, gzip'd as Kineto writes them."""
+    where = tmp_path_factory.mktemp("kineto")
+    files = []
+    for rank in range(RANKS):
+        f = where / f"rank{rank}.json.gz"
+        f.write_bytes(gzip.compress(json.dumps(job_trace(rank)).encode()))
+        files.append(f)
+    return files
+
+
+def test_the_jobs_calls_map_with_their_counts_and_durations(job_files):
+    for rank, f in enumerate(job_files):
+        t = Trace.read(f)
+        assert dict(t.counts()) == {
+            "aclrtSetDevice": 1,
+            "aclrtMalloc": 2,
+            "aclrtFree": 2,
+            "aclrtMemcpyAsync": STEPS,
+            "aclrtLaunchKernel": STEPS * (LAUNCHES + rank),
+            "HcclAllReduce": STEPS,
+            "HcclBroadcast": STEPS // 2,
+            "aclrtSynchronizeStream": STEPS,
+        }
+        # What has no MSPTI counterpart is counted, not dropped: the event polls, and the c10d ops
+        # whose record_param_comms (with a collective name) is what is replayed.
+        assert dict(t.skipped) == {
+            "cudaEventQuery": STEPS,
+            "c10d::allreduce_ (replayed as its record_param_comms)": STEPS,
+            "c10d::broadcast_ (replayed as its record_param_comms)": STEPS // 2,
+        }
+        assert set(t.durations("HcclAllReduce")) == {int(ALLREDUCE_US * 1000)}
+        assert set(t.durations("aclrtSynchronizeStream")) == {
+            int((SYNC_US + 30 * (rank == RANKS - 1)) * 1000)
+        }
+        assert sorted(set(t.durations("aclrtLaunchKernel"))) == sorted(
+            {int((LAUNCH_US[j % 4] + rank / 8) * 1000) for j in range(LAUNCHES + rank)}
+        )
+
+
+def check_replay(sim, trace: Trace) -> None:
+    assert trace.calls, "nothing mappable"
     sim.set_clock("virtual")
     with Session(library="sim", clock="mspti") as s:
         result = sim.replay(trace)
@@ -44,17 +98,27 @@ def test_replay_matches_the_trace_exactly_on_the_simulator(sim, name):
             assert abs(row[col] - exact) <= exact * REL + 0.5, (row["name"], col, exact, row[col])
 
 
-def test_mapping_and_skips_are_reported():
-    t = Trace.read(TRACES / "a100_2rank_nccl.json.gz")
+@pytest.mark.parametrize("rank", range(RANKS))
+def test_replay_of_each_rank_of_the_job_matches_its_trace_exactly_on_the_simulator(sim, job_files, rank):
+    check_replay(sim, Trace.read(job_files[rank]))
+
+
+@pytest.mark.parametrize("name", sorted(REAL) or ["no-real-traces"])
+def test_replay_of_a_real_trace_matches_it_exactly_on_the_simulator(sim, name):
+    check_replay(sim, real(name))
+
+
+def test_mapping_and_skips_of_real_traces_are_reported():
+    t = real("a100_2rank_nccl.json.gz")
     c = t.counts()
     assert c["aclrtLaunchKernel"] == 2550 and c["aclrtLaunchKernelWithConfig"] == 150
     assert c["aclrtMemcpyAsync"] == 960
     assert c["HcclAllReduce"] == 15 and c["HcclBroadcast"] == 6
     assert t.skipped["cudaEventRecord"] == 1077 and t.skipped["record_param_comms:wait"] == 6
     # Older traces without "Collective name" fall back to the c10d operators.
-    v = Trace.read(TRACES / "sampled_128rank_rank0.json.gz").counts()
+    v = real("sampled_128rank_rank0.json.gz").counts()
     assert v["HcclAllReduce"] == 4 and v["HcclAlltoAll"] == 4 and v["HcclAllGather"] == 2
-    hip = Trace.read(TRACES / "mi250_hip_minitoy.json.gz").counts()
+    hip = real("mi250_hip_minitoy.json.gz").counts()
     assert hip["aclrtLaunchKernel"] == 12 and hip["aclrtLaunchKernelV2"] == 2
 
 
@@ -120,8 +184,8 @@ def test_bad_trace_files_are_rejected_clearly(tmp_path, content, msg):
         Trace.read(p)
 
 
-def test_gzip_and_plain_json_read_alike(tmp_path):
-    raw = gzip.decompress((TRACES / "mi250_hip_minitoy.json.gz").read_bytes())
+def test_gzip_and_plain_json_read_alike(tmp_path, job_files):
+    raw = gzip.decompress(job_files[1].read_bytes())
     (tmp_path / "plain.json").write_bytes(raw)
     a = Trace.read(tmp_path / "plain.json")
     b = Trace.from_document(json.loads(raw))
