@@ -41,6 +41,7 @@ from .notebook import snapshot_repr as _snapshot_repr  # noqa: F401
 from .runs.run import Run, open_run  # whole jobs: every rank's recorded windows
 from .session import Session
 from .snapshot import Snapshot
+from .watch import watcher as _watcher  # noqa: F401 - Run.watch: registered with the Run when this loads
 
 __all__ = [
     "BackendInfo",
@@ -79,7 +80,7 @@ def serve(port: int = 9464, source=None, **options):
 
 def __getattr__(name: str):
     # Submodules with heavier imports load on first use.
-    if name in ("sim", "plots", "notebook", "export"):
+    if name in ("sim", "plots", "notebook", "export", "watch"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

@@ -44,6 +44,12 @@ def _control(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _watch(args: argparse.Namespace) -> int:
+    from .watch.watcher import main
+
+    return main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m mspti_lens", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -91,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     control_arguments(ctl)
     ctl.set_defaults(func=_control)
+    from .watch.watcher import add_arguments as watch_arguments
+
+    w = sub.add_parser(
+        "watch", help="keep rules on a recorded job's windows (e.g. 'HcclAllReduce p99 > 3x baseline')"
+    )
+    watch_arguments(w)
+    w.set_defaults(func=_watch)
     return p
 
 

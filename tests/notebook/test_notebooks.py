@@ -25,6 +25,7 @@ EXPECTED = {
     "exports",  # run by tests/notebook/test_export_notebook.py
     "section5_where_step_time_goes",
     "multirank_job",
+    "catch_a_slowdown",
 }
 _cache: dict[str, object] = {}
 _dirs: dict[str, Path] = {}  # where each notebook ran (the files it wrote)
@@ -204,6 +205,20 @@ def test_section5_where_step_time_goes(tmp_path_factory):
     step = Snapshot.load(_dirs["section5_where_step_time_goes"] / "step.parquet")
     total = step.launches()["queue_total_ns"].fill_null(0).sum()
     assert ("ran ahead of the device" in note) == (total > step.duration_s * 1e9), note
+
+
+def test_catch_a_slowdown_captures_the_slowed_rank(tmp_path_factory):
+    nb = run("catch_a_slowdown", tmp_path_factory)
+    assert_clean(nb)
+    watch = stdout(cell(nb, "watch"))
+    assert (
+        "FIRING   aclrtLaunchKernel p50 > 2x baseline for 2 windows" in watch and "job exit code 0" in watch
+    )
+    # The first rule to fire (the slowed rank's launches, or skew naming it as the last to arrive)
+    # captures rank 1; the other waits for its own cool-down-free moment.
+    assert re.search(r"capture started: .* on rank 1 \(", watch), watch
+    assert "captured ranks: [1]; kernels of rank 1" in stdout(cell(nb, "device"))
+    assert "comparison.parquet" in stdout(cell(nb, "comparison"))
 
 
 def test_multirank_job_names_the_slow_rank(tmp_path_factory):

@@ -108,3 +108,33 @@ def test_the_run_panel_shows_a_running_job_and_settles_when_it_ends(tmp_path, si
             job.kill()
             job.wait()
         shell.run_line_magic("unload_ext", "mspti_lens")
+
+
+def test_the_run_panel_lists_the_runs_captures_newest_first(tmp_path):
+    import json
+
+    from mspti_lens.notebook.runpanel import captures_html
+    from mspti_lens.watch.capture import captures_frame
+
+    class Run:  # what the panel reads of a run: its captures
+        root = str(tmp_path)
+
+        def captures(self):
+            return captures_frame(self.root)
+
+    assert captures_html(Run()) == ""  # none yet: nothing shown
+    for i, rule in enumerate(["dropped > 0 for 2 windows", "skew HcclAllReduce > 5ms for 2 windows"]):
+        folder = tmp_path / "captures" / f"2026010{i}T000000Z-x"
+        folder.mkdir(parents=True)
+        c = {
+            "rule": rule,
+            "fired_at": 1.8e9 + i,
+            "value": 9e6,
+            "baseline": 1e6,
+            "ranks": [["h", 1]],
+            "state": "done",
+        }
+        (folder / "capture.json").write_text(json.dumps(c))
+    page = captures_html(Run())
+    assert "captures (watch)" in page and page.index("skew HcclAllReduce") < page.index("dropped &gt; 0")
+    assert str(tmp_path / "captures" / "20260101T000000Z-x") in page

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -168,6 +170,30 @@ def to_otlp(
             json.dump(request, f, indent=1)
             f.write("\n")
     return request
+
+
+def counter_otlp(name: str, description: str, values: dict[str, int], attribute: str, start_ns: int) -> dict:
+    """A monotonic cumulative OTLP Sum, one data point per ``attribute`` value, as an
+    ``ExportMetricsServiceRequest`` (the watcher's triggers per rule)."""
+    now = time.time_ns()
+    points = [
+        {
+            "attributes": [_attr(attribute, k)],
+            "startTimeUnixNano": str(start_ns),
+            "timeUnixNano": str(now),
+            "asInt": str(v),
+        }
+        for k, v in sorted(values.items())
+    ]
+    metric = {
+        "name": name,
+        "description": description,
+        "unit": "1",
+        "sum": {"aggregationTemporality": CUMULATIVE, "isMonotonic": True, "dataPoints": points},
+    }
+    scope = {"scope": {"name": "mspti_lens", "version": __version__}, "metrics": [metric]}
+    resource = {"attributes": [_attr("service.name", "mspti-lens"), _attr("host.name", socket.gethostname())]}
+    return {"resourceMetrics": [{"resource": resource, "scopeMetrics": [scope]}]}
 
 
 def send_otlp(

@@ -130,6 +130,14 @@ def _num(x: float) -> str:
     return repr(float(x)) if x != int(x) or abs(x) >= 1e15 else str(int(x))
 
 
+def counter_text(name: str, help_: str, values: dict[str, int], label: str) -> str:
+    """A counter family in the text exposition format, one sample per ``label`` value (the
+    watcher's triggers per rule; a node_exporter textfile collector reads it as written)."""
+    lines = [f"# HELP {name} {help_}", f"# TYPE {name} counter"]
+    lines += [f"{name}{_label_text([(label, k)])} {_num(v)}" for k, v in sorted(values.items())]
+    return "\n".join(lines) + "\n"
+
+
 def _text(series: list[Series], r: Resource, points: list[BandwidthPoint] | None = None) -> str:
     lines = [
         "# HELP mspti_lens_info mspti-lens exporter; source says whether the data is simulated.",

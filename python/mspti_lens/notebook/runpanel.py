@@ -92,6 +92,7 @@ class RunView:
     taken_at: float = 0.0
     control: str = ""  # the job's profiling state and its cost (a run recorded with control)
     waiting: bool = False  # no window yet: the job has started, its ranks have not written
+    captures_html: str = ""  # what the run's watchers caught (watch/), newest first
 
     def html(self, png: bytes | None = None, width: int = 0) -> str:
         from .display import png_html
@@ -102,7 +103,7 @@ class RunView:
             f"<div class='mspti-lens-run-panel'>{banner}<div><b>{html.escape(self.headline)}</b></div>"
             f"<div class='mspti-lens-verdict' style='margin:4px 0'>{html.escape(self.verdict)}</div>"
             + (f"<div class='mspti-lens-run-cost'>{html.escape(self.control)}</div>" if self.control else "")
-            + f"{self.summary_html}{img}{self.ranks_html}</div>"
+            + f"{self.summary_html}{img}{self.ranks_html}{self.captures_html}</div>"
         )
 
 
@@ -141,7 +142,31 @@ def run_view(run: Any) -> RunView:
         taken_at=time.time(),
         control=cost_sentence(ranked) if ranked else "",
         waiting=not len(files),
+        captures_html=captures_html(run),
     )
+
+
+def captures_html(run: Any) -> str:
+    """The run's captures (``run.captures()``), newest first: when, the rule, its value against
+    its baseline, the ranks, and the folder (its trace.json opens in ui.perfetto.dev; its
+    comparison.parquet is the diff with the baseline). Empty without any."""
+    try:
+        caps = run.captures()
+    except Exception:  # noqa: BLE001 - a run at a URL, or no watch package: no captures shown
+        return ""
+    if not len(caps):
+        return ""
+    shown = caps.sort("fired_at", descending=True).select(
+        "fired_at",
+        "rule",
+        "value",
+        "baseline",
+        pl.col("ranks").list.eval(pl.element().cast(pl.String)).list.join(",").alias("ranks"),
+        "state",
+        pl.col("path").alias("folder"),
+    )
+    title = "captures (watch): open a folder's trace.json in ui.perfetto.dev"
+    return Table(shown, title, top=0).html()
 
 
 class RunPanel:

@@ -873,6 +873,11 @@ def main(args: Any) -> int:
     return 1 if left else 0
 
 
+# Lines other rooms add to `status` about the run (the watch package: its last capture); each
+# takes the run's directory and returns a line or None.
+STATUS_LINES: list[Callable[[Path], str | None]] = []
+
+
 def status_text(run: Path, procs: list[dict[str, Any]], latest: int) -> str:
     head = ("host", "rank", "pid", "state", "enable", "gen", "last window", "calls/s", "note")
     rows = []
@@ -904,4 +909,5 @@ def status_text(run: Path, procs: list[dict[str, Any]], latest: int) -> str:
     lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.append(cost_sentence(procs))
+    lines += [line for say in STATUS_LINES if (line := say(run))]
     return "\n".join(lines)

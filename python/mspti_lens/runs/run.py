@@ -44,7 +44,8 @@ _views: dict[str, Callable[..., Any]] = {}
 
 
 def register_view(**functions: Callable[..., Any]) -> None:
-    """Make these (run_html, run_widget, show_live) how every Run shows itself."""
+    """Make these (run_html, run_widget, show_live; watch, from mspti_lens.watch) how every Run
+    shows itself and is watched."""
     _views.update(functions)
 
 
@@ -548,6 +549,17 @@ class Run:
             .agg(pl.col("start").min(), pl.col("end").max(), pl.col("enable").max())
             .sort("host", "rank", "pid", "period")
         )
+
+    def watch(self, *rules: str, **options: Any) -> Any:
+        """Keep rules on this run's windows as they are written, e.g. ``run.watch("HcclAllReduce
+        p99 > 3x baseline", "dropped > 0")``: a ``mspti_lens.watch.Watcher`` (``.run()``,
+        ``.start()``, ``.poll()``, ``.alerts()``), registered by the watch package when it loads."""
+        return _view("watch")(self, *rules, **options)
+
+    def captures(self) -> pl.DataFrame:
+        """What the watchers caught: one row per capture folder (``captures/<time>-<rule>/``):
+        fired_at (wall time), rule, value, baseline, ranks, subject, state, note, bytes, path."""
+        return _view("captures")(self)
 
     @property
     def control(self) -> RunControl:

@@ -16,13 +16,20 @@ Per step a rank launches kernels (its compute: each kernel runs on the device fo
 its gradients over all ranks, swaps halos with one ring neighbour, the other one in the next
 step (HcclBatchSendRecv in rank pairs, when the rank count is even) and synchronises its stream.
 ``--slow-rank K`` makes rank K's compute slower; ``--slow-link A-B`` makes the transfers between
-neighbours A and B slower. The device-side COMMUNICATION records model HCCL's device wait: a
-rank's collective task runs from its own start until the last rank's task has started, then
-transfers, so the late rank's collective is the short one and starts last. Records name their
-communicator (``hccl_world_group``, ``hccl_pair_A_B``). ``--payload`` gives the collectives a
-count and data type (the all-reduce's ALLREDUCE_COUNT fp32 gradients, the swap's HALO_COUNT fp16
-halo), so nccl-tests' bytes, algbw and busbw follow from them exactly; the simulator's device
-model then adds the bytes' transfer time (without it a collective is its latency alone).
+neighbours A and B slower. ``--slowdown rank=R,step=S,factor=X`` makes rank R slow down from
+step S on (a job that runs steadily, then degrades): its launches take X times as long on the
+host and its kernels X times as long on the device, so it reaches every collective late and
+the others wait for it; the rank says on stderr when it starts (``slowdown_line``).
+``--step-ns N`` adds N ns of host work to every step (on the virtual clock it costs no real
+time: a long simulated job in a few seconds).
+
+The device-side COMMUNICATION records model HCCL's device wait: a rank's collective task runs from
+its own start until the last rank's task has started, then transfers, so the late rank's
+collective is the short one and starts last. Records name their communicator
+(``hccl_world_group``, ``hccl_pair_A_B``). ``--payload`` gives the collectives a count and data
+type (the all-reduce's ALLREDUCE_COUNT fp32 gradients, the swap's HALO_COUNT fp16 halo), so nccl-
+tests' bytes, algbw and busbw follow from them exactly; the simulator's device model then adds the
+bytes' transfer time (without it a collective is its latency alone).
 Everything here is SIMULATED.
 """
 
@@ -33,6 +40,7 @@ import ctypes
 import mmap
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -67,6 +75,32 @@ START_LEAD_S = 60
 
 
 @dataclass(frozen=True)
+class Slowdown:
+    """Rank ``rank`` runs ``factor`` times slower from step ``step`` on (``--slowdown``)."""
+
+    rank: int
+    step: int
+    factor: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.step, int) or self.step < 0:
+            raise ValueError(f"a slowdown's step is an int >= 0, not {self.step!r}")
+        if not (isinstance(self.factor, (int, float)) and 0 < self.factor <= 1000):
+            raise ValueError(f"a slowdown's factor is a number in (0, 1000], not {self.factor!r}")
+
+    def text(self) -> str:
+        return f"rank={self.rank},step={self.step},factor={self.factor:g}"
+
+
+def slowdown_line(s: Slowdown, at: float) -> str:
+    """What the slowed rank prints on stderr when its slowdown starts (``at``: wall clock, s)."""
+    return f"[simulated job] rank {s.rank} slows down x{s.factor:g} from step {s.step} at {at:.6f}"
+
+
+SLOWDOWN_LINE = re.compile(r"\[simulated job\] rank (\d+) slows down x(\S+) from step (\d+) at ([\d.]+)")
+
+
+@dataclass(frozen=True)
 class JobPlan:
     ranks: int
     hosts: int = 1
@@ -80,6 +114,8 @@ class JobPlan:
     hold: str | None = None  # a file: each rank waits for it before its last step
     late_ns: int = 0  # with slow_rank: it arrives exactly this late at each all-reduce (no jitter)
     payload: bool = False  # collectives carry counts and data types (bytes, so bandwidth)
+    slowdown: Slowdown | None = None  # one rank slows down from a step on
+    step_ns: int = 0  # host work added to every step (ns)
 
     def __post_init__(self) -> None:
         if not isinstance(self.ranks, int) or not 1 <= self.ranks <= 1024:
@@ -101,6 +137,10 @@ class JobPlan:
             raise ValueError(f"unknown clock {self.clock!r}; valid clocks are {', '.join(CLOCKS)}")
         if self.late_ns and (self.slow_rank is None or not 0 < self.late_ns < 10**12):
             raise ValueError("late_ns needs a slow rank and is ns > 0 (under 1000 s)")
+        if self.slowdown is not None and not 0 <= self.slowdown.rank < self.ranks:
+            raise ValueError(f"slowdown rank {self.slowdown.rank} is not a rank of 0..{self.ranks - 1}")
+        if not isinstance(self.step_ns, int) or not 0 <= self.step_ns < 10**13:
+            raise ValueError(f"step_ns is ns of host work per step, an int in 0..1e13, not {self.step_ns!r}")
         if not self.timeout > 0 or not self.step_delay >= 0:
             raise ValueError("timeout must be > 0 and step_delay >= 0 (seconds)")
 
@@ -179,6 +219,7 @@ def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> i
     slow = SLOW_RANK_FACTOR if rank == plan.slow_rank and not plan.late_ns else 1.0
     late, jitter = (plan.late_ns if rank == plan.slow_rank else 0), (0.0 if plan.late_ns else JITTER)
     lib.msimHostWork.argtypes = [ctypes.c_uint64]
+    slowdown = plan.slowdown if plan.slowdown is not None and plan.slowdown.rank == rank else None
 
     def collective(api: int, name: str, group: int, size: int, ns: int, count: int, dtype: int) -> None:
         lib.msimMultirankGroup(group, size)
@@ -207,6 +248,11 @@ def run_rank(plan: JobPlan, rank: int, region_path: str, start_ns: int = 0) -> i
                     time.sleep(0.02)
             if late:  # before its compute: its kernels, and so its collective, start that late
                 lib.msimHostWork(late)
+            if plan.step_ns:
+                lib.msimHostWork(plan.step_ns)
+            if slowdown is not None and step == slowdown.step:
+                print(slowdown_line(slowdown, time.time()), file=sys.stderr, flush=True)
+                slow *= slowdown.factor
             for _ in range(LAUNCH_CHUNKS):
                 ns = int(LAUNCH_NS * slow * (1 + jitter * rng.random()))
                 for _ in range(LAUNCHES):
@@ -291,7 +337,13 @@ def run_job(plan: JobPlan, quiet: bool = False) -> int:
             args += ["--late-ns", str(plan.late_ns)]
         if plan.payload:
             args += ["--payload"]
+        if plan.slowdown is not None:
+            args += ["--slowdown", plan.slowdown.text()]
+        if plan.step_ns:
+            args += ["--step-ns", str(plan.step_ns)]
         start_s = START_LEAD_S + plan.steps * plan.step_delay
+        if plan.clock == "virtual":  # the virtual clock must stay ahead of real time
+            start_s += plan.steps * plan.step_ns / 1e9
         args += ["--start-ns", str(time.time_ns() + int(start_s * 1e9))]
         for r in range(plan.ranks):
             cmd = [sys.executable, "-m", RANK_MODULE, "rank", "--rank", str(r), "--region", path, *args]
@@ -339,6 +391,21 @@ def _link(text: str) -> tuple[int, int]:
     return a, b
 
 
+def _slowdown(text: str) -> Slowdown:
+    fields: dict[str, str] = {}
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        fields[key.strip()] = value.strip()
+    if set(fields) != {"rank", "step", "factor"}:
+        raise argparse.ArgumentTypeError(
+            f"a slowdown is written rank=R,step=S,factor=X (e.g. rank=1,step=200,factor=3), not {text!r}"
+        )
+    try:
+        return Slowdown(int(fields["rank"]), int(fields["step"]), float(fields["factor"]))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"slowdown {text!r}: {e}") from None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks", type=int, required=True, help="ranks (processes) in the job")
     p.add_argument("--hosts", type=int, default=1, help="simulated hosts the ranks are spread over")
@@ -350,6 +417,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="A-B: transfers between ring neighbours A and B 5x slower",
     )
+    p.add_argument(
+        "--slowdown",
+        type=_slowdown,
+        default=None,
+        metavar="rank=R,step=S,factor=X",
+        help="rank R runs X times slower from step S on (launches and kernels)",
+    )
+    p.add_argument("--step-ns", type=int, default=0, help="host work added to every step (ns)")
     p.add_argument(
         "--clock", choices=CLOCKS, default="virtual", help="virtual: exact, deterministic durations"
     )
@@ -386,6 +461,8 @@ def plan_of(args: argparse.Namespace) -> JobPlan:
         hold=args.hold,
         late_ns=args.late_ns,
         payload=args.payload,
+        slowdown=args.slowdown,
+        step_ns=args.step_ns,
     )
 
 

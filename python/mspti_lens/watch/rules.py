@@ -126,7 +126,8 @@ class Rule:
         else:
             threshold = _number(self.threshold)
         scope = " across ranks" if self.scope == "job" and self.kind != "skew" else ""
-        return f"{target} {self.op} {threshold}{scope} for {self.windows} windows"
+        windows = "window" if self.windows == 1 else "windows"
+        return f"{target} {self.op} {threshold}{scope} for {self.windows} {windows}"
 
     def slug(self) -> str:
         """The rule as a file-name part (a capture folder's): letters, digits, dots, dashes."""
@@ -288,10 +289,18 @@ def check_names(rules: Iterable[Rule], kernels: Iterable[str], collectives: Iter
     """RuleError for a kernel or collective rule whose name is not among the names a run has
     seen (with did-you-mean); names are checked only when the run has seen some of that kind
     (a job that has not run its first step yet has none)."""
+    from ..collectives import op_of  # a collective by its HCCL function or its records' op name
+
     seen = {"kernel": sorted(set(kernels)), "collective": sorted(set(collectives))}
     for rule in rules:
         names = seen.get(rule.kind)
-        if names and rule.name not in names:
+        if not names:
+            continue
+        if rule.kind == "kernel":
+            known = rule.name in names
+        else:
+            known = op_of(rule.name) in {op_of(n) for n in names}
+        if not known:
             hint = catalog.suggest(rule.name, names)
             shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
             raise RuleError(

@@ -1,0 +1,510 @@
+"""Captures: when a rule fires, turn on what explains the moment on the ranks it names, for a
+bounded time, then put each rank back exactly as it was; keep it all in one folder of the run.
+
+The path of a capture, all through the run directory (no port, no daemon):
+
+1. The rule fires (watch/evaluate.py) on the watcher. It checks the rule's cool-down (no capture
+   of the same rule in the last ``cooldown_s``, read from the captures on disk, so two watchers
+   and a restarted one agree) and the budget (captures in the last hour, bytes under
+   ``captures/``; past either it says so once and keeps watching).
+2. It claims the run's one capture slot: ``captures/.active``, created with O_EXCL (two watchers
+   never capture at once, nor the same event twice). The claim holds the capture's folder and
+   each rank's state before it, so a watcher that is restarted finishes a capture a dead one left.
+3. The flight recorder: the implicated ranks' last ``before`` windows already on disk (their
+   slowest calls and device records: what happened before the trigger) are linked into
+   ``before/``.
+4. ``RunControl.start(enable=..., activity=kernel,communication,marker + what was on,
+   for_s=for_s + RESTORE_MARGIN_S, ranks=...)``: the ranks record activity records joined to their
+   launches. The ``for_s`` margin is a dead man's switch: a watcher killed mid-capture leaves the
+   ranks to stop by themselves (off, not their prior state: a restarted watcher restores that).
+5. After ``for_s``: each rank goes back to its prior state (one command per distinct state, each
+   acknowledged before the next), then the windows written during the capture are linked into
+   ``during/``, their device records gathered (``device.parquet``), a Perfetto trace drawn across
+   the ranks (``trace.json``, export/perfetto.py), and the capture compared with the baseline
+   (``comparison.parquet``: ``Snapshot.diff`` of the baseline windows and the capture's).
+6. ``capture.json`` says it all (rule, value, baseline, ranks, fired_at, the commands, the prior
+   states, the files, bytes); the claim is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..runs.control import STATUS_LINES, ControlError, RunControl
+from ..runs.run import list_windows
+from ..runs.writer import WINDOW_NAME, events_name
+from ..snapshot import Snapshot
+from .evaluate import Transition, merge_windows
+from .source import window_events
+
+CAPTURES_DIR = "captures"
+CLAIM = ".active"
+CAPTURE_FILE = "capture.json"
+#: What a capture turns on, beside what each rank already records.
+CAPTURE_ACTIVITY = ("kernel", "communication", "marker")
+RESTORE_MARGIN_S = 60.0  # the capture's --for beyond its length: ranks stop by themselves then
+ACK_TIMEOUT_S = 10.0  # how long a restore waits for each command's acknowledgement
+
+
+@dataclass(frozen=True)
+class CapturePolicy:
+    """How long a capture lasts and how many the watcher may take (README: Catch a slowdown)."""
+
+    for_s: float = 10.0  #: seconds the ranks record the capture's activity
+    cooldown_s: float = 600.0  #: no second capture of one rule within this
+    per_hour: int = 6  #: captures a run may take in any hour
+    max_bytes: int = 1 << 30  #: bytes under captures/ past which no capture starts
+    before: int = 3  #: windows before the trigger kept per rank (the flight recorder)
+
+    def __post_init__(self) -> None:
+        for name in ("for_s", "cooldown_s"):
+            v = getattr(self, name)
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or v < 0
+                or (name == "for_s" and v == 0)
+            ):
+                raise ValueError(f"capture {name} is a number of seconds > 0, not {v!r}")
+        for name in ("per_hour", "max_bytes", "before"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"capture {name} is an int >= 0, not {v!r}")
+
+
+def captures_dir(root: str | os.PathLike) -> Path:
+    return Path(root) / CAPTURES_DIR
+
+
+def read_captures(root: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every capture of the run as its capture.json says, oldest first (unreadable ones left out:
+    one being written is read next time)."""
+    out = []
+    d = captures_dir(root)
+    for f in sorted(d.glob(f"*/{CAPTURE_FILE}")) if d.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError):
+            c = json.loads(f.read_text())
+            if isinstance(c, dict) and "rule" in c:
+                c["path"] = str(f.parent)
+                out.append(c)
+    return sorted(out, key=lambda c: float(c.get("fired_at") or 0.0))
+
+
+CAPTURE_SCHEMA: dict[str, Any] = {
+    "fired_at": pl.Datetime("us", "UTC"),
+    "rule": pl.String,
+    "value": pl.Float64,
+    "baseline": pl.Float64,
+    "ranks": pl.List(pl.Int64),
+    "subject": pl.String,
+    "state": pl.String,
+    "note": pl.String,
+    "bytes": pl.Int64,
+    "path": pl.String,
+}
+
+
+def captures_frame(root: str | os.PathLike) -> pl.DataFrame:
+    """``open_run(DIR).captures()``: one row per capture (CAPTURE_SCHEMA), oldest first."""
+    rows = [
+        {
+            "fired_at": int(float(c.get("fired_at") or 0.0) * 1e6),
+            "rule": c.get("rule"),
+            "value": c.get("value"),
+            "baseline": c.get("baseline"),
+            "ranks": [int(r) for _, r in c.get("ranks") or []],
+            "subject": c.get("subject"),
+            "state": c.get("state"),
+            "note": c.get("note"),
+            "bytes": int(c.get("bytes") or 0),
+            "path": c["path"],
+        }
+        for c in read_captures(root)
+    ]
+    df = pl.DataFrame(rows, schema={**CAPTURE_SCHEMA, "fired_at": pl.Int64}, orient="row")
+    return df.with_columns(pl.col("fired_at").cast(pl.Datetime("us")).dt.replace_time_zone("UTC"))
+
+
+def last_capture_line(root: Path) -> str | None:
+    """``control status``'s line about the run's latest capture, or None without one."""
+    caps = read_captures(root)
+    if not caps:
+        return None
+    c = caps[-1]
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(c.get("fired_at") or 0.0)))
+    ranks = ",".join(str(r) for _, r in c.get("ranks") or [])
+    return f"last capture: {c['rule']} fired {when} on rank(s) {ranks} ({c.get('state')}): {c['path']}"
+
+
+STATUS_LINES.append(last_capture_line)
+
+
+def _folder_bytes(d: Path) -> int:
+    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) if d.is_dir() else 0
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _link(src: Path, dst: Path) -> None:
+    """``dst`` as a hard link of ``src`` (a window never changes once written; the writer's
+    compaction may remove ``src`` later), a copy where links cannot be made."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        dst.write_bytes(src.read_bytes())
+
+
+def _rank_spec(ranks: Sequence[tuple[str, int]]) -> str:
+    return ",".join(str(r) for r in sorted({r for _, r in ranks}))
+
+
+class Capturer:
+    """Takes the captures of one watcher (see the module's docstring). ``say`` hears one line per
+    capture started, finished or refused."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        policy: CapturePolicy | None = None,
+        *,
+        say: Callable[[str], Any] = print,
+        baseline_of: Callable[[Sequence[str]], Snapshot | None] | None = None,
+    ):
+        self.root = Path(root)
+        self.policy = policy or CapturePolicy()
+        self.say = say
+        self.baseline_of = baseline_of
+        self.control = RunControl(self.root)
+        self.active: dict[str, Any] | None = None  # the capture this watcher runs
+        self._refused: set[tuple[str, str]] = set()  # (rule, why) said once
+
+    # -- start -----------------------------------------------------------------------------------
+    def consider(self, t: Transition, now: float | None = None) -> Path | None:
+        """A firing transition: start a capture if the cool-down, the budget and the run's one
+        slot allow; its folder, or None (said why, once per rule and reason)."""
+        if t.after != "firing":
+            return None
+        rule = t.rule.text()
+        now = time.time() if now is None else now
+        why = self._refusal(rule, now)
+        if why is not None:
+            if (rule, why.split(":")[0]) not in self._refused:
+                self._refused.add((rule, why.split(":")[0]))
+                self.say(f"no capture for {rule!r}: {why}")
+            return None
+        folder = self._claim(t, now)
+        if folder is None:
+            return None
+        try:
+            self._start(t, folder, now)
+        except Exception:
+            self._release()
+            raise
+        return folder
+
+    def _refusal(self, rule: str, now: float) -> str | None:
+        if self.active is not None:
+            return "a capture is running (one at a time per run)"
+        past = read_captures(self.root)
+        last = [c for c in past if c.get("rule") == rule]
+        if last and now - float(last[-1].get("fired_at") or 0.0) < self.policy.cooldown_s:
+            return f"cool-down: captured {now - float(last[-1]['fired_at']):.0f} s ago ({last[-1]['path']})"
+        hour = [c for c in past if now - float(c.get("fired_at") or 0.0) < 3600.0]
+        if len(hour) >= self.policy.per_hour:
+            most = self.policy.per_hour
+            return f"over budget: {len(hour)} captures in the last hour (at most {most}); watching on"
+        used = _folder_bytes(captures_dir(self.root))
+        if used >= self.policy.max_bytes:
+            return f"over budget: {used:,} bytes of captures (at most {self.policy.max_bytes:,}); watching on"
+        return None
+
+    def _claim(self, t: Transition, now: float) -> Path | None:
+        d = captures_dir(self.root)
+        d.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+        folder = d / f"{stamp}-{t.rule.slug()}"
+        claim = {"folder": folder.name, "pid": os.getpid(), "node": socket.gethostname(), "claimed": now}
+        try:
+            fd = os.open(d / CLAIM, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            self.say(
+                f"no capture for {t.rule.text()!r}: another capture of this run is running ({d / CLAIM})"
+            )
+            return None
+        with os.fdopen(fd, "w") as f:
+            json.dump(claim, f)
+        n = 1
+        while folder.exists():  # two captures in one second (another rule)
+            n += 1
+            folder = d / f"{stamp}-{t.rule.slug()}-{n}"
+        folder.mkdir()
+        return folder
+
+    def _start(self, t: Transition, folder: Path, now: float) -> None:
+        ranks = sorted(set(t.ranks))
+        procs = [p for p in self._processes() if p.get("live") and (p["host"], int(p["rank"])) in ranks]
+        prior = [
+            {
+                "host": p["host"],
+                "rank": int(p["rank"]),
+                "pid": int(p["pid"]),
+                "state": p.get("state"),
+                "enable": list(p.get("enable") or []),
+                "activity": list(p.get("activity") or []),
+                "until": p.get("until"),  # a `start --for` running: it keeps its end
+            }
+            for p in procs
+        ]
+        before = self._flight_recorder(ranks, folder, t.at)
+        enable = sorted({e for p in prior if p["state"] == "on" for e in p["enable"]}) or None
+        activity = sorted(
+            {a for p in prior if p["state"] == "on" for a in p["activity"]} | set(CAPTURE_ACTIVITY)
+        )
+        note, generation = None, None
+        try:
+            generation = self.control.start(
+                enable, activity, for_s=self.policy.for_s + RESTORE_MARGIN_S, ranks=_rank_spec(ranks)
+            )
+        except ControlError as e:
+            note = f"activity not turned on: {e}"
+        started = now  # the command was issued now (a test's clock is its own)
+        self.active = {
+            "rule": t.rule.text(),
+            "subject": t.subject,
+            "window": t.window,
+            "value": t.value,
+            "baseline": t.baseline,
+            "ranks": [list(r) for r in ranks],
+            "fired_at": t.at,
+            "claimed_at": now,
+            "started": started,
+            "until": started + self.policy.for_s,
+            "state": "running",
+            "note": note,
+            "policy": asdict(self.policy),
+            "commands": [
+                {"generation": generation, "command": "start", "enable": enable, "activity": activity}
+            ],
+            "prior": prior,
+            "before": before,
+            "watcher": {"pid": os.getpid(), "node": socket.gethostname()},
+        }
+        self._folder = folder
+        _write_json(folder / CAPTURE_FILE, self.active)
+        who = ", ".join(f"rank {r} ({h})" for h, r in ranks)
+        self.say(f"capture started: {t.rule.text()} on {who} for {self.policy.for_s:g} s -> {folder}")
+
+    def _processes(self) -> list[dict[str, Any]]:
+        try:
+            return self.control.processes()
+        except ControlError:
+            return []
+
+    def _flight_recorder(self, ranks: list[tuple[str, int]], folder: Path, at: float) -> list[str]:
+        """Link each rank's last ``before`` windows ending by ``at`` (and their device records)
+        into ``before/``: what happened before the trigger."""
+        out = []
+        for host, rank, paths in self._rank_windows(ranks):
+            done = [(p, s) for p, s in paths if s.window.end is not None and s.window.end <= at + 1e-6]
+            for path, _ in done[-self.policy.before :] if self.policy.before else []:
+                out += self._keep(path, folder / "before" / f"host={host}" / f"rank={rank}")
+        return out
+
+    def _rank_windows(
+        self, ranks: Sequence[tuple[str, int]]
+    ) -> list[tuple[str, int, list[tuple[Path, Snapshot]]]]:
+        """Each rank's single windows on disk, oldest first, loaded."""
+        want = set(ranks)
+        found: dict[tuple[str, int], list[tuple[Path, Snapshot]]] = {}
+        for p in list_windows(str(self.root)):
+            path = Path(p)
+            if not WINDOW_NAME.match(path.name):
+                continue
+            host, rank = path.parent.parent.name.removeprefix("host="), path.parent.name.removeprefix("rank=")
+            if not rank.lstrip("-").isdigit() or (host, int(rank)) not in want:
+                continue
+            with contextlib.suppress(Exception):  # gone (compacted) or unreadable: not kept
+                found.setdefault((host, int(rank)), []).append((path, Snapshot.load(path)))
+        out: list[tuple[str, int, list[tuple[Path, Snapshot]]]] = []
+        for (host, number), items in sorted(found.items()):
+            items.sort(key=lambda x: float(x[1].window.end or 0.0))
+            out.append((host, number, items))
+        return out
+
+    def _keep(self, window: Path, into: Path) -> list[str]:
+        kept = []
+        m = WINDOW_NAME.match(window.name)
+        events = window.with_name(events_name(int(m.group(1)), int(m.group(2)))) if m else None
+        for f in (window, events):
+            if f is not None and f.is_file():
+                with contextlib.suppress(OSError):
+                    _link(f, into / f.name)
+                    kept.append(str((into / f.name).relative_to(into.parents[2])))
+        return kept
+
+    # -- finish ----------------------------------------------------------------------------------
+    def tick(self, now: float | None = None, *, force: bool = False) -> Path | None:
+        """Finish the running capture once its time is up (or now, ``force``: the job ended):
+        its folder, or None."""
+        if self.active is None:
+            return None
+        now = time.time() if now is None else now
+        if not force and now < float(self.active["until"]):
+            return None
+        folder = self._folder
+        try:
+            self._restore(self.active)
+            self._finish(self.active, folder, now)
+        finally:
+            self.active = None
+            self._release()
+        return folder
+
+    def _restore(self, cap: dict[str, Any]) -> None:
+        """Each rank back to its state before the capture: one command per distinct prior state,
+        each acknowledged before the next is issued (a process applies only the latest command)."""
+        groups: dict[tuple, list[tuple[str, int]]] = {}
+        now = time.time()
+        for p in cap["prior"]:
+            until = p.get("until")
+            left = None if until is None else round(float(until) - now, 3)
+            state = "off" if left is not None and left <= 0 else p["state"]  # its --for ran out meanwhile
+            key = (state, tuple(p["enable"]), tuple(p["activity"]), left if state == "on" else None)
+            groups.setdefault(key, []).append((p["host"], int(p["rank"])))
+        for (state, enable, activity, left), ranks in sorted(groups.items(), key=lambda kv: str(kv[0])):
+            try:
+                if state == "on":
+                    g = self.control.start(list(enable), list(activity), for_s=left, ranks=_rank_spec(ranks))
+                    cmd = {
+                        "command": "start",
+                        "enable": list(enable),
+                        "activity": list(activity),
+                        "for_s": left,
+                    }
+                else:
+                    g = self.control.stop(ranks=_rank_spec(ranks))
+                    cmd = {"command": "stop"}
+            except ControlError as e:  # the ranks ended meanwhile: nothing to restore
+                cap["commands"].append({"command": "restore", "ranks": _rank_spec(ranks), "skipped": str(e)})
+                continue
+            late = self.control.wait(ACK_TIMEOUT_S, g)
+            cap["commands"].append(
+                {
+                    "generation": g,
+                    **cmd,
+                    "ranks": _rank_spec(ranks),
+                    "unacknowledged": [p["pid"] for p in late],
+                }
+            )
+
+    def _finish(self, cap: dict[str, Any], folder: Path, now: float) -> None:
+        ranks = [(h, int(r)) for h, r in cap["ranks"]]
+        during_files: list[str] = []
+        during: list[Snapshot] = []
+        events = []
+        for host, rank, items in self._rank_windows(ranks):
+            for path, snap in items:
+                if float(snap.window.end or 0.0) > float(cap["started"]):
+                    during_files += self._keep(path, folder / "during" / f"host={host}" / f"rank={rank}")
+                    during.append(snap.with_meta(host=host, rank=rank))
+                    ev = window_events(path, host, rank)
+                    if ev is not None:
+                        events.append(ev)
+        cap["during"] = during_files
+        device = pl.concat(events, how="diagonal_relaxed") if events else None
+        if device is not None:
+            device.write_parquet(folder / "device.parquet")
+        if during:
+            self._trace(during, device, folder / "trace.json")
+            base = self.baseline_of([f"{h}/{r}" for h, r in ranks]) if self.baseline_of else None
+            if base is not None:
+                base.diff(merge_windows(during)).write_parquet(folder / "comparison.parquet")
+        cap["ended"] = time.time()
+        cap["state"] = "done" if during else "done, no window during the capture"
+        cap["bytes"] = _folder_bytes(folder)
+        _write_json(folder / CAPTURE_FILE, cap)
+        self.say(f"capture done: {cap['rule']} -> {folder} ({cap['bytes']:,} bytes)")
+
+    @staticmethod
+    def _trace(during: list[Snapshot], device: pl.DataFrame | None, path: Path) -> None:
+        """One Perfetto trace across the captured ranks: each rank's trace (export/perfetto.py,
+        a process per rank) on one time base."""
+        from ..export.perfetto import to_perfetto
+
+        traces = []
+        for snap in during:
+            host, rank = str(snap.meta["host"]), int(snap.meta["rank"])
+            ev = None
+            if device is not None:
+                ev = device.filter((pl.col("host") == host) & (pl.col("rank") == rank)).drop("host", "rank")
+            traces.append(to_perfetto(snap, rank=rank, host=host, device_events=ev))
+        base = min(int(t["otherData"]["base_time_unix_ns"]) for t in traces)
+        merged: list[dict] = []
+        for t in traces:
+            shift = (int(t["otherData"]["base_time_unix_ns"]) - base) / 1e3
+            for e in t["traceEvents"]:
+                if "ts" in e:
+                    e = {**e, "ts": e["ts"] + shift}
+                merged.append(e)
+        data = {
+            "traceEvents": merged,
+            "displayTimeUnit": "ns",
+            "otherData": {"producer": "mspti-lens", "base_time_unix_ns": base, "ranks": len(traces)},
+        }
+        path.write_text(json.dumps(data))
+
+    def _release(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (captures_dir(self.root) / CLAIM).unlink()
+
+    # -- restart ---------------------------------------------------------------------------------
+    def recover(self) -> Path | None:
+        """A claim left by a watcher that is gone (its pid dead on this host): restore the ranks
+        it had changed and finish its capture. Returns that capture's folder, or None."""
+        claim_path = captures_dir(self.root) / CLAIM
+        try:
+            claim = json.loads(claim_path.read_text())
+        except (OSError, ValueError):
+            return None
+        if claim.get("node") == socket.gethostname() and _alive(int(claim.get("pid") or 0)):
+            return None  # its watcher is alive: it finishes its own capture
+        folder = captures_dir(self.root) / str(claim.get("folder"))
+        try:
+            cap = json.loads((folder / CAPTURE_FILE).read_text())
+        except (OSError, ValueError):
+            self._release()  # claimed, never started: nothing was changed
+            return None
+        if cap.get("state") != "running":
+            self._release()
+            return None
+        self.active, self._folder = cap, folder
+        cap["note"] = ((cap.get("note") or "") + " finished by a restarted watcher").strip()
+        self.say(f"finishing a capture a stopped watcher left: {folder}")
+        return self.tick(force=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
