@@ -49,11 +49,6 @@ ALLREDUCE_US, BROADCAST_US, MEMCPY_US, MALLOC_US, FREE_US, SET_DEVICE_US = (
 )
 
 
-def comms(collective: str, elements: int) -> dict:
-    """A record_param_comms event's args, as recent PyTorch writes them."""
-    return {"Collective name": collective, "In msg nelems": elements, "dtype": "Float", "Group size": RANKS}
-
-
 def job_trace(rank: int) -> dict:
     """Rank `rank`'s trace of the synthetic job, as Kineto writes it (Chrome trace events)."""
     events: list[dict] = []
@@ -71,36 +66,28 @@ def job_trace(rank: int) -> dict:
             t = start + dur + 1.0
         return e
 
+    def collective(name: str, dur: float, elements: int) -> dict:
+        """A c10d op on the communication thread around its record_param_comms (whose args are
+        as recent PyTorch writes them); the op."""
+        nonlocal t
+        op = x(f"c10d::{name}_", dur + 4, cat="cpu_op", tid=comm, at=t)
+        args = {"Collective name": name, "In msg nelems": elements, "dtype": "Float", "Group size": RANKS}
+        x("record_param_comms", dur, cat="cpu_op", tid=comm, at=op["ts"] + 1, **args)
+        t += dur + 6
+        return op
+
     x("cudaSetDevice", SET_DEVICE_US)
     for _ in range(2):
         x("cudaMalloc", MALLOC_US)
     for step in range(STEPS):
         if step % 2 == 0:
-            op = x("c10d::broadcast_", BROADCAST_US + 4, cat="cpu_op", tid=comm, at=t)
-            x(
-                "record_param_comms",
-                BROADCAST_US,
-                cat="cpu_op",
-                tid=comm,
-                at=op["ts"] + 1,
-                **comms("broadcast", 1024),
-            )
-            t += BROADCAST_US + 6
+            collective("broadcast", BROADCAST_US, 1024)
         x("cudaMemcpyAsync", MEMCPY_US)
         for j in range(LAUNCHES + rank):
             k = x("cudaLaunchKernel", LAUNCH_US[j % 4] + rank / 8)
             x(f"void step_kernel_{j}<float>", 15.0, cat="kernel", tid=7, at=k["ts"] + 20)
-        op = x("c10d::allreduce_", ALLREDUCE_US + 4, cat="cpu_op", tid=comm, at=t)
-        x(
-            "record_param_comms",
-            ALLREDUCE_US,
-            cat="cpu_op",
-            tid=comm,
-            at=op["ts"] + 1,
-            **comms("allreduce", 4096),
-        )
+        op = collective("allreduce", ALLREDUCE_US, 4096)
         x("ncclKernel_AllReduce_RING_LL_Sum_float", 60.0, cat="kernel", tid=8, at=op["ts"] + 2)
-        t += ALLREDUCE_US + 6
         x("cudaStreamSynchronize", SYNC_US + (30.0 if rank == RANKS - 1 else 0.0))
         x("cudaEventQuery", 1.5)
     for _ in range(2):

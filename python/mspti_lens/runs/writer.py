@@ -247,12 +247,14 @@ class WindowWriter:
             self._wake.set()
 
     def end(self, reason: str = "stop") -> None:
-        """Profiling turned off: the period's last window, then the Session is closed (MSPTI
-        unsubscribed: no callback, no activity buffer)."""
+        """Profiling turned off: the callbacks stop, the period's last window takes every call
+        that completed until then, and the Session is closed (MSPTI unsubscribed: no callback, no
+        activity buffer)."""
         with self._lock:
             if self.session is None or self._closing:
                 return
             try:
+                self._stop_recording()
                 self.write_window(final=False, reason=reason, period_end=True)
             finally:
                 with contextlib.suppress(Exception):
@@ -288,6 +290,7 @@ class WindowWriter:
             self._wake.set()
             if self.session is not None:
                 try:
+                    self._stop_recording()
                     self.write_window(final=True, reason=reason)
                 except Exception as e:  # noqa: BLE001 - the program's exit must go on
                     _say_line(f"mspti-lens: could not write the last window to {self.dir}: {e}")
@@ -397,6 +400,13 @@ class WindowWriter:
                 except Exception as e:  # noqa: BLE001 - uncompacted windows are still whole
                     _say_line(f"mspti-lens: could not compact the windows in {self.dir}: {e}")
             return path
+
+    def _stop_recording(self) -> None:
+        """Stop the Session's callbacks before its last window is taken: a window taken first
+        and the Session closed after would leave the calls in between in no window (and in no
+        counter). Calls still open at the stop are the window's ``in_flight``."""
+        with contextlib.suppress(Exception):  # a window of what was recorded beats none
+            self.session.stop()
 
     def _flush_activity(self, settle: bool) -> None:
         """Hand over the activity records MSPTI still holds, so they land in this window: its

@@ -302,12 +302,16 @@ impl Session {
             return Ok(());
         }
         self.running = false;
+        // The callbacks go first, then the run ends: a call whose EXIT MSPTI delivered before the
+        // disable returned is counted (its callback read a recording run word), so a stop loses
+        // no call that completed while on; only calls still open at the stop are left, in flight.
+        let disabled = self.disable_all();
         windows::end_run();
         if let Some(a) = &self.activity {
-            // Drained before the callbacks go, so no record of this run is left in a buffer.
+            // Drained after the callbacks, so no record of this run is left in a buffer.
             lock(a).stop();
         }
-        self.disable_all()
+        disabled
     }
 
     /// Stop, unsubscribe, and free the process's one session slot. Idempotent. If
