@@ -71,10 +71,11 @@ system-deps: cross-deps ## Debian packages the tests need (headless Chromium, fo
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core valgrind cmake >/dev/null; \
 		else echo "install chromium, valgrind and cmake (apt-get install chromium valgrind cmake) for the browser, memcheck and CANN sample tests"; exit 1; fi; \
 	fi
-	@# a real Prometheus server for tests/export/test_export_prometheus_server.py
-	@if ! command -v prometheus >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
-		else echo "install prometheus (apt-get install prometheus) for the Prometheus export test"; fi; \
+	@# a real Prometheus server for tests/export/test_export_prometheus_server.py, and Alertmanager
+	@# beside it for tests/watch/test_watch_prometheus_alertmanager.py
+	@if ! command -v prometheus >/dev/null 2>&1 || ! command -v prometheus-alertmanager >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null; \
+		else echo "install prometheus and prometheus-alertmanager (apt-get install prometheus prometheus-alertmanager) for the Prometheus tests"; fi; \
 	fi
 
 cross-deps: ## aarch64 cross-building: rustup's target, Debian's cross gcc and libc, qemu-user

@@ -1,6 +1,7 @@
 """mspti-lens's command line: demo and replay (the simulator), doctor, install-kernel, export,
-record (record every Python process of a job) and control (start, stop or retarget profiling in
-a recorded job while it runs)."""
+record (record every Python process of a job), control (start, stop or retarget profiling in
+a recorded job while it runs) and receive (Alertmanager's webhook for the watch rules Prometheus
+keeps, each alert a capture)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _install_kernel(args: argparse.Namespace) -> int:
     from .kernelspec import main
+
+    return main(args)
+
+
+def _receive(args: argparse.Namespace) -> int:
+    from .watch.alert_receiver import main
 
     return main(args)
 
@@ -84,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     from .export.cli import add_cli as add_export_cli  # the export subcommand
 
     add_export_cli(sub)
+    from .watch.alert_receiver import add_arguments as receive_arguments
+
+    rcv = sub.add_parser(
+        "receive", help="take Alertmanager's webhook for a run's watch rules and start their captures"
+    )
+    receive_arguments(rcv)
+    rcv.set_defaults(func=_receive)
 
     from .runs.record import add_arguments as record_arguments
 
