@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from .. import __version__
+from .._native import __version__
 from .series import (
     SCALE,
     BandwidthPoint,
