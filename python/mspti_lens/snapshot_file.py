@@ -26,8 +26,20 @@ S = TypeVar("S")
 MAX_ROWS = 1 << 20
 
 
+def _checked_target(path: object, verb: str, method: str) -> None:
+    """Refuse anything that is neither a path nor a binary file object with one sentence, before
+    pyarrow words it in its own terms (which change between its versions)."""
+    if isinstance(path, (str, os.PathLike)) or hasattr(path, "read" if verb == "read" else "write"):
+        return
+    raise TypeError(
+        f"Snapshot.{method}() takes a path (str or os.PathLike) or a binary file object to {verb}, "
+        f"not {type(path).__name__}"
+    )
+
+
 def save(snap: Any, path: str | os.PathLike | IO[bytes], event_log: bool = True) -> None:
     """Write ``snap`` (a Snapshot) to ``path``: see :meth:`Snapshot.save`."""
+    _checked_target(path, "write", "save")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -89,6 +101,7 @@ def _check_row_counts(meta: Any, p: str) -> None:
 def load(path: str | os.PathLike | IO[bytes], make: Callable[..., S]) -> S:
     """Read a file written by :func:`save`, the snapshot made by ``make(native, meta,
     timeline=..., activity=..., slowest=...)`` (the Snapshot class): see :meth:`Snapshot.load`."""
+    _checked_target(path, "read", "load")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
