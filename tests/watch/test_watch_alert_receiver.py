@@ -181,12 +181,17 @@ def test_one_capture_per_alert_resent_restarted_or_received_twice_and_the_cool_d
         assert restarted.handle(payload(alert()))[0].startswith("seen before:")
         # The rule fires again (a new alert): within its cool-down, not captured, and said why.
         again = restarted.handle(payload(alert("z9", startsAt="2026-12-04T20:00:00Z")))
-        assert again[0].startswith(f"not captured: {RULE} on rank 3 (node-a): cooling down (")
+        assert again[0].startswith(f"not captured: {RULE} on rank 3 (node-a): cool-down: captured ")
         assert restarted.handle(payload(alert("z9", startsAt="2026-12-04T20:00:00Z")))[0].startswith(
             "seen before:"
         )
     assert sum(x.startswith("captured:") for x in lines) == 1
     issued = [json.loads(p.read_text()) for p in sorted((run / "control" / "issued").glob("*.json"))]
-    assert [c.get("activity") for c in issued if c["command"] == "start"] == [
-        ["kernel", "communication", "marker"]
+    # One start (the capture's activity on the paused rank), then the stop that put it back.
+    assert [(c["command"], c.get("activity")) for c in issued[1:]] == [
+        ("start", ["communication", "kernel", "marker"]),
+        ("stop", None),
     ]
+    (folder,) = [c for c in (run / "captures").iterdir() if c.is_dir()]  # the watch package's capture
+    cap = json.loads((folder / "capture.json").read_text())
+    assert cap["state"].startswith("done") and cap["ranks"] == [[read_processes(run)[0]["host"], 3]]

@@ -32,6 +32,7 @@ import errno
 import fnmatch
 import grp
 import io
+import json
 import os
 import pwd
 import stat
@@ -47,6 +48,7 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0)
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+_NO_LINK = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}  # copy instead
 PRIVATE_DIR_MODE = 0o700
 SHARED_DIR_MODE = 0o2770
 PRIVATE_FILE_MODE = 0o600
@@ -282,6 +284,44 @@ class RunFolder:
         with self.open(name) as f:
             return pl.read_parquet(f, **kw)
 
+    def read_json(self, name: str, limit: int = 1 << 20) -> Any:
+        """A checked file's JSON (ValueError if it is not JSON; OSError if missing or untrusted)."""
+        return json.loads(self.read(name, limit))
+
+    def size(self) -> int:
+        """Bytes of the regular files below this folder (0 if it is missing): no symlink followed,
+        a folder or file that fails its check not counted."""
+        try:
+            with self.fd() as d:
+                return self._size(d, self.path)
+        except FileNotFoundError:
+            return 0
+
+    def _size(self, d: int, where: Path) -> int:
+        total = 0
+        for name in os.listdir(d):
+            try:
+                st = os.stat(name, dir_fd=d, follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed meanwhile
+            if self.trust.why_not(st, str(where / name)):
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+            elif stat.S_ISDIR(st.st_mode):
+                try:
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=d)
+                except OSError:
+                    continue  # removed or swapped for a symlink meanwhile
+                try:
+                    _check(sub, self.trust, str(where / name), stat.S_IFDIR)
+                    total += self._size(sub, where / name)
+                except UntrustedError:
+                    pass
+                finally:
+                    os.close(sub)
+        return total
+
     def stat(self, name: str) -> os.stat_result:
         """A name's own stat (a symlink is not followed)."""
         with self.fd() as d:
@@ -301,7 +341,7 @@ class RunFolder:
         return fd
 
     def _temp(self, name: str) -> str:
-        return f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        return _temp_name(name)
 
     def write(self, name: str, data: bytes | Callable[[IO[bytes]], None], *, create: bool = True) -> None:
         """Write ``name`` whole: a fresh temporary file renamed over it. ``data`` is the bytes,
@@ -321,20 +361,7 @@ class RunFolder:
     def _write_new(self, d: int, name: str, data: bytes | Callable[[IO[bytes]], None]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=d)  # a leftover of this very process and thread
-        fd = self._new(d, name)
-        try:
-            with io.FileIO(fd, "wb", closefd=True) as f:
-                if callable(data):
-                    buf = io.BufferedWriter(f)
-                    data(buf)
-                    buf.flush()
-                    buf.detach()
-                else:
-                    f.write(data)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=d)
-            raise
+        _fill(self._new(d, name), d, name, data)
 
     def publish(self, name: str, data: bytes) -> bool:
         """Create ``name`` with ``data``, whole, unless it exists (False then): written under a
@@ -354,6 +381,40 @@ class RunFolder:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=d)
 
+    def write_frame(self, name: str, frame: Any, **kw: Any) -> None:
+        """Write a polars frame as ``name``, Parquet, whole (see :meth:`write`)."""
+        self.write(name, lambda f: frame.write_parquet(f, **kw))
+
+    def link_from(self, source: RunFolder, name: str) -> None:
+        """``name`` of ``source`` (checked first) as a hard link in this folder, made if missing:
+        a file that never changes once written kept here even when ``source`` drops it. Where a
+        link cannot be made (a filesystem without them), a copy written whole. Linked by name,
+        never through a symlink, and the new name proven to be the file checked."""
+        _name_ok(name)
+        self._check_writer()
+        with source.fd() as s, self.fd(create=True) as d:
+            fd = source._open_file(s, name)
+            with io.FileIO(fd, "rb", closefd=True) as f:
+                want = os.fstat(fd)
+                try:
+                    os.link(name, name, src_dir_fd=s, dst_dir_fd=d, follow_symlinks=False)
+                except FileExistsError:
+                    pass  # kept before: checked below like a new link
+                except OSError as e:
+                    if e.errno not in (
+                        errno.EPERM,
+                        errno.EXDEV,
+                        errno.EMLINK,
+                        errno.ENOTSUP,
+                        errno.EOPNOTSUPP,
+                    ):
+                        raise
+                    self.write(name, f.read())
+                    return
+                got = os.stat(name, dir_fd=d, follow_symlinks=False)
+                if (got.st_dev, got.st_ino) != (want.st_dev, want.st_ino):
+                    raise UntrustedError(f"{self.path / name} is not {source.path / name}")
+
     def set_mtime(self, name: str, when: float) -> None:
         """Set a file's modification time (a symlink is not followed)."""
         with self.fd() as d:
@@ -367,6 +428,52 @@ class RunFolder:
                 os.unlink(name, dir_fd=d)
         except FileNotFoundError:
             pass
+
+
+def _temp_name(name: str) -> str:
+    """A writer's temporary name for ``name``: hidden, and its process's and thread's own."""
+    return f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+
+
+def _fill(fd: int, d: int, name: str, data: bytes | Callable[[IO[bytes]], None]) -> None:
+    """Write ``data`` into the new file ``fd`` (``name`` in folder ``d``), closed after; the
+    file removed if writing fails. The one temporary-file step of every writer here."""
+    try:
+        with io.FileIO(fd, "wb", closefd=True) as f:
+            if callable(data):
+                buf = io.BufferedWriter(f)
+                data(buf)
+                buf.flush()
+                buf.detach()
+            else:
+                f.write(data)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=d)
+        raise
+
+
+def write_named_file(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> None:
+    """A file the user names outside any run (``watch --metrics-file``: a textfile collector's
+    ``.prom``), written whole: a fresh temporary file in its folder renamed over it, so its
+    reader never sees half of it. The path is the user's own to resolve (their symlinks
+    followed); the file is ``mode`` (umask aside) for its reader."""
+    parent, name = os.path.split(os.path.abspath(os.fspath(path)))
+    _name_ok(name)
+    d = os.open(parent, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    try:
+        tmp = _temp_name(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=d)
+        _fill(os.open(tmp, _NEW_FLAGS, mode, dir_fd=d), d, tmp, data)
+        try:
+            os.replace(tmp, name, src_dir_fd=d, dst_dir_fd=d)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=d)
+            raise
+    finally:
+        os.close(d)
 
 
 def _name_ok(name: str) -> None:
@@ -538,6 +645,12 @@ def check_file(path: str) -> None:
     """Check a local run file before a lazy scan opens it by name (UntrustedError if not)."""
     if not is_url(path):
         open_file(path).close()
+
+
+def read_with(path: str | os.PathLike, reader: Callable[[IO[bytes]], Any]) -> Any:
+    """``reader`` (``Snapshot.load``, ...) given a run's local file, opened and checked."""
+    with open_file(path) as f:
+        return reader(f)
 
 
 def read_parquet(path: str | os.PathLike, **kw: Any) -> Any:

@@ -4,19 +4,22 @@ When Prometheus keeps the watch rules (watch/prometheus_rules.py), its alerts go
 and Alertmanager's webhook (``webhook_configs``, payload version 4) to this receiver: a small HTTP
 server on 127.0.0.1 (another address only when given) beside the run directory. Each firing alert
 that carries a rule (the label ``mspti_lens_rule``) and, for a rule per rank, its ``host`` and
-``rank`` becomes a capture through the run's control path, the same files the file watcher's
-captures go through (runs/control.py): no port reaches a rank.
+``rank`` becomes a capture: the watch package's own (watch/capture.py: its folder under
+``captures/``, the flight recorder, the ranks put back as they were), through the run's control
+path (runs/control.py): no port reaches a rank.
 
 - **Once per alert**: Alertmanager sends an alert again (every ``repeat_interval``, after a
   restart, from each member of an HA pair); an alert is its ``fingerprint`` and ``startsAt``, and
-  the receiver claims it with a file ``DIR/alerts/KEY.json`` created with O_EXCL, so a resent
-  alert, a restarted receiver and a second receiver on the same run never capture it twice.
+  the receiver claims it with a file ``DIR/alerts/KEY.json`` created only if absent (runs/runfiles.py),
+  so a resent alert, a restarted receiver and a second receiver on the same run never capture it
+  twice.
 - **One capture per rule and payload**: the new alerts of one rule in one payload (Alertmanager
   groups them) are one capture of all their ranks.
-- **Cool-down**: no second capture of a rule within ``cooldown_s`` (10 minutes; read from the
-  claim files, so a restarted receiver keeps it), and none while another capture runs. An alert
-  refused for its cool-down stays claimed (it was seen); one refused because a capture runs, or
-  because no rank it names is live, is released, so Alertmanager's next resend may capture it.
+- **Cool-down and budget**: the captures' own (capture.py: no second capture of a rule within
+  ``cooldown_s``, 10 minutes, read from the captures on disk, so a restarted receiver keeps it;
+  one capture at a time per run). An alert refused for its cool-down stays claimed (it was seen);
+  one refused for any other reason (a capture runs, the budget, no rank it names is live) is
+  released, so Alertmanager's next resend may capture it.
 - An alert that is resolved, not ours, or whose rule does not parse is skipped and said so.
 """
 
@@ -38,17 +41,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ..runs.control import ControlError, RunControl
+from ..runs import runfiles
+from ..runs.control import ControlError
+from .capture import CapturePolicy, Capturer
+from .evaluate import JOB, Transition
 from .prometheus_rules import RULE_LABEL
 from .rules import Rule, RuleError, parse_rule
 
 ALERTS_DIR = "alerts"
 DEFAULT_PORT = 9096  # beside Alertmanager's 9093 and its cluster port 9094
 DEFAULT_FOR_S = 10.0
-DEFAULT_COOLDOWN_S = 600.0
+DEFAULT_COOLDOWN_S = CapturePolicy.cooldown_s
 MAX_BODY_BYTES = 1 << 20
-#: What a capture turns on beside what each rank already records: the device's side of the moment.
-CAPTURE_ACTIVITY = ("kernel", "communication", "marker")
 
 
 @dataclass(frozen=True)
@@ -116,45 +120,6 @@ def firings(payload: Any) -> tuple[list[Firing], list[str]]:
     return out, skipped
 
 
-def start_capture(run: Path, ranks: tuple[tuple[str, int], ...], for_s: float) -> Callable[[], None]:
-    """Turn on what explains the moment (CAPTURE_ACTIVITY's activity records) on ``ranks`` (all
-    for ``()``) through the control path; returns the restore, which puts each rank back as it
-    was. A rank that records nothing is started with ``for_s`` (it stops by itself: its state
-    before); a recording rank is retargeted, and the restore retargets it back.
-
-    The receiver's own capture, until the watch package's captures (folders, the flight
-    recorder, restore) land: then it calls those."""
-    control = RunControl(run)
-    spec = ",".join(str(r) for r in sorted({r for _, r in ranks})) or None
-    wanted = {r for _, r in ranks}
-    procs = [p for p in control.processes() if p["live"] and (not wanted or int(p["rank"]) in wanted)]
-    prior: dict[tuple[tuple[str, ...], tuple[str, ...]], set[int]] = {}
-    off: set[int] = set()
-    for p in procs:
-        if p.get("state") == "on":
-            prior.setdefault((tuple(p.get("enable") or ()), tuple(p.get("activity") or ())), set()).add(
-                int(p["rank"])
-            )
-        else:
-            off.add(int(p["rank"]))
-    if off:
-        control.start(activity=list(CAPTURE_ACTIVITY), for_s=for_s, ranks=",".join(map(str, sorted(off))))
-    for (enable, activity), rs in prior.items():
-        both = sorted({*activity, *CAPTURE_ACTIVITY})
-        control.start(enable=list(enable), activity=both, ranks=",".join(map(str, sorted(rs))))
-    if not procs:
-        control.start(activity=list(CAPTURE_ACTIVITY), for_s=for_s, ranks=spec)  # says why it cannot
-
-    def restore() -> None:
-        for (enable, activity), rs in prior.items():
-            with contextlib.suppress(ControlError):  # the ranks ended meanwhile: nothing to restore
-                control.start(
-                    enable=list(enable), activity=list(activity), ranks=",".join(map(str, sorted(rs)))
-                )
-
-    return restore
-
-
 class AlertReceiver:
     """The webhook server of one run (module docstring). ``handle(payload)`` is what a POST does,
     apart from HTTP; ``close()`` stops the server."""
@@ -170,10 +135,12 @@ class AlertReceiver:
         say: Callable[[str], Any] | None = None,
     ):
         self.run = Path(run)
-        if not self.run.is_dir():
+        try:
+            root = runfiles.open_run_folder(self.run, writer=True)
+        except (FileNotFoundError, NotADirectoryError):
             raise ValueError(
                 f"no run at {self.run} (record one with `python -m mspti_lens record --out DIR`)"
-            )
+            ) from None
         for name, v in (("for", for_s), ("cooldown", cooldown_s)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (name == "for" and v == 0):
                 raise ValueError(
@@ -181,10 +148,13 @@ class AlertReceiver:
                 )
         self.for_s, self.cooldown_s = float(for_s), float(cooldown_s)
         self.say = say or (lambda line: print(line, flush=True))
-        self.alerts = self.run / ALERTS_DIR
-        self.alerts.mkdir(mode=0o700, exist_ok=True)
+        self.alerts = root.child(ALERTS_DIR).make()
         self._lock = threading.Lock()
         self._timers: list[threading.Timer] = []
+        self.capturer = Capturer(
+            self.run, CapturePolicy(for_s=self.for_s, cooldown_s=self.cooldown_s), say=self.say
+        )
+        self.capturer.recover()  # a capture a stopped receiver or watcher left: its ranks restored
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -256,67 +226,65 @@ class AlertReceiver:
             self.say(line)
         return lines
 
-    def _claim(self, f: Firing) -> bool:
-        """Create the alert's claim file; False if it exists (the alert was seen)."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        try:
-            os.close(os.open(self.alerts / f"{f.key}.json", flags, 0o600))
-        except FileExistsError:
-            return False
-        self._write_claim(f)
-        return True
-
-    def _write_claim(self, f: Firing, **more: Any) -> None:
-        """The claim's content, written whole (a temporary file renamed over it)."""
+    @staticmethod
+    def _claim_doc(f: Firing, **more: Any) -> bytes:
         doc = {"rule": f.rule.text(), "ranks": [list(r) for r in f.ranks], "value": f.value,
                "baseline": f.baseline, "fired_at": f.at, **more}  # fmt: skip
-        path = self.alerts / f"{f.key}.json"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump(doc, out)
-        os.replace(tmp, path)
+        return json.dumps(doc).encode()
+
+    def _claim(self, f: Firing) -> bool:
+        """Create the alert's claim file, whole, unless it exists (False: the alert was seen)."""
+        return self.alerts.publish(f"{f.key}.json", self._claim_doc(f))
 
     def captures(self) -> list[dict[str, Any]]:
         """Every capture this run's receivers started (their claim files), oldest first."""
         out = []
-        for path in self.alerts.glob("*.json"):
+        for name in self.alerts.names("*.json"):
             with contextlib.suppress(OSError, ValueError):
-                doc = json.loads(path.read_text())
+                doc = self.alerts.read_json(name)
                 if isinstance(doc, dict) and isinstance(doc.get("captured_at"), (int, float)):
                     out.append(doc)
         return sorted(out, key=lambda d: d["captured_at"])
 
-    def _refusal(self, text: str, now: float) -> tuple[str, bool] | None:
-        """Why a capture of rule ``text`` may not start now, and whether a resend may retry."""
-        for cap in reversed(self.captures()):
-            at = cap["captured_at"]
-            if now - at < self.for_s:
-                return f"a capture ({cap['rule']}) is running", True
-            if cap["rule"] == text and now - at < self.cooldown_s:
-                return (
-                    f"cooling down ({now - at:.0f} s since its last capture, "
-                    f"cool-down {self.cooldown_s:g} s)",
-                    False,
-                )
-        return None
+    def _live_ranks(self, ranks: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+        """The live processes' (host, rank) an alert names: every live one for ``()``; a named
+        rank on its host, or on any host when no live process has that host (a label that says
+        the host otherwise). ControlError if the run has none to control."""
+        live = {(str(p["host"]), int(p["rank"])) for p in self.capturer.control.processes() if p["live"]}
+        if not ranks:
+            return tuple(sorted(live))
+        hosts = {h for h, _ in live}
+        named = [(h if h in hosts else None, r) for h, r in ranks]
+        return tuple(sorted((h, r) for h, r in live if (h, r) in named or (None, r) in named))
 
     def _capture(self, text: str, fs: list[Firing], now: float) -> str:
         ranks = () if any(not f.ranks for f in fs) else tuple(sorted({r for f in fs for r in f.ranks}))
-        refused = self._refusal(text, now)
-        if refused is None:
-            try:
-                restore = start_capture(self.run, ranks, self.for_s)
-            except ControlError as e:
-                refused = str(e), True
-        if refused is not None:
-            why, retry = refused
+        why, retry = None, True
+        try:
+            targets = self._live_ranks(ranks)
+        except ControlError as e:
+            why = str(e)
+        else:
+            if not targets:
+                why = "no live rank of the run it names"
+            else:
+                first = max(fs, key=lambda f: f.value if f.value is not None else float("-inf"))
+                subject = JOB if first.rule.scope != "rank" else ",".join(f"{h}/{r}" for h, r in targets)
+                t = Transition(first.rule, subject, "pending", "firing", 0, min(f.at for f in fs),
+                               first.value, first.baseline, targets)  # fmt: skip
+                folder, why = self.capturer.take(t, now)
+                retry = why is None or not why.startswith("cool-down:")
+        if why is not None:
             for f in fs if retry else ():  # a resend may try again
-                (self.alerts / f"{f.key}.json").unlink(missing_ok=True)
+                self.alerts.remove(f"{f.key}.json")
             return f"not captured: {text} {_who(ranks)}: {why}"
         for f in fs:
-            self._write_claim(f, captured_at=now, captured_ranks=[list(r) for r in ranks])
-        timer = threading.Timer(self.for_s, restore)
+            self.alerts.write(
+                f"{f.key}.json",
+                self._claim_doc(f, captured_at=now, captured_ranks=[list(r) for r in targets],
+                                capture=str(folder)),
+            )  # fmt: skip
+        timer = threading.Timer(self.for_s, self._finish)
         timer.daemon = True
         timer.start()
         self._timers.append(timer)
@@ -328,14 +296,18 @@ class AlertReceiver:
             + f", firing since {_iso(min(f.at for f in fs))})"
         )
 
+    def _finish(self) -> None:
+        """The capture's time is up: its ranks put back as they were, its folder finished."""
+        self.capturer.tick(force=True)
+
     def close(self) -> None:
-        """Stop serving; a capture under way is restored at once."""
+        """Stop serving; a capture under way is restored and finished at once."""
         self._server.shutdown()
         self._server.server_close()
         for t in self._timers:
-            if t.is_alive():
-                t.cancel()
-                t.function()
+            t.cancel()
+            t.join()
+        self._finish()
         self._thread.join(timeout=30)
 
     def __enter__(self) -> AlertReceiver:

@@ -17,13 +17,17 @@ The path of a capture, all through the run directory (no port, no daemon):
    for_s=for_s + RESTORE_MARGIN_S, ranks=...)``: the ranks record activity records joined to their
    launches. The ``for_s`` margin is a dead man's switch: a watcher killed mid-capture leaves the
    ranks to stop by themselves (off, not their prior state: a restarted watcher restores that).
-5. After ``for_s``: each rank goes back to its prior state (one command per distinct state, each
-   acknowledged before the next), then the windows written during the capture are linked into
+5. After ``for_s``: each rank goes back to its prior state (one command per distinct prior state,
+   issued together: every rank reads every command in order and applies those naming it; then
+   all acknowledged), then the windows written during the capture are linked into
    ``during/``, their device records gathered (``device.parquet``), a Perfetto trace drawn across
    the ranks (``trace.json``, export/perfetto.py), and the capture compared with the baseline
    (``comparison.parquet``: ``Snapshot.diff`` of the baseline windows and the capture's).
 6. ``capture.json`` says it all (rule, value, baseline, ranks, fired_at, the commands, the prior
    states, the files, bytes); the claim is removed.
+
+Every file of it is made, read, linked and removed through runs/runfiles.py (the run directory's
+security model): a name another user planted under ``captures/`` is refused, never followed.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Any
 
 import polars as pl
 
+from ..runs import runfiles
 from ..runs.control import STATUS_LINES, ControlError, RunControl
 from ..runs.run import list_windows
 from ..runs.writer import WINDOW_NAME, events_name
@@ -86,16 +91,28 @@ def captures_dir(root: str | os.PathLike) -> Path:
     return Path(root) / CAPTURES_DIR
 
 
+def captures_folder(root: str | os.PathLike, *, writer: bool = False) -> runfiles.RunFolder:
+    """The run's ``captures/`` (runs/runfiles.py): for a ``writer``, the run's root checked as
+    one this process may write into (UntrustedError in one line if not)."""
+    if writer:
+        return runfiles.open_run_folder(root, writer=True).child(CAPTURES_DIR)
+    return runfiles.RunFolder(root, CAPTURES_DIR, follow_root=True)
+
+
 def read_captures(root: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every capture of the run as its capture.json says, oldest first (unreadable ones left out:
-    one being written is read next time)."""
+    """Every capture of the run as its capture.json says, oldest first (unreadable or untrusted
+    ones left out: one being written is read next time)."""
     out = []
-    d = captures_dir(root)
-    for f in sorted(d.glob(f"*/{CAPTURE_FILE}")) if d.is_dir() else []:
+    folder = captures_folder(root)
+    try:
+        names = folder.names()
+    except runfiles.UntrustedError:
+        names = []  # captures/ is not the run's: nothing in it is read
+    for name in names:
         with contextlib.suppress(OSError, ValueError):
-            c = json.loads(f.read_text())
+            c = folder.child(name).read_json(CAPTURE_FILE)
             if isinstance(c, dict) and "rule" in c:
-                c["path"] = str(f.parent)
+                c["path"] = str(folder.path / name)
                 out.append(c)
     return sorted(out, key=lambda c: float(c.get("fired_at") or 0.0))
 
@@ -149,24 +166,8 @@ def last_capture_line(root: Path) -> str | None:
 STATUS_LINES.append(last_capture_line)
 
 
-def _folder_bytes(d: Path) -> int:
-    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) if d.is_dir() else 0
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)
-
-
-def _link(src: Path, dst: Path) -> None:
-    """``dst`` as a hard link of ``src`` (a window never changes once written; the writer's
-    compaction may remove ``src`` later), a copy where links cannot be made."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(src, dst)
-    except OSError:
-        dst.write_bytes(src.read_bytes())
+def _json(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, indent=1, default=str).encode()
 
 
 def _rank_spec(ranks: Sequence[tuple[str, int]]) -> str:
@@ -190,8 +191,22 @@ class Capturer:
         self.say = say
         self.baseline_of = baseline_of
         self.control = RunControl(self.root)
+        self._run_folder: runfiles.RunFolder | None = None
         self.active: dict[str, Any] | None = None  # the capture this watcher runs
+        self._folder: runfiles.RunFolder | None = None  # its folder
         self._refused: set[tuple[str, str]] = set()  # (rule, why) said once
+
+    @property
+    def run_folder(self) -> runfiles.RunFolder:
+        """The run's root, checked as one this process may write into (on first use)."""
+        if self._run_folder is None:
+            self._run_folder = runfiles.open_run_folder(self.root, writer=True)
+        return self._run_folder
+
+    @property
+    def files(self) -> runfiles.RunFolder:
+        """The run's ``captures/`` (see :attr:`run_folder`)."""
+        return self.run_folder.child(CAPTURES_DIR)
 
     # -- start -----------------------------------------------------------------------------------
     def consider(self, t: Transition, now: float | None = None) -> Path | None:
@@ -200,62 +215,69 @@ class Capturer:
         if t.after != "firing":
             return None
         rule = t.rule.text()
+        folder, why = self.take(t, now)
+        if why is not None and (rule, why.split(":")[0]) not in self._refused:
+            self._refused.add((rule, why.split(":")[0]))
+            self.say(f"no capture for {rule!r}: {why}")
+        return folder
+
+    def take(self, t: Transition, now: float | None = None) -> tuple[Path | None, str | None]:
+        """Start a capture of ``t`` on its ranks unless the cool-down, the budget or the run's
+        one slot forbids it: (its folder, None), or (None, why not: a sentence that starts with
+        ``cool-down:`` when only time will allow it)."""
         now = time.time() if now is None else now
-        why = self._refusal(rule, now)
+        why = self.refusal(t.rule.text(), now)
         if why is not None:
-            if (rule, why.split(":")[0]) not in self._refused:
-                self._refused.add((rule, why.split(":")[0]))
-                self.say(f"no capture for {rule!r}: {why}")
-            return None
+            return None, why
         folder = self._claim(t, now)
-        if folder is None:
-            return None
+        if isinstance(folder, str):
+            return None, folder
         try:
             self._start(t, folder, now)
         except Exception:
             self._release()
             raise
-        return folder
+        return folder.path, None
 
-    def _refusal(self, rule: str, now: float) -> str | None:
+    def refusal(self, rule: str, now: float) -> str | None:
+        """Why a capture of ``rule`` may not start at ``now`` (one clause), or None. The cool-down
+        counts from each capture's start (its claim), read from the captures on disk."""
         if self.active is not None:
             return "a capture is running (one at a time per run)"
         past = read_captures(self.root)
         last = [c for c in past if c.get("rule") == rule]
-        if last and now - float(last[-1].get("fired_at") or 0.0) < self.policy.cooldown_s:
-            return f"cool-down: captured {now - float(last[-1]['fired_at']):.0f} s ago ({last[-1]['path']})"
-        hour = [c for c in past if now - float(c.get("fired_at") or 0.0) < 3600.0]
+        when = [float(c.get("claimed_at") or c.get("fired_at") or 0.0) for c in last]
+        if when and now - max(when) < self.policy.cooldown_s:
+            return f"cool-down: captured {now - max(when):.0f} s ago ({last[-1]['path']})"
+        hour = [c for c in past if now - float(c.get("claimed_at") or c.get("fired_at") or 0.0) < 3600.0]
         if len(hour) >= self.policy.per_hour:
             most = self.policy.per_hour
             return f"over budget: {len(hour)} captures in the last hour (at most {most}); watching on"
-        used = _folder_bytes(captures_dir(self.root))
+        used = self.files.size()
         if used >= self.policy.max_bytes:
             return f"over budget: {used:,} bytes of captures (at most {self.policy.max_bytes:,}); watching on"
         return None
 
-    def _claim(self, t: Transition, now: float) -> Path | None:
-        d = captures_dir(self.root)
-        d.mkdir(parents=True, exist_ok=True)
+    def _claim(self, t: Transition, now: float) -> runfiles.RunFolder | str:
+        """The run's one capture slot (``captures/.active``, created only if absent) and a new
+        folder for the capture; or why not."""
+        captures = self.files
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-        folder = d / f"{stamp}-{t.rule.slug()}"
-        claim = {"folder": folder.name, "pid": os.getpid(), "node": socket.gethostname(), "claimed": now}
-        try:
-            fd = os.open(d / CLAIM, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            self.say(
-                f"no capture for {t.rule.text()!r}: another capture of this run is running ({d / CLAIM})"
-            )
-            return None
-        with os.fdopen(fd, "w") as f:
-            json.dump(claim, f)
+        name = f"{stamp}-{t.rule.slug()}"
         n = 1
-        while folder.exists():  # two captures in one second (another rule)
+        while captures.child(name).exists():  # two captures in one second (another rule)
             n += 1
-            folder = d / f"{stamp}-{t.rule.slug()}-{n}"
-        folder.mkdir()
-        return folder
+            name = f"{stamp}-{t.rule.slug()}-{n}"
+        claim = {"folder": name, "pid": os.getpid(), "node": socket.gethostname(), "claimed": now}
+        if not captures.publish(CLAIM, _json(claim)):
+            return f"another capture of this run is running ({captures.path / CLAIM})"
+        try:
+            return captures.child(name).make()
+        except BaseException:
+            self._release()
+            raise
 
-    def _start(self, t: Transition, folder: Path, now: float) -> None:
+    def _start(self, t: Transition, folder: runfiles.RunFolder, now: float) -> None:
         ranks = sorted(set(t.ranks))
         procs = [p for p in self._processes() if p.get("live") and (p["host"], int(p["rank"])) in ranks]
         prior = [
@@ -305,9 +327,9 @@ class Capturer:
             "watcher": {"pid": os.getpid(), "node": socket.gethostname()},
         }
         self._folder = folder
-        _write_json(folder / CAPTURE_FILE, self.active)
+        folder.write(CAPTURE_FILE, _json(self.active))
         who = ", ".join(f"rank {r} ({h})" for h, r in ranks)
-        self.say(f"capture started: {t.rule.text()} on {who} for {self.policy.for_s:g} s -> {folder}")
+        self.say(f"capture started: {t.rule.text()} on {who} for {self.policy.for_s:g} s -> {folder.path}")
 
     def _processes(self) -> list[dict[str, Any]]:
         try:
@@ -315,47 +337,40 @@ class Capturer:
         except ControlError:
             return []
 
-    def _flight_recorder(self, ranks: list[tuple[str, int]], folder: Path, at: float) -> list[str]:
+    def _flight_recorder(
+        self, ranks: list[tuple[str, int]], folder: runfiles.RunFolder, at: float
+    ) -> list[str]:
         """Link each rank's last ``before`` windows ending by ``at`` (and their device records)
         into ``before/``: what happened before the trigger."""
         out = []
-        for host, rank, paths in self._rank_windows(ranks):
-            done = [(p, s) for p, s in paths if s.window.end is not None and s.window.end <= at + 1e-6]
-            for path, _ in done[-self.policy.before :] if self.policy.before else []:
-                out += self._keep(path, folder / "before" / f"host={host}" / f"rank={rank}")
+        for host, rank, items in self._rank_windows(ranks):
+            done = [x for x in items if x[2].window.end is not None and x[2].window.end <= at + 1e-6]
+            for source, name, _ in done[-self.policy.before :] if self.policy.before else []:
+                out += _keep(source, name, folder, "before", host, rank)
         return out
 
     def _rank_windows(
         self, ranks: Sequence[tuple[str, int]]
-    ) -> list[tuple[str, int, list[tuple[Path, Snapshot]]]]:
-        """Each rank's single windows on disk, oldest first, loaded."""
+    ) -> list[tuple[str, int, list[tuple[runfiles.RunFolder, str, Snapshot]]]]:
+        """Each rank's single windows on disk, oldest first, loaded: (its folder, its name, it)."""
         want = set(ranks)
-        found: dict[tuple[str, int], list[tuple[Path, Snapshot]]] = {}
+        root = self.run_folder
+        found: dict[tuple[str, int], list[tuple[runfiles.RunFolder, str, Snapshot]]] = {}
         for p in list_windows(str(self.root)):
-            path = Path(p)
-            if not WINDOW_NAME.match(path.name):
+            host_dir, rank_dir, name = Path(p).parts[-3:]
+            host, rank = host_dir.removeprefix("host="), rank_dir.removeprefix("rank=")
+            if not WINDOW_NAME.match(name) or not rank.lstrip("-").isdigit() or (host, int(rank)) not in want:
                 continue
-            host, rank = path.parent.parent.name.removeprefix("host="), path.parent.name.removeprefix("rank=")
-            if not rank.lstrip("-").isdigit() or (host, int(rank)) not in want:
-                continue
-            with contextlib.suppress(Exception):  # gone (compacted) or unreadable: not kept
-                found.setdefault((host, int(rank)), []).append((path, Snapshot.load(path)))
-        out: list[tuple[str, int, list[tuple[Path, Snapshot]]]] = []
+            source = root.child(host_dir, rank_dir)
+            with contextlib.suppress(Exception):  # gone (compacted), unreadable or untrusted: not kept
+                found.setdefault((host, int(rank)), []).append(
+                    (source, name, source.read_with(name, Snapshot.load))
+                )
+        out: list[tuple[str, int, list[tuple[runfiles.RunFolder, str, Snapshot]]]] = []
         for (host, number), items in sorted(found.items()):
-            items.sort(key=lambda x: float(x[1].window.end or 0.0))
+            items.sort(key=lambda x: float(x[2].window.end or 0.0))
             out.append((host, number, items))
         return out
-
-    def _keep(self, window: Path, into: Path) -> list[str]:
-        kept = []
-        m = WINDOW_NAME.match(window.name)
-        events = window.with_name(events_name(int(m.group(1)), int(m.group(2)))) if m else None
-        for f in (window, events):
-            if f is not None and f.is_file():
-                with contextlib.suppress(OSError):
-                    _link(f, into / f.name)
-                    kept.append(str((into / f.name).relative_to(into.parents[2])))
-        return kept
 
     # -- finish ----------------------------------------------------------------------------------
     def tick(self, now: float | None = None, *, force: bool = False) -> Path | None:
@@ -367,17 +382,19 @@ class Capturer:
         if not force and now < float(self.active["until"]):
             return None
         folder = self._folder
+        assert folder is not None
         try:
             self._restore(self.active)
-            self._finish(self.active, folder, now)
+            self._finish(self.active, folder)
         finally:
             self.active = None
             self._release()
-        return folder
+        return folder.path
 
     def _restore(self, cap: dict[str, Any]) -> None:
         """Each rank back to its state before the capture: one command per distinct prior state,
-        each acknowledged before the next is issued (a process applies only the latest command)."""
+        all issued, then acknowledged together (every rank reads every command in order and
+        applies those that name it, so a command for other ranks takes nothing from it)."""
         groups: dict[tuple, list[tuple[str, int]]] = {}
         now = time.time()
         for p in cap["prior"]:
@@ -386,6 +403,7 @@ class Capturer:
             state = "off" if left is not None and left <= 0 else p["state"]  # its --for ran out meanwhile
             key = (state, tuple(p["enable"]), tuple(p["activity"]), left if state == "on" else None)
             groups.setdefault(key, []).append((p["host"], int(p["rank"])))
+        issued: list[dict[str, Any]] = []
         for (state, enable, activity, left), ranks in sorted(groups.items(), key=lambda kv: str(kv[0])):
             try:
                 if state == "on":
@@ -402,46 +420,44 @@ class Capturer:
             except ControlError as e:  # the ranks ended meanwhile: nothing to restore
                 cap["commands"].append({"command": "restore", "ranks": _rank_spec(ranks), "skipped": str(e)})
                 continue
-            late = self.control.wait(ACK_TIMEOUT_S, g)
-            cap["commands"].append(
-                {
-                    "generation": g,
-                    **cmd,
-                    "ranks": _rank_spec(ranks),
-                    "unacknowledged": [p["pid"] for p in late],
-                }
-            )
+            issued.append({"generation": g, **cmd, "ranks": _rank_spec(ranks), "_named": set(ranks)})
+        if issued:
+            late = self.control.wait(ACK_TIMEOUT_S, max(c["generation"] for c in issued))
+            for c in issued:
+                named = c.pop("_named")
+                c["unacknowledged"] = [p["pid"] for p in late if (p["host"], int(p["rank"])) in named]
+                cap["commands"].append(c)
 
-    def _finish(self, cap: dict[str, Any], folder: Path, now: float) -> None:
+    def _finish(self, cap: dict[str, Any], folder: runfiles.RunFolder) -> None:
         ranks = [(h, int(r)) for h, r in cap["ranks"]]
         during_files: list[str] = []
         during: list[Snapshot] = []
         events = []
         for host, rank, items in self._rank_windows(ranks):
-            for path, snap in items:
+            for source, name, snap in items:
                 if float(snap.window.end or 0.0) > float(cap["started"]):
-                    during_files += self._keep(path, folder / "during" / f"host={host}" / f"rank={rank}")
+                    during_files += _keep(source, name, folder, "during", host, rank)
                     during.append(snap.with_meta(host=host, rank=rank))
-                    ev = window_events(path, host, rank)
+                    ev = window_events(source.path / name, host, rank)
                     if ev is not None:
                         events.append(ev)
         cap["during"] = during_files
         device = pl.concat(events, how="diagonal_relaxed") if events else None
         if device is not None:
-            device.write_parquet(folder / "device.parquet")
+            folder.write_frame("device.parquet", device)
         if during:
-            self._trace(during, device, folder / "trace.json")
+            folder.write("trace.json", self._trace(during, device))
             base = self.baseline_of([f"{h}/{r}" for h, r in ranks]) if self.baseline_of else None
             if base is not None:
-                base.diff(merge_windows(during)).write_parquet(folder / "comparison.parquet")
+                folder.write_frame("comparison.parquet", base.diff(merge_windows(during)))
         cap["ended"] = time.time()
         cap["state"] = "done" if during else "done, no window during the capture"
-        cap["bytes"] = _folder_bytes(folder)
-        _write_json(folder / CAPTURE_FILE, cap)
-        self.say(f"capture done: {cap['rule']} -> {folder} ({cap['bytes']:,} bytes)")
+        cap["bytes"] = folder.size()
+        folder.write(CAPTURE_FILE, _json(cap))
+        self.say(f"capture done: {cap['rule']} -> {folder.path} ({cap['bytes']:,} bytes)")
 
     @staticmethod
-    def _trace(during: list[Snapshot], device: pl.DataFrame | None, path: Path) -> None:
+    def _trace(during: list[Snapshot], device: pl.DataFrame | None) -> bytes:
         """One Perfetto trace across the captured ranks: each rank's trace (export/perfetto.py,
         a process per rank) on one time base."""
         from ..export.perfetto import to_perfetto
@@ -466,26 +482,32 @@ class Capturer:
             "displayTimeUnit": "ns",
             "otherData": {"producer": "mspti-lens", "base_time_unix_ns": base, "ranks": len(traces)},
         }
-        path.write_text(json.dumps(data))
+        return json.dumps(data).encode()
 
     def _release(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            (captures_dir(self.root) / CLAIM).unlink()
+        self.files.remove(CLAIM)
 
     # -- restart ---------------------------------------------------------------------------------
     def recover(self) -> Path | None:
         """A claim left by a watcher that is gone (its pid dead on this host): restore the ranks
         it had changed and finish its capture. Returns that capture's folder, or None."""
-        claim_path = captures_dir(self.root) / CLAIM
+        captures = self.files
         try:
-            claim = json.loads(claim_path.read_text())
+            claim = captures.read_json(CLAIM)
+            if not isinstance(claim, dict):
+                raise ValueError("not a claim")
+        except runfiles.UntrustedError as e:  # planted: never read, and no capture until removed
+            self.say(f"no capture while {e}: remove it")
+            return None
         except (OSError, ValueError):
             return None
         if claim.get("node") == socket.gethostname() and _alive(int(claim.get("pid") or 0)):
             return None  # its watcher is alive: it finishes its own capture
-        folder = captures_dir(self.root) / str(claim.get("folder"))
         try:
-            cap = json.loads((folder / CAPTURE_FILE).read_text())
+            folder = captures.child(str(claim.get("folder")))
+            cap = folder.read_json(CAPTURE_FILE)
+            if not isinstance(cap, dict):
+                raise ValueError("not a capture")
         except (OSError, ValueError):
             self._release()  # claimed, never started: nothing was changed
             return None
@@ -494,8 +516,25 @@ class Capturer:
             return None
         self.active, self._folder = cap, folder
         cap["note"] = ((cap.get("note") or "") + " finished by a restarted watcher").strip()
-        self.say(f"finishing a capture a stopped watcher left: {folder}")
+        self.say(f"finishing a capture a stopped watcher left: {folder.path}")
         return self.tick(force=True)
+
+
+def _keep(
+    source: runfiles.RunFolder, window: str, capture: runfiles.RunFolder, part: str, host: str, rank: int
+) -> list[str]:
+    """A window (and its device records) linked into the capture's ``part`` (before/, during/):
+    a window never changes once written, and the writer's compaction may remove it later. The
+    names kept, relative to the capture's folder."""
+    into = capture.child(part, f"host={host}", f"rank={rank}")
+    m = WINDOW_NAME.match(window)
+    kept = []
+    for name in (window, events_name(int(m.group(1)), int(m.group(2))) if m else None):
+        if name is not None:
+            with contextlib.suppress(OSError):  # no device records, or gone meanwhile
+                into.link_from(source, name)
+                kept.append("/".join((*into.parts[len(capture.parts) :], name)))
+    return kept
 
 
 def _alive(pid: int) -> bool:

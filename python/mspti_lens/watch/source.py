@@ -23,6 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..runs import runfiles
 from ..runs.run import folder_of, list_windows
 from ..runs.writer import WINDOW_NAME, events_name
 from ..snapshot import Snapshot
@@ -67,7 +68,7 @@ class RunWindows:
                 continue
             self._seen.add(path)
             try:
-                snap = Snapshot.load(path)
+                snap = runfiles.read_with(path, Snapshot.load)
                 host, rank = str(snap.meta["host"]), int(snap.meta["rank"])
             except Exception as e:  # noqa: BLE001 - an unreadable window is skipped, named
                 self.skipped[path] = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -151,13 +152,12 @@ class RunWindows:
 
 def window_events(window: Path, host: str, rank: int) -> pl.DataFrame | None:
     """A window's device records (its ``events-NNNNNN-pidP`` file) with its host and rank, or
-    None (no records, or unreadable)."""
+    None (no records, or unreadable or untrusted: runs/runfiles.py checks it)."""
     m = WINDOW_NAME.match(window.name)
-    path = window.with_name(events_name(int(m.group(1)), int(m.group(2)))) if m else None
-    if path is None or not path.is_file():
+    if not m:
         return None
     try:
-        ev = pl.read_parquet(path)
+        ev = runfiles.read_parquet(window.with_name(events_name(int(m.group(1)), int(m.group(2)))))
     except Exception:  # noqa: BLE001 - a window without readable records has no skew
         return None
     return ev.with_columns(pl.lit(host).alias("host"), pl.lit(rank, dtype=pl.Int64).alias("rank"))

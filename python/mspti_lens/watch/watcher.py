@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 import time
@@ -21,8 +20,9 @@ from typing import Any
 
 import polars as pl
 
+from ..runs import runfiles
 from ..runs.run import register_view
-from .capture import CapturePolicy, Capturer, captures_dir, captures_frame
+from .capture import CapturePolicy, Capturer, captures_dir, captures_folder, captures_frame
 from .evaluate import JOB, Baseline, Evaluator, Transition
 from .rules import Rule, check_names, parse_rule, parse_rules
 from .source import RunWindows
@@ -32,9 +32,11 @@ TRIGGERS_METRIC = "mspti_lens_watch_triggers_total"
 BASELINES_FILE = "baselines.json"
 
 
-def _read_json(path: Path) -> dict:
+def _read_baselines(root: Path) -> dict:
+    """The baselines kept in the run (``{}`` if none, or unreadable or untrusted: a planted file
+    is not read, runs/runfiles.py)."""
     try:
-        data = json.loads(path.read_text())
+        data = captures_folder(root).read_json(BASELINES_FILE)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -83,7 +85,7 @@ class Watcher:
         self.metrics_file: Path | None = None  # rewritten with the triggers on each change
         # Baselines survive a restart: learnt ones are kept in the run (captures/baselines.json).
         self.baselines_file = captures_dir(self.root) / BASELINES_FILE
-        self._saved_baselines = self.evaluator.restore_baselines(_read_json(self.baselines_file))
+        self._saved_baselines = self.evaluator.restore_baselines(_read_baselines(self.root))
         self._baselines_known = sum(len(v) for v in self.evaluator.baselines().values())
         self.capturer: Capturer | None = None
         if capture is not False:
@@ -111,15 +113,12 @@ class Watcher:
         learnt = self.evaluator.baselines()
         if sum(len(v) for v in learnt.values()) > self._baselines_known:
             self._baselines_known = sum(len(v) for v in learnt.values())
-            self.baselines_file.parent.mkdir(parents=True, exist_ok=True)
-            merged = {**_read_json(self.baselines_file), **learnt}  # other rules' kept as they were
-            tmp = self.baselines_file.with_name(f".{BASELINES_FILE}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(merged, indent=1))
-            os.replace(tmp, self.baselines_file)
+            merged = {**_read_baselines(self.root), **learnt}  # other rules' kept as they were
+            captures_folder(self.root, writer=True).write(
+                BASELINES_FILE, json.dumps(merged, indent=1).encode()
+            )
         if out and self.metrics_file is not None:
-            tmp = self.metrics_file.with_name(f".{self.metrics_file.name}.tmp")
-            tmp.write_text(self.metrics("prometheus"))
-            os.replace(tmp, self.metrics_file)
+            runfiles.write_named_file(self.metrics_file, self.metrics("prometheus").encode())
         if self.capturer is not None:
             self.capturer.tick()
             for t in out:
@@ -291,7 +290,7 @@ def main(args: argparse.Namespace) -> int:
     w = Watcher(args.run, rules, baseline=baseline, every=args.every, on_transition=_said, capture=capture)
     if args.metrics_file:
         w.metrics_file = Path(args.metrics_file)
-        w.metrics_file.write_text(w.metrics("prometheus"))
+        runfiles.write_named_file(w.metrics_file, w.metrics("prometheus").encode())
     scopes = ", ".join(sorted({"each rank" if r.scope == "rank" else JOB for r in rules}))
     learn = f"after {baseline.skip} window(s), {baseline.windows} with the statistic"
     _say(f"watching {args.run}: {len(rules)} rule(s) on {scopes}; baselines: {learn}")
