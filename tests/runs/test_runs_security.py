@@ -272,3 +272,85 @@ def test_a_shared_group_run_is_steered_by_its_members_and_only_on_request(other,
         assert [(c["generation"], c["enable"]) for c in applied] == [(2, ["hccl"])]
     finally:
         proc.end()
+
+
+def test_a_name_planted_under_captures_or_alerts_is_refused_never_followed(other, shared, tmp_path):
+    # The watch package's files (captures/, alerts/) with what another user could have left in
+    # them: symlinks to the job user's private files and folders, and files of their own.
+    from mspti_lens.runs import runfiles
+    from mspti_lens.watch import capture, watcher
+    from mspti_lens.watch.alert_receiver import AlertReceiver, firings
+    from mspti_lens.watch.evaluate import Transition
+    from mspti_lens.watch.rules import parse_rule
+
+    uid, gid = other
+    run = shared / "run"
+    runfiles.create_run(run)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    secret = private / "secret.json"
+    secret.write_text(json.dumps({"rule": "the private file", "fired_at": 1.0, "folder": "x", "pid": 1}))
+    (private / "capture.json").write_text(json.dumps({"rule": "the private file", "fired_at": 2.0}))
+    (private / "big").write_bytes(b"\0" * (1 << 20))
+    caps = run / capture.CAPTURES_DIR
+    caps.mkdir(mode=0o700)
+    (caps / capture.CLAIM).symlink_to(secret)
+    (caps / watcher.BASELINES_FILE).symlink_to(secret)
+    (caps / "linked").symlink_to(private)  # a capture folder that is a symlink
+    theirs = caps / "theirs"  # a capture folder of the other user's
+    theirs.mkdir(mode=0o700)
+    (theirs / "capture.json").write_text(json.dumps({"rule": "theirs", "fired_at": 3.0}))
+    mine = caps / "mine"  # a folder of the job's user with the other user's capture.json in it
+    mine.mkdir(mode=0o700)
+    (mine / "capture.json").write_text(json.dumps({"rule": "planted", "fired_at": 4.0}))
+    for p in (theirs / "capture.json", theirs, mine / "capture.json"):
+        os.chown(p, uid, gid)
+    before = secret.read_text()
+
+    assert capture.read_captures(run) == []  # none of them is read
+    assert watcher._read_baselines(run) == {}
+    assert capture.captures_folder(run).size() < 1 << 20  # nothing counted through a symlink
+    said: list[str] = []
+    c = capture.Capturer(run, say=said.append)
+    assert c.recover() is None and said and "is a symlink" in said[0]
+    t = Transition(parse_rule("aclrtLaunchKernel p50 > 6us"), "h/0", "pending", "firing", 1, 1.0, 7.0, 5.0,
+                   (("h", 0),))  # fmt: skip
+    folder, why = c.take(t)
+    assert folder is None and why and why.startswith("another capture of this run is running")
+    assert not (run / "control").exists()  # no command issued
+    # A window folder of the run: a planted symlink as a window is not linked into a capture,
+    # and a capture's name planted beforehand (a link to another file) is refused.
+    ranks = run / "host=h" / "rank=0"
+    ranks.mkdir(parents=True, mode=0o700)
+    os.chmod(run / "host=h", 0o700)
+    (ranks / "window-000001-pid1.parquet").symlink_to(secret)
+    (ranks / "window-000002-pid1.parquet").write_bytes(b"a window")
+    os.chmod(ranks / "window-000002-pid1.parquet", 0o600)
+    source = runfiles.open_run_folder(run, writer=True).child("host=h", "rank=0")
+    into = runfiles.open_run_folder(run, writer=True).child("captures", "c1", "before")
+    with pytest.raises(runfiles.UntrustedError, match="is a symlink"):
+        into.link_from(source, "window-000001-pid1.parquet")
+    into.make()
+    os.link(secret, into.path / "window-000002-pid1.parquet")
+    with pytest.raises(runfiles.UntrustedError, match="is not"):
+        into.link_from(source, "window-000002-pid1.parquet")
+    # Baselines written over the planted symlink replace the link, not what it names.
+    capture.captures_folder(run, writer=True).write(watcher.BASELINES_FILE, b"{}")
+    assert not (caps / watcher.BASELINES_FILE).is_symlink() and secret.read_text() == before
+
+    # alerts/: a claim planted as a symlink is a name taken (the alert is not captured through
+    # it) and never written through; claims of another user's are not counted as captures.
+    labels = {"alertname": "x", "mspti_lens_rule": "aclrtLaunchKernel p50 > 6us", "host": "h", "rank": "0"}
+    sent = {"version": "4", "alerts": [{"status": "firing", "fingerprint": "f", "labels": labels,
+                                        "startsAt": "2026-12-04T19:10:00Z"}]}  # fmt: skip
+    (found,), _ = firings(sent)
+    alerts = run / "alerts"
+    alerts.mkdir(mode=0o700)
+    (alerts / f"{found.key}.json").symlink_to(secret)
+    (alerts / "other.json").write_text(json.dumps({"rule": "planted", "captured_at": 5.0}))
+    os.chown(alerts / "other.json", uid, gid)
+    lines: list[str] = []
+    with AlertReceiver(run, port=0, say=lines.append) as r:
+        got = r.handle(sent)
+        assert got[-1].startswith("seen before:") and r.captures() == []
+    assert secret.read_text() == before and (alerts / f"{found.key}.json").is_symlink()
