@@ -32,8 +32,9 @@ METHODS = {
     "read_text", "read_bytes", "write_text", "write_bytes", "glob", "rglob", "iterdir", "mkdir",
     "unlink", "touch", "rmdir", "symlink_to", "hardlink_to", "write_parquet", "sink_parquet",
 }  # fmt: skip
-# Snapshot.load and Snapshot.save by path would bypass the checks: a run's snapshot is loaded
-# with runfiles.load_snapshot, and saved inside runfiles' writer callback (a lambda given the file).
+# Snapshot.load and Snapshot.save by path would bypass the checks: a run's snapshot is loaded by
+# runfiles given the checked file (read_with(..., Snapshot.load)), and saved inside runfiles'
+# writer callback (a lambda given the file).
 SNAPSHOT_CALLS = {"load", "save"}
 # The few direct calls that touch no run file, each with why (module, call as named above).
 ALLOWED = {
