@@ -401,13 +401,7 @@ class RunFolder:
                 except FileExistsError:
                     pass  # kept before: checked below like a new link
                 except OSError as e:
-                    if e.errno not in (
-                        errno.EPERM,
-                        errno.EXDEV,
-                        errno.EMLINK,
-                        errno.ENOTSUP,
-                        errno.EOPNOTSUPP,
-                    ):
+                    if e.errno not in _NO_LINK:
                         raise
                     self.write(name, f.read())
                     return
