@@ -165,3 +165,62 @@ def test_a_restarted_watcher_finishes_the_capture_a_dead_one_left(run):
     # A live watcher's claim is left alone.
     Capturer(run, say=lambda s: None).consider(firing("aclrtMalloc p99 > 5ms", now), now)
     assert Capturer(run, say=lambda s: None).recover() is None and claim.exists()
+
+
+def test_ranks_of_different_prior_states_are_put_back_by_commands_issued_together(tmp_path):
+    # Two recorded processes (this one's control threads): rank 0 records the runtime domain,
+    # rank 1 is paused. A capture of both turns both on; the restore issues a start for rank 0
+    # and a stop for rank 1 one after the other, without waiting between them (every rank reads
+    # every command in order), and each rank applies its own: back as it was.
+    from mspti_lens.runs import control, runfiles
+    from mspti_lens.watch.evaluate import JOB
+
+    run = tmp_path / "run"
+    runfiles.create_run(run)
+    control.issue(run, {"command": "stop", "ranks": None})  # the launch: generation 1
+    off = {"state": "off", "enable": [], "activity": []}
+    states = {0: {"state": "on", "enable": ["runtime"], "activity": ["communication"]}, 1: dict(off)}
+    applied: dict[int, list[dict]] = {0: [], 1: []}
+
+    def apply_on(rank: int):
+        def apply(cmd: dict) -> None:
+            applied[rank].append(cmd)
+            if cmd["command"] == "start":
+                enable = cmd["enable"] or ["runtime"]
+                states[rank] = {"state": "on", "enable": enable, "activity": cmd["activity"]}
+            else:
+                states[rank] = dict(off)
+
+        return apply
+
+    procs = [
+        control.ProcessControl(
+            run, host=f"h{r}", rank=r, rank_source="RANK", apply=apply_on(r),
+            state=lambda r=r: dict(states[r]), tick=lambda: None, generation=1,
+        ).start()
+        for r in (0, 1)
+    ]  # fmt: skip
+    try:
+        said: list[str] = []
+        c = Capturer(run, CapturePolicy(for_s=1.0), say=said.append)
+        t = Transition(parse_rule("hccl p99 > 1ms across ranks"), JOB, "pending", "firing", 3, time.time(),
+                       2e6, 5e5, (("h0", 0), ("h1", 1)))  # fmt: skip
+        folder = c.consider(t)
+        assert folder is not None, said
+        assert c.control.wait(120) == []  # both turned on
+        assert [states[r]["state"] for r in (0, 1)] == ["on", "on"]
+        assert c.tick(force=True) == folder
+        cap = json.loads((folder / "capture.json").read_text())
+        start, *restore = cap["commands"]
+        assert sorted((x["command"], x["ranks"], x["unacknowledged"]) for x in restore) == [
+            ("start", "0", []),
+            ("stop", "1", []),
+        ]
+        assert sorted(x["generation"] for x in restore) == [start["generation"] + 1, start["generation"] + 2]
+        assert states[0] == {"state": "on", "enable": ["runtime"], "activity": ["communication"]}
+        assert states[1] == off
+        assert [x["command"] for x in applied[0]] == ["start", "start"]
+        assert [x["command"] for x in applied[1]] == ["start", "stop"]
+    finally:
+        for p in procs:
+            p.end()
