@@ -185,6 +185,11 @@ def test_one_capture_per_alert_resent_restarted_or_received_twice_and_the_cool_d
         assert restarted.handle(payload(alert("z9", startsAt="2026-12-04T20:00:00Z")))[0].startswith(
             "seen before:"
         )
+        # A rank that is not live: not captured, said with the live ones, released for a resend.
+        elsewhere = payload(alert("q1", rank="7", rule="aclrtMalloc p50 > 6us"))
+        (gone,) = restarted.handle(elsewhere)
+        assert gone.startswith("not captured: aclrtMalloc p50 > 6us for 2 windows on rank 7 (node-a): ")
+        assert "(live: 3@" in gone and restarted.handle(elsewhere) == [gone]
     assert sum(x.startswith("captured:") for x in lines) == 1
     issued = [json.loads(p.read_text()) for p in sorted((run / "control" / "issued").glob("*.json"))]
     # One start (the capture's activity on the paused rank), then the stop that put it back.

@@ -266,7 +266,8 @@ class AlertReceiver:
             why = str(e)
         else:
             if not targets:
-                why = "no live rank of the run it names"
+                live = ", ".join(f"{r}@{h}" for h, r in self._live_ranks(())) or "none"
+                why = f"no live rank of the run is one it names (live: {live})"
             else:
                 first = max(fs, key=lambda f: f.value if f.value is not None else float("-inf"))
                 subject = JOB if first.rule.scope != "rank" else ",".join(f"{h}/{r}" for h, r in targets)
