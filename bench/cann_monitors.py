@@ -67,8 +67,17 @@ ROOT = HERE.parent
 PRODUCER_THREADS = ("msim-channel", "ActivityManag")
 KERNEL_NAMES = 16
 SEED = 0x9E3779B97F4A7C15
-# Goals: collector CPU per record on the mixed workload, mspti-lens against each side; wall added.
-GOAL_RATIO = {"official": 15.0, "msmonitor": 10.0}
+# Goals: how many times below a side mspti-lens's CPU per record is (the median of the ratios
+# within a round), per case, on one measure: "collector" (its collector CPU) or "charged" (with
+# its workload-thread extra); and the wall time it adds.
+GOALS = {
+    "mixed/virtual": {
+        ("msmonitor", "collector"): 3.0,
+        ("msmonitor", "charged"): 2.0,
+        ("official", "charged"): 15.0,
+    },
+    "kernels/virtual": {("msmonitor", "charged"): 8.0},
+}
 GOAL_WALL_PCT = 3.0
 
 SIDES = ("none", "official", "msmonitor", "lens")
@@ -803,7 +812,7 @@ def render(r: dict) -> list[str]:
             "| wall added | spread | records lost |"
         )
         w("|---|---:|---:|---:|---:|---:|---:|---:|")
-        per_rec = {}
+        per_rec: dict[str, dict[str, list[float]]] = {}
         for side in sides:
             rs = runs[side]
             if side == "none":
@@ -813,7 +822,7 @@ def render(r: dict) -> list[str]:
             cpu = [x["collector_cpu_ns"] / n_rec * 1e-3 for x in rs]
             chg = [charged_ns(x, nn) / n_rec * 1e-3 for x, nn in zip(rs, none)]
             wall = [(x["wall_ns"] - nn["wall_ns"]) / nn["wall_ns"] * 100 for x, nn in zip(rs, none)]
-            per_rec[side] = chg
+            per_rec[side] = {"collector": cpu, "charged": chg}
             losses = [lost(x) for x in rs]
             w(
                 f"| {LABEL[side]} | {med(cpu):.3f} | {spread(cpu)} | {med(chg):.3f} | {spread(chg)} "
@@ -824,17 +833,25 @@ def render(r: dict) -> list[str]:
             for other in ("official", "msmonitor"):
                 if other not in per_rec:
                     continue
-                ratio = [a / max(b, 1e-12) for a, b in zip(per_rec[other], per_rec["lens"])]
-                goal = GOAL_RATIO[other]
-                verdict = ""
-                if case == "mixed/virtual":
-                    verdict = f" Goal >= {goal:.0f}x: " + (
-                        "met." if med(ratio) >= goal else f"**missed** ({med(ratio):.1f}x of {goal:.0f}x)."
+                ratio = {
+                    m: [a / max(b, 1e-12) for a, b in zip(per_rec[other][m], per_rec["lens"][m])]
+                    for m in ("charged", "collector")
+                }
+                verdicts = "".join(
+                    f" Goal >= {goal:.0f}x {m}: "
+                    + (
+                        "met."
+                        if med(ratio[m]) >= goal
+                        else f"**missed** ({med(ratio[m]):.1f}x of {goal:.0f}x)."
                     )
+                    for (o, m), goal in GOALS.get(case, {}).items()
+                    if o == other
+                )
+                chg, col = ratio["charged"], ratio["collector"]
                 w(
-                    f"- mspti-lens against {LABEL[other].split(',')[0].split(' (')[0]}: {med(ratio):.1f}x "
-                    f"less CPU per record ({spread(ratio, '{:.1f}')}x; charged with its workload-thread "
-                    f"extra).{verdict}"
+                    f"- mspti-lens against {LABEL[other].split(',')[0].split(' (')[0]}: {med(chg):.1f}x "
+                    f"less CPU per record ({spread(chg, '{:.1f}')}x; charged with its workload-thread "
+                    f"extra); collector CPU alone {med(col):.1f}x less ({spread(col, '{:.1f}')}x).{verdicts}"
                 )
             lw = [(x["wall_ns"] - nn["wall_ns"]) / nn["wall_ns"] * 100 for x, nn in zip(runs["lens"], none)]
             if case == "mixed/real":
