@@ -1,7 +1,8 @@
 """Stragglers per collective instance: msprof-analyze's rule (the abnormally SHORT collective
 arrived last) and HTA's (the latest device start), over device event frames built by hand in the
 device-event-log schema; instances missing on a rank, a rank's own numbers aligned by time,
-intervals that do not overlap, the per-rank tally, and the per-window fallback that says how to get per-instance votes."""
+intervals that do not overlap, the per-rank tally, and the per-window fallback that says how to
+get per-instance votes."""
 
 from __future__ import annotations
 
