@@ -171,7 +171,8 @@ def _relate(a: dict, b: dict) -> tuple[int, int] | None:
     candidates = {0, *values[np.argsort(-counts, kind="stable")[:3]].tolist()}
     best: tuple[float, int, int, int] | None = None  # (overlap, evidence, -|d|, d)
     for d in sorted(candidates):
-        common, ia, ib = np.intersect1d(a["seq"], b["seq"] + d, assume_unique=False, return_indices=True)
+        # A segment's numbers rise (that is what makes it one), so they are unique.
+        common, ia, ib = np.intersect1d(a["seq"], b["seq"] + d, assume_unique=True, return_indices=True)
         if not len(common):
             continue
         overlap = np.minimum(a["end"][ia], b["end"][ib]) - np.maximum(a["start"][ia], b["start"][ib])

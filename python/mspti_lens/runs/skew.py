@@ -84,7 +84,8 @@ def skew(events: pl.DataFrame, clock_error: int = 0, basis: str = "device") -> p
     ev = events.filter(pl.col("sequence").is_not_null())
     if on_device:
         ev = ev.filter(pl.col("group").is_not_null())
-    ev = ev.filter(~pl.col("name").map_elements(is_point_to_point, return_dtype=pl.Boolean))
+    p2p = [n for n in ev["name"].unique().drop_nulls().to_list() if is_point_to_point(n)]
+    ev = ev.filter(~pl.col("name").is_in(p2p))
     if not ev.height:
         return pl.DataFrame(schema=SKEW_COLUMNS)
     # Job-wide instance numbers (runs/instances.py): a rank's own numbers restart at every on period.
