@@ -17,7 +17,9 @@ does not overlap counts its gap against it); candidates are the shifts A's event
 nearest start in B, and 0 (the numbers as recorded, kept on a tie). A device record has its own
 interval; an ENTER of the Callback API (no end) spans until the rank's next ENTER of that
 function, so there the rule is that one instance's ENTERs are closer than half the time between
-two instances. The evidence of a relation is its number of overlapping pairs.
+two instances. The evidence of a relation is its number of overlapping pairs. Across hosts the
+clocks' error moves one rank's intervals against another's: alignment needs an instance's
+intervals to overlap by more than that error (on one host, or on the simulator, it is 0).
 
 Relations are joined strongest first (a maximum spanning forest), so they never contradict one
 another. Each segment is related to the overlapping segments of the next
