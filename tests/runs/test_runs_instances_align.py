@@ -119,3 +119,28 @@ def test_segments_are_periods_and_more_ranks_than_partners_are_all_related():
     )
     assert got["shift"].n_unique() == 1
     assert skew(history(on))["seq"].to_list() == true_instances(on)
+
+
+def test_one_event_moved_far_pairs_with_nothing_and_moves_no_other():
+    # Back-to-back all-reduces: an instance starts when the last one ends, so a shift by one
+    # pairs intervals that touch. Rank 1 turned on at instance 5, and its record of instance 10
+    # is 10 ms off (a clock step): after all the others, so it starts a segment of its own.
+    n, length, step = 30, LATE_NS + TRANSFER, 10_000_000
+    rows = []
+    for k in range(n):
+        for r in range(3):
+            moved = step if (r, k) == (1, 10) else 0
+            own = k - 5 if r == 1 else k
+            if own >= 0:
+                rows.append(
+                    {"host": "h", "rank": r, "kind": "communication", "group": "world",
+                     "name": "hcom_allReduce_", "sequence": own,
+                     "start_ns": k * length + (LATE_NS if r == LATE else 0) + moved,
+                     "end_ns": (k + 1) * length + moved}
+                )  # fmt: skip
+    v = stragglers.instance_votes(pl.DataFrame(rows, schema=INSTANCE_EVENT_SCHEMA))
+    voted = v.filter(pl.col("note").is_null())
+    assert voted["instance"].to_list() == [k for k in range(5, n) if k != 10]
+    assert (voted["late_rank"] == LATE).all()
+    assert v.filter(pl.col("instance") == 10)["note"].item() == "missing on rank 1 (h)"
+    assert v.filter(pl.col("ranks") == 1).height == 1  # the moved record, alone

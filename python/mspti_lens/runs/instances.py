@@ -13,8 +13,9 @@ How two segments A and B (different ranks, overlapping in time) are related: a c
 point (the last rank's start: no rank's collective ends before every rank has started it), so
 the true shift makes the paired intervals overlap, and a wrong one pairs neighbouring instances,
 which at most touch. The shift taken is the one whose pairs overlap most in total (a pair that
-does not overlap counts its gap against it); candidates are the shifts A's events name by their
-nearest start in B, and 0 (the numbers as recorded, kept on a tie). A device record has its own
+does not overlap counts its gap against it, up to its longer interval); candidates are the
+shifts A's events name by their nearest start in B, and 0 (the numbers as recorded, kept on a
+tie). A device record has its own
 interval; an ENTER of the Callback API (no end) spans until the rank's next ENTER of that
 function, so there the rule is that one instance's ENTERs are closer than half the time between
 two instances. The evidence of a relation is its number of overlapping pairs. Across hosts the
@@ -178,6 +179,10 @@ def _relate(a: dict, b: dict) -> tuple[int, int] | None:
         if not len(common):
             continue
         overlap = np.minimum(a["end"][ia], b["end"][ib]) - np.maximum(a["start"][ia], b["start"][ib])
+        # A gap counts against the shift by at most the pair's longer interval: one event moved
+        # far (a clock step) must not outweigh every other pair.
+        longer = np.maximum(a["end"][ia] - a["start"][ia], b["end"][ib] - b["start"][ib])
+        overlap = np.maximum(overlap, -longer)
         key = (float(overlap.sum(dtype=np.float64)), int((overlap > 0).sum()), -abs(d), d)
         if best is None or key[:3] > best[:3]:
             best = key
