@@ -79,7 +79,7 @@ def _stream_offsets(stream: pl.DataFrame) -> pl.DataFrame:
     for p in parts:
         segs.append(
             {
-                "rank_key": (p["host"][0], p["rank"][0]),
+                "rank_key": (p["host"][0] or "", p["rank"][0]),
                 "seq": p["sequence"].cast(pl.Int64).to_numpy(),
                 "start": p["start_ns"].to_numpy(),
                 "end": p["_end"].to_numpy(),
@@ -94,11 +94,16 @@ def _stream_offsets(stream: pl.DataFrame) -> pl.DataFrame:
     parent, diff = list(range(n)), [0] * n
 
     def find(x: int) -> tuple[int, int]:
-        d = 0
+        """x's root and o_x - o_root, pointing x's path straight at the root."""
+        path = []
         while parent[x] != x:
-            d += diff[x]
+            path.append(x)
             x = parent[x]
-        return x, d
+        to_root = 0
+        for y in reversed(path):
+            to_root += diff[y]
+            parent[y], diff[y] = x, to_root
+        return x, (diff[path[0]] if path else 0)
 
     for _, a, b, d in sorted(edges, key=lambda e: (-e[0], e[1], e[2])):
         ra, da = find(a)
