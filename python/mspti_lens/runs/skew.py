@@ -4,9 +4,9 @@ Two bases, named in each row's ``basis``. ``device`` (preferred, when the run ha
 HCCL records): an instance is one (communicator, op, instance) of the device event log: each
 rank numbers its records of that op in that communicator from its Session's start (0 first),
 and runs/instances.py aligns those numbers across ranks and on periods by time into one
-job-wide number (``seq``); a rank's arrival is its collective's device start: HCCL's task starts when
-the rank enters and waits on the device for the others (the last to arrive has the shortest
-collective). ``callbacks`` (the Callback API alone, ``record --activity none``): an instance is
+job-wide number (``seq``); a rank's arrival is its collective's device start: HCCL's task
+starts when the rank enters and waits on the device for the others (the last to arrive has the
+shortest collective). ``callbacks`` (the Callback API alone, ``record --activity none``): an instance is
 one (op, k), each rank's k-th call of that HCCL function (aligned the same way), and a rank's
 arrival is the call's ENTER (runs/writer.py); callbacks do not name the communicator (``group``
 is null), so a job that runs one op on several communicators should record device records.

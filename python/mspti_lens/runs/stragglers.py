@@ -240,8 +240,7 @@ def latest_starters(starts: pl.DataFrame, top_k: int = 1) -> pl.DataFrame:
 
 # Stragglers(): one row per (collective, instance). On device events, `instance` is the job-wide
 # instance number (runs/instances.py: the ranks' own numbers aligned by time) and `group` its
-# communicator; on windows (no device events), `instance` is the window
-# number and `group` null.
+# communicator; on windows (no device events), `instance` is the window number and `group` null.
 INSTANCE_COLUMNS = {
     # the verdicts first (which rank each rule names, and why there is none), so a notebook's
     # frame shows them without scrolling; the evidence after
