@@ -1,7 +1,8 @@
 """Stragglers per collective instance: msprof-analyze's rule (the abnormally SHORT collective
 arrived last) and HTA's (the latest device start), over device event frames built by hand in the
-device-event-log schema; instances missing on a rank, sequences that do not line up, the per-rank
-tally, and the per-window fallback that says how to get per-instance votes."""
+device-event-log schema; instances missing on a rank, a rank's own numbers aligned by time,
+intervals that do not overlap, the per-rank tally, and the per-window fallback that says how to
+get per-instance votes."""
 
 from __future__ import annotations
 
@@ -79,22 +80,35 @@ def test_an_instance_missing_on_a_rank_gets_no_vote_and_names_the_rank():
     assert stragglers.tally(v).rows() == [("h1", LATE, 4, 4, 4)]
 
 
-def test_sequences_that_do_not_line_up_get_no_vote():
-    # Rank 3 started one collective early (its instance k is everyone else's k - 1): matched by
-    # sequence, its intervals lie a PERIOD away from the others', which no real instance allows.
+def test_a_rank_that_numbers_its_collectives_from_another_start_is_aligned_by_time():
+    # Rank 3 turned on one collective late (its own k is everyone else's k + 1): its intervals
+    # overlap the others' instance k + 1, so that is the instance its k joins.
+    rows = [dict(r, sequence=r["sequence"] - 1) for r in collective_rows(instances=4) if r["rank"] == 3]
+    rows = [r for r in collective_rows(instances=4) if r["rank"] != 3] + [
+        r for r in rows if r["sequence"] >= 0
+    ]
+    v = stragglers.instance_votes(frame(rows))
+    assert v["instance"].to_list() == [0, 1, 2, 3]
+    assert v.filter(pl.col("instance") == 0)["note"].item() == "missing on rank 3 (h1)"
+    voted = v.filter(pl.col("instance") > 0)
+    assert voted["note"].is_null().all() and (voted["late_rank"] == LATE).all()
+    assert stragglers.tally(v).rows() == [("h1", LATE, 3, 3, 3)]
+
+
+def test_an_instance_whose_intervals_do_not_overlap_gets_no_vote():
+    # Rank 3's instance 2 lies half a PERIOD away from the others' (a clock step, say): no real
+    # instance allows that (no rank ends it before every rank has started it).
     rows = collective_rows(instances=4)
     for r in rows:
-        if r["rank"] == 3:
-            r["sequence"] += 1
+        if r["rank"] == 3 and r["sequence"] == 2:
+            r["start_ns"] += PERIOD // 2
+            r["end_ns"] += PERIOD // 2
     v = stragglers.instance_votes(frame(rows))
-    assert v["instance"].to_list() == [0, 1, 2, 3, 4]
-    # 0: rank 3 has no instance 0; 4: only rank 3 has one; 1..3 do not overlap.
-    assert v.filter(pl.col("instance") == 0)["note"].item() == "missing on rank 3 (h1)"
-    assert v.filter(pl.col("instance") == 4)["note"].item().startswith("missing on rank 0 (h0)")
-    mid = v.filter(pl.col("instance").is_between(1, 3))
-    assert mid["note"].str.starts_with("sequences do not line up").all()
-    assert v["slow_rank"].is_null().all() and v["late_rank"].is_null().all()
-    assert stragglers.tally(v).height == 0
+    assert v["instance"].to_list() == [0, 1, 2, 3]
+    assert v.filter(pl.col("instance") == 2)["note"].item().startswith("sequences do not line up")
+    rest = v.filter(pl.col("instance") != 2)
+    assert rest["note"].is_null().all() and (rest["late_rank"] == LATE).all()
+    assert stragglers.tally(v).rows() == [("h1", LATE, 3, 3, 3)]
 
 
 def test_groups_are_matched_apart_and_point_to_point_is_left_out():

@@ -1,14 +1,15 @@
 """Arrival skew per collective instance across the ranks of a run.
 
 Two bases, named in each row's ``basis``. ``device`` (preferred, when the run has COMMUNICATION or
-HCCL records): an instance is one (communicator, op, sequence) of the device event log, each
-rank's k-th record of that op in that communicator (sequence numbers count from the session's
-start, 0 first), and a rank's arrival is its collective's device start: HCCL's task starts when
-the rank enters and waits on the device for the others (the last to arrive has the shortest
-collective). ``callbacks`` (the Callback API alone, ``record --activity none``): an instance is
-one (op, k), each rank's k-th call of that HCCL function, and a rank's arrival is the call's
-ENTER (runs/writer.py); callbacks do not name the communicator (``group`` is null), so a job
-that runs one op on several communicators should record device records.
+HCCL records): an instance is one (communicator, op, instance) of the device event log: each
+rank numbers its records of that op in that communicator from its Session's start (0 first),
+and runs/instances.py aligns those numbers across ranks and on periods by time into one
+job-wide number (``seq``); a rank's arrival is its collective's device start: HCCL's task
+starts when the rank enters and waits on the device for the others (the last to arrive has the
+shortest collective). ``callbacks`` (the Callback API alone, ``record --activity none``): an instance is
+one (op, k), each rank's k-th call of that HCCL function (aligned the same way), and a rank's
+arrival is the call's ENTER (runs/writer.py); callbacks do not name the communicator (``group``
+is null), so a job that runs one op on several communicators should record device records.
 
 Per instance: ``spread_ns`` (last arrival minus first), ``last_rank``, ``lead_ns`` (the last
 arrival minus the second-last) and ``wait_ns`` (the sum
@@ -36,6 +37,7 @@ from typing import Any
 
 import polars as pl
 
+from .instances import align
 from .stragglers import is_point_to_point
 
 CROSS_HOST_CLOCK_ERROR_NS = 1_000_000  # NTP on a LAN; PTP users pass ~1_000
@@ -82,16 +84,18 @@ def skew(events: pl.DataFrame, clock_error: int = 0, basis: str = "device") -> p
     ev = events.filter(pl.col("sequence").is_not_null())
     if on_device:
         ev = ev.filter(pl.col("group").is_not_null())
-    ev = ev.filter(~pl.col("name").map_elements(is_point_to_point, return_dtype=pl.Boolean))
+    p2p = [n for n in ev["name"].unique().drop_nulls().to_list() if is_point_to_point(n)]
+    ev = ev.filter(~pl.col("name").is_in(p2p))
     if not ev.height:
         return pl.DataFrame(schema=SKEW_COLUMNS)
-    ev = ev.unique(["host", "rank", "group", "name", "sequence"], keep="first")
+    # Job-wide instance numbers (runs/instances.py): a rank's own numbers restart at every on period.
+    ev = align(ev).unique(["host", "rank", "group", "name", "instance"], keep="first", maintain_order=True)
     member_of = ["group"] if on_device else ["group", "name"]
     members = ev.group_by(member_of).agg(pl.struct("host", "rank").n_unique().alias("members"))
     last = pl.col("start_ns").max()
     g = (
         ev.join(members, on=member_of, nulls_equal=True)
-        .group_by("group", "name", "sequence")
+        .group_by("group", "name", "instance")
         .agg(
             pl.len().alias("ranks"),
             pl.col("members").first(),
@@ -124,7 +128,7 @@ def skew(events: pl.DataFrame, clock_error: int = 0, basis: str = "device") -> p
         why.alias("note"),
         pl.lit(basis).alias("basis"),
         pl.col("name").alias("op"),
-        pl.col("sequence").cast(pl.Int64).alias("seq"),
+        pl.col("instance").alias("seq"),
     )
     out = g.select(list(SKEW_COLUMNS)).cast(SKEW_COLUMNS)  # type: ignore[arg-type]
     return out.sort("group", "op", "seq", nulls_last=True)

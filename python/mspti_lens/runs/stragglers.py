@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from .instances import align
+
 # The 99.5 % quantile of Dixon's ratio for the smallest of n normal values, n = 3..100
 # (regenerate with `python -m mspti_lens.runs.dixon_table`: Monte Carlo, 400,000 samples per n).
 DIXON_CONFIDENCE = 0.995
@@ -236,9 +238,9 @@ def latest_starters(starts: pl.DataFrame, top_k: int = 1) -> pl.DataFrame:
     return late.sort("late_count", "host", "rank", descending=[True, False, False])
 
 
-# Stragglers(): one row per (collective, instance). On device events, `instance` is the event's
-# `sequence` and `group` its communicator; on windows (no device events), `instance` is the window
-# number and `group` null.
+# Stragglers(): one row per (collective, instance). On device events, `instance` is the job-wide
+# instance number (runs/instances.py: the ranks' own numbers aligned by time) and `group` its
+# communicator; on windows (no device events), `instance` is the window number and `group` null.
 INSTANCE_COLUMNS = {
     # the verdicts first (which rank each rule names, and why there is none), so a notebook's
     # frame shows them without scrolling; the evidence after
@@ -270,18 +272,17 @@ HTA_RULE = "HTA: latest start"
 def instance_votes(events: pl.DataFrame) -> pl.DataFrame:
     """Both rules per collective instance, over device events of collectives (columns host, rank,
     group, name, sequence, start_ns, end_ns). Instances match across ranks by (group, name,
-    sequence). A group's ranks are those with any event in it; an instance missing on some of
-    them, or whose ranks' intervals do not overlap (a rank's sequence numbers are off: no rank
-    can finish an instance before every rank has started it), gets no vote and a note."""
-    ev = (
-        events.filter(pl.col("group").is_not_null() & pl.col("sequence").is_not_null())
-        .sort("start_ns")
-        .unique(["host", "rank", "group", "name", "sequence"], keep="first", maintain_order=True)
-    )
+    instance), the ranks' own numbers aligned by time (runs/instances.py). A group's ranks are
+    those with any event in it; an instance missing on some of them, or whose ranks' intervals
+    do not overlap (no rank can finish an instance before every rank has started it, so its
+    ranks' numbers could not be aligned), gets no vote and a note."""
+    ev = events.filter(pl.col("group").is_not_null() & pl.col("sequence").is_not_null())
+    # Job-wide instance numbers (runs/instances.py): a rank's own numbers restart at every on period.
+    ev = align(ev).unique(["host", "rank", "group", "name", "instance"], keep="first", maintain_order=True)
     members = ev.group_by("group").agg(pl.struct("host", "rank").unique().alias("members"))
     members_of = {g: {(m["host"], m["rank"]) for m in ms} for g, ms in members.iter_rows()}
     rows = []
-    for (group, name, seq), g in ev.group_by(["group", "name", "sequence"], maintain_order=True):
+    for (group, name, seq), g in ev.group_by(["group", "name", "instance"], maintain_order=True):
         if is_point_to_point(name):
             continue
         g = g.sort("host", "rank")
