@@ -64,9 +64,10 @@ def covered_paths(paths: list[str]) -> set[str]:
     return set(covering(paths))
 
 
-def covering(paths: list[str]) -> dict[str, list[str]]:
-    """Each file of ``paths`` that a merged segment of the same folder, kind and pid covers:
-    the segments of ``paths`` that cover it."""
+def covering(paths: list[str]) -> dict[str, str]:
+    """Each file of ``paths`` that a merged segment of the same folder, kind and pid covers: the
+    smallest such segment of ``paths`` (the first written). Merges only join neighbouring
+    segments, so spans nest or are apart: one sweep, containers before what they contain."""
     spans: dict[tuple[str, str, int], list[tuple[int, int, str]]] = {}
     for p in paths:
         folder, _, name = p.replace("\\", "/").rpartition("/")
@@ -74,13 +75,17 @@ def covering(paths: list[str]) -> dict[str, list[str]]:
         if parsed:
             kind, a, b, pid = parsed
             spans.setdefault((folder, kind, pid), []).append((a, b, p))
-    out: dict[str, list[str]] = {}
+    out: dict[str, str] = {}
     for items in spans.values():
-        merged = [(a, b, p) for a, b, p in items if b > a]
-        for a, b, p in items:
-            covers = [mp for ma, mb, mp in merged if ma <= a and b <= mb and (ma, mb) != (a, b)]
-            if covers:
-                out[p] = covers
+        open_: list[tuple[int, int, str]] = []  # merged segments around the sweep, innermost last
+        for a, b, p in sorted(items, key=lambda s: (s[0], -s[1])):
+            while open_ and open_[-1][1] < a:
+                open_.pop()
+            cover = next((q for qa, qb, q in reversed(open_) if qa <= a and b <= qb), None)
+            if cover is not None:
+                out[p] = cover
+            if b > a:
+                open_.append((a, b, p))
     return out
 
 
@@ -156,13 +161,13 @@ class Compactor:
         return len(merges)
 
     def remove_merged(self, written_before: float | None) -> list[str]:
-        """Remove this process's files a segment covers, when the oldest segment covering one was
+        """Remove this process's files a segment covers, when the first segment covering one was
         written before ``written_before`` (all of them when None); returns their names."""
         removed = []
-        for name, covers in sorted(covering(self._names()).items()):
+        for name, cover in sorted(covering(self._names()).items()):
             if written_before is not None:
                 try:
-                    since = min(self.files.stat(c).st_mtime for c in covers)
+                    since = self.files.stat(cover).st_mtime
                 except FileNotFoundError:
                     continue  # its segment was merged on meanwhile: the next call sees the new one
                 if since >= written_before:
