@@ -238,10 +238,12 @@ def test_compaction_keeps_every_collective_and_counts_the_kernels_it_leaves_out(
     assert f"{dropped:,} device records left out" in headline(run)
 
 
-def test_readers_racing_a_fast_writer_and_compaction_see_every_call_once(sim, L, tmp_path):
+@pytest.mark.parametrize("keep_merged_s", [None, 0.0], ids=["merged-files-kept", "relisting-alone"])
+def test_readers_racing_a_fast_writer_and_compaction_see_every_call_once(sim, L, tmp_path, keep_merged_s):
     # A writer thread writes windows as fast as it can (compaction after each); readers open the
     # run again and again meanwhile. Each open must read windows 1..N, each once, and their
-    # calls and collective records exactly (no missed segment, no FileNotFoundError).
+    # calls and collective records exactly (no missed segment, no FileNotFoundError): with merged
+    # files kept a while (the default), and with them removed at once (a reader slower than that).
     out = tmp_path / "run"
     opens = stress(40)
     stop = threading.Event()
@@ -252,7 +254,7 @@ def test_readers_racing_a_fast_writer_and_compaction_see_every_call_once(sim, L,
     with mspti_lens.Session(
         library="sim", enable=["LAUNCH", "HCCL"], clock="mspti", activity=["communication"]
     ) as s:
-        w = sim_writer(s, out)
+        w = sim_writer(s, out, keep_merged_s)
 
         def write() -> None:
             try:

@@ -133,6 +133,7 @@ class Compactor:
         self.fine = fine
         self.keep_merged_s = keep_merged_s
         self.merges = 0
+        self._written: dict[str, float] = {}  # segment -> when this compactor wrote it
 
     def _names(self) -> list[str]:
         """This process's window and event files."""
@@ -164,16 +165,19 @@ class Compactor:
         """Remove this process's files a segment covers, when the first segment covering one was
         written before ``written_before`` (all of them when None); returns their names."""
         removed = []
-        for name, cover in sorted(covering(self._names()).items()):
+        names = self._names()
+        for name, cover in sorted(covering(names).items()):
             if written_before is not None:
                 try:
-                    since = self.files.stat(cover).st_mtime
+                    since = self._written.get(cover) or self.files.stat(cover).st_mtime
                 except FileNotFoundError:
                     continue  # its segment was merged on meanwhile: the next call sees the new one
                 if since >= written_before:
                     continue
             self.files.remove(name)
             removed.append(name)
+        here = set(names) - set(removed)
+        self._written = {n: t for n, t in self._written.items() if n in here}
         return removed
 
     def _merge(self, x: tuple[int, int], y: tuple[int, int]) -> tuple[int, int]:
@@ -194,6 +198,7 @@ class Compactor:
         # first, so a window segment that exists has its events. The inputs stay (remove_merged).
         name = segment_name("window", first, last, self.pid)
         self.files.write(name, lambda f: out.save(f, event_log=False))
+        self._written[name] = time.time()
         return first, last
 
     def _merge_events(self, x: tuple[int, int], y: tuple[int, int]) -> int:
@@ -215,7 +220,9 @@ class Compactor:
         # Every collective, and the newest others (those with at most MAX_EVENT_ROWS from them on).
         newest = pl.col("_capped").cast(pl.UInt32).cum_sum(reverse=True) <= MAX_EVENT_ROWS
         ev = ev.filter(~pl.col("_capped") | newest).drop("_capped")
-        self.files.write(segment_name("events", x[0], y[1], self.pid), ev.write_parquet)
+        name = segment_name("events", x[0], y[1], self.pid)
+        self.files.write(name, ev.write_parquet)
+        self._written[name] = time.time()
         return dropped
 
 

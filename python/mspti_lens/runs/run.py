@@ -630,17 +630,17 @@ class Run:
         merged by compaction since the listing makes the run list again (:meth:`refresh`)."""
         for attempt in range(RELIST_TRIES):
             last = attempt == RELIST_TRIES - 1
-            self._event_paths, lf, gone = self._scan_rank_files(self._event_paths)
-            if not gone or last:
-                if lf is None:
-                    return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64})
-                if kinds is not None:
-                    lf = lf.filter(pl.col("kind").is_in(list(kinds)))
-                try:
+            try:
+                self._event_paths, lf, gone = self._scan_rank_files(self._event_paths)
+                if not gone or last:
+                    if lf is None:
+                        return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64})
+                    if kinds is not None:
+                        lf = lf.filter(pl.col("kind").is_in(list(kinds)))
                     return lf.collect()
-                except FileNotFoundError:
-                    if last:
-                        raise
+            except FileNotFoundError:
+                if last:
+                    raise
             self.refresh()
         raise AssertionError("unreachable: the last try returns or raises")
 
