@@ -42,7 +42,11 @@ def headline(run: Any) -> str:
     slow = _slow(run)
     if slow:
         parts.append(slow)
-    sim = " · SIMULATED" if run.files().height and bool(run.files()["simulated"].any()) else ""
+    files = run.files()
+    dropped = int(files["events_dropped"].sum() or 0) if "events_dropped" in files.columns else 0
+    if dropped:  # runs/compact.py keeps every collective; kernels past its cap are counted
+        parts.append(f"{dropped:,} device records left out when older windows were merged")
+    sim = " · SIMULATED" if files.height and bool(files["simulated"].any()) else ""
     return f"mspti-lens run {run.root}{sim}: " + ", ".join(parts)
 
 

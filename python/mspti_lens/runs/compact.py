@@ -6,12 +6,18 @@ a binary counter: two neighbouring segments of the same size become one of twice
 process that wrote N windows keeps at most ``FINE_WINDOWS + log2(N) + 1`` window files (and as
 many event files): 32 + 14 for a day at 10 s. A merged segment is named
 ``window-FFFFFF-LLLLLL-pidP.parquet`` (windows F..L) and its metadata says so (``window_first``,
-``window``); its device event log is the concatenation of its windows' logs, at most
-:data:`MAX_EVENT_ROWS` rows (the newest; the number left out is in its metadata).
+``window``); its device event log is the concatenation of its windows' logs. Collective
+records (the kinds in :data:`KEPT_EVENT_KINDS`) are all kept: they are small and skew and
+stragglers pair every rank's instances. Other records (kernels) are capped at
+:data:`MAX_EVENT_ROWS` a segment, the newest kept; the number left out is the segment's
+``events_dropped_in_compaction``, which ``Run.files()``, skew, stragglers and the run panel show.
 
-A merged segment is written (temporary name, renamed) before the files it replaces are removed;
-a reader that lists both in between drops the files a segment covers (``covered_paths``), so it
-never counts a call twice.
+A merged segment is written (temporary name, renamed) before the files it replaces are removed,
+and those are removed only :data:`KEEP_MERGED_S` after the segment was written (at once after the
+process's last window): a reader that lists both drops the files a segment covers
+(``covered_paths``), so it never counts a call twice, and a reader that listed the inputs just
+before the merge can still read them. A reader that finds a listed file gone lists again
+(``Run.refresh``): the segment that replaced it was written before it was removed.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +33,11 @@ from . import runfiles
 
 FINE_WINDOWS = 32
 MAX_EVENT_ROWS = 20_000
+# Device record kinds a merged event log keeps whole (the collectives skew and stragglers pair).
+KEPT_EVENT_KINDS = ("communication", "hccl")
+# How long a merged file stays after the segment replacing it is written: longer than a reader
+# takes between listing a run's files and opening them, on a loaded machine or shared storage.
+KEEP_MERGED_S = 15.0
 # Window metadata that counts per window, so a merged segment holds the sum of its windows'.
 ADDED_META = ("arrivals_dropped", "events_dropped_in_compaction")
 SEGMENT_NAME = re.compile(r"^(window|events)-(\d+)(?:-(\d+))?-pid(\d+)\.parquet$")
@@ -47,8 +59,15 @@ def parse(name: str) -> tuple[str, int, int, int] | None:
 
 
 def covered_paths(paths: list[str]) -> set[str]:
-    """The files of ``paths`` that a merged segment of the same folder and pid covers (written
-    just before its inputs are removed): a reader leaves them out."""
+    """The files of ``paths`` that a merged segment of the same folder and pid covers (kept a
+    while after it is written, see the module's docstring): a reader leaves them out."""
+    return set(covering(paths))
+
+
+def covering(paths: list[str]) -> dict[str, str]:
+    """Each file of ``paths`` that a merged segment of the same folder, kind and pid covers: the
+    smallest such segment of ``paths`` (the first written). Merges only join neighbouring
+    segments, so spans nest or are apart: one sweep, containers before what they contain."""
     spans: dict[tuple[str, str, int], list[tuple[int, int, str]]] = {}
     for p in paths:
         folder, _, name = p.replace("\\", "/").rpartition("/")
@@ -56,12 +75,17 @@ def covered_paths(paths: list[str]) -> set[str]:
         if parsed:
             kind, a, b, pid = parsed
             spans.setdefault((folder, kind, pid), []).append((a, b, p))
-    out: set[str] = set()
+    out: dict[str, str] = {}
     for items in spans.values():
-        merged = [(a, b, p) for a, b, p in items if b > a]
-        for a, b, p in items:
-            if any(ma <= a and b <= mb and (ma, mb) != (a, b) for ma, mb, _ in merged):
-                out.add(p)
+        open_: list[tuple[int, int, str]] = []  # merged segments around the sweep, innermost last
+        for a, b, p in sorted(items, key=lambda s: (s[0], -s[1])):
+            while open_ and open_[-1][1] < a:
+                open_.pop()
+            cover = next((q for qa, qb, q in reversed(open_) if qa <= a and b <= qb), None)
+            if cover is not None:
+                out[p] = cover
+            if b > a:
+                open_.append((a, b, p))
     return out
 
 
@@ -94,30 +118,67 @@ def due_merges(segments: list[Segment], fine: int = FINE_WINDOWS) -> list[tuple[
 
 class Compactor:
     """Compacts the windows of one process (``pid``) in one rank folder; ``compact()`` after
-    each window written (WindowWriter does)."""
+    each window written (WindowWriter does), ``compact(last=True)`` after the process's last."""
 
-    def __init__(self, folder: str | os.PathLike | runfiles.RunFolder, pid: int, fine: int = FINE_WINDOWS):
+    def __init__(
+        self,
+        folder: str | os.PathLike | runfiles.RunFolder,
+        pid: int,
+        fine: int = FINE_WINDOWS,
+        keep_merged_s: float = KEEP_MERGED_S,
+    ):
         self.files = folder if isinstance(folder, runfiles.RunFolder) else runfiles.RunFolder(folder)
         self.dir = self.files.path
         self.pid = pid
         self.fine = fine
+        self.keep_merged_s = keep_merged_s
         self.merges = 0
+        self._written: dict[str, float] = {}  # segment -> when this compactor wrote it
+
+    def _names(self) -> list[str]:
+        """This process's window and event files."""
+        return [
+            n
+            for kind in ("window", "events")
+            for n in self.files.names(f"{kind}-*-pid{self.pid}.parquet")
+            if (parsed := parse(n)) and parsed[3] == self.pid
+        ]
 
     def segments(self) -> list[tuple[int, int]]:
-        out = []
-        for name in self.files.names(f"window-*-pid{self.pid}.parquet"):
-            parsed = parse(name)
-            if parsed and parsed[3] == self.pid:
-                out.append((parsed[1], parsed[2]))
-        return sorted(out)
+        """This process's window segments (first, last window), merged inputs still kept left out."""
+        names = [n for n in self._names() if n.startswith("window-")]
+        covered = covered_paths(names)
+        return sorted((p[1], p[2]) for n in names if n not in covered and (p := parse(n)))
 
-    def compact(self) -> int:
-        """Merge what :func:`due_merges` says is due; returns the number of merges made."""
+    def compact(self, last: bool = False) -> int:
+        """Merge what :func:`due_merges` says is due, then remove the merged files whose
+        replacement is older than ``keep_merged_s`` (every merged file when ``last``: nothing
+        will call again); returns the number of merges made."""
         merges = due_merges(self.segments(), self.fine)
         for x, y in merges:
             self._merge(x, y)
         self.merges += len(merges)
+        self.remove_merged(None if last else time.time() - self.keep_merged_s)
         return len(merges)
+
+    def remove_merged(self, written_before: float | None) -> list[str]:
+        """Remove this process's files a segment covers, when the first segment covering one was
+        written before ``written_before`` (all of them when None); returns their names."""
+        removed = []
+        names = self._names()
+        for name, cover in sorted(covering(names).items()):
+            if written_before is not None:
+                try:
+                    since = self._written.get(cover) or self.files.stat(cover).st_mtime
+                except FileNotFoundError:
+                    continue  # its segment was merged on meanwhile: the next call sees the new one
+                if since >= written_before:
+                    continue
+            self.files.remove(name)
+            removed.append(name)
+        here = set(names) - set(removed)
+        self._written = {n: t for n, t in self._written.items() if n in here}
+        return removed
 
     def _merge(self, x: tuple[int, int], y: tuple[int, int]) -> tuple[int, int]:
         from ..snapshot import Snapshot
@@ -133,16 +194,16 @@ class Compactor:
             out = out.with_meta(
                 events_dropped_in_compaction=out.meta.get("events_dropped_in_compaction", 0) + dropped
             )
-        # The events files hold the log (windows the writer wrote).
+        # The events files hold the log (windows the writer wrote); the events segment is written
+        # first, so a window segment that exists has its events. The inputs stay (remove_merged).
         name = segment_name("window", first, last, self.pid)
         self.files.write(name, lambda f: out.save(f, event_log=False))
-        for s in (x, y):
-            self.files.remove(segment_name("window", *s, self.pid))
-        for s in (x, y):
-            self.files.remove(segment_name("events", *s, self.pid))
+        self._written[name] = time.time()
         return first, last
 
     def _merge_events(self, x: tuple[int, int], y: tuple[int, int]) -> int:
+        """Write the events segment of ``x`` and ``y``; returns the records left out (past
+        MAX_EVENT_ROWS of kinds other than KEPT_EVENT_KINDS)."""
         import polars as pl
 
         parts = [segment_name("events", *s, self.pid) for s in (x, y)]
@@ -153,10 +214,15 @@ class Compactor:
         if not frames:
             return 0
         ev = pl.concat(frames, how="diagonal_relaxed")
-        dropped = max(0, ev.height - MAX_EVENT_ROWS)
-        if dropped:
-            ev = ev.tail(MAX_EVENT_ROWS)
-        self.files.write(segment_name("events", x[0], y[1], self.pid), ev.write_parquet)
+        capped = ~pl.col("kind").is_in(list(KEPT_EVENT_KINDS)) if "kind" in ev.columns else pl.lit(True)
+        ev = ev.with_columns(capped.alias("_capped"))
+        dropped = max(0, int(ev["_capped"].sum()) - MAX_EVENT_ROWS)
+        # Every collective, and the newest others (those with at most MAX_EVENT_ROWS from them on).
+        newest = pl.col("_capped").cast(pl.UInt32).cum_sum(reverse=True) <= MAX_EVENT_ROWS
+        ev = ev.filter(~pl.col("_capped") | newest).drop("_capped")
+        name = segment_name("events", x[0], y[1], self.pid)
+        self.files.write(name, ev.write_parquet)
+        self._written[name] = time.time()
         return dropped
 
 

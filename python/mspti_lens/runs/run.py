@@ -82,6 +82,12 @@ INSTANCE_EVENT_SCHEMA = {
 }
 
 
+# How many times a reader lists a run again when a file it listed is gone (merged by compaction
+# since: the segment replacing it was written first, and merged files stay compact.KEEP_MERGED_S,
+# so one more listing finds it; more only when it was merged on meanwhile).
+RELIST_TRIES = 5
+
+
 class EmptyRunError(ValueError):
     """The run has no readable window (yet)."""
 
@@ -157,6 +163,8 @@ FILE_SCHEMA = {
     "clock": pl.String,
     # HCCL calls' arrivals a full ring dropped in the window (runs/writer.py).
     "arrivals_dropped": pl.UInt64,
+    # Device records (kernels; collectives are kept) compaction left out of this segment's log.
+    "events_dropped": pl.UInt64,
     **{c: pl.UInt64 for c in FILE_COUNTERS},
 }
 
@@ -209,6 +217,7 @@ def _file_row(path: str) -> dict[str, Any] | Exception:
             "label": str(m.get("label", "unknown backend")),
             "clock": str(m.get("clock", "")),
             "arrivals_dropped": int(m.get("arrivals_dropped") or 0),
+            "events_dropped": int(m.get("events_dropped_in_compaction") or 0),
             **{c: int(counters.get(c, 0)) for c in FILE_COUNTERS},
             "_periods": m.get("periods")
             or [[int(m.get("period") or 1), m.get("window_start"), m.get("window_end"), m.get("enable")]],
@@ -237,35 +246,44 @@ class Run:
 
     # -- files ---------------------------------------------------------------------------------
     def refresh(self) -> Run:
-        """Re-list the run's files (new windows, new ranks). A window file never changes once
-        written, so only new files are read."""
+        """Re-list the run's files (new windows, new ranks, segments compaction merged, event
+        files). A window file never changes once written, so only new files are read."""
+        for _ in range(RELIST_TRIES):
+            if not self._relist():
+                break
+        rows = [{k: v for k, v in r.items() if k != "_periods"} for r in self._rows.values()]
+        self._files = pl.DataFrame(rows, schema=FILE_SCHEMA).sort("path")
+        self._snapshot: Snapshot | None = None
+        self._collectives: pl.DataFrame | None = None
+        self._arrivals: pl.DataFrame | None = None
+        return self
+
+    def _relist(self) -> bool:
+        """List the run's files once and read the new windows' footers; True when a listed
+        window was gone by then (merged into a segment this listing may not have seen)."""
         listed = list_windows(self.root)
         # Older windows are merged into segments as a rank runs (runs/compact.py): a window a
-        # listed segment covers, or one gone since, is left out, so nothing counts twice.
+        # listed segment covers is left out, so nothing counts twice.
         covered = covered_paths(listed)
         here = [p for p in listed if p not in covered]
         keep = set(here)
         for gone in [p for p in self._rows if p not in keep]:
             del self._rows[gone]
         new = [p for p in here if p not in self._rows and p not in self.skipped]
+        vanished = False
         with ThreadPoolExecutor(max_workers=8) as pool:  # footers: latency-bound on shared storage
             for path, row in zip(new, pool.map(_file_row, new)):
-                if isinstance(row, Exception):
-                    if isinstance(row, FileNotFoundError):
-                        continue  # merged into a segment between the listing and the read
+                if isinstance(row, FileNotFoundError):
+                    vanished = True  # merged since the listing: the next one has its segment
+                elif isinstance(row, Exception):
                     self._skip(path, row)
                 else:
                     self._rows[path] = row
-        rows = [{k: v for k, v in r.items() if k != "_periods"} for r in self._rows.values()]
-        self._files = pl.DataFrame(rows, schema=FILE_SCHEMA).sort("path")
         events = list_windows(self.root, EVENTS_GLOB)
         hidden = covered_paths(events)
         self._event_paths = [p for p in events if p not in self.skipped and p not in hidden]
         self._arrival_paths = [p for p in list_windows(self.root, ARRIVALS_GLOB) if p not in self.skipped]
-        self._snapshot: Snapshot | None = None
-        self._collectives: pl.DataFrame | None = None
-        self._arrivals: pl.DataFrame | None = None
-        return self
+        return vanished
 
     def _skip(self, path: str, why: Exception | str) -> None:
         reason = str(why).splitlines()[0] if str(why) else type(why).__name__
@@ -274,7 +292,9 @@ class Run:
             warnings.warn(RunWarning(f"skipped {path}: {reason}"), stacklevel=3)
 
     def files(self) -> pl.DataFrame:
-        """One row per window file read: host, rank, pid, window, final, times, counters."""
+        """One row per window file read: host, rank, pid, window (a merged segment's windows are
+        window_first..window), final, times, counters, and the device records compaction left
+        out of the segment's event log (``events_dropped``)."""
         return self._files
 
     def _scan(self) -> pl.LazyFrame:
@@ -288,28 +308,38 @@ class Run:
         return rows.join(ids, on="path", how="inner")
 
     def _collect(self, query: Callable[[pl.LazyFrame], Any]) -> Any:
-        """Run ``query`` on the scan; if a file turns out unreadable past its footer, skip it
-        (checking each file) and run it again."""
-        try:
-            return query(self._scan())
-        except (pl.exceptions.PolarsError, OSError):
-            pass
-        try:  # first, files merged into a segment since the listing: list again
+        """Run ``query`` on the scan. A file gone since the listing (merged by compaction): list
+        again and run it again. A file unreadable past its footer: skip it (checking each file)
+        and run it again."""
+        for _ in range(RELIST_TRIES):
+            listed = self._files["path"].to_list()
+            try:
+                return query(self._scan())
+            except (pl.exceptions.PolarsError, OSError):
+                pass
             self.refresh()
+            if self._files["path"].to_list() == listed:
+                break  # the same files: one of them is unreadable, not replaced
+        try:
             return query(self._scan())
         except (pl.exceptions.PolarsError, OSError) as e:
             if isinstance(e, pl.exceptions.SchemaError):
                 odd = _odd_schemas(self._files["path"].to_list())
                 if odd:
                     raise pl.exceptions.SchemaError(odd) from None
+            gone = False
             for path in self._files["path"].to_list():
                 try:
                     runfiles.read_parquet(path)
+                except FileNotFoundError:
+                    gone = True  # merged meanwhile: listed again below
                 except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
                     self._skip(path, e)
-            self._files = self._files.filter(~pl.col("path").is_in(list(self.skipped)))
             for path in self.skipped:
                 self._rows.pop(path, None)
+            if gone:
+                self.refresh()
+            self._files = self._files.filter(~pl.col("path").is_in(list(self.skipped)))
             return query(self._scan())
 
     # -- merged --------------------------------------------------------------------------------
@@ -382,13 +412,14 @@ class Run:
         """Per window and rank, per function: calls, total, mean, min and max (ns), with the
         window's wall-clock start and end (s since the epoch) and its on period (a gap between
         two periods is time profiling was off; :meth:`periods` lists them)."""
-        windows = self._files.select("path", "pid", "window", "window_start", "window_end", "period")
 
         def q(lf: pl.LazyFrame) -> pl.DataFrame:
             rows = lf.select("path", "host", "rank", "domain", "name", "count", "sum", "min", "max")
             return rows.collect(engine="streaming")
 
-        rows = self._collect(q).join(windows, on="path", how="inner")
+        rows = self._collect(q)  # first: it may list the run again
+        windows = self._files.select("path", "pid", "window", "window_start", "window_end", "period")
+        rows = rows.join(windows, on="path", how="inner")
         out = rows.group_by("host", "rank", "window", "domain", "name").agg(
             pl.col("window_start").min(),
             pl.col("window_end").max(),
@@ -426,6 +457,12 @@ class Run:
         with profiling off), a status (``STATUSES``) and, for a run recorded with control, its
         profiling ``state`` (on, off, ended, lost; ``paused`` status: alive and off)."""
         now = time.time() if now is None else now
+        if self._files.height:  # first: a file merged since the listing makes it list again
+            calls = self._collect(
+                lambda lf: lf.group_by("host", "rank").agg(pl.col("count").sum().alias("calls")).collect()
+            )
+        else:
+            calls = pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64, "calls": pl.UInt64})
         f = self._files
         interval = float(cast(float, f["interval_s"].max()) or 0.0) if f.height else 0.0
         stale_after = self.stale_after if self.stale_after is not None else max(3 * interval, 1.0)
@@ -466,13 +503,7 @@ class Run:
             .otherwise(pl.col("state").drop_nulls().first())
             .alias("state"),
         )
-        if f.height:
-            calls = self._collect(
-                lambda lf: lf.group_by("host", "rank").agg(pl.col("count").sum().alias("calls")).collect()
-            )
-        else:
-            calls = pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64, "calls": pl.UInt64})
-        nwin = f.group_by("host", "rank").agg(pl.len().cast(pl.UInt32).alias("windows"))
+        nwin = f.group_by("host", "rank").agg(_windows().cast(pl.UInt32).alias("windows"))
         out = per_rank.join(nwin, on=["host", "rank"], how="left").join(
             calls, on=["host", "rank"], how="left"
         )
@@ -571,7 +602,6 @@ class Run:
     def collective_times(self) -> pl.DataFrame:
         """Per HCCL function, rank and instance (a window number, or null for the whole run):
         calls and mean time (ns), the input of :meth:`stragglers`."""
-        windows = self._files.select("path", "window")
 
         def q(lf: pl.LazyFrame) -> pl.DataFrame:
             rows = lf.filter(pl.col("domain") == HCCL_DOMAIN).select(
@@ -579,7 +609,8 @@ class Run:
             )
             return rows.collect(engine="streaming")
 
-        rows = self._collect(q).join(windows, on="path", how="inner")
+        rows = self._collect(q)  # first: it may list the run again
+        rows = rows.join(self._files.select("path", "window"), on="path", how="inner")
         per_window = rows.group_by("host", "rank", "name", pl.col("window").alias("instance")).agg(
             pl.col("count").sum().alias("num_calls"), pl.col("sum").sum().alias("total_ns")
         )
@@ -595,22 +626,35 @@ class Run:
 
     def device_events(self, kinds: tuple[str, ...] | None = None) -> pl.DataFrame:
         """Every rank's device event log (host, rank, then Snapshot.device_events' columns), of
-        ``kinds`` if given. Read on demand; a file that cannot be read is skipped, named."""
-        self._event_paths, lf = self._scan_rank_files(self._event_paths)
-        if lf is None:
-            return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64})
-        if kinds is not None:
-            lf = lf.filter(pl.col("kind").is_in(list(kinds)))
-        return lf.collect()
+        ``kinds`` if given. Read on demand; a file that cannot be read is skipped, named; one
+        merged by compaction since the listing makes the run list again (:meth:`refresh`)."""
+        for attempt in range(RELIST_TRIES):
+            last = attempt == RELIST_TRIES - 1
+            try:
+                self._event_paths, lf, gone = self._scan_rank_files(self._event_paths)
+                if not gone or last:
+                    if lf is None:
+                        return pl.DataFrame(schema={"host": pl.String, "rank": pl.Int64})
+                    if kinds is not None:
+                        lf = lf.filter(pl.col("kind").is_in(list(kinds)))
+                    return lf.collect()
+            except FileNotFoundError:
+                if last:
+                    raise
+            self.refresh()
+        raise AssertionError("unreachable: the last try returns or raises")
 
-    def _scan_rank_files(self, paths: list[str]) -> tuple[list[str], pl.LazyFrame | None]:
-        """The readable files of ``paths`` (the others skipped, named) and a scan of them with
-        host and rank first."""
+    def _scan_rank_files(self, paths: list[str]) -> tuple[list[str], pl.LazyFrame | None, bool]:
+        """The readable files of ``paths`` (the others skipped, named), a scan of them with host
+        and rank first, and whether one was gone (merged since the listing)."""
         good = []
+        gone = False
         for path in paths:
             try:
                 runfiles.read_parquet_schema(path)
                 good.append(path)
+            except FileNotFoundError:
+                gone = True
             except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
                 self._skip(path, e)
         # A rank folder's file has the host and rank of the windows in its folder (their
@@ -619,14 +663,14 @@ class Run:
         folders = {_folder_path(p): (r["host"], r["rank"]) for p, r in self._rows.items()}
         ids = [(p, *folders[f]) for p in good if (f := _folder_path(p)) in folders]
         if not ids:
-            return good, None
+            return good, None, gone
         who = pl.LazyFrame(
             ids, schema={"_path": pl.String, "host": pl.String, "rank": pl.Int64}, orient="row"
         )
         paths = [p for p, _, _ in ids]
         lf = runfiles.scan_parquet(paths, hive_partitioning=False, include_file_paths="_path")
         lf = lf.join(who, on="_path", how="inner").drop("_path")
-        return good, lf.select("host", "rank", pl.exclude("host", "rank"))
+        return good, lf.select("host", "rank", pl.exclude("host", "rank")), gone
 
     def collective_arrivals(self) -> pl.DataFrame:
         """One row per rank and HCCL API call from the Callback API (runs/writer.py's arrivals
@@ -634,7 +678,7 @@ class Run:
         (HcclAllReduce, ...), sequence (the rank's call index of that function, 0 first),
         start_ns (its ENTER, CLOCK_REALTIME ns), end_ns (null); by host, rank, name, sequence."""
         if self._arrivals is None:
-            self._arrival_paths, lf = self._scan_rank_files(self._arrival_paths)
+            self._arrival_paths, lf, _ = self._scan_rank_files(self._arrival_paths)  # replaced, never removed
             schema = {"host": pl.String, "rank": pl.Int64, **arrival_schema()}
             ev = lf.collect().cast(schema) if lf is not None else pl.DataFrame(schema=schema)  # type: ignore[arg-type]
             self._arrivals = ev.select(
@@ -679,7 +723,7 @@ class Run:
             raise ValueError(f"fold is True (one row per run of equal verdicts) or False, not {fold!r}")
         ev = self.collective_events() if self._files.height else None
         if ev is not None and ev.height:
-            votes = instance_votes(ev)
+            votes = self._noted_drops(instance_votes(ev))
         elif not self._files.height:
             votes = pl.DataFrame(schema=INSTANCE_COLUMNS)
         else:
@@ -692,7 +736,18 @@ class Run:
         (the Callback API alone); ``basis`` says which."""
         from .skew import run_skew
 
-        return run_skew(self, clock_error_ns)
+        s = run_skew(self, clock_error_ns)
+        return self._noted_drops(s) if s.height and s["basis"][0] == "device" else s
+
+    def _noted_drops(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """``rows`` (skew's, stragglers') with a note when compaction left device records out
+        (runs/compact.py keeps every collective; older versions did not): instances may be missing."""
+        n = int(self._files["events_dropped"].sum() or 0) if self._files.height else 0
+        if not n or not rows.height:
+            return rows
+        say = f"{n:,} device records were left out when older windows were merged (files()' events_dropped)"
+        note = pl.when(pl.col("note").is_null()).then(pl.lit(say)).otherwise(pl.col("note") + "; " + say)
+        return rows.with_columns(note.alias("note"))
 
     def slow_ranks(self) -> pl.DataFrame:
         """Per rank named at least once: how many instances of :meth:`stragglers` named it by
@@ -727,10 +782,17 @@ class Run:
 
     def __repr__(self) -> str:
         r = self._files.select("host", "rank").n_unique() if self._files.height else 0
-        return f"<mspti_lens.Run {self.root}: {r} ranks, {self._files.height} windows>"
+        n = self._files.select(_windows()).item() if self._files.height else 0
+        return f"<mspti_lens.Run {self.root}: {r} ranks, {n} windows>"
 
     def _repr_html_(self) -> str:
         return _view("run_html")(self)
+
+
+def _windows() -> pl.Expr:
+    """How many windows (time slots a process wrote) files hold: a merged segment holds its span,
+    so compaction does not change the count."""
+    return (pl.col("window") - pl.col("window_first") + 1).sum()
 
 
 def _odd_schemas(paths: list[str]) -> str | None:

@@ -387,7 +387,7 @@ class WindowWriter:
                     call()
             if self.compactor is not None:
                 try:
-                    self.compactor.compact()
+                    self.compactor.compact(last=bool(final))
                 except Exception as e:  # noqa: BLE001 - uncompacted windows are still whole
                     _say_line(f"mspti-lens: could not compact the windows in {self.dir}: {e}")
             return path
