@@ -711,11 +711,12 @@ class Run:
         (``stragglers.fold_instances``: a 20-step job is one row, not 20 identical ones).
 
         With device events (``record --activity communication``, the default) an instance is one
-        (group, name, sequence) across the ranks, and two rules vote: msprof-analyze's (the rank
+        collective of a communicator across the ranks (runs/instances.py aligns each rank's numbers
+        by time, whatever its on/off history), and two rules vote: msprof-analyze's (the rank
         whose collective time is abnormally SHORT arrived last: Dixon's Q test up to 100 ranks,
         else 3 sigma; ``slow_rank``) and HTA's (the rank whose collective started last on the
         device; ``late_rank``; it compares timestamps across hosts, so it assumes synchronised
-        clocks). Instances missing on a rank, or whose sequences do not line up, get no vote and a
+        clocks). Instances missing on a rank, or whose intervals do not overlap, get no vote and a
         ``note``. Without device events each window number is an instance, msprof-analyze's rule
         votes on the windows' mean HCCL API times, and ``basis`` says so. Point-to-point
         operations (send/receive) are left out, as msprof-analyze does."""
