@@ -34,6 +34,8 @@ pub unsafe extern "C" fn on_callback(
     if cbdata.is_null() {
         return;
     }
+    // Open before the run word is read, closed after the last write: a stop waits for it.
+    let _inside = crate::core::quiescence::Section::enter();
     // SAFETY: MSPTI writes callbackSite (offset 0) and functionName (offset 8) before every
     // call; these two reads touch nothing else of the struct.
     let (site, name) = unsafe {

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod counters;
 pub mod hist;
 pub mod locks;
+pub mod quiescence; // a stop waits for the callbacks that may still record
 pub mod seqlock;
 pub mod shard;
 pub mod slowest; // the slowest calls per (thread, key)

@@ -195,6 +195,8 @@ pub struct Health {
     pub forked: bool,
     pub late_threads: u64,
     pub clock_errors: u64,
+    /// Callbacks a stop stopped waiting for (quiescence.rs): each may have a call in no window.
+    pub stop_unsettled: u64,
 }
 
 pub fn health() -> Health {
@@ -203,6 +205,7 @@ pub fn health() -> Health {
         forked: FORKED.load(Ordering::Relaxed),
         late_threads: shard::LATE_THREADS.load(Ordering::Relaxed),
         clock_errors: clock::MSPTI_CLOCK_ERRORS.load(Ordering::Relaxed),
+        stop_unsettled: super::quiescence::UNSETTLED.load(Ordering::Relaxed),
     }
 }
 
