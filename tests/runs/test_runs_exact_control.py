@@ -3,7 +3,9 @@
 A thread makes simulated calls without pause while the writer turns recording on and off under
 it; the simulator counts the callbacks it delivered (EXIT sites), which is every call that
 completed while on. The run's windows must hold exactly that many: a window taken before the
-Session stops would leave the calls made between the take and the close in no window.
+Session stops would leave the calls made between the take and the close in no window, and so would
+a take that did not wait for a callback that read the recording run just before the stop and wrote
+just after (rust/lens/src/core/quiescence.rs).
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ def test_every_call_made_while_on_is_in_a_window_across_stops_and_exit_on_the_si
     delivered = sim.delivered_total(EXIT)
     assert delivered > 2000 * (2 * stops + 1)
     assert recorded_calls(tmp_path) == delivered
+    metas = [Snapshot.load(p).meta for p in mspti_lens.open_run(tmp_path).files()["path"]]
+    assert [m["stop_unsettled"] for m in metas] == [0] * len(metas)  # every stop waited for its callbacks
 
 
 def test_a_for_expiry_loses_no_call_on_the_simulator(sim, tmp_path):

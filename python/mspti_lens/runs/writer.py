@@ -188,6 +188,7 @@ class WindowWriter:
         self.compactor: Any = None  # merges older windows (runs/compact.py), after each write
         self._due = time.monotonic() + self.interval  # the next periodic window
         self.keys: dict[str, int] = {}
+        self._unsettled = 0  # callbacks the last stop could not wait for (_stop_recording)
         # Held for each window's write. The final write, the writer thread and the control thread
         # (begin, end, retarget: each holds it around its own window) take it; a signal handler
         # never waits on it (see finish). Reentrant: end and retarget write a window inside.
@@ -364,6 +365,7 @@ class WindowWriter:
                 "period": self.period,
                 "period_end": bool(period_end or final),
                 "arrivals_dropped": arrivals_dropped,
+                "stop_unsettled": self._unsettled if period_end or final else 0,
                 **self.period_meta,
             }
             given = {**snap.meta, **facts}
@@ -397,7 +399,10 @@ class WindowWriter:
         and the Session closed after would leave the calls in between in no window (and in no
         counter). Calls still open at the stop are the window's ``in_flight``."""
         with contextlib.suppress(Exception):  # a window of what was recorded beats none
+            before = _native.health()["stop_unsettled"]
             self.session.stop()
+            # Callbacks the stop could not wait for: each may have a call in no window.
+            self._unsettled = _native.health()["stop_unsettled"] - before
 
     def _flush_activity(self, settle: bool) -> None:
         """Hand over the activity records MSPTI still holds, so they land in this window: its

@@ -96,10 +96,8 @@ impl Quiescence {
 
 /// The callback's section on this thread's shard (none on a thread's first callback), closed when
 /// dropped: bind it for the whole callback.
-#[cfg(not(loom))]
 pub struct Section(Option<(&'static super::shard::Shard, bool)>);
 
-#[cfg(not(loom))]
 impl Section {
     #[inline(always)]
     pub fn enter() -> Section {
@@ -107,7 +105,6 @@ impl Section {
     }
 }
 
-#[cfg(not(loom))]
 impl Drop for Section {
     #[inline(always)]
     fn drop(&mut self) {
@@ -120,7 +117,6 @@ impl Drop for Section {
 /// The stop's half, after the run word says "not recording": wait, at most `bound`, until every
 /// callback that may have read the recording run has left. Returns the threads it stopped waiting
 /// for (also added to `UNSETTLED`).
-#[cfg(not(loom))]
 pub fn settle_all(bound: std::time::Duration) -> u64 {
     heavy_fence();
     let deadline = std::time::Instant::now() + bound;
