@@ -89,6 +89,9 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             // matching open call, counting nothing; claiming one is for recording threads.
             let shard = if recording { shard::current() } else { shard::existing() };
             let Some(s) = shard else { return };
+            if !recording {
+                crate::core::quiescence::exit_while_stopped(s);
+            }
             let toggles = windows::toggles_of(run);
             let Some(start) = s.exit(key, epoch, toggles, recording) else { return };
             if !recording {

@@ -29,6 +29,21 @@ use super::seqlock::{heavy_fence, light_fence};
 /// cumulative.
 pub static UNSETTLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// EXITs that reached the callback after a stop took effect, of calls entered while recording: MSPTI
+/// had decided to deliver them before the disable returned (nothing in its contract makes the
+/// disable wait for a delivery under way). Their calls are in no window (the period's last one
+/// counted them in flight); counted here, process-wide and cumulative, so they are shown.
+pub static LATE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// An EXIT arrived while not recording (the callbacks are disabled then, so only one racing a
+/// stop): counted in `LATE` if its thread has a call open from the last recording run.
+#[cold]
+pub fn exit_while_stopped(s: &super::shard::Shard) {
+    if s.in_flight(super::windows::started_epoch()) > 0 {
+        LATE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// One thread's callback section: odd while its callback runs. Written only by its owner thread.
 pub struct Quiescence {
     seq: AtomicU64,
