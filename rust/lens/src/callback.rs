@@ -35,7 +35,7 @@ pub unsafe extern "C" fn on_callback(
         return;
     }
     // Open before the run word is read, closed after the last write: a stop waits for it.
-    let _inside = crate::core::quiescence::Section::enter();
+    let _inside = crate::core::sections::Section::enter();
     // SAFETY: MSPTI writes callbackSite (offset 0) and functionName (offset 8) before every
     // call; these two reads touch nothing else of the struct.
     let (site, name) = unsafe {
@@ -90,7 +90,7 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             let shard = if recording { shard::current() } else { shard::existing() };
             let Some(s) = shard else { return };
             if !recording {
-                crate::core::quiescence::exit_while_stopped(s);
+                crate::core::sections::exit_while_stopped(s);
             }
             let toggles = windows::toggles_of(run);
             let Some(start) = s.exit(key, epoch, toggles, recording) else { return };

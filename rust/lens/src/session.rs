@@ -18,7 +18,7 @@ use mspti_abi::*;
 use crate::callback::on_callback;
 use crate::core::clock::{self, ClockKind};
 use crate::core::locks::lock;
-use crate::core::{arrivals, quiescence, windows};
+use crate::core::{arrivals, sections, windows};
 use crate::error::{Error, Result};
 use crate::ffi::MsptiLibrary;
 
@@ -313,7 +313,7 @@ impl Session {
         windows::end_run();
         // A callback that read the recording run just before may not have written yet: the last
         // window is taken after it has (quiescence.rs), or it is counted as unsettled.
-        quiescence::settle_all(SETTLE_BOUND);
+        sections::settle_all(SETTLE_BOUND);
         if let Some(a) = &self.activity {
             // Drained after the callbacks, so no record of this run is left in a buffer.
             lock(a).stop();

@@ -10,7 +10,8 @@
 //! that was open at that moment is still open. A section that opens later reads the ended run and
 //! records nothing (the store-load pattern of Dekker's algorithm, with the asymmetric fences of
 //! seqlock.rs: on the hot path only a compiler fence, one load and two stores to the thread's own
-//! cache line). `loom` checks the protocol (tests at the end; `make test-loom`).
+//! cache line). `loom` checks the protocol (tests at the end; `make test-loom`). The callback's
+//! guard and the stop's wait over every shard are in sections.rs.
 //!
 //! The wait is bounded: a callback descheduled for longer than the bound keeps the stop waiting no
 //! further; it is counted (`UNSETTLED`, in the process's health and the window's metadata), since
@@ -23,7 +24,9 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::seqlock::{heavy_fence, light_fence};
+#[cfg(loom)]
+use super::seqlock::heavy_fence;
+use super::seqlock::light_fence;
 
 /// Threads a stop stopped waiting for (each may have one call in no window): process-wide,
 /// cumulative.
@@ -34,15 +37,6 @@ pub static UNSETTLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 /// disable wait for a delivery under way). Their calls are in no window (the period's last one
 /// counted them in flight); counted here, process-wide and cumulative, so they are shown.
 pub static LATE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// An EXIT arrived while not recording (the callbacks are disabled then, so only one racing a
-/// stop): counted in `LATE` if its thread has a call open from the last recording run.
-#[cold]
-pub fn exit_while_stopped(s: &super::shard::Shard) {
-    if s.in_flight(super::windows::started_epoch()) > 0 {
-        LATE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
 
 /// One thread's callback section: odd while its callback runs. Written only by its owner thread.
 pub struct Quiescence {
@@ -107,44 +101,6 @@ impl Quiescence {
         }
         true
     }
-}
-
-/// The callback's section on this thread's shard (none on a thread's first callback), closed when
-/// dropped: bind it for the whole callback.
-pub struct Section(Option<(&'static super::shard::Shard, bool)>);
-
-impl Section {
-    #[inline(always)]
-    pub fn enter() -> Section {
-        Section(super::shard::existing().map(|s| (s, s.quiescence.enter())))
-    }
-}
-
-impl Drop for Section {
-    #[inline(always)]
-    fn drop(&mut self) {
-        if let Some((s, opened)) = self.0 {
-            s.quiescence.leave(opened);
-        }
-    }
-}
-
-/// The stop's half, after the run word says "not recording": wait, at most `bound`, until every
-/// callback that may have read the recording run has left. Returns the threads it stopped waiting
-/// for (also added to `UNSETTLED`).
-pub fn settle_all(bound: std::time::Duration) -> u64 {
-    heavy_fence();
-    let deadline = std::time::Instant::now() + bound;
-    let mut unsettled = 0;
-    for s in super::shard::all_shards() {
-        if !s.quiescence.settle(|| std::time::Instant::now() < deadline) {
-            unsettled += 1;
-        }
-    }
-    if unsettled > 0 {
-        UNSETTLED.fetch_add(unsettled, std::sync::atomic::Ordering::Relaxed);
-    }
-    unsettled
 }
 
 #[cfg(not(loom))]
