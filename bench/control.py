@@ -39,16 +39,26 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
 
 BATCH = 20_000
-FULL = {"rounds": 5, "batches": 15, "ranks": (8, 32, 128), "threads_s": 20.0}
-QUICK = {"rounds": 1, "batches": 3, "ranks": (4,), "threads_s": 2.0}
+# linger_s: each span of the per-thread linger check (paused, then after the stop's settle).
+FULL = {"rounds": 5, "batches": 15, "ranks": (8, 32, 128), "threads_s": 20.0, "linger_s": 3.0}
+QUICK = {"rounds": 1, "batches": 3, "ranks": (4,), "threads_s": 2.0, "linger_s": 1.0}
+# The after-stop span starts this long after the stop's acknowledgement: the final window's write
+# ends before the acknowledgement, but the thread pools it woke (polars, Arrow, jemalloc) wind down
+# for a moment after; a span that starts at once measured that tail as lingering.
+SETTLE_S = 2.0
+# Lingering: after the stop, the threads other than the workload's use more than this much over
+# their paused level (median over the processes), or a thread new since the pause uses > this.
+LINGER_SLACK_US = 100.0
+LINGER_RATIO = 1.5
 GOAL_PAUSED_PCT = 0.5
 GOAL_ACK_S = 1.0
 BOUND_S = 600.0
 
 
 def hook_env(out: Path, rank: int | None = None, paused: bool = True) -> dict[str, str]:
-    from mspti_lens.runs import control, hook
+    from mspti_lens.runs import control, hook, runfiles
 
+    runfiles.create_run(out)  # as `record` makes it: control refuses a run folder it did not
     e = dict(os.environ)
     gen = control.issue(out, {"command": "stop" if paused else "start", "ranks": None}) if rank is None else 0
     e.update(
@@ -67,8 +77,42 @@ def hook_env(out: Path, rank: int | None = None, paused: bool = True) -> dict[st
     return e
 
 
-def child(mode: str, batches: int) -> dict:
-    """One process of the cost benchmark: ns per call per phase."""
+def threads_cpu() -> dict[int, tuple[str, int]]:
+    """Every thread of this process: (its name, CPU ns so far), from /proc's schedstat (ns; the
+    stat file's ticks are 10 ms). Python threads by their Python name, others by their comm."""
+    import threading
+
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[int, tuple[str, int]] = {}
+    with contextlib.suppress(OSError):
+        for t in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/self/task/{t}/comm") as f:
+                    comm = f.read().strip()
+                with open(f"/proc/self/task/{t}/schedstat") as f:
+                    out[int(t)] = (names.get(int(t), comm), int(f.read().split()[0]))
+    return out
+
+
+def linger_span(run_workload, seconds: float) -> dict[str, float]:
+    """µs of CPU per second of each thread but the calling (workload) one, by name (threads of one
+    name summed), over ``seconds`` of workload."""
+    import threading
+
+    me = threading.get_native_id()
+    a, t = threads_cpu(), time.monotonic()
+    run_workload(seconds)
+    b, wall = threads_cpu(), time.monotonic() - t
+    used: dict[str, float] = {}
+    for tid, (name, ns) in b.items():
+        if tid != me:
+            used[name] = used.get(name, 0.0) + (ns - a.get(tid, (name, 0))[1]) / wall / 1e3
+    return used
+
+
+def child(mode: str, batches: int, linger_s: float = 0.0) -> dict:
+    """One process of the cost benchmark: ns per call per phase; with ``linger_s``, each thread's
+    CPU over a paused span and over one after the stop (``SETTLE_S`` after its acknowledgement)."""
     from mspti_lens.sim.driver import Simulator
 
     sim = Simulator()
@@ -113,8 +157,17 @@ def child(mode: str, batches: int) -> dict:
         others = (time.process_time_ns() - p) - (time.thread_time_ns() - m) - hook
         return facts(hook, time.monotonic() - w, max(0, others))
 
+    def run_for(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for _ in range(BATCH // 10):
+                call(api, 1000)
+
+    res: dict = {}
+    if mode == "hook" and linger_s:
+        res["paused_threads"] = linger_span(run_for, linger_s)
     t0 = spans()
-    res: dict = {"before": phase()}
+    res["before"] = phase()
     res["before_facts"] = facts_since(t0)
     if mode == "hook":
         from mspti_lens.runs.control import RunControl
@@ -129,6 +182,9 @@ def child(mode: str, batches: int) -> dict:
         t0 = spans()
         res["after"] = phase()
         res["after_facts"] = facts_since(t0)
+        if linger_s:
+            run_for(max(0.0, SETTLE_S - (time.monotonic() - t0[1])))
+            res["after_threads"] = linger_span(run_for, linger_s)
     return res
 
 
@@ -177,8 +233,8 @@ def threads_cost(quick: bool, log) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def _run_child(mode: str, batches: int, env: dict[str, str]) -> dict:
-    cmd = [sys.executable, __file__, "--child", mode, str(batches)]
+def _run_child(mode: str, batches: int, env: dict[str, str], linger_s: float = 0.0) -> dict:
+    cmd = [sys.executable, __file__, "--child", mode, str(batches), str(linger_s)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=BOUND_S, check=False)
     if p.returncode:
         raise RuntimeError(f"bench child {mode} failed: {p.stderr[-2000:]}")
@@ -201,12 +257,13 @@ def cost(quick: bool, log) -> dict:
                     got["none"] += (before := _run_child("none", cfg["batches"], plain)["before"])
                     per_process["none"].append(statistics.median(before))
                 else:
-                    res = _run_child("hook", cfg["batches"], hook_env(out))
+                    res = _run_child("hook", cfg["batches"], hook_env(out), cfg["linger_s"])
                     got["paused"] += res["before"]
                     per_process["paused"].append(statistics.median(res["before"]))
                     got["on"] += res["on"]
                     got["after"] += res["after"]
-                    facts.append({k: res[k] for k in ("before_facts", "on_facts", "after_facts")})
+                    keep = ("before_facts", "on_facts", "after_facts", "paused_threads", "after_threads")
+                    facts.append({k: res[k] for k in keep})
     med = {k: statistics.median(v) for k, v in got.items()}
     spread = {k: (min(v), max(v)) for k, v in got.items()}
     pn = per_process["none"]
@@ -219,6 +276,7 @@ def cost(quick: bool, log) -> dict:
         "processes": len(pn),
         "facts": facts,
         "batches": {k: len(v) for k, v in got.items()},
+        "linger_s": cfg["linger_s"],
     }
 
 
@@ -314,13 +372,23 @@ def render(res: dict) -> list[str]:
 
     before_us = statistics.median(fact("before_facts", "hook_us_per_s"))
     after_us = statistics.median(fact("after_facts", "hook_us_per_s"))
-    others = [statistics.median(fact(k, "others_us_per_s")) for k in ("before_facts", "after_facts")]
     subscribed_after = any(fact("after_facts", "subscribed"))
-    # A profiler that lingers keeps its subscriber or keeps its threads busy after the stop.
+
+    def per_thread(span: str) -> dict[str, float]:
+        """Each thread name's µs/s, median over the processes (0 in a process without it)."""
+        names = {n for f in facts for n in f[span]}
+        return {n: statistics.median(f[span].get(n, 0.0) for f in facts) for n in names}
+
+    paused_t, after_t = per_thread("paused_threads"), per_thread("after_threads")
+    paused_all = statistics.median(sum(f["paused_threads"].values()) for f in facts)
+    after_all = statistics.median(sum(f["after_threads"].values()) for f in facts)
+    new_busy = {n: v for n, v in after_t.items() if n not in paused_t and v > LINGER_SLACK_US}
+    # A profiler that lingers keeps its subscriber, or keeps threads busy once the stop settled.
     lingers = (
         subscribed_after
         or not all(fact("on_facts", "subscribed"))
-        or after_us + others[1] > 2 * (before_us + others[0]) + 100
+        or after_all > LINGER_RATIO * paused_all + LINGER_SLACK_US
+        or bool(new_busy)
     )
     added: dict[str, int] = {}
     for f in facts:
@@ -328,16 +396,29 @@ def render(res: dict) -> list[str]:
             extra = n - f["before_facts"]["threads"].get(name, 0)
             if extra > 0:
                 added[name] = max(added.get(name, 0), extra)
+
+    def shown(t: dict[str, float]) -> str:
+        busy = sorted(((v, n) for n, v in t.items() if v >= 1.0), reverse=True)
+        return ", ".join(f"{n} {v:.0f}" for v, n in busy) or "none above 1"
+
+    span = res["cost"].get("linger_s", 0.0)
     linger = (
         "MSPTI subscriber after the stop: "
         + ("YES" if subscribed_after else "none (as before the first start)")
-        + f"; the hook's threads' CPU before {before_us:.0f} µs/s, after {after_us:.0f} µs/s; threads "
-        "the process has after the stop and had not before: "
+        + "; threads the process has after the stop and had not before: "
         + (", ".join(f"{n} x{k}" for n, k in sorted(added.items())) or "none")
-        + " (the thread pools of polars, Arrow's Parquet writer and jemalloc, started by writing the "
-        f"period's windows; every thread but the workload's and the hook's used {others[0]:.0f} µs/s "
-        f"of CPU before the first start and {others[1]:.0f} µs/s after the stop)"
-        + (" -- LINGERS" if lingers else "")
+        + " (the idle thread pools of polars, Arrow's Parquet writer and jemalloc, started by writing "
+        "the period's windows). CPU of every thread but the workload's, per thread (µs/s, median "
+        f"over the processes; /proc schedstat), over {span:g} s while paused before the first start: "
+        f"{shown(paused_t)} (all: {paused_all:.0f}); over {span:g} s from {SETTLE_S:g} s after the "
+        f"stop's acknowledgement: {shown(after_t)} (all: {after_all:.0f}). Lingering would be more "
+        f"than {LINGER_RATIO:g} x the paused level + {LINGER_SLACK_US:.0f} µs/s, or a new thread "
+        f"above {LINGER_SLACK_US:.0f} µs/s: "
+        + ("LINGERS" if lingers else "met, nothing lingers")
+        + f". (Over the CPU-per-call phase right after the acknowledgement, under a second and so "
+        f"swinging with the control thread's {control.POLL_S:g} s poll and the writer's last tick "
+        f"after the final window, the hook's threads used {after_us:.0f} µs/s against "
+        f"{before_us:.0f} µs/s before the first start)"
     )
     th = res["threads"]
     hook_ns = sum(th["threads"].values())
@@ -403,14 +484,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--child", nargs=2, metavar=("MODE", "BATCHES"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=3, metavar=("MODE", "BATCHES", "LINGER_S"), help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=float, metavar="SECONDS", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.threads:
         print(json.dumps(hook_threads(a.threads)))
         return
     if a.child:
-        print(json.dumps(child(a.child[0], int(a.child[1]))))
+        print(json.dumps(child(a.child[0], int(a.child[1]), float(a.child[2]))))
         return
     res = run(a.quick, log=lambda m: print(f"[bench] {m}", file=sys.stderr, flush=True))
     text = "\n".join(render(res))

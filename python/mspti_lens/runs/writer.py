@@ -188,6 +188,8 @@ class WindowWriter:
         self.compactor: Any = None  # merges older windows (runs/compact.py), after each write
         self._due = time.monotonic() + self.interval  # the next periodic window
         self.keys: dict[str, int] = {}
+        self._unsettled = 0  # callbacks the last stop could not wait for (_stop_recording)
+        self._late_seen = _native.health()["late_exits"]  # late EXITs said in a window so far
         # Held for each window's write. The final write, the writer thread and the control thread
         # (begin, end, retarget: each holds it around its own window) take it; a signal handler
         # never waits on it (see finish). Reentrant: end and retarget write a window inside.
@@ -347,6 +349,8 @@ class WindowWriter:
                 # no finished call, and skipping that window would lose them; so do its arrivals.
                 return None
             self.seq += 1
+            late_now = _native.health()["late_exits"]
+            late, self._late_seen = late_now - self._late_seen, late_now
             facts = {
                 "host": self.host,
                 "rank": self.rank,
@@ -364,6 +368,9 @@ class WindowWriter:
                 "period": self.period,
                 "period_end": bool(period_end or final),
                 "arrivals_dropped": arrivals_dropped,
+                "stop_unsettled": self._unsettled if period_end or final else 0,
+                # EXITs that came after an earlier stop (in flight there, in no window's calls).
+                "late_exits": late,
                 **self.period_meta,
             }
             given = {**snap.meta, **facts}
@@ -397,7 +404,10 @@ class WindowWriter:
         and the Session closed after would leave the calls in between in no window (and in no
         counter). Calls still open at the stop are the window's ``in_flight``."""
         with contextlib.suppress(Exception):  # a window of what was recorded beats none
+            before = _native.health()["stop_unsettled"]
             self.session.stop()
+            # Callbacks the stop could not wait for: each may have a call in no window.
+            self._unsettled = _native.health()["stop_unsettled"] - before
 
     def _flush_activity(self, settle: bool) -> None:
         """Hand over the activity records MSPTI still holds, so they land in this window: its

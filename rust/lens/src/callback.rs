@@ -34,6 +34,8 @@ pub unsafe extern "C" fn on_callback(
     if cbdata.is_null() {
         return;
     }
+    // Open before the run word is read, closed after the last write: a stop waits for it.
+    let _inside = crate::core::sections::Section::enter();
     // SAFETY: MSPTI writes callbackSite (offset 0) and functionName (offset 8) before every
     // call; these two reads touch nothing else of the struct.
     let (site, name) = unsafe {
@@ -87,6 +89,9 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             // matching open call, counting nothing; claiming one is for recording threads.
             let shard = if recording { shard::current() } else { shard::existing() };
             let Some(s) = shard else { return };
+            if !recording {
+                crate::core::sections::exit_while_stopped(s);
+            }
             let toggles = windows::toggles_of(run);
             let Some(start) = s.exit(key, epoch, toggles, recording) else { return };
             if !recording {

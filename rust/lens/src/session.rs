@@ -18,11 +18,15 @@ use mspti_abi::*;
 use crate::callback::on_callback;
 use crate::core::clock::{self, ClockKind};
 use crate::core::locks::lock;
-use crate::core::{arrivals, windows};
+use crate::core::{arrivals, sections, windows};
 use crate::error::{Error, Result};
 use crate::ffi::MsptiLibrary;
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// How long a stop waits for a callback still writing (one descheduled by the OS; a running one
+/// is out within microseconds) before it counts it as unsettled and goes on.
+const SETTLE_BOUND: std::time::Duration = std::time::Duration::from_millis(100);
 
 pub struct Session {
     lib: Arc<MsptiLibrary>,
@@ -307,6 +311,9 @@ impl Session {
         // no call that completed while on; only calls still open at the stop are left, in flight.
         let disabled = self.disable_all();
         windows::end_run();
+        // A callback that read the recording run just before may not have written yet: the last
+        // window is taken after it has (quiescence.rs), or it is counted as unsettled.
+        sections::settle_all(SETTLE_BOUND);
         if let Some(a) = &self.activity {
             // Drained after the callbacks, so no record of this run is left in a buffer.
             lock(a).stop();

@@ -88,12 +88,12 @@ pub fn window_advanced() {
 
 #[cfg(loom)]
 #[inline(always)]
-fn light_fence() {
+pub(crate) fn light_fence() {
     fence(Ordering::SeqCst);
 }
 
 #[cfg(loom)]
-fn heavy_fence() {
+pub(crate) fn heavy_fence() {
     fence(Ordering::SeqCst);
 }
 
@@ -102,8 +102,9 @@ pub fn prepare_fences() {}
 
 #[cfg(not(loom))]
 pub use asymmetric::register as prepare_fences;
+// Also quiescence.rs's pair (the same store-load pattern around the run word).
 #[cfg(not(loom))]
-use asymmetric::{heavy_fence, light_fence};
+pub(crate) use asymmetric::{heavy_fence, light_fence};
 
 #[cfg(not(loom))]
 mod asymmetric {

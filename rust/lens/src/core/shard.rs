@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use super::arrival_ring::Ring;
 use super::counters::{AtomicCounters, Counter, Counters};
 use super::hist::AtomicHistogram;
+use super::quiescence::Quiescence;
 use super::slowest::SlowestCalls;
 
 /// Open calls a thread may nest; deeper ENTERs are counted as stack_full.
@@ -93,6 +94,8 @@ pub struct Shard {
     /// The run epoch of every open call (a push onto a stale stack clears it first, so they share
     /// one): snapshots count a stack left by an earlier run as not in flight.
     open_epoch: AtomicU32,
+    /// Odd while this thread is inside the callback (quiescence.rs: a stop waits for it).
+    pub quiescence: Quiescence,
     stack: UnsafeCell<[Open; STACK_DEPTH]>,
     /// Open-addressed by `RawKey::hash`; inline, so a lookup is one load from the shard.
     keys: [KeySlot; KEY_SLOTS],
@@ -117,6 +120,7 @@ impl Shard {
             in_use: AtomicBool::new(true),
             depth: AtomicU32::new(0),
             open_epoch: AtomicU32::new(0),
+            quiescence: Quiescence::new(),
             stack: UnsafeCell::new([NO_CALL; STACK_DEPTH]),
             keys: [const {
                 KeySlot {

@@ -195,6 +195,10 @@ pub struct Health {
     pub forked: bool,
     pub late_threads: u64,
     pub clock_errors: u64,
+    /// Callbacks a stop stopped waiting for (quiescence.rs): each may have a call in no window.
+    pub stop_unsettled: u64,
+    /// EXITs of calls entered while recording that came after their stop (quiescence.rs).
+    pub late_exits: u64,
 }
 
 pub fn health() -> Health {
@@ -203,6 +207,8 @@ pub fn health() -> Health {
         forked: FORKED.load(Ordering::Relaxed),
         late_threads: shard::LATE_THREADS.load(Ordering::Relaxed),
         clock_errors: clock::MSPTI_CLOCK_ERRORS.load(Ordering::Relaxed),
+        stop_unsettled: super::quiescence::UNSETTLED.load(Ordering::Relaxed),
+        late_exits: super::quiescence::LATE.load(Ordering::Relaxed),
     }
 }
 

@@ -18,6 +18,8 @@ pub fn health(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("forked", h.forked)?;
     d.set_item("late_threads", h.late_threads)?;
     d.set_item("clock_errors", h.clock_errors)?;
+    d.set_item("stop_unsettled", h.stop_unsettled)?;
+    d.set_item("late_exits", h.late_exits)?;
     Ok(d)
 }
 
