@@ -103,6 +103,7 @@ class Bench:
         L.msptiEnableDomain.restype = ctypes.c_uint32
         self.c = build_c(tmp)
         self.api = self.sim.api("aclrtLaunchKernel")
+        self.hccl_api = self.sim.api("HcclAllReduce")
         self.tsc_hz = tsc_rate(self.c)
         self.clock_used: dict[str, str] = {}  # the clock each mspti-lens configuration ran on
 
@@ -119,6 +120,11 @@ class Bench:
     def config(self, name: str):
         """A context manager that makes `name` the subscriber."""
         return Subscriber(self, name)
+
+    def api_of(self, config: str) -> int:
+        """The simulated API a configuration's calls go to: an HCCL collective for the `_hccl`
+        ones (mspti-lens keeps each one's arrival), aclrtLaunchKernel otherwise."""
+        return self.hccl_api if config.endswith("_hccl") else self.api
 
     def call_many(self, n: int, api: int | None = None) -> None:
         if self.L.msimCallMany(self.api if api is None else api, 0, n):
@@ -161,6 +167,8 @@ CONFIGS = {
     "lens": "mspti-lens, default clock (auto)",
     "lens_no_slowest": "mspti-lens, default clock, slowest calls off",
     "lens_mspti": "mspti-lens, msptiGetTimestamp clock",
+    "minimal_hccl": "minimal C callback, TSC, on an HCCL call",
+    "lens_hccl": "mspti-lens, default clock, on an HCCL call (arrival and slowest calls kept)",
     "trace": "trace approach: every (start, end) in native memory",
     "python": "Python ctypes callback appending to lists",
 }
@@ -177,9 +185,9 @@ class Subscriber:
         b, n = self.b, self.name
         if n == "none":
             pass
-        elif n in ("empty", "minimal", "minimal_cgt", "trace"):
-            self.handle = b.subscribe_ptr(c_fn(b.c, f"bench_{n}_cb"))
-        elif n in ("lens", "lens_mspti", "lens_no_slowest"):
+        elif n in ("empty", "minimal", "minimal_cgt", "trace", "minimal_hccl"):
+            self.handle = b.subscribe_ptr(c_fn(b.c, f"bench_{n.removesuffix('_hccl')}_cb"))
+        elif n in ("lens", "lens_mspti", "lens_no_slowest", "lens_hccl"):
             clock = "mspti" if n == "lens_mspti" else "auto"
             self.session = mspti_lens.Session(
                 library="sim", clock=clock, slowest=n != "lens_no_slowest"
@@ -223,14 +231,15 @@ def per_pair(b: Bench, rounds: int, n: int, n_python: int) -> dict:
         rng.shuffle(order)
         for name in order:
             calls = n_python if name == "python" else n
+            api = b.api_of(name)
             with b.config(name):
-                b.call_many(max(calls // 10, 1000))  # warm: first-sight allocations, caches
+                b.call_many(max(calls // 10, 1000), api)  # warm: first-sight allocations, caches
                 best = float("inf")
                 for _ in range(3):
                     # The calling thread's CPU time: time the thread spent descheduled (other
                     # jobs share this machine) is not the callback's cost.
                     t = time.thread_time_ns()
-                    b.call_many(calls)
+                    b.call_many(calls, api)
                     best = min(best, (time.thread_time_ns() - t) / calls)
                     if name == "trace":
                         b.c.bench_trace_clear()
@@ -250,10 +259,11 @@ def side_by_side(b: Bench, names: tuple[str, ...], rounds: int, n: int) -> dict:
         best = dict.fromkeys(names, float("inf"))
         for _ in range(SIDE_BY_SIDE_BATCHES):
             for name in names:
+                api = b.api_of(name)
                 with b.config(name):
-                    b.call_many(max(n // 10, 1000))
+                    b.call_many(max(n // 10, 1000), api)
                     t = time.thread_time_ns()
-                    b.call_many(n)
+                    b.call_many(n, api)
                     best[name] = min(best[name], (time.thread_time_ns() - t) / n)
         for name in names:
             res[name].append(best[name])
