@@ -513,7 +513,9 @@ fn thread_pointer() -> usize {
 fn thread_pointer() -> usize {
     let tp: usize;
     // SAFETY: TPIDR_EL0 is readable at EL0 and holds the thread pointer the C library set.
-    unsafe { std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nomem, nostack, preserves_flags, pure)) };
+    unsafe {
+        std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nomem, nostack, preserves_flags, pure))
+    };
     tp
 }
 
@@ -527,7 +529,8 @@ fn thread_pointer() -> usize {
 #[inline(always)]
 fn by_thread(tp: usize) -> &'static AtomicPtr<Shard> {
     // Fibonacci hashing; thread control blocks lie a stack apart, so neighbours spread.
-    let i = ((tp as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - BY_THREAD_SLOTS.trailing_zeros())) as usize;
+    let i =
+        ((tp as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - BY_THREAD_SLOTS.trailing_zeros())) as usize;
     // SAFETY: i < BY_THREAD_SLOTS, the shift keeps log2(BY_THREAD_SLOTS) bits.
     unsafe { BY_THREAD.get_unchecked(i) }
 }
@@ -687,6 +690,20 @@ mod tests {
         let own = Shard::new();
         let h = own.histogram(key(10)).unwrap();
         assert_eq!(&*h.hist as *const _ as usize % 128, 0);
+    }
+
+    #[test]
+    fn a_new_thread_never_finds_an_ended_threads_shard() {
+        // glibc reuses an ended thread's stack, and with it its thread pointer, for the next
+        // thread: the cache entry it left must not hand that thread a shard it never claimed.
+        let addr = |s: Option<&'static Shard>| s.map(|s| s as *const Shard as usize);
+        for _ in 0..4 {
+            let (mine, found_again) =
+                std::thread::spawn(move || (addr(current()), addr(existing()))).join().unwrap();
+            assert!(mine.is_some());
+            assert_eq!(found_again, mine);
+            assert_eq!(std::thread::spawn(move || addr(existing())).join().unwrap(), None);
+        }
     }
 
     #[test]
