@@ -630,7 +630,7 @@ struct Scalars {
     sum: AtomicU64,
     sum_sq_lo: AtomicU64,
     sum_sq_hi: AtomicU64,
-    /// Valid when count > 0 (the first record of a bank sets both).
+    /// u64::MAX and 0 while the bank is empty (read only when count > 0).
     min: AtomicU64,
     max: AtomicU64,
     /// The attached keeper's gate for this window (the slowest calls': see `record_and`); cleared
@@ -676,7 +676,11 @@ impl AtomicHistogram {
                 std::alloc::handle_alloc_error(layout);
             }
             std::ptr::addr_of_mut!((*p).lock).write(SeqLock::new());
-            Box::from_raw(p)
+            let h = Box::from_raw(p);
+            for s in &h.scalars {
+                s.min.store(u64::MAX, Ordering::Relaxed);
+            }
+            h
         }
     }
 
@@ -724,12 +728,11 @@ impl AtomicHistogram {
                 let (lo2, carry) = lo.overflowing_add(sq as u64);
                 s.sum_sq_lo.store(lo2, Ordering::Relaxed);
                 bump(&s.sum_sq_hi, (sq >> 64) as u64 + u64::from(carry));
-                if n == 0 || v < s.min.load(Ordering::Relaxed) {
-                    s.min.store(v, Ordering::Relaxed);
-                }
-                if n == 0 || v > s.max.load(Ordering::Relaxed) {
-                    s.max.store(v, Ordering::Relaxed);
-                }
+                // An empty bank holds min = u64::MAX and max = 0 (`new`, `take_window`), so the
+                // first record needs no case of its own: branch-free, the stores hit lines the
+                // record writes anyway.
+                s.min.store(s.min.load(Ordering::Relaxed).min(v), Ordering::Relaxed);
+                s.max.store(s.max.load(Ordering::Relaxed).max(v), Ordering::Relaxed);
                 // SAFETY: slot <= OVERFLOW_SLOT < BANK_SLOTS (clamped above).
                 let c = unsafe { self.counts[b].get_unchecked(slot) };
                 let before = c.load(Ordering::Relaxed);
@@ -781,9 +784,10 @@ impl AtomicHistogram {
         let (mn, mx) = (s.min.load(Ordering::Relaxed), s.max.load(Ordering::Relaxed));
         into.min = Some(into.min.map_or(mn, |m| m.min(mn)));
         into.max = Some(into.max.map_or(mx, |m| m.max(mx)));
-        for a in [&s.count, &s.sum, &s.sum_sq_lo, &s.sum_sq_hi, &s.min, &s.max, &s.gate] {
+        for a in [&s.count, &s.sum, &s.sum_sq_lo, &s.sum_sq_hi, &s.max, &s.gate] {
             a.store(0, Ordering::Relaxed);
         }
+        s.min.store(u64::MAX, Ordering::Relaxed);
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use super::arrival_ring::Ring;
 use super::counters::{AtomicCounters, Counter, Counters};
@@ -45,13 +45,14 @@ impl RawKey {
     fn tag(&self) -> u64 {
         (u64::from(self.domain) << 32) | u64::from(self.cbid)
     }
-    /// A slot index < KEY_SLOTS: one multiply of name, cbid and domain mixed (Fibonacci hashing;
-    /// the top bits of the product depend on every input bit).
+    /// A slot index < KEY_SLOTS: one multiply of the name's address (Fibonacci hashing; the top
+    /// bits of the product depend on every bit of it). The name alone: each API passes its own
+    /// static string, so (domain, cbid) add nothing to the spread, only instructions to every EXIT
+    /// (a name shared by several ids just probes a slot further; the tag still tells them apart).
     #[inline(always)]
     fn hash(&self) -> usize {
-        let h = (self.name as u64 ^ (u64::from(self.cbid) << 48) ^ (u64::from(self.domain) << 56))
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (h >> (64 - KEY_SLOTS.trailing_zeros())) as usize % KEY_SLOTS
+        let h = (self.name as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> (64 - KEY_SLOTS.trailing_zeros())) as usize
     }
 }
 
@@ -89,6 +90,9 @@ const NO_CALL: Open = Open { key: RawKey { domain: 0, cbid: 0, name: 0 }, start:
 #[repr(C, align(128))]
 pub struct Shard {
     in_use: AtomicBool,
+    /// The owner's thread pointer (`thread_pointer`), 0 while free: `existing` trusts a cached
+    /// shard only when this is its own. Written by the owner only (claim, give-back).
+    owner: AtomicUsize,
     /// Open calls now (owner writes, snapshots read for "in flight").
     depth: AtomicU32,
     /// The run epoch of every open call (a push onto a stale stack clears it first, so they share
@@ -118,6 +122,7 @@ impl Shard {
     fn new() -> Shard {
         Shard {
             in_use: AtomicBool::new(true),
+            owner: AtomicUsize::new(0),
             depth: AtomicU32::new(0),
             open_epoch: AtomicU32::new(0),
             quiescence: Quiescence::new(),
@@ -441,6 +446,9 @@ unsafe extern "C" fn give_back(p: *mut c_void) {
     CURRENT.with(|c| c.set(std::ptr::null()));
     // SAFETY: the value set for OWNER_KEY is always a leaked, process-lifetime shard.
     let s = unsafe { &*(p as *const Shard) };
+    // Before the hand-back: a callback this thread makes later (another key's destructor) misses
+    // the cache; the next owner's claim overwrites it anyway.
+    s.owner.store(0, Ordering::Relaxed);
     // Release: this owner's writes happen before the next claimer's Acquire.
     s.in_use.store(false, Ordering::Release);
 }
@@ -476,12 +484,96 @@ pub fn current() -> Option<&'static Shard> {
     existing().or_else(current_slow)
 }
 
+/// Shards by thread pointer, direct-mapped: the callback's way to its shard. A `thread_local!`
+/// in a dlopen'ed library is a call to `__tls_get_addr` on every access (two per pair, ~10% of the
+/// callback); the thread pointer is one instruction. An entry is only a hint: a shard is this
+/// thread's when its `owner` is this thread's pointer (only an owner writes its own pointer
+/// there, and clears it before giving the shard back, so no other live thread's shard can carry
+/// it); a miss (empty, another thread's shard, a collision) falls back to `CURRENT` and refills
+/// the entry. A forked child inherits the entries; a new thread of the child may then find the
+/// shard of a parent thread that no longer exists and had its thread pointer: a shard no one else
+/// can touch, which the child only pops calls from (it never records).
+const BY_THREAD_SLOTS: usize = 256;
+static BY_THREAD: [AtomicPtr<Shard>; BY_THREAD_SLOTS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; BY_THREAD_SLOTS];
+
+/// This thread's pointer: on x86-64 Linux the word at %fs:0 (the thread control block's address,
+/// which glibc and musl store there as THREAD_SELF); on aarch64 TPIDR_EL0. Unique among live
+/// threads, never 0.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[inline(always)]
+fn thread_pointer() -> usize {
+    let tp: usize;
+    // SAFETY: on x86-64 Linux %fs:0 holds the thread control block's self-pointer, set before the
+    // thread runs any code and readable by it at any time; the load has no side effects.
+    unsafe {
+        std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags, pure))
+    };
+    tp
+}
+
+#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+#[inline(always)]
+fn thread_pointer() -> usize {
+    let tp: usize;
+    // SAFETY: TPIDR_EL0 is readable at EL0 and holds the thread pointer the C library set.
+    unsafe {
+        std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nomem, nostack, preserves_flags, pure))
+    };
+    tp
+}
+
+/// Elsewhere: no cache (every lookup misses, and goes through `CURRENT`).
+#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+#[inline(always)]
+fn thread_pointer() -> usize {
+    0
+}
+
+#[inline(always)]
+fn by_thread(tp: usize) -> &'static AtomicPtr<Shard> {
+    // Fibonacci hashing; thread control blocks lie a stack apart, so neighbours spread.
+    let i =
+        ((tp as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - BY_THREAD_SLOTS.trailing_zeros())) as usize;
+    // SAFETY: i < BY_THREAD_SLOTS, the shift keeps log2(BY_THREAD_SLOTS) bits.
+    unsafe { BY_THREAD.get_unchecked(i) }
+}
+
 /// This thread's shard if it has one; never claims (the callback's path while not recording).
 #[inline(always)]
 pub fn existing() -> Option<&'static Shard> {
+    let tp = thread_pointer();
+    // Acquire pairs with the Release of `remember`: the shard it points to is seen whole.
+    let p = by_thread(tp).load(Ordering::Acquire);
+    // SAFETY: the cache only holds pointers to leaked, process-lifetime shards.
+    if !p.is_null() && tp != 0 && unsafe { (*p).owner.load(Ordering::Relaxed) } == tp {
+        // SAFETY: as above.
+        return Some(unsafe { &*p });
+    }
+    existing_slow(tp)
+}
+
+#[cold]
+#[inline(never)]
+fn existing_slow(tp: usize) -> Option<&'static Shard> {
     let p = CURRENT.with(|c| c.get());
+    if p.is_null() {
+        return None;
+    }
     // SAFETY: CURRENT only holds pointers to leaked, process-lifetime shards.
-    (!p.is_null()).then(|| unsafe { &*p })
+    let s = unsafe { &*p };
+    remember(tp, s);
+    Some(s)
+}
+
+/// Make `s`, this thread's shard, what the cache finds for it.
+fn remember(tp: usize, s: &'static Shard) {
+    if tp == 0 {
+        return;
+    }
+    s.owner.store(tp, Ordering::Relaxed);
+    // Release: a thread that loads this entry sees the shard initialised.
+    by_thread(tp).store(s as *const Shard as *mut Shard, Ordering::Release);
 }
 
 #[cold]
@@ -498,6 +590,7 @@ fn current_slow() -> Option<&'static Shard> {
         return None;
     }
     CURRENT.with(|c| c.set(s));
+    remember(thread_pointer(), s);
     Some(s)
 }
 
@@ -601,6 +694,20 @@ mod tests {
         let own = Shard::new();
         let h = own.histogram(key(10)).unwrap();
         assert_eq!(&*h.hist as *const _ as usize % 128, 0);
+    }
+
+    #[test]
+    fn a_new_thread_never_finds_an_ended_threads_shard() {
+        // glibc reuses an ended thread's stack, and with it its thread pointer, for the next
+        // thread: the cache entry it left must not hand that thread a shard it never claimed.
+        let addr = |s: Option<&'static Shard>| s.map(|s| s as *const Shard as usize);
+        for _ in 0..4 {
+            let (mine, found_again) =
+                std::thread::spawn(move || (addr(current()), addr(existing()))).join().unwrap();
+            assert!(mine.is_some());
+            assert_eq!(found_again, mine);
+            assert_eq!(std::thread::spawn(move || addr(existing())).join().unwrap(), None);
+        }
     }
 
     #[test]
