@@ -34,6 +34,8 @@ pub unsafe extern "C" fn on_callback(
     if cbdata.is_null() {
         return;
     }
+    // One callback in 64 per thread is timed, for the live cost (core/self_cost.rs).
+    let sampled = crate::core::self_cost::begin();
     // SAFETY: MSPTI writes callbackSite (offset 0) and functionName (offset 8) before every
     // call; these two reads touch nothing else of the struct.
     let (site, name) = unsafe {
@@ -55,6 +57,7 @@ pub unsafe extern "C" fn on_callback(
         POISONED.store(true, Ordering::Relaxed);
         windows::halt();
     }
+    crate::core::self_cost::end(sampled);
 }
 
 #[inline(always)]

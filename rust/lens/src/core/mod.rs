@@ -8,6 +8,7 @@ pub mod clock;
 pub mod counters;
 pub mod hist;
 pub mod locks;
+pub mod self_cost; // what mspti-lens itself costs, measured live
 pub mod seqlock;
 pub mod shard;
 pub mod slowest; // the slowest calls per (thread, key)
