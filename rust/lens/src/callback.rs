@@ -29,13 +29,17 @@ pub unsafe extern "C" fn on_callback(
     cbid: u32,
     cbdata: *const MsptiCallbackData,
 ) {
+    // One callback in 64 per thread is timed, for the live self cost: out of line, the timed
+    // call runs this function again (core/self_cost.rs).
+    if crate::core::self_cost::due() {
+        // SAFETY: the caller's promise, passed on.
+        return unsafe { crate::core::self_cost::timed(on_callback, userdata, domain, cbid, cbdata) };
+    }
     // After a caught panic recording is halted, so the callback does no more than pop an open
     // call; POISONED is checked where recording would start again.
     if cbdata.is_null() {
         return;
     }
-    // One callback in 64 per thread is timed, for the live cost (core/self_cost.rs).
-    let sampled = crate::core::self_cost::begin();
     // SAFETY: MSPTI writes callbackSite (offset 0) and functionName (offset 8) before every
     // call; these two reads touch nothing else of the struct.
     let (site, name) = unsafe {
@@ -57,7 +61,6 @@ pub unsafe extern "C" fn on_callback(
         POISONED.store(true, Ordering::Relaxed);
         windows::halt();
     }
-    crate::core::self_cost::end(sampled);
 }
 
 #[inline(always)]

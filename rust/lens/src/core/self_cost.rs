@@ -98,55 +98,55 @@ pub fn calibrate() {
         }
         let mut best = u64::MAX;
         for _ in 0..2000 {
-            let a = stamp();
-            let b = stamp();
-            best = best.min(b.wrapping_sub(a));
+            best = best.min(time(|| nothing(0, 0, 0, 0)));
         }
         OVERHEAD_TICKS.store(best, Ordering::Relaxed);
     });
 }
 
-/// The callback's first line: 0, or for one callback in `SAMPLE_EVERY` on this thread a stamp
-/// that `end` turns into a sample.
+/// Whether this callback is the one in `SAMPLE_EVERY` on this thread to time (with `timed`).
 #[inline(always)]
-pub fn begin() -> u64 {
-    let left = COUNTDOWN.with(|c| {
+pub fn due() -> bool {
+    COUNTDOWN.with(|c| {
         let left = c.get().wrapping_sub(1);
         c.set(left);
-        left
-    });
-    if left == 0 {
-        begin_sample()
-    } else {
-        0
-    }
+        left == 0
+    })
 }
 
+/// Run `callback(a, b, c, d)` (the callback itself, called again) timed, and add its time to the
+/// samples. The arguments travel by value, in registers: the hot path builds nothing for this.
+///
+/// # Safety
+/// `callback(a, b, c, d)` must be sound to call.
 #[cold]
 #[inline(never)]
-fn begin_sample() -> u64 {
-    COUNTDOWN.with(|c| c.set(SAMPLE_EVERY));
-    stamp().max(1)
-}
-
-/// The callback's last line, given what `begin` returned.
-#[inline(always)]
-pub fn end(started: u64) {
-    if started != 0 {
-        end_sample(started);
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn end_sample(started: u64) {
-    let ticks = stamp().wrapping_sub(started).saturating_sub(OVERHEAD_TICKS.load(Ordering::Relaxed));
+pub unsafe fn timed<A, B, C, D>(callback: unsafe extern "C" fn(A, B, C, D), a: A, b: B, c: C, d: D) {
+    // One more than the period: the call below counts itself down once.
+    COUNTDOWN.with(|c| c.set(SAMPLE_EVERY + 1));
+    // SAFETY: the caller's promise.
+    let ticks =
+        time(|| unsafe { callback(a, b, c, d) }).saturating_sub(OVERHEAD_TICKS.load(Ordering::Relaxed));
     if to_ns(ticks) > MAX_SAMPLE_NS {
         SKIPPED.fetch_add(1, Ordering::Relaxed);
         return;
     }
     SAMPLED_TICKS.fetch_add(ticks, Ordering::Relaxed);
     SAMPLES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Ticks `f` took, between two stamps.
+#[inline(always)]
+fn time(f: impl FnOnce()) -> u64 {
+    let started = stamp();
+    f();
+    stamp().wrapping_sub(started)
+}
+
+/// What timing adds to a sample: two stamps and the call of a function that does nothing.
+#[inline(never)]
+extern "C" fn nothing(_: u64, _: u32, _: u32, _: u64) {
+    std::hint::black_box(());
 }
 
 fn to_ns(ticks: u64) -> u64 {
@@ -226,17 +226,24 @@ mod tests {
         // A fresh thread has its own countdown, so other tests' callbacks do not shift it.
         std::thread::spawn(|| {
             calibrate();
-            let stamps: Vec<u64> = (0..3 * SAMPLE_EVERY).map(|_| begin()).collect();
-            let timed: Vec<usize> =
-                stamps.iter().enumerate().filter(|(_, &s)| s != 0).map(|(i, _)| i).collect();
             let every = SAMPLE_EVERY as usize;
-            assert_eq!(timed, vec![every - 1, 2 * every - 1, 3 * every - 1]);
             let before = read();
-            let t = begin_sample();
-            std::hint::black_box((0..1000u64).sum::<u64>());
-            end(t);
+            let mut timed_at = Vec::new();
+            extern "C" fn work(n: u64, _: u32, _: u32, _: u64) {
+                // As the callback: the timed call counts itself down once.
+                assert!(!due());
+                std::hint::black_box((0..n).sum::<u64>());
+            }
+            for i in 0..3 * every {
+                if due() {
+                    timed_at.push(i);
+                    // SAFETY: `work` is a plain function.
+                    unsafe { timed(work, 1000, 0, 0, 0) };
+                }
+            }
+            assert_eq!(timed_at, vec![every - 1, 2 * every - 1, 3 * every - 1]);
             let after = read();
-            assert_eq!(after.samples + after.skipped, before.samples + before.skipped + 1);
+            assert_eq!(after.samples + after.skipped, before.samples + before.skipped + 3);
         })
         .join()
         .unwrap();
