@@ -1,9 +1,9 @@
 """What mspti-lens costs the process it profiles, and what it lost, measured while it runs.
 
 - **callbacks**: the CPU inside mspti-lens's callback. Each thread times one callback in
-  ``sample_every`` (64) from its first line to its last, the clock read's own cost (measured when
-  the session is made) taken off; the total is the sampled time times 64 (rust/lens/src/core/
-  self_cost.rs). The library's dispatch of a callback, the same for any subscriber, is not in it.
+  ``sample_every`` (256), the clock reads' own cost (measured when the session is made) taken off;
+  the total is the sampled time times 256 (rust/lens/src/core/self_cost.rs). The library's
+  dispatch of a callback, the same for any subscriber, is not in it.
 - **drain**: the CPU of the activity drain thread (its thread CPU clock).
 - **writer**: the CPU of writing a recorded run's windows (the writing thread's CPU clock,
   runs/writer.py).
@@ -25,7 +25,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _native
-from .watch.rules import DROP_COUNTERS
+
+#: What "dropped" adds up: the callbacks' pairs lost to a failed clock reading or a full key table,
+#: records MSPTI says it dropped, buffer requests the pool refused (MSPTI then drops the records),
+#: and device events past the event log's cap (counted in the tables, not logged). The watch
+#: rule ``dropped > 0`` reads the same list.
+DROP_COUNTERS = ("dropped", "library_dropped", "pool_exhausted", "device_events_dropped")
 
 # What profiling costs per call when nothing was measured yet: the callback's ENTER+EXIT pair
 # into a histogram, the added ns per pair bench/run.py measures (BENCHMARKS.md, section 1).
@@ -120,11 +125,13 @@ def measure(
         "library_reports_drops": library_reports_drops,
         "pool_pressure": peak,
         "subscriber_busy": busy,
+        # When the figures began (the first session), wall clock: a counter's start.
+        "since": time.time() - elapsed if since is not None else None,
     }
 
 
 def per_pair_text(cost: Mapping[str, Any]) -> str:
-    """"41.2 ns per call (measured, 1 in 64 timed)" or "50 ns per call (estimate, ...)"."""
+    """ "41.2 ns per call (measured, 1 in 64 timed)" or "50 ns per call (estimate, ...)"."""
     if cost.get("measured"):
         return (
             f"{cost['ns_per_pair']:.1f} ns per call (measured, 1 in {cost['sample_every']} callbacks timed)"
@@ -156,3 +163,53 @@ def summary_text(cost: Mapping[str, Any]) -> str:
     if cost.get("subscriber_busy"):
         line += f"; SUBSCRIBER HELD BY ANOTHER TOOL: {cost['subscriber_busy']}"
     return line
+
+
+#: What the exports say of mspti-lens itself (Prometheus name, OTLP name, kind, unit, help, the
+#: key of :func:`measure`'s dict), from the ``self_cost`` a window's metadata keeps.
+METRICS = (
+    ("mspti_lens_self_callback_cpu_seconds_total", "mspti_lens.self.callback.cpu_time", "counter", "s",
+     "CPU mspti-lens's own callbacks took in this process (1 callback in 256 timed, scaled)",
+     "callback_cpu_s"),
+    ("mspti_lens_self_drain_cpu_seconds_total", "mspti_lens.self.drain.cpu_time", "counter", "s",
+     "CPU of mspti-lens's own activity drain thread in this process", "drain_cpu_s"),
+    ("mspti_lens_self_writer_cpu_seconds_total", "mspti_lens.self.writer.cpu_time", "counter", "s",
+     "CPU mspti-lens itself took writing a recorded run's windows in this process", "writer_cpu_s"),
+    ("mspti_lens_self_records_dropped_total", "mspti_lens.self.records_dropped", "counter", "1",
+     "Pairs and records lost while mspti-lens profiled this process (its counters and MSPTI's own)",
+     "records_dropped"),
+    ("mspti_lens_self_callback_pair_nanoseconds", "mspti_lens.self.callback.pair_time", "gauge", "ns",
+     "mspti-lens's own measured CPU per ENTER/EXIT pair (absent before a callback was timed)",
+     "ns_per_pair"),
+    ("mspti_lens_self_pool_pressure_ratio", "mspti_lens.self.pool_pressure", "gauge", "1",
+     "The most of mspti-lens's activity buffers out at once, over its pool's cap", "pool_pressure"),
+    ("mspti_lens_self_subscriber_busy", "mspti_lens.self.subscriber_busy", "gauge", "1",
+     "1 when another tool held MSPTI's only subscriber slot, so mspti-lens could not subscribe",
+     "subscriber_busy"),
+)  # fmt: skip
+
+
+def since_unix_ns(snap: Any) -> int:
+    """When the snapshot's self-cost counters began, in Unix ns (0 where unknown)."""
+    cost = (getattr(snap, "meta", None) or {}).get("self_cost")
+    since = cost.get("since") if isinstance(cost, Mapping) else None
+    return int(float(since) * 1e9) if since else 0
+
+
+def samples_of(snap: Any) -> list[tuple[str, str, str, str, str, float]]:
+    """(Prometheus name, OTLP name, kind, unit, help, value) of every :data:`METRICS` entry the
+    snapshot's ``self_cost`` metadata has (none for a snapshot without it)."""
+    cost = (getattr(snap, "meta", None) or {}).get("self_cost")
+    if not isinstance(cost, Mapping):
+        return []
+    out = []
+    for prom, otlp, kind, unit, help_, key in METRICS:
+        if key == "ns_per_pair" and not cost.get("measured"):
+            continue  # the estimate is not a measurement of this process
+        value = cost.get(key)
+        if key == "subscriber_busy":
+            value = 1.0 if value else 0.0
+        if value is None:
+            continue
+        out.append((prom, otlp, kind, unit, help_, float(value)))
+    return out

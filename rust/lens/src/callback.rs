@@ -29,7 +29,7 @@ pub unsafe extern "C" fn on_callback(
     cbid: u32,
     cbdata: *const MsptiCallbackData,
 ) {
-    // One callback in 64 per thread is timed, for the live self cost: out of line, the timed
+    // One callback in 256 per thread is timed, for the live self cost: out of line, the timed
     // call runs this function again (core/self_cost.rs).
     if crate::core::self_cost::due() {
         // SAFETY: the caller's promise, passed on.
