@@ -29,6 +29,7 @@ __all__ = [
     "search_order",
     "mapped_libmspti",
     "health",
+    "self_cost",
     "take_collective_arrivals",
     "callbacks",
     "results",
