@@ -141,7 +141,10 @@ def counter_text(name: str, help_: str, values: dict[str, int], label: str) -> s
 
 
 def _text(
-    series: list[Series], r: Resource, points: list[BandwidthPoint] | None = None, self_samples: list = ()
+    series: list[Series],
+    r: Resource,
+    points: list[BandwidthPoint] | None = None,
+    self_samples: list | None = None,
 ) -> str:
     lines = [
         "# HELP mspti_lens_info mspti-lens exporter; source says whether the data is simulated.",
@@ -158,7 +161,7 @@ def _text(
         lines.append(f"{METRIC}_sum{_label_text(base)} {_num(float(s.sum_ns))}")
         lines.append(f"{METRIC}_count{_label_text(base)} {s.count}")
     lines += _bandwidth_text(points or [], r)
-    lines += _self_text(self_samples, r)
+    lines += _self_text(self_samples or [], r)
     return "\n".join(lines) + "\n"
 
 
@@ -288,7 +291,10 @@ def _family_pb(name: str, help_: str, type_: int, metrics: list[bytes]) -> bytes
 
 
 def _protobuf(
-    series: list[Series], r: Resource, points: list[BandwidthPoint] | None = None, self_samples: list = ()
+    series: list[Series],
+    r: Resource,
+    points: list[BandwidthPoint] | None = None,
+    self_samples: list | None = None,
 ) -> bytes:
     info = _label_pb(_info_labels(r)) + _f_bytes(2, _f_double(1, 1.0))  # Metric.gauge = 2
     hists = [_label_pb(_labels(s, r)) + _f_bytes(7, _histogram_pb(s)) for s in series]  # histogram = 7
@@ -301,7 +307,7 @@ def _protobuf(
         )
         + (_family_pb(METRIC, HELP, _HISTOGRAM, hists) if hists else b"")
         + _bandwidth_pb(points or [], r)
-        + _self_pb(self_samples, r)
+        + _self_pb(self_samples or [], r)
     )
 
 
