@@ -46,7 +46,7 @@ import key_table  # noqa: E402  (bench/key_table.py: the full-key-table path)
 MSPTI_CB_DOMAIN_RUNTIME, MSPTI_CB_DOMAIN_HCCL = 1, 2
 # Benchmarks in modules of their own (bench/<topic>.py), each with run(quick, log) -> result and
 # render(result) -> Markdown lines, appended to the report in this order.
-MODULES = ("slowest", "runs", "control", "watch", "cann_monitors")
+MODULES = ("slowest", "runs", "control", "watch", "cann_monitors", "self_cost")
 CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p)
 
 

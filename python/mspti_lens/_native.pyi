@@ -29,6 +29,7 @@ __all__ = [
     "search_order",
     "mapped_libmspti",
     "health",
+    "self_cost",
     "take_collective_arrivals",
     "callbacks",
     "results",
@@ -125,6 +126,10 @@ def search_order() -> list[tuple[str, str]]:
 def mapped_libmspti() -> str | None: ...
 def health() -> dict[str, Any]:
     """poisoned, forked, late_threads, clock_errors (process-wide)."""
+
+def self_cost() -> dict[str, Any]:
+    """What mspti-lens has cost this process: sample_every, samples, skipped, sampled_ns,
+    callback_cpu_ns, ns_per_pair (None before a sample), clock_overhead_ns, clock, drain_cpu_ns."""
 
 def take_collective_arrivals() -> dict[str, Any]:
     """HCCL calls entered since the last take: cbid, name, sequence, start_ns columns; dropped."""

@@ -13,8 +13,9 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from . import _native
+from . import _native, self_cost
 from .activity import (
+    ACTIVITY_POOL_CAP,
     DEFAULT_ACTIVITY_BUFFERS,
     DEFAULT_DEVICE_EVENTS,
     ActivityData,
@@ -23,7 +24,7 @@ from .activity import (
 )
 from .backend import BackendInfo, info_of, load_library
 from .catalog import DOMAIN_NAMES, Target, callback, resolve
-from .errors import NotPreloadedWarning, SessionError
+from .errors import NotPreloadedWarning, SessionError, SubscriberBusyError
 from .snapshot import Snapshot, make_meta
 
 #: The clocks a Session takes, as the native session names them (rust/lens/src/py/session.rs).
@@ -158,8 +159,14 @@ class Session:
         # Who holds this session and how its user frees the slot, when that is not session.close()
         # (the magics' session: the user has no such object): (holder, what to do), one line each.
         self.close_hint: tuple[str, str] | None = None
+        # The activity pool's most buffers, for its pressure (self_cost.py).
+        self._pool_buffers = max(1, (cap or ACTIVITY_POOL_CAP) // size)
         try:
             self._native = _native.NativeSession(self._lib, mark_launches or 0, slowest)
+            self_cost.note_subscribed()
+        except SubscriberBusyError as e:
+            self_cost.note_subscriber_busy(str(e))
+            raise
         except SessionError:
             holder = _holder()
             if holder is not None and not holder.closed and holder.close_hint:
@@ -188,6 +195,7 @@ class Session:
             raise
         global _active
         _active = weakref.ref(self)
+        self_cost.started()
 
     # -- what is traced ------------------------------------------------------------------------
     def _apply(self, domain: int, cbid: int | None, on: bool) -> None:
@@ -359,7 +367,20 @@ class Session:
             data = ActivityData(self._activity.snapshot(reset))
             meta["join"] = data.info["join"]
             meta["clock_bridge"] = data.info["clock_bridge"]
+        meta["self_cost"] = self._self_cost(native.counters(), data, closing=reset)
         return Snapshot(native, meta, activity=data, timeline=timeline)
+
+    def _self_cost(self, counters: dict, data: ActivityData | None, closing: bool) -> dict:
+        """The process's self cost (self_cost.py) with this window's drops and pool pressure;
+        a window being closed adds them to the process's totals."""
+        device = data.counters if data is not None else {}
+        drops = self_cost.drops_of({**counters, **device})
+        pressure = device["pool_peak_in_use"] / self._pool_buffers if data is not None else None
+        reports = bool(device.get("library_reports_drops")) if data is not None else None
+        if closing:
+            self_cost.note_closed_window(drops, pressure)
+            return self_cost.measure(library_reports_drops=reports)
+        return self_cost.measure(drops, pressure, reports)
 
     def snapshot(self) -> Snapshot:
         """The current window, merged over every thread, while recording goes on (after close(),
@@ -399,6 +420,7 @@ class Session:
             "calls": snap.total_calls,
             **snap.counters,
             **_native.health(),
+            "self_cost": snap.meta.get("self_cost") or self_cost.measure(),
         }
 
     def __repr__(self) -> str:

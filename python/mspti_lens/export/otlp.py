@@ -10,7 +10,8 @@ bucket; attributes ``domain``, ``api``, ``callback``. The resource carries ``ran
 the exact max's bucket (see :mod:`mspti_lens.export.series`). The slowest calls
 (``Snapshot.slowest()``) become the format's exemplars on their API's point. Collectives add
 the gauges ``mspti_lens.collective.algbw`` and ``.busbw`` (GBy/s; attributes group, op,
-data_type, bytes).
+data_type, bytes). ``mspti_lens.self.*`` say what mspti-lens itself cost the process and lost
+(self_cost.METRICS: cumulative sums and gauges).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import urllib.request
 from typing import Any
 
 from .._native import __version__
+from ..self_cost import samples_of, since_unix_ns
 from .series import (
     SCALE,
     BandwidthPoint,
@@ -119,6 +121,21 @@ def _exemplars_by_key(snap: Any) -> dict[tuple[str, str, str], list[dict]]:
     return out
 
 
+def _self_metrics(snap: Any, r: Resource) -> list[dict]:
+    """mspti-lens's own cost and losses (self_cost.METRICS): counters as cumulative monotonic sums
+    since the window's start, the rest as gauges."""
+    out = []
+    for _, name, kind, unit, desc, value in samples_of(snap):
+        start = since_unix_ns(snap) if kind == "counter" else r.start_unix_ns  # counters count from there
+        point = {"startTimeUnixNano": str(start), "timeUnixNano": str(r.end_unix_ns), "asDouble": value}
+        if kind == "counter":
+            body = {"sum": {"aggregationTemporality": CUMULATIVE, "isMonotonic": True, "dataPoints": [point]}}
+        else:
+            body = {"gauge": {"dataPoints": [point]}}
+        out.append({"name": name, "description": desc, "unit": unit, **body})
+    return out
+
+
 def to_otlp(
     snap: Any,
     path: str | os.PathLike | None = None,
@@ -159,6 +176,7 @@ def to_otlp(
                                 },
                             },
                             *_bandwidth_metrics(bandwidth_of(snap), r),
+                            *_self_metrics(snap, r),
                         ],
                     }
                 ],

@@ -7,7 +7,8 @@ mspti-lens's buckets, while in seconds (1 ns = 2^-29.897 s) every bucket would s
 Classic buckets are the powers of two from 64 ns to 2^36 ns (69 s): boundaries of the
 exponential family, so their cumulative counts are exact too. Labels: domain, api, rank, host,
 callback (with domain and api, what makes a series' key unique).
-``mspti_lens_info`` says whether the data is simulated. Collectives add the gauges
+``mspti_lens_info`` says whether the data is simulated; ``mspti_lens_self_*`` say what mspti-lens
+itself cost the process and lost (self_cost.METRICS). Collectives add the gauges
 ``mspti_lens_collective_{algbw,busbw}_gbps`` (the window's medians per group, op, data type and
 message-size bucket, nccl-tests' definitions; a bucket without a bandwidth has no sample).
 
@@ -22,6 +23,7 @@ import math
 import struct
 from typing import Any
 
+from ..self_cost import samples_of
 from .series import (
     SCALE,
     BandwidthPoint,
@@ -138,7 +140,12 @@ def counter_text(name: str, help_: str, values: dict[str, int], label: str) -> s
     return "\n".join(lines) + "\n"
 
 
-def _text(series: list[Series], r: Resource, points: list[BandwidthPoint] | None = None) -> str:
+def _text(
+    series: list[Series],
+    r: Resource,
+    points: list[BandwidthPoint] | None = None,
+    self_samples: list | None = None,
+) -> str:
     lines = [
         "# HELP mspti_lens_info mspti-lens exporter; source says whether the data is simulated.",
         "# TYPE mspti_lens_info gauge",
@@ -154,7 +161,28 @@ def _text(series: list[Series], r: Resource, points: list[BandwidthPoint] | None
         lines.append(f"{METRIC}_sum{_label_text(base)} {_num(float(s.sum_ns))}")
         lines.append(f"{METRIC}_count{_label_text(base)} {s.count}")
     lines += _bandwidth_text(points or [], r)
+    lines += _self_text(self_samples or [], r)
     return "\n".join(lines) + "\n"
+
+
+def _self_text(samples: list, r: Resource) -> list[str]:
+    """mspti-lens's own cost and losses (self_cost.METRICS), labelled as the info metric."""
+    lines: list[str] = []
+    for name, _, kind, _, help_, value in samples:
+        lines += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}"]
+        lines.append(f"{name}{_label_text(_info_labels(r))} {_num(value)}")
+    return lines
+
+
+def _self_pb(samples: list, r: Resource) -> bytes:
+    out = b""
+    for name, _, kind, _, help_, value in samples:
+        # Metric.counter = 3 (Counter.value = 1), Metric.gauge = 2 (Gauge.value = 1)
+        field, type_ = (3, _COUNTER) if kind == "counter" else (2, _GAUGE)
+        out += _family_pb(
+            name, help_, type_, [_label_pb(_info_labels(r)) + _f_bytes(field, _f_double(1, value))]
+        )
+    return out
 
 
 def _info_labels(r: Resource) -> list[tuple[str, str]]:
@@ -262,7 +290,12 @@ def _family_pb(name: str, help_: str, type_: int, metrics: list[bytes]) -> bytes
     return _varint(len(body)) + body  # length-delimited, as the "encoding=delimited" stream
 
 
-def _protobuf(series: list[Series], r: Resource, points: list[BandwidthPoint] | None = None) -> bytes:
+def _protobuf(
+    series: list[Series],
+    r: Resource,
+    points: list[BandwidthPoint] | None = None,
+    self_samples: list | None = None,
+) -> bytes:
     info = _label_pb(_info_labels(r)) + _f_bytes(2, _f_double(1, 1.0))  # Metric.gauge = 2
     hists = [_label_pb(_labels(s, r)) + _f_bytes(7, _histogram_pb(s)) for s in series]  # histogram = 7
     return (
@@ -274,6 +307,7 @@ def _protobuf(series: list[Series], r: Resource, points: list[BandwidthPoint] | 
         )
         + (_family_pb(METRIC, HELP, _HISTOGRAM, hists) if hists else b"")
         + _bandwidth_pb(points or [], r)
+        + _self_pb(self_samples or [], r)
     )
 
 
@@ -289,7 +323,8 @@ def to_prometheus(
     the RANK environment variable and this host's name."""
     check_format(format, FORMATS, "Prometheus format")
     series, r, points = series_of(snap), resource_of(snap, rank, host), bandwidth_of(snap)
-    return _text(series, r, points) if format == "text" else _protobuf(series, r, points)
+    own = samples_of(snap)
+    return _text(series, r, points, own) if format == "text" else _protobuf(series, r, points, own)
 
 
 def content_type(format: str) -> str:

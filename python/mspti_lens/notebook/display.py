@@ -8,11 +8,13 @@ import base64
 import html
 import sys
 import time
+from typing import Any
 
 import polars as pl
 
 from ..catalog import DOMAINS, enableable
 from ..plots.figure import figure_bundle, render_figure
+from ..self_cost import drops_text, summary_text
 from ..snapshot import COUNTERS, Snapshot
 from .snapshot_repr import SIMULATED_BANNER_HTML, device_html, device_text
 from .tables import Table, count_of
@@ -49,6 +51,21 @@ def enabled_per_domain(enabled: list[str]) -> str:
     return " · ".join(parts)
 
 
+def self_cost_lines(cost: Any) -> list[tuple[str, str]]:
+    """Status lines of what mspti-lens costs this process and what it lost (self_cost.py);
+    a drop or a busy subscriber slot gets a line of its own."""
+    if not cost:
+        return []
+    lines = [
+        ("self cost", summary_text({**cost, "drops": {}, "records_dropped": 0, "subscriber_busy": None}))
+    ]
+    if drops_text(cost):
+        lines.append(("dropped", drops_text(cost)))
+    if cost.get("subscriber_busy"):
+        lines.append(("subscriber", f"held by another tool: {cost['subscriber_busy']}"))
+    return lines
+
+
 class Status(dict):
     """``%mspti status``: a dict (every field, easy to use in code) that renders as a few lines:
     the state, the enabled callbacks per domain, the window's calls and any non-zero counter."""
@@ -71,6 +88,7 @@ class Status(dict):
                 f"{self.get('calls', 0):,} in this window" + (earlier if kept else ""),
             ),
             ("counters", ", ".join(problems) if problems else "all 0 (every call paired)"),
+            *self_cost_lines(self.get("self_cost")),
             ("library", str(self["library"])),
         ]
 

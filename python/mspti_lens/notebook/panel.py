@@ -27,6 +27,7 @@ import polars as pl
 
 from ..catalog import DOMAINS, Callback, enableable
 from ..plots.host import KINDS
+from ..self_cost import drops_text, per_pair_text
 from ..session import Session
 from ..snapshot import Snapshot
 from ..units import check_unit
@@ -83,13 +84,29 @@ class View:
     error: str | None = None
     slowest: pl.DataFrame = field(default_factory=pl.DataFrame)  # Snapshot.slowest(), cut to N
     run_html: str | None = None  # the run's view (notebook/run_view.py) when the panel follows a run
+    self_cost: dict | None = None  # what mspti-lens costs this process and lost (self_cost.py)
 
     def status_text(self) -> str:
         state = "running" if self.running else "stopped"
         return (
             f"{self.backend} · {state} · {self.calls:,} calls · "
             f"{self.unmatched:,} unmatched · {self.in_flight:,} in flight"
+            + "".join(f" · {v}" for _, v in self._cost_lines())
         )
+
+    def _cost_lines(self) -> list[tuple[str, str]]:
+        """(kind, text): the self cost, and any drop or busy subscriber slot on its own."""
+        cost = self.self_cost
+        if not cost:
+            return []
+        out = [("cost", f"self cost {per_pair_text(cost)}, {cost['core_pct']:.2f} % of a core")]
+        if drops_text(cost):
+            out.append(("lost", drops_text(cost)))
+        if cost.get("subscriber_busy"):
+            out.append(
+                ("lost", f"MSPTI's subscriber slot is held by another tool: {cost['subscriber_busy']}")
+            )
+        return out
 
     def status_html(self, live_for: float | None = None) -> str:
         """The status line; ``live_for`` (seconds) makes the "running" mark vanish by itself
@@ -106,10 +123,16 @@ class View:
         else:
             state = '<span style="color:#198754">● running</span>'
         err = f' · <span style="color:#b02a37">{html.escape(self.error)}</span>' if self.error else ""
+        cost = "".join(
+            f' · <span class="mspti-lens-self-{k}"'
+            + (' style="color:#b02a37;font-weight:bold"' if k == "lost" else ' style="color:#6c757d"')
+            + f">{html.escape(v)}</span>"
+            for k, v in self._cost_lines()
+        )
         return (
             f'<span style="color:{colour};font-weight:bold">{html.escape(self.backend)}</span> · {state}'
             f" · <b>{self.calls:,}</b> calls · <b>{self.unmatched:,}</b> unmatched"
-            f" · <b>{self.in_flight:,}</b> in flight{err}"
+            f" · <b>{self.in_flight:,}</b> in flight{err}{cost}"
         )
 
     def table_html(self) -> str:
@@ -350,6 +373,7 @@ class Panel:
             if self.slowest and len(snap)
             else pl.DataFrame(),
             run_html=None if self.run is None else refreshed_run_html(self.run),
+            self_cost=snap.meta.get("self_cost"),
         )
         self.last = view
         for cb in list(self.on_change):

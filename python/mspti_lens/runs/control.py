@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..self_cost import ESTIMATE_NS_PER_PAIR, ESTIMATE_SOURCE, drops_text
 from . import runfiles
 from .runfiles import RunFolder, UntrustedError
 
@@ -58,10 +59,9 @@ LOST_AFTER_S = 4 * HEARTBEAT_S
 COMMANDS = ("start", "stop")
 COMMAND_FIELDS = {"generation", "command", "enable", "activity", "for_s", "until", "ranks", "issued", "by"}
 MAX_COMMAND_BYTES = 1 << 16
-# What profiling costs per call while on: the callback's ENTER+EXIT pair into a histogram, the
-# added ns per pair bench/run.py measures (BENCHMARKS.md, section 1: 49.7 ns); an estimate.
-COST_PER_CALL_NS = 50.0
-COST_SOURCE = "BENCHMARKS.md, section 1: mspti-lens's added ns per ENTER/EXIT pair"
+# What profiling costs per call where a process has measured nothing yet (self_cost.py).
+COST_PER_CALL_NS = ESTIMATE_NS_PER_PAIR
+COST_SOURCE = ESTIMATE_SOURCE
 
 
 class ControlError(ValueError):
@@ -708,7 +708,9 @@ class RunControl:
 
     def status(self):
         """One row per process: host, rank, pid, state, enable, generation applied, last window,
-        calls per second, refused (a command file not obeyed, and why), estimated cost."""
+        calls per second, refused (a command file not obeyed, and why), cost (``cost_pct``: measured
+        by the process, or ``cost_source`` "estimate" where it measured nothing yet), mspti-lens's own
+        CPU seconds so far and the records it dropped."""
         import polars as pl
 
         rows = []
@@ -724,6 +726,9 @@ class RunControl:
                     "last_window": p.get("last_window"),
                     "calls_per_s": float(p.get("calls_per_s") or 0.0) if p.get("state") == "on" else 0.0,
                     "cost_pct": cost_pct(p) if p.get("state") == "on" else 0.0,
+                    "cost_source": cost_source(p),
+                    "self_cpu_s": float(_cost(p).get("cpu_s") or 0.0),
+                    "dropped": int(_cost(p).get("records_dropped") or 0),
                     "rank_source": p.get("rank_source"),
                     "refused": (p.get("refused") or {}).get("why"),
                     "live": bool(p["live"]),
@@ -739,6 +744,9 @@ class RunControl:
             "last_window": pl.Float64,
             "calls_per_s": pl.Float64,
             "cost_pct": pl.Float64,
+            "cost_source": pl.String,
+            "self_cpu_s": pl.Float64,
+            "dropped": pl.Int64,
             "rank_source": pl.String,
             "refused": pl.String,
             "live": pl.Boolean,
@@ -774,22 +782,63 @@ class RunControl:
             time.sleep(0.05)
 
 
+def _cost(p: dict[str, Any]) -> dict[str, Any]:
+    """The process's own self-cost reading (self_cost.measure, in its process file), or {}."""
+    c = p.get("self_cost")
+    return c if isinstance(c, dict) else {}
+
+
+def cost_source(p: dict[str, Any]) -> str:
+    """ "measured" where the process timed its callbacks, else "estimate"."""
+    return "measured" if _cost(p).get("measured") else "estimate"
+
+
+def ns_per_call(p: dict[str, Any]) -> float:
+    """The cost per call the process measured, or the estimate where it measured nothing yet."""
+    c = _cost(p)
+    return float(c["ns_per_pair"]) if c.get("measured") else COST_PER_CALL_NS
+
+
 def cost_pct(p: dict[str, Any]) -> float:
-    """The estimated share of a process's time profiling costs: calls/s x cost per call."""
-    return float(p.get("calls_per_s") or 0.0) * COST_PER_CALL_NS / 1e9 * 100.0
+    """The share of a core the process's callbacks take: calls/s x its cost per call (measured,
+    or the estimate where nothing was measured yet)."""
+    return float(p.get("calls_per_s") or 0.0) * ns_per_call(p) / 1e9 * 100.0
 
 
 def cost_sentence(rows: list[dict[str, Any]]) -> str:
+    lost = [
+        f"rank {p.get('rank')} on {p.get('host')}: {drops_text(_cost(p))}"
+        for p in rows
+        if drops_text(_cost(p))
+    ]
+    busy = [f"rank {p.get('rank')} on {p.get('host')}" for p in rows if _cost(p).get("subscriber_busy")]
+    tail = "".join(
+        [
+            f"; {'; '.join(lost[:5])}" if lost else "",
+            f"; MSPTI's subscriber slot held by another tool in {', '.join(busy[:5])}" if busy else "",
+        ]
+    )
     on = [p for p in rows if p.get("state") == "on"]
     if not on:
-        return "profiling is off: it costs nothing (no MSPTI subscriber, no callback, no activity buffer)"
+        return (
+            "profiling is off: it costs nothing (no MSPTI subscriber, no callback, no activity buffer)" + tail
+        )
     rate = sum(float(p.get("calls_per_s") or 0.0) for p in on) / len(on)
     worst = max(cost_pct(p) for p in on)
+    measured = [p for p in on if cost_source(p) == "measured"]
+    cpu = sum(float(_cost(p).get("cpu_s") or 0.0) for p in rows)
+    if measured:
+        per_call = sum(ns_per_call(p) for p in measured) / len(measured)
+        how = f"{per_call:.1f} ns per call measured by {len(measured)} of them" + (
+            f" (the others: {COST_PER_CALL_NS:.0f} ns, an estimate)" if len(measured) < len(on) else ""
+        )
+    else:
+        per_call = COST_PER_CALL_NS
+        how = f"{COST_PER_CALL_NS:.0f} ns per call, an estimate ({COST_SOURCE}): nothing measured yet"
     return (
-        f"profiling is on in {len(on)} process(es): about {rate:,.0f} calls/s each x "
-        f"{COST_PER_CALL_NS:.0f} ns per call = about {rate * COST_PER_CALL_NS / 1e7:.3f} % of a core "
-        f"(at most {worst:.3f} %; an estimate, per-call cost from {COST_SOURCE}); "
-        "off, it costs nothing"
+        f"profiling is on in {len(on)} process(es): about {rate:,.0f} calls/s each x {how} = about "
+        f"{rate * per_call / 1e7:.3f} % of a core (at most {worst:.3f} %); mspti-lens's own CPU so far "
+        f"{cpu:.3f} s (callbacks, drain, writer); off, it costs nothing" + tail
     )
 
 
@@ -879,7 +928,7 @@ STATUS_LINES: list[Callable[[Path], str | None]] = []
 
 
 def status_text(run: Path, procs: list[dict[str, Any]], latest: int) -> str:
-    head = ("host", "rank", "pid", "state", "enable", "gen", "last window", "calls/s", "note")
+    head = ("host", "rank", "pid", "state", "enable", "gen", "last window", "calls/s", "cost", "note")
     rows = []
     for p in sorted(procs, key=lambda p: (int(p.get("rank", 0)), str(p.get("host")), int(p["pid"]))):
         on = p.get("state") == "on"
@@ -891,6 +940,10 @@ def status_text(run: Path, procs: list[dict[str, Any]], latest: int) -> str:
             note.append("pending")
         if on and p.get("until"):
             note.append(f"stops in {max(0.0, float(p['until']) - time.time()):.0f} s")
+        if drops_text(_cost(p)):
+            note.append(drops_text(_cost(p)))
+        if _cost(p).get("subscriber_busy"):
+            note.append("MSPTI's subscriber slot held by another tool")
         rows.append(
             (
                 str(p.get("host")),
@@ -901,6 +954,7 @@ def status_text(run: Path, procs: list[dict[str, Any]], latest: int) -> str:
                 str(p.get("generation") or 0),
                 time.strftime("%H:%M:%S", time.localtime(float(lw))) if lw else "-",
                 f"{float(p.get('calls_per_s') or 0):,.0f}" if on else "-",
+                (f"{cost_pct(p):.3f} %" + (" est." if cost_source(p) == "estimate" else "")) if on else "-",
                 "; ".join(note),
             )
         )

@@ -129,6 +129,8 @@ class Recorder:
                 self.control.write()
 
     def state(self) -> dict[str, Any]:
+        from .. import self_cost
+
         on = self.writer is not None and self.writer.session is not None
         left = None if self.until is None else max(0.0, self.until - time.monotonic())
         return {
@@ -141,6 +143,8 @@ class Recorder:
             "calls": self.writer.calls if self.writer is not None else 0,
             "last_window": self.writer.last_window if self.writer is not None else None,
             "calls_per_s": self.writer.calls_per_s if on else 0.0,
+            # What mspti-lens has cost this process and lost (control status, the run panel).
+            "self_cost": self_cost.measure(),
         }
 
     def _meta(self, gen: int) -> dict[str, Any]:

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import _native
+from .. import _native, self_cost
 from . import runfiles
 
 if TYPE_CHECKING:
@@ -327,6 +327,7 @@ class WindowWriter:
 
     # -- windows -------------------------------------------------------------------------------
     def write_window(self, final: bool, reason: str | None = None, period_end: bool = False) -> Path | None:
+        cpu_ns = time.thread_time_ns()  # the writer's CPU, in the self cost (self_cost.py)
         with self._lock:
             if (self._closing and not final) or self.session is None:
                 return None
@@ -397,6 +398,7 @@ class WindowWriter:
                     self.compactor.compact(last=bool(final))
                 except Exception as e:  # noqa: BLE001 - uncompacted windows are still whole
                     _say_line(f"mspti-lens: could not compact the windows in {self.dir}: {e}")
+            self_cost.add_writer_cpu(time.thread_time_ns() - cpu_ns)
             return path
 
     def _stop_recording(self) -> None:

@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .. import catalog
+from ..self_cost import DROP_COUNTERS  # noqa: F401 - what "dropped" adds up (evaluate.py reads it)
 from ..units import UNITS
 
 #: The statistics of a histogram a rule may name, each with the Snapshot.summary() column it reads
@@ -63,9 +64,6 @@ OPERATORS = (">=", "<=", ">", "<")
 SCOPES = ("rank", "job")
 SCOPE_WORDS = {"per rank": "rank", "across ranks": "job"}
 DEFAULT_WINDOWS = 2
-#: What "dropped" adds up in a window: the callbacks' pairs lost to a failed clock reading
-#: (Snapshot.counters) and the activity records the library, the buffer pool or the event log lost.
-DROP_COUNTERS = ("dropped", "library_dropped", "pool_exhausted", "device_events_dropped")
 
 
 class RuleError(ValueError):

@@ -29,6 +29,12 @@ pub unsafe extern "C" fn on_callback(
     cbid: u32,
     cbdata: *const MsptiCallbackData,
 ) {
+    // One callback in 256 per thread is timed, for the live self cost: out of line, the timed
+    // call runs this function again (core/self_cost.rs).
+    if crate::core::self_cost::due() {
+        // SAFETY: the caller's promise, passed on.
+        return unsafe { crate::core::self_cost::timed(on_callback, userdata, domain, cbid, cbdata) };
+    }
     // After a caught panic recording is halted, so the callback does no more than pop an open
     // call; POISONED is checked where recording would start again.
     if cbdata.is_null() {

@@ -53,6 +53,8 @@ mod _native {
     #[pymodule_export]
     use crate::py::functions::_trip_without_waking;
     #[pymodule_export]
+    use crate::py::functions::self_cost;
+    #[pymodule_export]
     use crate::py::functions::{
         bucket_bounds, bucket_index, bucket_tables, callback_data_layout, callbacks, health, nearest_rank,
         results, route_signal_to_main_thread, signal_handled,

@@ -9,6 +9,7 @@ use super::aggregate::State;
 use super::pool;
 use super::symbols::ActivityApi;
 use crate::core::locks::lock;
+use crate::core::self_cost;
 use crate::core::windows::FORKED;
 
 pub(super) struct Shared {
@@ -58,8 +59,11 @@ pub const DRAIN_POLL: Duration = Duration::from_millis(20);
 
 pub(super) fn drain_loop(sh: &Shared, interval: Duration) {
     let mut last_flush = Instant::now();
+    // This thread's CPU time, added to the process's as it goes (the live self cost).
+    let mut cpu = self_cost::ThreadCpu::new(&self_cost::DRAIN_CPU_NS);
     while !sh.stop.load(Ordering::Acquire) {
         std::thread::park_timeout(DRAIN_POLL);
+        cpu.tick();
         if FORKED.load(Ordering::Relaxed) {
             return;
         }

@@ -10,6 +10,7 @@ pub mod hist;
 pub mod locks;
 pub mod quiescence; // a stop waits for the callbacks that may still record
 pub mod sections; // the callback's quiescence section, the stop's wait over every shard
+pub mod self_cost; // what mspti-lens itself costs, measured live
 pub mod seqlock;
 pub mod shard;
 pub mod slowest; // the slowest calls per (thread, key)

@@ -23,6 +23,25 @@ pub fn health(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+/// What mspti-lens has cost this process so far (core/self_cost.rs): the callbacks' CPU from
+/// the sampled ones, the drain threads' CPU.
+#[pyfunction]
+pub fn self_cost(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use crate::core::self_cost as sc;
+    let c = sc::read();
+    let d = PyDict::new(py);
+    d.set_item("sample_every", sc::SAMPLE_EVERY)?;
+    d.set_item("samples", c.samples)?;
+    d.set_item("skipped", c.skipped)?;
+    d.set_item("sampled_ns", c.sampled_ns)?;
+    d.set_item("callback_cpu_ns", c.callback_cpu_ns())?;
+    d.set_item("ns_per_pair", c.ns_per_pair())?;
+    d.set_item("clock_overhead_ns", c.clock_overhead_ns)?;
+    d.set_item("clock", c.clock)?;
+    d.set_item("drain_cpu_ns", c.drain_cpu_ns)?;
+    Ok(d)
+}
+
 /// Every callback id: (domain, cbid, short name, enum name, 26.x names, 8.x names).
 #[pyfunction]
 #[allow(clippy::type_complexity)]

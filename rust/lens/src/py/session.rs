@@ -79,7 +79,11 @@ impl PySession {
     fn new(py: Python<'_>, library: &PyLibrary, userdata: usize, slowest: bool) -> PyResult<PySession> {
         let lib = library.lib.clone();
         let l2 = lib.clone();
-        let mut s = py.detach(move || Session::with_userdata(l2, userdata))?;
+        // The live self cost's clock, chosen before the first callback can be timed.
+        let mut s = py.detach(move || {
+            crate::core::self_cost::calibrate();
+            Session::with_userdata(l2, userdata)
+        })?;
         s.set_slowest(slowest);
         Ok(PySession { inner: Mutex::new(s), lib })
     }
