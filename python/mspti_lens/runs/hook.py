@@ -106,6 +106,7 @@ class Recorder:
         self.on_enable: list[str] = []
         self.on_activity: list[str] = []
         self.library: Any = None  # loaded ahead of a paused process's first start (prepare)
+        self.intervals: Any = None  # the writer's interval as commands set it (fine_windows.py)
 
     # -- commands ------------------------------------------------------------------------------
     def apply(self, cmd: dict[str, Any]) -> None:
@@ -125,6 +126,8 @@ class Recorder:
         if self.until is not None and time.monotonic() >= self.until:
             self.until = None
             self.writer.end("for ended")
+            if self.intervals is not None:
+                self.intervals.release()
             if self.control is not None:
                 self.control.write()
 
@@ -141,6 +144,7 @@ class Recorder:
             "calls": self.writer.calls if self.writer is not None else 0,
             "last_window": self.writer.last_window if self.writer is not None else None,
             "calls_per_s": self.writer.calls_per_s if on else 0.0,
+            **(self.intervals.state() if self.intervals is not None else {}),
         }
 
     def _meta(self, gen: int) -> dict[str, Any]:
@@ -217,14 +221,16 @@ class Recorder:
 
     def control_start(self, out: str, generation: int) -> None:
         from .control import ProcessControl
+        from .fine_windows import IntervalHold
 
         w = self.writer
+        self.intervals = IntervalHold(w)
         self.control = ProcessControl(
             out,
             host=w.host,
             rank=w.rank,
             rank_source=w.rank_source,
-            apply=self.apply,
+            apply=self.intervals.after(self.apply),
             state=self.state,
             tick=self.tick,
             generation=generation,

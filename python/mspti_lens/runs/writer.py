@@ -269,6 +269,13 @@ class WindowWriter:
             change()
             self.period_meta = dict(meta)
 
+    def set_interval(self, seconds: float) -> None:
+        """Windows every ``seconds`` from now on (runs/fine_windows.py): the next one is due at
+        most ``seconds`` from now."""
+        with self._lock:
+            self.interval = float(seconds)
+            self._due = min(self._due, time.monotonic() + self.interval)
+
     def finish(self, reason: str = "exit") -> bool:
         """Write the last window (marked final), close the Session, print the rank's summary line.
 

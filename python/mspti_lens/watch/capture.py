@@ -14,12 +14,15 @@ The path of a capture, all through the run directory (no port, no daemon):
    slowest calls and device records: what happened before the trigger) are linked into
    ``before/``.
 4. ``RunControl.start(enable=..., activity=kernel,communication,marker + what was on,
-   for_s=for_s + RESTORE_MARGIN_S, ranks=...)``: the ranks record activity records joined to their
-   launches. The ``for_s`` margin is a dead man's switch: a watcher killed mid-capture leaves the
-   ranks to stop by themselves (off, not their prior state: a restarted watcher restores that).
-5. After ``for_s``: each rank goes back to its prior state (one command per distinct prior state,
-   issued together: every rank reads every command in order and applies those naming it; then
-   all acknowledged), then the windows written during the capture are linked into
+   for_s=for_s + RESTORE_MARGIN_S, interval_s=interval_s, ranks=...)``: the ranks record activity
+   records joined to their launches, in windows of ``interval_s`` (fine: a second by default)
+   while the command holds (runs/fine_windows.py). The ``for_s`` margin is a dead man's switch:
+   a watcher killed mid-capture leaves the ranks to stop by themselves (off, not their prior
+   state: a restarted watcher restores that).
+5. After ``for_s``: each rank goes back to its prior state and interval (one command per distinct
+   prior state, issued together: every rank reads every command in order and applies those
+   naming it; then all acknowledged; a command without ``interval_s`` gives a rank its own
+   interval back, exactly), then the windows written during the capture are linked into
    ``during/``, their device records gathered (``device.parquet``), a Perfetto trace drawn across
    the ranks (``trace.json``, export/perfetto.py), and the capture compared with the baseline
    (``comparison.parquet``: ``Snapshot.diff`` of the baseline windows and the capture's).
@@ -70,6 +73,7 @@ class CapturePolicy:
     per_hour: int = 6  #: captures a run may take in any hour
     max_bytes: int = 1 << 30  #: bytes under captures/ past which no capture starts
     before: int = 3  #: windows before the trigger kept per rank (the flight recorder)
+    interval_s: float | None = 1.0  #: window interval on the ranks during a capture (None: theirs)
 
     def __post_init__(self) -> None:
         for name in ("for_s", "cooldown_s"):
@@ -81,6 +85,13 @@ class CapturePolicy:
                 or (name == "for_s" and v == 0)
             ):
                 raise ValueError(f"capture {name} is a number of seconds > 0, not {v!r}")
+        if self.interval_s is not None:
+            from ..runs.control import check_interval
+
+            try:
+                check_interval(self.interval_s)
+            except ValueError as e:
+                raise ValueError(f"capture {e}") from None
         for name in ("per_hour", "max_bytes", "before"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -289,6 +300,8 @@ class Capturer:
                 "enable": list(p.get("enable") or []),
                 "activity": list(p.get("activity") or []),
                 "until": p.get("until"),  # a `start --for` running: it keeps its end
+                "interval_s": p.get("interval_s"),
+                "own_interval_s": p.get("own_interval_s"),
             }
             for p in procs
         ]
@@ -300,7 +313,11 @@ class Capturer:
         note, generation = None, None
         try:
             generation = self.control.start(
-                enable, activity, for_s=self.policy.for_s + RESTORE_MARGIN_S, ranks=_rank_spec(ranks)
+                enable,
+                activity,
+                for_s=self.policy.for_s + RESTORE_MARGIN_S,
+                ranks=_rank_spec(ranks),
+                interval_s=self.policy.interval_s,
             )
         except ControlError as e:
             note = f"activity not turned on: {e}"
@@ -320,7 +337,13 @@ class Capturer:
             "note": note,
             "policy": asdict(self.policy),
             "commands": [
-                {"generation": generation, "command": "start", "enable": enable, "activity": activity}
+                {
+                    "generation": generation,
+                    "command": "start",
+                    "enable": enable,
+                    "activity": activity,
+                    "interval_s": self.policy.interval_s,
+                }
             ],
             "prior": prior,
             "before": before,
@@ -401,18 +424,24 @@ class Capturer:
             until = p.get("until")
             left = None if until is None else round(float(until) - now, 3)
             state = "off" if left is not None and left <= 0 else p["state"]  # its --for ran out meanwhile
-            key = (state, tuple(p["enable"]), tuple(p["activity"]), left if state == "on" else None)
+            # An interval another command had set is asked for again; the rank's own needs no asking.
+            interval = p.get("interval_s")
+            held = interval if state == "on" and interval != p.get("own_interval_s") else None
+            key = (state, tuple(p["enable"]), tuple(p["activity"]), left if state == "on" else None, held)
             groups.setdefault(key, []).append((p["host"], int(p["rank"])))
         issued: list[dict[str, Any]] = []
-        for (state, enable, activity, left), ranks in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        for (state, enable, activity, left, held), ranks in sorted(groups.items(), key=lambda kv: str(kv[0])):
             try:
                 if state == "on":
-                    g = self.control.start(list(enable), list(activity), for_s=left, ranks=_rank_spec(ranks))
+                    g = self.control.start(
+                        list(enable), list(activity), for_s=left, ranks=_rank_spec(ranks), interval_s=held
+                    )
                     cmd = {
                         "command": "start",
                         "enable": list(enable),
                         "activity": list(activity),
                         "for_s": left,
+                        "interval_s": held,
                     }
                 else:
                     g = self.control.stop(ranks=_rank_spec(ranks))
