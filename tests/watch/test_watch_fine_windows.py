@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -50,19 +52,25 @@ def rank(tmp_path, sim):
     writer.start()
     recorder.control_start(str(run), 0)
     calling = threading.Event()
+    made: list[int] = []  # calls made, by the calling thread
 
     def calls() -> None:
         while not calling.wait(0.005):
             sim.call("aclrtMalloc", 1000, 2)
+            made.append(2)
 
     t = threading.Thread(target=calls, daemon=True)
     t.start()
-    try:
-        yield run, writer
-    finally:
+
+    def stop() -> None:
         calling.set()
         t.join()
         writer.finish()
+
+    try:
+        yield SimpleNamespace(run=run, writer=writer, recorder=recorder, made=made, stop=stop)
+    finally:
+        stop()
 
 
 def process(run: Path) -> dict:
@@ -77,7 +85,7 @@ def windows(run: Path) -> list[dict]:
 
 
 def test_a_capture_takes_fine_windows_and_gives_the_rank_back_its_exact_interval(rank):
-    run, writer = rank
+    run, writer = rank.run, rank.writer
     ctl = RunControl(run)
     assert process(run)["interval_s"] == process(run)["own_interval_s"] == OWN_S
     # An operator had set an interval of their own: the capture must give that one back.
@@ -125,7 +133,7 @@ def test_a_capture_takes_fine_windows_and_gives_the_rank_back_its_exact_interval
 
 def test_a_start_for_that_runs_out_gives_the_rank_its_own_interval(rank):
     # The capture's dead man's switch: a watcher gone, the start --for ends by itself.
-    run, writer = rank
+    run, writer = rank.run, rank.writer
     ctl = RunControl(run)
     ctl.start(for_s=0.5, interval_s=FINE_S)
     assert ctl.wait(BOUND_S) == []
@@ -168,3 +176,45 @@ def test_a_bad_interval_is_refused_in_one_line_and_writes_nothing(tmp_path, caps
         with pytest.raises(ValueError, match="capture interval must be"):
             CapturePolicy(interval_s=bad)
     assert CapturePolicy(interval_s=None).interval_s is None  # the ranks' own interval
+
+
+def test_a_watched_rank_keeps_its_last_seconds_and_a_capture_starts_with_them(rank):
+    # The run's own interval is 30 s: without the flight recorder the capture would have no window
+    # of the seconds before the trigger at all. Watched, the rank keeps its last 4 windows of 0.3 s
+    # in memory; the capture's start makes it write them, and the capture keeps them in before/.
+    run, flight = rank.run, rank.recorder.flight
+    capturer = Capturer(run, CapturePolicy(for_s=1.0, interval_s=FINE_S, recorder_windows=4), say=print)
+    capturer.tick()  # a watcher's poll: the run is marked watched
+    marker = json.loads((run / "control" / "watched.json").read_text())
+    assert marker["recorder"] == {"windows": 4, "interval_s": FINE_S}
+    wait_for("the rank's ring to fill", lambda: flight.windows == 4 and len(flight.ring) == 4)
+    assert all(m["interval_s"] == OWN_S for m in windows(run))  # on disk: the run's interval only
+    fired = time.time()
+    t = Transition(parse_rule("aclrtMalloc p99 > 1ms"), "h/0", "pending", "firing", 3, fired, 2e6, 5e5,
+                   (("h", 0),))  # fmt: skip
+    folder = capturer.consider(t, fired)
+    assert folder is not None and capturer.control.wait(BOUND_S) == []
+    assert capturer.tick(force=True) == folder
+    cap = json.loads((folder / "capture.json").read_text())
+    issued = (
+        control.control_dir(run) / control.ISSUED_DIR / control.issued_name(cap["commands"][0]["generation"])
+    )
+    assert json.loads(issued.read_text())["recorder"] is True
+    fine = [Snapshot.load(folder / f).meta for f in cap["before_fine"]]
+    assert len(fine) == 4 and all(m["flight"] and m["interval_s"] == FINE_S for m in fine)
+    assert all(f.startswith("before/host=h/rank=0/flight-") for f in cap["before_fine"])
+    # Consecutive windows that tile time, up to the capture's start: the seconds before it.
+    for a, b in zip(fine, fine[1:]):
+        assert a["window_end"] == b["window_start"]
+    assert fine[0]["window_start"] < fired <= fine[-1]["window_end"]
+    assert not list((run / "host=h" / "rank=0").glob("flight-*"))  # moved into the capture
+    # Every call is still in exactly one window on disk: the fine windows were merged into them.
+    rank.stop()
+    on_disk = [Snapshot.load(p) for p in (run / "host=h" / "rank=0").glob("window-*.parquet")]
+    assert sum(s.total_calls for s in on_disk) == sum(rank.made)
+    assert 0 < sum(Snapshot.load(folder / f).total_calls for f in cap["before_fine"]) < sum(rank.made)
+    # Not watched any more (the marker's heartbeat stops): the ring is let go.
+    old = time.time() - 3600
+    os.utime(run / "control" / "watched.json", (old, old))  # as if its watcher were gone an hour
+    flight.look(time.monotonic() + 3600)
+    assert flight.windows == 0 and not flight.ring

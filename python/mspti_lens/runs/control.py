@@ -57,8 +57,11 @@ HEARTBEAT_S = 5.0  # and rewrites its process file at least this often
 LOST_AFTER_S = 4 * HEARTBEAT_S
 COMMANDS = ("start", "stop")
 COMMAND_FIELDS = {
-    "generation", "command", "enable", "activity", "for_s", "until", "interval_s", "ranks", "issued", "by"
+    "generation", "command", "enable", "activity", "for_s", "until", "interval_s", "recorder", "ranks",
+    "issued", "by",
 }  # fmt: skip
+# A start's ``recorder: true`` (a capture's): each rank it names first writes its flight recorder's
+# fine windows of the seconds before (runs/flight_recorder.py).
 # A start's ``interval_s``: the window interval the rank uses while the command holds (a capture's
 # fine windows); a start without one puts the rank's own interval back (runs/fine_windows.py).
 # Below the bound a window would cost more than it says; above it, it is not a window of a live job.
@@ -288,6 +291,9 @@ def validate_command(data: Any) -> dict[str, Any]:
         if data["command"] != "start":
             raise ValueError("interval_s comes with a start")
         check_interval(data["interval_s"])
+    if data.get("recorder") is not None:
+        if type(data["recorder"]) is not bool or data["command"] != "start":
+            raise ValueError("recorder is true or false, and comes with a start")
     for field in ("issued",):
         v = data.get(field)
         if v is not None and not _seconds(v):
@@ -634,12 +640,13 @@ class RunControl:
         for_s: float | None = None,
         ranks: str | int | list[int] | None = None,
         interval_s: float | None = None,
+        recorder: bool = False,
     ) -> int:
         """Turn profiling on (a paused process subscribes) or retarget it (a running process
         keeps counting what stays enabled), until stopped or for ``for_s`` seconds from now (an
         absolute end: a process that registers after it does not turn on), with windows every
-        ``interval_s`` seconds while it holds (None: the rank's own interval). Returns the
-        command's generation."""
+        ``interval_s`` seconds while it holds (None: the rank's own interval); ``recorder``: each
+        rank writes its flight recorder first (a capture's). Returns the command's generation."""
         en = split_list(enable) if isinstance(enable, str) else enable
         act = split_list(activity) if isinstance(activity, str) else activity
         if en is not None:
@@ -672,6 +679,7 @@ class RunControl:
                 "for_s": None if for_s is None else float(for_s),
                 "until": None if for_s is None else time.time() + float(for_s),
                 "interval_s": interval_s,
+                "recorder": True if recorder else None,
                 "ranks": spec.to_json(),
             },
         )

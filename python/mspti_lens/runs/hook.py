@@ -107,6 +107,7 @@ class Recorder:
         self.on_activity: list[str] = []
         self.library: Any = None  # loaded ahead of a paused process's first start (prepare)
         self.intervals: Any = None  # the writer's interval as commands set it (fine_windows.py)
+        self.flight: Any = None  # the last seconds in fine windows while watched (flight_recorder.py)
 
     # -- commands ------------------------------------------------------------------------------
     def apply(self, cmd: dict[str, Any]) -> None:
@@ -222,17 +223,19 @@ class Recorder:
     def control_start(self, out: str, generation: int) -> None:
         from .control import ProcessControl
         from .fine_windows import IntervalHold
+        from .flight_recorder import FlightRecorder
 
         w = self.writer
         self.intervals = IntervalHold(w)
+        self.flight = FlightRecorder(out, w)
         self.control = ProcessControl(
             out,
             host=w.host,
             rank=w.rank,
             rank_source=w.rank_source,
-            apply=self.intervals.after(self.apply),
-            state=self.state,
-            tick=self.tick,
+            apply=self.flight.after(self.intervals.after(self.apply)),
+            state=self.flight.state_of(self.state),
+            tick=self.flight.after_tick(self.tick),
             generation=generation,
             prepare=self.prepare,
         )

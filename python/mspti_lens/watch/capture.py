@@ -48,7 +48,8 @@ from typing import Any
 import polars as pl
 
 from ..runs import runfiles
-from ..runs.control import STATUS_LINES, ControlError, RunControl
+from ..runs.control import CONTROL_DIR, HEARTBEAT_S, STATUS_LINES, ControlError, RunControl
+from ..runs.flight_recorder import DEFAULT_INTERVAL_S, FLIGHT_NAME, MAX_WINDOWS, WATCHED_FILE, watched_marker
 from ..runs.run import list_windows
 from ..runs.writer import WINDOW_NAME, events_name
 from ..snapshot import Snapshot
@@ -74,6 +75,8 @@ class CapturePolicy:
     max_bytes: int = 1 << 30  #: bytes under captures/ past which no capture starts
     before: int = 3  #: windows before the trigger kept per rank (the flight recorder)
     interval_s: float | None = 1.0  #: window interval on the ranks during a capture (None: theirs)
+    #: fine windows (of ``interval_s``) each rank keeps while watched: the flight recorder (0: none)
+    recorder_windows: int = 10
 
     def __post_init__(self) -> None:
         for name in ("for_s", "cooldown_s"):
@@ -92,10 +95,14 @@ class CapturePolicy:
                 check_interval(self.interval_s)
             except ValueError as e:
                 raise ValueError(f"capture {e}") from None
-        for name in ("per_hour", "max_bytes", "before"):
+        for name in ("per_hour", "max_bytes", "before", "recorder_windows"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"capture {name} is an int >= 0, not {v!r}")
+        if self.recorder_windows > MAX_WINDOWS:
+            raise ValueError(
+                f"capture recorder_windows is at most {MAX_WINDOWS}, not {self.recorder_windows}"
+            )
 
 
 def captures_dir(root: str | os.PathLike) -> Path:
@@ -206,6 +213,8 @@ class Capturer:
         self.active: dict[str, Any] | None = None  # the capture this watcher runs
         self._folder: runfiles.RunFolder | None = None  # its folder
         self._refused: set[tuple[str, str]] = set()  # (rule, why) said once
+        self._beaten = 0.0  # when the run's watched marker was last written or touched
+        self._marked = False  # written once by this watcher (then only touched)
 
     @property
     def run_folder(self) -> runfiles.RunFolder:
@@ -318,6 +327,7 @@ class Capturer:
                 for_s=self.policy.for_s + RESTORE_MARGIN_S,
                 ranks=_rank_spec(ranks),
                 interval_s=self.policy.interval_s,
+                recorder=bool(self.policy.recorder_windows),
             )
         except ControlError as e:
             note = f"activity not turned on: {e}"
@@ -399,6 +409,7 @@ class Capturer:
     def tick(self, now: float | None = None, *, force: bool = False) -> Path | None:
         """Finish the running capture once its time is up (or now, ``force``: the job ended):
         its folder, or None."""
+        self.watching()
         if self.active is None:
             return None
         now = time.time() if now is None else now
@@ -413,6 +424,53 @@ class Capturer:
             self.active = None
             self._release()
         return folder.path
+
+    def watching(self) -> None:
+        """Keep the run marked as watched (runs/flight_recorder.py: ``control/watched.json``, its
+        modification time the heartbeat, every HEARTBEAT_S), so that its ranks keep their last
+        seconds in fine windows. A run without control (no ranks to tell) is left alone."""
+        now = time.time()
+        if not self.policy.recorder_windows or now - self._beaten < HEARTBEAT_S:
+            return
+        self._beaten = now
+        try:
+            control = self.run_folder.child(CONTROL_DIR)
+            if not control.exists():
+                return
+            if self._marked:
+                control.set_mtime(WATCHED_FILE, now)
+                return
+            marker = watched_marker(
+                self.policy.recorder_windows, self.policy.interval_s or DEFAULT_INTERVAL_S
+            )
+            control.write(
+                WATCHED_FILE, _json({**marker, "watcher": {"pid": os.getpid(), "node": socket.gethostname()}})
+            )
+            self._marked = True
+        except OSError as e:
+            self._marked = False  # removed meanwhile: written again next time
+            if ("watched", "marker") not in self._refused:
+                self._refused.add(("watched", "marker"))
+                self.say(f"the ranks keep no flight recorder: cannot mark the run watched ({e})")
+
+    def _flight(self, cap: dict[str, Any], folder: runfiles.RunFolder) -> list[str]:
+        """The fine windows each rank's flight recorder wrote for this capture's start (the
+        seconds before it), moved into ``before/``."""
+        generation = (cap["commands"][0] if cap["commands"] else {}).get("generation")
+        if generation is None:
+            return []
+        out = []
+        for host, rank in sorted({(h, int(r)) for h, r in cap["ranks"]}):
+            source = self.run_folder.child(f"host={host}", f"rank={rank}")
+            with contextlib.suppress(OSError):  # no folder yet, or not the run's: nothing kept
+                for name in sorted(source.names("flight-*.parquet")):
+                    m = FLIGHT_NAME.match(name)
+                    if m and int(m.group(1)) == generation:
+                        into = folder.child("before", f"host={host}", f"rank={rank}")
+                        into.link_from(source, name)
+                        source.remove(name)  # the capture holds it now
+                        out.append("/".join((*into.parts[len(folder.parts) :], name)))
+        return out
 
     def _restore(self, cap: dict[str, Any]) -> None:
         """Each rank back to its state before the capture: one command per distinct prior state,
@@ -471,6 +529,7 @@ class Capturer:
                     if ev is not None:
                         events.append(ev)
         cap["during"] = during_files
+        cap["before_fine"] = self._flight(cap, folder)
         device = pl.concat(events, how="diagonal_relaxed") if events else None
         if device is not None:
             folder.write_frame("device.parquet", device)
