@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import time
@@ -319,6 +320,10 @@ class Capturer:
         activity = sorted(
             {a for p in prior if p["state"] == "on" for a in p["activity"]} | set(CAPTURE_ACTIVITY)
         )
+        # Finer windows only: a rank whose windows are already as fine keeps its own.
+        fine = self.policy.interval_s
+        if fine is not None and all(float(p.get("interval_s") or math.inf) <= fine for p in prior):
+            fine = None
         note, generation = None, None
         try:
             generation = self.control.start(
@@ -326,7 +331,7 @@ class Capturer:
                 activity,
                 for_s=self.policy.for_s + RESTORE_MARGIN_S,
                 ranks=_rank_spec(ranks),
-                interval_s=self.policy.interval_s,
+                interval_s=fine,
                 recorder=bool(self.policy.recorder_windows),
             )
         except ControlError as e:
@@ -352,7 +357,7 @@ class Capturer:
                     "command": "start",
                     "enable": enable,
                     "activity": activity,
-                    "interval_s": self.policy.interval_s,
+                    "interval_s": fine,
                 }
             ],
             "prior": prior,
