@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from mspti_lens.__main__ import main as cli
-from mspti_lens.runs import control, hook
+from mspti_lens.runs import control, flight_recorder, hook
 from mspti_lens.runs.control import RunControl, read_processes
 from mspti_lens.runs.writer import WindowWriter
 from mspti_lens.snapshot import Snapshot
@@ -168,6 +168,8 @@ def test_a_bad_interval_is_refused_in_one_line_and_writes_nothing(tmp_path, caps
         ({**good, "interval_s": math.nan}, "interval must be a finite number"),
         ({**good, "interval_s": True}, "interval must be a finite number"),
         ({**good, "command": "stop", "interval_s": 1.0}, "interval_s comes with a start"),
+        ({**good, "recorder": 1}, "recorder is true or false, and comes with a start"),
+        ({**good, "command": "stop", "recorder": True}, "recorder is true or false, and comes with a start"),
     ]:
         with pytest.raises(ValueError, match=why):
             control.validate_command(bad)
@@ -176,6 +178,12 @@ def test_a_bad_interval_is_refused_in_one_line_and_writes_nothing(tmp_path, caps
         with pytest.raises(ValueError, match="capture interval must be"):
             CapturePolicy(interval_s=bad)
     assert CapturePolicy(interval_s=None).interval_s is None  # the ranks' own interval
+    with pytest.raises(ValueError, match="capture recorder_windows is at most 99"):
+        CapturePolicy(recorder_windows=100)
+    # A watched marker a rank cannot use is no marker: the rank is not watched.
+    assert flight_recorder.read_marker(flight_recorder.watched_marker(10, 1.0)) == (10, 1.0)
+    for marker in ({"recorder": {"windows": 0, "interval_s": 1.0}}, {"recorder": {"windows": 10}}, [], None):
+        assert flight_recorder.read_marker(marker) is None
 
 
 def test_a_watched_rank_keeps_its_last_seconds_and_a_capture_starts_with_them(rank):

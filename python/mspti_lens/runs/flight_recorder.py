@@ -177,8 +177,8 @@ class FlightRecorder:
     # -- the dump ----------------------------------------------------------------------------------
     def dump(self, generation: int) -> list[str]:
         """Write the ring (and the window in progress) into the rank's folder, oldest first; the
-        names written."""
-        if not self.windows:
+        names written (none when not watched, or idle: its windows on disk are as fine)."""
+        if not self.windows or self.writer.interval <= self.interval_s:
             return []
         self.take()
         w, names = self.writer, []
