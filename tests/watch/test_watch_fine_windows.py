@@ -222,6 +222,10 @@ def test_a_watched_rank_keeps_its_last_seconds_and_a_capture_starts_with_them(ra
     assert sum(s.total_calls for s in on_disk) == sum(rank.made)
     assert 0 < sum(Snapshot.load(folder / f).total_calls for f in cap["before_fine"]) < sum(rank.made)
     # Not watched any more (the marker's heartbeat stops): the ring is let go.
+    # A rank serving /metrics (record --prometheus) keeps none: fine resets would cut its scrapes.
+    serving = flight_recorder.FlightRecorder(run, rank.writer, serving=True)
+    serving.look(time.monotonic() + 3600)
+    assert serving.windows == 0
     old = time.time() - 3600
     os.utime(run / "control" / "watched.json", (old, old))  # as if its watcher were gone an hour
     flight.look(time.monotonic() + 3600)

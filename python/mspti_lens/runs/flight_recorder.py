@@ -109,10 +109,13 @@ class FlightRecorder:
     every poll; ``after(apply)``, ``after_tick(tick)`` and ``state_of(state)`` wrap the
     recorder's own (runs/hook.py)."""
 
-    def __init__(self, run: str | os.PathLike, writer: Any):
+    def __init__(self, run: str | os.PathLike, writer: Any, *, serving: bool = False):
         from .control import CONTROL_DIR
 
         self.writer = writer
+        # A rank serving /metrics (record --prometheus) serves its Session's window so far: a fine
+        # reset every second would cut what a scrape sees, so it keeps no flight recorder.
+        self.serving = serving
         self.control = runfiles.open_run_folder(run, writer=True).child(CONTROL_DIR)
         self.windows = 0  # kept while watched (0: not watched)
         self.interval_s = DEFAULT_INTERVAL_S
@@ -139,7 +142,7 @@ class FlightRecorder:
                 wanted = read_marker(data)
         except (OSError, ValueError):
             wanted = None  # none, being replaced, or not the run's own: not watched
-        if wanted is None:
+        if wanted is None or self.serving:
             self.windows = 0
             self.ring.clear()
             return

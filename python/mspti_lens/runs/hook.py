@@ -227,7 +227,7 @@ class Recorder:
 
         w = self.writer
         self.intervals = IntervalHold(w)
-        self.flight = FlightRecorder(out, w)
+        self.flight = FlightRecorder(out, w, serving=_server is not None)
         self.control = ProcessControl(
             out,
             host=w.host,
