@@ -57,7 +57,16 @@ HEARTBEAT_S = 5.0  # and rewrites its process file at least this often
 # (killed with -9, or its host is down); on this host the pid tells at once.
 LOST_AFTER_S = 4 * HEARTBEAT_S
 COMMANDS = ("start", "stop")
-COMMAND_FIELDS = {"generation", "command", "enable", "activity", "for_s", "until", "ranks", "issued", "by"}
+COMMAND_FIELDS = {
+    "generation", "command", "enable", "activity", "for_s", "until", "interval_s", "recorder", "ranks",
+    "issued", "by",
+}  # fmt: skip
+# A start's ``recorder: true`` (a capture's): each rank it names first writes its flight recorder's
+# fine windows of the seconds before (runs/flight_recorder.py).
+# A start's ``interval_s``: the window interval the rank uses while the command holds (a capture's
+# fine windows); a start without one puts the rank's own interval back (runs/fine_windows.py).
+# Below the bound a window would cost more than it says; above it, it is not a window of a live job.
+INTERVAL_BOUNDS_S = (0.1, 3600.0)
 MAX_COMMAND_BYTES = 1 << 16
 # What profiling costs per call where a process has measured nothing yet (self_cost.py).
 COST_PER_CALL_NS = ESTIMATE_NS_PER_PAIR
@@ -237,6 +246,16 @@ def _seconds(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
+def check_interval(value: Any) -> float:
+    """A window interval a command may carry, as float; ValueError in one line if not."""
+    low, high = INTERVAL_BOUNDS_S
+    if not (_seconds(value) and low <= value <= high):
+        raise ValueError(
+            f"interval must be a finite number of seconds from {low:g} to {high:g}, not {value!r}"
+        )
+    return float(value)
+
+
 def validate_command(data: Any) -> dict[str, Any]:
     """A command's content, checked field by field (it names no path; anything else is refused
     with the reason, in one line)."""
@@ -268,6 +287,13 @@ def validate_command(data: Any) -> dict[str, Any]:
         raise ValueError("until is not a finite time")
     if (f is None) != (until is None):
         raise ValueError("for_s and until come together")
+    if data.get("interval_s") is not None:
+        if data["command"] != "start":
+            raise ValueError("interval_s comes with a start")
+        check_interval(data["interval_s"])
+    if data.get("recorder") is not None:
+        if type(data["recorder"]) is not bool or data["command"] != "start":
+            raise ValueError("recorder is true or false, and comes with a start")
     for field in ("issued",):
         v = data.get(field)
         if v is not None and not _seconds(v):
@@ -613,11 +639,14 @@ class RunControl:
         *,
         for_s: float | None = None,
         ranks: str | int | list[int] | None = None,
+        interval_s: float | None = None,
+        recorder: bool = False,
     ) -> int:
         """Turn profiling on (a paused process subscribes) or retarget it (a running process
         keeps counting what stays enabled), until stopped or for ``for_s`` seconds from now (an
-        absolute end: a process that registers after it does not turn on). Returns the
-        command's generation."""
+        absolute end: a process that registers after it does not turn on), with windows every
+        ``interval_s`` seconds while it holds (None: the rank's own interval); ``recorder``: each
+        rank writes its flight recorder first (a capture's). Returns the command's generation."""
         en = split_list(enable) if isinstance(enable, str) else enable
         act = split_list(activity) if isinstance(activity, str) else activity
         if en is not None:
@@ -635,6 +664,11 @@ class RunControl:
             check_activity(list(act))
         if for_s is not None and not (_seconds(for_s) and for_s > 0):
             raise ControlError(f"--for must be a finite number of seconds > 0, not {for_s!r}")
+        if interval_s is not None:
+            try:
+                interval_s = check_interval(interval_s)
+            except ValueError as e:
+                raise ControlError(f"--{e}") from None
         spec = self._targets(ranks)
         return issue(
             self.run,
@@ -644,6 +678,8 @@ class RunControl:
                 "activity": None if act is None else list(act),
                 "for_s": None if for_s is None else float(for_s),
                 "until": None if for_s is None else time.time() + float(for_s),
+                "interval_s": interval_s,
+                "recorder": True if recorder else None,
                 "ranks": spec.to_json(),
             },
         )
@@ -859,6 +895,14 @@ def add_arguments(p: Any) -> None:
         metavar="SECONDS",
         help="stop by itself after SECONDS",
     )
+    s.add_argument(
+        "--interval",
+        dest="interval_s",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="window interval while this start holds (default: the rank's own, record's --interval)",
+    )
     s.add_argument("--ranks", default=None, metavar="SPEC", help="0-3,7 or host=NAME or all (default)")
     t = sub.add_parser("stop", help="write the last window of the period and unsubscribe")
     t.add_argument("--ranks", default=None, metavar="SPEC", help="0-3,7 or host=NAME or all (default)")
@@ -877,7 +921,9 @@ def add_arguments(p: Any) -> None:
 def main(args: Any) -> int:
     ctl = RunControl(args.dir)
     if args.action == "start":
-        gen = ctl.start(args.enable, args.activity, for_s=args.for_s, ranks=args.ranks)
+        gen = ctl.start(
+            args.enable, args.activity, for_s=args.for_s, ranks=args.ranks, interval_s=args.interval_s
+        )
         print(f"mspti-lens: issued start (generation {gen}) to {parse_ranks(args.ranks).text()} in {ctl.run}")
         return 0
     if args.action == "stop":

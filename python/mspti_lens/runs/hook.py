@@ -106,6 +106,8 @@ class Recorder:
         self.on_enable: list[str] = []
         self.on_activity: list[str] = []
         self.library: Any = None  # loaded ahead of a paused process's first start (prepare)
+        self.intervals: Any = None  # the writer's interval as commands set it (fine_windows.py)
+        self.flight: Any = None  # the last seconds in fine windows while watched (flight_recorder.py)
 
     # -- commands ------------------------------------------------------------------------------
     def apply(self, cmd: dict[str, Any]) -> None:
@@ -125,6 +127,8 @@ class Recorder:
         if self.until is not None and time.monotonic() >= self.until:
             self.until = None
             self.writer.end("for ended")
+            if self.intervals is not None:
+                self.intervals.release()
             if self.control is not None:
                 self.control.write()
 
@@ -145,6 +149,7 @@ class Recorder:
             "calls_per_s": self.writer.calls_per_s if on else 0.0,
             # What mspti-lens has cost this process and lost (control status, the run panel).
             "self_cost": self_cost.measure(),
+            **(self.intervals.state() if self.intervals is not None else {}),
         }
 
     def _meta(self, gen: int) -> dict[str, Any]:
@@ -221,16 +226,20 @@ class Recorder:
 
     def control_start(self, out: str, generation: int) -> None:
         from .control import ProcessControl
+        from .fine_windows import IntervalHold
+        from .flight_recorder import FlightRecorder
 
         w = self.writer
+        self.intervals = IntervalHold(w)
+        self.flight = FlightRecorder(out, w, serving=_server is not None)
         self.control = ProcessControl(
             out,
             host=w.host,
             rank=w.rank,
             rank_source=w.rank_source,
-            apply=self.apply,
-            state=self.state,
-            tick=self.tick,
+            apply=self.flight.after(self.intervals.after(self.apply)),
+            state=self.flight.state_of(self.state),
+            tick=self.flight.after_tick(self.tick),
             generation=generation,
             prepare=self.prepare,
         )

@@ -271,6 +271,20 @@ class WindowWriter:
             change()
             self.period_meta = dict(meta)
 
+    def set_interval(self, seconds: float) -> None:
+        """Windows every ``seconds`` from now on (runs/fine_windows.py): the next one is due at
+        most ``seconds`` from now."""
+        with self._lock:
+            self.interval = float(seconds)
+            self._due = min(self._due, time.monotonic() + self.interval)
+
+    def wrap_session(self, wrap: Any) -> None:
+        """The Session as ``wrap(session)`` from now on (runs/flight_recorder.py's Tap), swapped
+        under the window lock: no window is being taken meanwhile."""
+        with self._lock:
+            if self.session is not None and not self._closing:
+                self.session = wrap(self.session)
+
     def finish(self, reason: str = "exit") -> bool:
         """Write the last window (marked final), close the Session, print the rank's summary line.
 

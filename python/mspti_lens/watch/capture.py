@@ -14,12 +14,15 @@ The path of a capture, all through the run directory (no port, no daemon):
    slowest calls and device records: what happened before the trigger) are linked into
    ``before/``.
 4. ``RunControl.start(enable=..., activity=kernel,communication,marker + what was on,
-   for_s=for_s + RESTORE_MARGIN_S, ranks=...)``: the ranks record activity records joined to their
-   launches. The ``for_s`` margin is a dead man's switch: a watcher killed mid-capture leaves the
-   ranks to stop by themselves (off, not their prior state: a restarted watcher restores that).
-5. After ``for_s``: each rank goes back to its prior state (one command per distinct prior state,
-   issued together: every rank reads every command in order and applies those naming it; then
-   all acknowledged), then the windows written during the capture are linked into
+   for_s=for_s + RESTORE_MARGIN_S, interval_s=interval_s, ranks=...)``: the ranks record activity
+   records joined to their launches, in windows of ``interval_s`` (fine: a second by default)
+   while the command holds (runs/fine_windows.py). The ``for_s`` margin is a dead man's switch:
+   a watcher killed mid-capture leaves the ranks to stop by themselves (off, not their prior
+   state: a restarted watcher restores that).
+5. After ``for_s``: each rank goes back to its prior state and interval (one command per distinct
+   prior state, issued together: every rank reads every command in order and applies those
+   naming it; then all acknowledged; a command without ``interval_s`` gives a rank its own
+   interval back, exactly), then the windows written during the capture are linked into
    ``during/``, their device records gathered (``device.parquet``), a Perfetto trace drawn across
    the ranks (``trace.json``, export/perfetto.py), and the capture compared with the baseline
    (``comparison.parquet``: ``Snapshot.diff`` of the baseline windows and the capture's).
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import time
@@ -45,7 +49,8 @@ from typing import Any
 import polars as pl
 
 from ..runs import runfiles
-from ..runs.control import STATUS_LINES, ControlError, RunControl
+from ..runs.control import CONTROL_DIR, HEARTBEAT_S, STATUS_LINES, ControlError, RunControl
+from ..runs.flight_recorder import DEFAULT_INTERVAL_S, FLIGHT_NAME, MAX_WINDOWS, WATCHED_FILE, watched_marker
 from ..runs.run import list_windows
 from ..runs.writer import WINDOW_NAME, events_name
 from ..snapshot import Snapshot
@@ -70,6 +75,9 @@ class CapturePolicy:
     per_hour: int = 6  #: captures a run may take in any hour
     max_bytes: int = 1 << 30  #: bytes under captures/ past which no capture starts
     before: int = 3  #: windows before the trigger kept per rank (the flight recorder)
+    interval_s: float | None = 1.0  #: window interval on the ranks during a capture (None: theirs)
+    #: fine windows (of ``interval_s``) each rank keeps while watched: the flight recorder (0: none)
+    recorder_windows: int = 10
 
     def __post_init__(self) -> None:
         for name in ("for_s", "cooldown_s"):
@@ -81,10 +89,21 @@ class CapturePolicy:
                 or (name == "for_s" and v == 0)
             ):
                 raise ValueError(f"capture {name} is a number of seconds > 0, not {v!r}")
-        for name in ("per_hour", "max_bytes", "before"):
+        if self.interval_s is not None:
+            from ..runs.control import check_interval
+
+            try:
+                check_interval(self.interval_s)
+            except ValueError as e:
+                raise ValueError(f"capture {e}") from None
+        for name in ("per_hour", "max_bytes", "before", "recorder_windows"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"capture {name} is an int >= 0, not {v!r}")
+        if self.recorder_windows > MAX_WINDOWS:
+            raise ValueError(
+                f"capture recorder_windows is at most {MAX_WINDOWS}, not {self.recorder_windows}"
+            )
 
 
 def captures_dir(root: str | os.PathLike) -> Path:
@@ -195,6 +214,8 @@ class Capturer:
         self.active: dict[str, Any] | None = None  # the capture this watcher runs
         self._folder: runfiles.RunFolder | None = None  # its folder
         self._refused: set[tuple[str, str]] = set()  # (rule, why) said once
+        self._beaten = 0.0  # when the run's watched marker was last written or touched
+        self._marked = False  # written once by this watcher (then only touched)
 
     @property
     def run_folder(self) -> runfiles.RunFolder:
@@ -289,6 +310,8 @@ class Capturer:
                 "enable": list(p.get("enable") or []),
                 "activity": list(p.get("activity") or []),
                 "until": p.get("until"),  # a `start --for` running: it keeps its end
+                "interval_s": p.get("interval_s"),
+                "own_interval_s": p.get("own_interval_s"),
             }
             for p in procs
         ]
@@ -297,10 +320,19 @@ class Capturer:
         activity = sorted(
             {a for p in prior if p["state"] == "on" for a in p["activity"]} | set(CAPTURE_ACTIVITY)
         )
+        # Finer windows only: a rank whose windows are already as fine keeps its own.
+        fine = self.policy.interval_s
+        if fine is not None and all(float(p.get("interval_s") or math.inf) <= fine for p in prior):
+            fine = None
         note, generation = None, None
         try:
             generation = self.control.start(
-                enable, activity, for_s=self.policy.for_s + RESTORE_MARGIN_S, ranks=_rank_spec(ranks)
+                enable,
+                activity,
+                for_s=self.policy.for_s + RESTORE_MARGIN_S,
+                ranks=_rank_spec(ranks),
+                interval_s=fine,
+                recorder=bool(self.policy.recorder_windows),
             )
         except ControlError as e:
             note = f"activity not turned on: {e}"
@@ -320,7 +352,13 @@ class Capturer:
             "note": note,
             "policy": asdict(self.policy),
             "commands": [
-                {"generation": generation, "command": "start", "enable": enable, "activity": activity}
+                {
+                    "generation": generation,
+                    "command": "start",
+                    "enable": enable,
+                    "activity": activity,
+                    "interval_s": fine,
+                }
             ],
             "prior": prior,
             "before": before,
@@ -376,6 +414,7 @@ class Capturer:
     def tick(self, now: float | None = None, *, force: bool = False) -> Path | None:
         """Finish the running capture once its time is up (or now, ``force``: the job ended):
         its folder, or None."""
+        self.watching()
         if self.active is None:
             return None
         now = time.time() if now is None else now
@@ -391,6 +430,53 @@ class Capturer:
             self._release()
         return folder.path
 
+    def watching(self) -> None:
+        """Keep the run marked as watched (runs/flight_recorder.py: ``control/watched.json``, its
+        modification time the heartbeat, every HEARTBEAT_S), so that its ranks keep their last
+        seconds in fine windows. A run without control (no ranks to tell) is left alone."""
+        now = time.time()
+        if not self.policy.recorder_windows or now - self._beaten < HEARTBEAT_S:
+            return
+        self._beaten = now
+        try:
+            control = self.run_folder.child(CONTROL_DIR)
+            if not control.exists():
+                return
+            if self._marked:
+                control.set_mtime(WATCHED_FILE, now)
+                return
+            marker = watched_marker(
+                self.policy.recorder_windows, self.policy.interval_s or DEFAULT_INTERVAL_S
+            )
+            control.write(
+                WATCHED_FILE, _json({**marker, "watcher": {"pid": os.getpid(), "node": socket.gethostname()}})
+            )
+            self._marked = True
+        except OSError as e:
+            self._marked = False  # removed meanwhile: written again next time
+            if ("watched", "marker") not in self._refused:
+                self._refused.add(("watched", "marker"))
+                self.say(f"the ranks keep no flight recorder: cannot mark the run watched ({e})")
+
+    def _flight(self, cap: dict[str, Any], folder: runfiles.RunFolder) -> list[str]:
+        """The fine windows each rank's flight recorder wrote for this capture's start (the
+        seconds before it), moved into ``before/``."""
+        generation = (cap["commands"][0] if cap["commands"] else {}).get("generation")
+        if generation is None:
+            return []
+        out = []
+        for host, rank in sorted({(h, int(r)) for h, r in cap["ranks"]}):
+            source = self.run_folder.child(f"host={host}", f"rank={rank}")
+            with contextlib.suppress(OSError):  # no folder yet, or not the run's: nothing kept
+                for name in sorted(source.names("flight-*.parquet")):
+                    m = FLIGHT_NAME.match(name)
+                    if m and int(m.group(1)) == generation:
+                        into = folder.child("before", f"host={host}", f"rank={rank}")
+                        into.link_from(source, name)
+                        source.remove(name)  # the capture holds it now
+                        out.append("/".join((*into.parts[len(folder.parts) :], name)))
+        return out
+
     def _restore(self, cap: dict[str, Any]) -> None:
         """Each rank back to its state before the capture: one command per distinct prior state,
         all issued, then acknowledged together (every rank reads every command in order and
@@ -401,18 +487,24 @@ class Capturer:
             until = p.get("until")
             left = None if until is None else round(float(until) - now, 3)
             state = "off" if left is not None and left <= 0 else p["state"]  # its --for ran out meanwhile
-            key = (state, tuple(p["enable"]), tuple(p["activity"]), left if state == "on" else None)
+            # An interval another command had set is asked for again; the rank's own needs no asking.
+            interval = p.get("interval_s")
+            held = interval if state == "on" and interval != p.get("own_interval_s") else None
+            key = (state, tuple(p["enable"]), tuple(p["activity"]), left if state == "on" else None, held)
             groups.setdefault(key, []).append((p["host"], int(p["rank"])))
         issued: list[dict[str, Any]] = []
-        for (state, enable, activity, left), ranks in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        for (state, enable, activity, left, held), ranks in sorted(groups.items(), key=lambda kv: str(kv[0])):
             try:
                 if state == "on":
-                    g = self.control.start(list(enable), list(activity), for_s=left, ranks=_rank_spec(ranks))
+                    g = self.control.start(
+                        list(enable), list(activity), for_s=left, ranks=_rank_spec(ranks), interval_s=held
+                    )
                     cmd = {
                         "command": "start",
                         "enable": list(enable),
                         "activity": list(activity),
                         "for_s": left,
+                        "interval_s": held,
                     }
                 else:
                     g = self.control.stop(ranks=_rank_spec(ranks))
@@ -442,6 +534,7 @@ class Capturer:
                     if ev is not None:
                         events.append(ev)
         cap["during"] = during_files
+        cap["before_fine"] = self._flight(cap, folder)
         device = pl.concat(events, how="diagonal_relaxed") if events else None
         if device is not None:
             folder.write_frame("device.parquet", device)

@@ -1,0 +1,228 @@
+"""The flight recorder: while a run is watched, each rank keeps its last seconds in memory, in
+fine windows, and writes them into the run directory when a capture asks, so that a capture
+starts some seconds before the rule fired, at a second's resolution.
+
+How a rank knows it is watched: the run's ``control/watched.json`` (:data:`WATCHED_FILE`), which a
+watcher writes (watch/capture.py) and touches while it watches: its modification time is the
+watcher's heartbeat. It says how many fine windows to keep and how fine (:func:`watched_marker`).
+Each rank looks at it every :data:`~mspti_lens.runs.control.HEARTBEAT_S` seconds (one open and
+fstat on the control thread) and counts the run watched while the heartbeat is younger than
+:data:`~mspti_lens.runs.control.LOST_AFTER_S`: a watcher that is gone stops the recorder.
+
+How it stays cheap and exact: the writer's Session is wrapped in a :class:`Tap` (everything else
+passes through to the Session). While watched, every ``interval_s`` the control thread takes the
+Session's window (``reset()``: the native state is handed over, not copied) into the ring; the
+writer's next window on disk is the exact merge of the fine windows taken since its last one and
+the rest (``Snapshot.merge``: histograms add, slowest calls and device records merge), so every
+call is still in exactly one window on disk. The ring holds the last ``windows`` of them (the same
+objects, no copy). Not watched, the Tap hands ``reset()`` on and keeps nothing.
+
+The dump: a ``start`` command with ``recorder: true`` (a capture's, runs/control.py) makes each
+rank it names write its ring, oldest first, into its rank folder as
+``flight-GGGGGG-NN-pidP.parquet`` (G: the command's generation; runs/runfiles.py), before the
+command is applied; the capture links them into its ``before/``. A rank whose windows on disk
+are as fine as the recorder's keeps no ring: its windows are the seconds before.
+
+Cost (bench/watch.py, the simulator's 21 keys): a fine window is one ``reset()`` (about 0.1 ms
+of CPU) a second and one merge into the pending window (about 0.3 ms); memory is the ring's
+Snapshots plus the pending one, about 0.75 MiB each at 21 keys (a key's histogram is dense,
+about 36 KiB): 8 MiB or so for ten. Kept serialized they would take 21 KiB each, for about 1 ms
+of CPU each to write (``Snapshot.save``): memory was chosen over CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from . import runfiles
+
+WATCHED_FILE = "watched.json"  # in the run's control/ folder
+FLIGHT_NAME = re.compile(r"^flight-(\d{6})-(\d{2})-pid(\d+)\.parquet$")
+DEFAULT_WINDOWS = 10  # fine windows kept per rank
+DEFAULT_INTERVAL_S = 1.0  # their length
+MAX_WINDOWS = 99  # the file name's two digits; more is not a flight recorder's job
+
+
+def flight_name(generation: int, index: int, pid: int) -> str:
+    return f"flight-{generation:06d}-{index:02d}-pid{pid}.parquet"
+
+
+def watched_marker(windows: int = DEFAULT_WINDOWS, interval_s: float = DEFAULT_INTERVAL_S) -> dict[str, Any]:
+    """What a watcher writes to ``control/watched.json`` (ValueError in one line if out of bounds)."""
+    from .control import check_interval
+
+    if isinstance(windows, bool) or not isinstance(windows, int) or not 1 <= windows <= MAX_WINDOWS:
+        raise ValueError(
+            f"flight recorder windows must be a whole number from 1 to {MAX_WINDOWS}, not {windows!r}"
+        )
+    return {"recorder": {"windows": windows, "interval_s": check_interval(interval_s)}}
+
+
+def read_marker(data: Any) -> tuple[int, float] | None:
+    """(windows, interval_s) from a marker's content, or None for one that is not valid."""
+    try:
+        rec = watched_marker(data["recorder"]["windows"], data["recorder"]["interval_s"])["recorder"]
+        return rec["windows"], rec["interval_s"]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class Tap:
+    """A Session as the writer sees it: ``reset()`` hands over, merged, the fine windows the
+    flight recorder took since the last one and the rest; anything else is the Session's."""
+
+    def __init__(self, session: Any):
+        self.session = session
+        # The fine windows not yet in a window on disk, merged as they come: one Snapshot however
+        # long the run's interval is.
+        self._pending: Any = None
+        self._lock = threading.Lock()  # the writer's reset and the control thread's fine tick
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+    def reset(self) -> Any:
+        with self._lock:
+            last = self.session.reset()
+            pending, self._pending = self._pending, None
+        return last if pending is None else pending.merge(last)
+
+    def fine(self) -> Any:
+        """Take the Session's window now (it goes into the writer's next window as well)."""
+        with self._lock:
+            snap = self.session.reset()
+            self._pending = snap if self._pending is None else self._pending.merge(snap)
+        return snap
+
+
+class FlightRecorder:
+    """One rank's flight recorder (see the module's docstring). A :class:`Tap` is what the
+    writer's Session becomes on its first fine window; ``tick()`` runs on the control thread at
+    every poll; ``after(apply)``, ``after_tick(tick)`` and ``state_of(state)`` wrap the
+    recorder's own (runs/hook.py)."""
+
+    def __init__(self, run: str | os.PathLike, writer: Any, *, serving: bool = False):
+        from .control import CONTROL_DIR
+
+        self.writer = writer
+        # A rank serving /metrics (record --prometheus) serves its Session's window so far: a fine
+        # reset every second would cut what a scrape sees, so it keeps no flight recorder.
+        self.serving = serving
+        self.control = runfiles.open_run_folder(run, writer=True).child(CONTROL_DIR)
+        self.windows = 0  # kept while watched (0: not watched)
+        self.interval_s = DEFAULT_INTERVAL_S
+        self.ring: deque[Any] = deque()
+        self._looked = 0.0  # when the marker was last looked at (time.monotonic)
+        self._next = 0.0  # the next fine window is due (time.monotonic)
+        self.taken = 0  # fine windows taken, ever
+        self.dumped: list[str] = []  # the last dump's file names
+
+    # -- watched or not --------------------------------------------------------------------------
+    def look(self, now: float) -> None:
+        """Read the marker (every HEARTBEAT_S): watched, and how, or not."""
+        from .control import HEARTBEAT_S, LOST_AFTER_S
+
+        if now - self._looked < HEARTBEAT_S:
+            return
+        self._looked = now
+        wanted = None
+        try:
+            with self.control.open(WATCHED_FILE) as f:
+                beat = os.fstat(f.fileno()).st_mtime
+                data = json.loads(f.read(1 << 12))
+            if time.time() - beat < LOST_AFTER_S:
+                wanted = read_marker(data)
+        except (OSError, ValueError):
+            wanted = None  # none, being replaced, or not the run's own: not watched
+        if wanted is None or self.serving:
+            self.windows = 0
+            self.ring.clear()
+            return
+        self.windows, self.interval_s = wanted
+        while len(self.ring) > self.windows:
+            self.ring.popleft()
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        self.look(now)
+        if not self.windows or now < self._next or self.writer.interval <= self.interval_s:
+            return  # not watched, not yet, or the windows on disk are as fine already
+        self._next = now + self.interval_s
+        self.take()
+
+    def take(self) -> None:
+        """One fine window into the ring (nothing while the writer is off)."""
+        if self.writer.session is None:
+            return
+        if not isinstance(self.writer.session, Tap):
+            self.writer.wrap_session(Tap)  # a new on period's Session, wrapped on its first take
+        session = self.writer.session
+        if not isinstance(session, Tap):
+            return  # turned off meanwhile
+        try:
+            snap = session.fine()
+        except Exception:  # noqa: BLE001 - closed meanwhile (turned off): nothing to keep
+            return
+        self.ring.append(snap)
+        self.taken += 1
+        while len(self.ring) > self.windows:
+            self.ring.popleft()
+
+    # -- the dump ----------------------------------------------------------------------------------
+    def dump(self, generation: int) -> list[str]:
+        """Write the ring (and the window in progress) into the rank's folder, oldest first; the
+        names written (none when not watched, or idle: its windows on disk are as fine)."""
+        if not self.windows or self.writer.interval <= self.interval_s:
+            return []
+        self.take()
+        w, names = self.writer, []
+        facts = {"host": w.host, "rank": w.rank, "pid": os.getpid(), "flight": True, "generation": generation}
+        for i, snap in enumerate(list(self.ring)):
+            name = flight_name(generation, i, os.getpid())
+            kept = snap.with_meta(**facts, interval_s=self.interval_s)
+            w.folder.make()
+            w.folder.write(name, lambda f, kept=kept: kept.save(f))
+            names.append(name)
+        self.dumped = names
+        return names
+
+    def after(self, apply: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+        """``apply``, preceded by the dump a capture's command asks for."""
+
+        def applied(command: dict[str, Any]) -> None:
+            if command.get("recorder"):
+                try:
+                    self.dump(int(command["generation"]))
+                except Exception as e:  # noqa: BLE001 - the capture goes on without the seconds before
+                    print(f"mspti-lens: could not write the flight recorder: {e}", file=sys.stderr)
+            apply(command)
+
+        return applied
+
+    def after_tick(self, tick: Callable[[], None]) -> Callable[[], None]:
+        """``tick`` (the recorder's clock), then this one's."""
+
+        def ticked() -> None:
+            tick()
+            self.tick()
+
+        return ticked
+
+    def state_of(self, state: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+        """``state``, with the flight recorder's (the process file says it)."""
+
+        def with_flight() -> dict[str, Any]:
+            return {
+                **state(),
+                "flight": {"windows": self.windows, "kept": len(self.ring), "interval_s": self.interval_s},
+            }
+
+        return with_flight
