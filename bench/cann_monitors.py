@@ -178,9 +178,12 @@ static int launch(uint64_t *s, void *stream) {
 }
 
 /* The "library" side: the same activity kinds the peers ask for, consumed by the least a
- * client can do: a buffer per request, its records counted by kind (MSPTI's own walk) and the
- * buffer freed. What it adds to the workload thread is the library writing its records. */
+ * client can do: a subscriber (MSPTI makes records only for one) that enables no callback, a
+ * buffer per request, its records counted by kind (MSPTI's own walk) and the buffer freed. What
+ * it adds to the workload thread is the library writing its records. */
 typedef int msptiResult;
+msptiResult msptiSubscribe(void **subscriber, void (*callback)(void *, int, uint32_t, const void *),
+                           void *userdata);
 msptiResult msptiActivityRegisterCallbacks(void (*)(uint8_t **, size_t *, size_t *),
                                            void (*)(uint8_t *, size_t, size_t));
 msptiResult msptiActivityEnable(int kind);
@@ -213,7 +216,13 @@ static void library_complete(uint8_t *buffer, size_t size, size_t valid) {
     free(buffer);
 }
 
+static void library_no_callback(void *userdata, int domain, uint32_t id, const void *data) {
+    (void)userdata; (void)domain; (void)id; (void)data;
+}
+
 int bench_library_start(int mixed) {
+    static void *subscriber;
+    if (msptiSubscribe(&subscriber, library_no_callback, NULL)) return 4;
     if (msptiActivityRegisterCallbacks(library_request, library_complete)) return 1;
     if (msptiActivityEnable(KIND_KERNEL)) return 2;
     if (mixed && (msptiActivityEnable(KIND_COMMUNICATION) || msptiActivityEnable(KIND_MARKER))) return 3;
