@@ -5,8 +5,8 @@ consumer: its record writing, which every side pays, measured apart), CANN's off
 monitors, msMonitor's Monitor API (when an installed msMonitor is importable), and mspti-lens. Per
 side: the collector's CPU per record, with what it adds to the workload thread (charged) and
 without the library's shared part, the wall time it adds to the workload, the records it lost, and
-per name (count, total, min, max of end - start) whether it agrees with the others. A section of BENCHMARKS.md (registered in
-bench/run.py); also runs alone:
+per name (count, total, min, max of end - start) whether it agrees with the others. A section of
+BENCHMARKS.md (registered in bench/run.py); also runs alone:
 
     python bench/cann_monitors.py [--quick] [--rounds N] [--out bench-out/cann_monitors.md]
     python bench/cann_monitors.py --report BENCHMARKS.md     # the full run, its section updated
@@ -938,8 +938,9 @@ def render(r: dict) -> list[str]:
                     m: [a / max(b, 1e-12) for a, b in zip(per_rec[other][m], per_rec["lens"][m])]
                     for m in per_rec["lens"]
                 }
+                less = " less the shared part" if shared else ""
                 verdicts = "".join(
-                    f" Goal >= {goal:.0f}x {m}{' less the shared part' if m == 'charged' and shared else ''}: "
+                    f" Goal >= {goal:.0f}x {m}{less if m == 'charged' else ''}: "
                     + (
                         "met."
                         if med(ratio[m]) >= goal
