@@ -517,11 +517,7 @@ impl Collector {
         let mut values = now.since(&self.baseline);
         rows_of(&st, &mut t);
         // A closed window's events go with its snapshot; sequence numbers carry on.
-        let (events, dropped) = if reset {
-            st.events.take_window()
-        } else {
-            (Vec::new(), st.events.dropped)
-        };
+        let (events, dropped) = if reset { st.events.take_window() } else { (Vec::new(), st.events.dropped) };
         let window = if reset { &events } else { &st.events.events };
         values[D::DeviceEventsDropped] = dropped;
         t.events = events::EventLog::resolve(window, |id| st.name(id));
