@@ -42,11 +42,11 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_quick_mode_runs_every_side_in_alternating_processes(quick: dict) -> None:
     cases = quick["cases"]
     assert set(cases) == {"kernels/virtual", "mixed/virtual", "mixed/real"}
-    assert {"none", "lens"} <= set(quick["sides"])
+    assert {"none", "library", "lens"} <= set(quick["sides"])
     for case in cases.values():
         runs = case["runs"]
         assert all(len(runs[s]) == quick["rounds"] >= 2 for s in quick["sides"])
-        for side in measured(quick):
+        for side in [*measured(quick), "library"]:
             for r in runs[side]:
                 assert r["rc"] == 0 and r["delivered"], (side, r)
                 assert r["got"] == r["expected"], (side, "lost records")
@@ -57,7 +57,7 @@ def test_the_kernel_loop_has_the_library_write_kernel_records_only(quick: dict) 
     # A kernel-only Session traces no launch callback, so it has no launch join and must not ask
     # the library for the RUNTIME_API records the join needs (they would double its records).
     case = quick["cases"]["kernels/virtual"]
-    for side in set(measured(quick)) - {"msmonitor"}:
+    for side in set(measured(quick)) - {"msmonitor"} | {"library"}:
         for r in case["runs"][side]:
             assert r["library"]["records"] == r["library"]["kernels"] == case["n"], side
     for r in case["runs"]["lens"]:
@@ -76,8 +76,9 @@ def test_the_mixed_step_runs_as_a_default_session_joining_kernels_to_launches(qu
 
 
 def measured(quick: dict) -> list[str]:
-    """The sides that collected records: mspti-lens, and each peer that is installed."""
-    return [s for s in quick["sides"] if s != "none"]
+    """The sides that collected records per name: mspti-lens, and each peer that is installed
+    (not the baselines: no profiler, and the library alone with its minimal consumer)."""
+    return [s for s in quick["sides"] if s not in bench_module().BASELINES]
 
 
 def bench_module():
