@@ -42,11 +42,11 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_quick_mode_runs_every_side_in_alternating_processes(quick: dict) -> None:
     cases = quick["cases"]
     assert set(cases) == {"kernels/virtual", "mixed/virtual", "mixed/real"}
-    assert {"none", "lens"} <= set(quick["sides"])
+    assert {"none", "library", "lens"} <= set(quick["sides"])
     for case in cases.values():
         runs = case["runs"]
         assert all(len(runs[s]) == quick["rounds"] >= 2 for s in quick["sides"])
-        for side in measured(quick):
+        for side in [*measured(quick), "library"]:
             for r in runs[side]:
                 assert r["rc"] == 0 and r["delivered"], (side, r)
                 assert r["got"] == r["expected"], (side, "lost records")
@@ -57,7 +57,7 @@ def test_the_kernel_loop_has_the_library_write_kernel_records_only(quick: dict) 
     # A kernel-only Session traces no launch callback, so it has no launch join and must not ask
     # the library for the RUNTIME_API records the join needs (they would double its records).
     case = quick["cases"]["kernels/virtual"]
-    for side in set(measured(quick)) - {"msmonitor"}:
+    for side in set(measured(quick)) - {"msmonitor"} | {"library"}:
         for r in case["runs"][side]:
             assert r["library"]["records"] == r["library"]["kernels"] == case["n"], side
     for r in case["runs"]["lens"]:
@@ -76,8 +76,9 @@ def test_the_mixed_step_runs_as_a_default_session_joining_kernels_to_launches(qu
 
 
 def measured(quick: dict) -> list[str]:
-    """The sides that collected records: mspti-lens, and each peer that is installed."""
-    return [s for s in quick["sides"] if s != "none"]
+    """The sides that collected records per name: mspti-lens, and each peer that is installed
+    (not the baselines: no profiler, and the library alone with its minimal consumer)."""
+    return [s for s in quick["sides"] if s not in bench_module().BASELINES]
 
 
 def bench_module():
@@ -170,9 +171,11 @@ def test_a_peer_is_looked_for_where_the_bench_is_pointed_and_only_there(tmp_path
     assert cann_monitors.peer_paths({}, env_var) == {"official": "/e", "msmonitor": None}
 
 
-def test_the_cost_goals_are_judged_per_case_on_collector_and_charged_cpu() -> None:
+def test_the_cost_goals_are_judged_per_case_on_collector_and_charged_cpu_less_the_library_part() -> None:
     # Made-up runs of 1,000 records a process, so each ratio is known: the verdicts must follow
-    # the goals of each case, on the measure each goal names, and judge nothing elsewhere.
+    # the goals of each case, on the measure each goal names, charged CPU with the library's own
+    # record writing (the library side's workload-thread extra, which every side pays) taken off,
+    # and judge nothing elsewhere.
     cann_monitors = bench_module()
     n = 1000
 
@@ -193,59 +196,82 @@ def test_the_cost_goals_are_judged_per_case_on_collector_and_charged_cpu() -> No
         }
 
     # (collector, workload-thread extra) in ns per process of each side, per case.
-    cost = {
-        # mixed: lens 4x below msMonitor's collector CPU (goal 3x: met) but 1.8x charged (goal 2x:
-        # missed); 12x below the official monitors charged (goal 15x: missed).
-        "mixed/virtual": {
-            "official": (3_000_000, 0),
-            "msmonitor": (400_000, 50_000),
-            "lens": (100_000, 150_000),
-        },
-        # kernels: 9x below msMonitor charged (goal 8x: met).
-        "kernels/virtual": {"official": (3_000_000, 0), "msmonitor": (300_000, 60_000), "lens": (40_000, 0)},
-        # the real clock: no cost goal.
-        "mixed/real": {
-            "official": (3_000_000, 0),
-            "msmonitor": (400_000, 50_000),
-            "lens": (100_000, 150_000),
-        },
+    mixed = {
+        # The library writes the records for 50 ns each; lens 210 ns less that, msMonitor 450 and
+        # the official monitors 3,200. Against msMonitor: collector 4x (goal 3x: met), charged
+        # less the shared part 2.1x (goal 2x: met; with it, 500 / 260 = 1.9x); against the
+        # official monitors 15.2x (goal 15x: met; with it, 12.5x).
+        "library": (5_000, 50_000),
+        "official": (3_200_000, 50_000),
+        "msmonitor": (400_000, 100_000),
+        "lens": (100_000, 160_000),
     }
-    r: dict = {"quick": False, "rounds": 1, "sides": cann_monitors.SIDES, "cases": {}}
-    r["peers"] = {side: {"path": None, "at": f"/peers/{side}"} for side in cann_monitors.PEERS}
-    for case, sides in cost.items():
-        wl, clock = case.split("/")
-        runs = {"none": [run(wl, 0, 0)]}
-        runs.update({s: [run(wl, c, e)] for s, (c, e) in sides.items()})
-        runs["lens"][0].update(records_parsed=n, join="off", counters={})
-        r["cases"][case] = {
-            "workload": wl,
-            "clock": clock,
-            "n": n,
-            "runs": runs,
-            "agreement": cann_monitors.agreement(runs),
-        }
-    section = cann_monitors.render(r)
+    cost = {
+        "mixed/virtual": mixed,
+        # kernels: lens 45 ns less the library's 40, msMonitor 320: 7.1x (goal 8x: missed).
+        "kernels/virtual": {
+            "library": (5_000, 40_000),
+            "official": (3_000_000, 40_000),
+            "msmonitor": (300_000, 60_000),
+            "lens": (45_000, 40_000),
+        },
+        # the real clock: no cost goal.
+        "mixed/real": mixed,
+    }
 
-    def against(case: str, side: str) -> str:
+    def section_of(cost: dict) -> list[str]:
+        sides = [s for s in cann_monitors.SIDES if s == "none" or s in cost["mixed/virtual"]]
+        r: dict = {"quick": False, "rounds": 1, "sides": sides, "cases": {}}
+        r["peers"] = {side: {"path": None, "at": f"/peers/{side}"} for side in cann_monitors.PEERS}
+        for case, by_side in cost.items():
+            wl, clock = case.split("/")
+            runs = {"none": [run(wl, 0, 0)]}
+            runs.update({s: [run(wl, c, e)] for s, (c, e) in by_side.items()})
+            runs["lens"][0].update(records_parsed=n, join="off", counters={})
+            r["cases"][case] = {
+                "workload": wl,
+                "clock": clock,
+                "n": n,
+                "runs": runs,
+                "agreement": cann_monitors.agreement(runs),
+            }
+        return cann_monitors.render(r)
+
+    def against(section: list[str], case: str, side: str) -> str:
         at = section.index(next(x for x in section if x.startswith("### ") and f"({case})" in x))
         name = cann_monitors.LABEL[side].split(",")[0].split(" (")[0]
         return next(x for x in section[at:] if x.startswith(f"- mspti-lens against {name}:"))
 
-    mixed_msmonitor = against("mixed/virtual", "msmonitor")
-    assert (
-        "1.8x less CPU per record" in mixed_msmonitor and "collector CPU alone 4.0x less" in mixed_msmonitor
-    )
+    section = section_of(cost)
+    mixed_msmonitor = against(section, "mixed/virtual", "msmonitor")
+    assert "2.1x less CPU per record" in mixed_msmonitor
+    assert "charged with the library's part 1.9x less" in mixed_msmonitor
+    assert "collector CPU alone 4.0x less" in mixed_msmonitor
     assert "Goal >= 3x collector: met." in mixed_msmonitor
-    assert "Goal >= 2x charged: **missed** (1.8x of 2x)." in mixed_msmonitor
-    assert against("mixed/virtual", "official").endswith("Goal >= 15x charged: **missed** (12.0x of 15x).")
-    kernels_msmonitor = against("kernels/virtual", "msmonitor")
-    assert (
-        kernels_msmonitor.endswith("Goal >= 8x charged: met.")
-        and "collector" not in kernels_msmonitor.split("Goal")[1]
-    )
+    assert "Goal >= 2x charged less the shared part: met." in mixed_msmonitor
+    mixed_official = against(section, "mixed/virtual", "official")
+    assert "charged with the library's part 12.5x less" in mixed_official
+    assert mixed_official.endswith("Goal >= 15x charged less the shared part: met.")
+    kernels_msmonitor = against(section, "kernels/virtual", "msmonitor")
+    assert kernels_msmonitor.endswith("Goal >= 8x charged less the shared part: **missed** (7.1x of 8x).")
+    assert "collector" not in kernels_msmonitor.split("Goal")[1]
     for case, side in (
         ("kernels/virtual", "official"),
         ("mixed/real", "official"),
         ("mixed/real", "msmonitor"),
     ):
-        assert "Goal" not in against(case, side)
+        assert "Goal" not in against(section, case, side)
+    # The shared part is its own column (the same for every side of a round), the old charged
+    # figure beside it: lens's row of the mixed step reads charged 0.260, shared 0.050, less 0.210.
+    lens_row = next(x for x in section if x.startswith(f"| {cann_monitors.LABEL['lens']} |") and "0.260" in x)
+    assert "| 0.260 | 0.260 .. 0.260 | 0.050 | 0.210 |" in lens_row
+    assert any("The simulated library writing the records" in x for x in section)
+
+    # Without a library side (results of an older run) the goals fall back to charged CPU with the
+    # library's part in it, and the section says so.
+    older = {case: {s: v for s, v in by_side.items() if s != "library"} for case, by_side in cost.items()}
+    section = section_of(older)
+    assert against(section, "mixed/virtual", "msmonitor").endswith(
+        "Goal >= 2x charged: **missed** (1.9x of 2x)."
+    )
+    assert any("This run had no library side" in x for x in section)

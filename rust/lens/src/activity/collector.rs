@@ -517,10 +517,10 @@ impl Collector {
         let mut values = now.since(&self.baseline);
         rows_of(&st, &mut t);
         // A closed window's events go with its snapshot; sequence numbers carry on.
-        let (events, dropped) =
-            if reset { st.events.take_window() } else { (st.events.events.clone(), st.events.dropped) };
+        let (events, dropped) = if reset { st.events.take_window() } else { (Vec::new(), st.events.dropped) };
+        let window = if reset { &events } else { &st.events.events };
         values[D::DeviceEventsDropped] = dropped;
-        t.events = events::EventLog::resolve(&events, |id| st.name(id));
+        t.events = events::EventLog::resolve(window, |id| st.name(id));
         self.windows += 1;
         t.set_counters(self.id, self.windows, values);
         if reset {

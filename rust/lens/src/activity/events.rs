@@ -37,7 +37,9 @@ pub struct Event {
     pub data_type: Option<u32>,
 }
 
-/// The events of one window with their names, ordered by start (then delivery order).
+/// The events of one window with their names: as delivered after a snapshot (ordering a window
+/// of up to `cap` events is left to whoever reads them: `by_start`), ordered by start after a
+/// `concat`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventLog {
     pub strings: Vec<String>,
@@ -70,16 +72,34 @@ impl Strings {
 }
 
 impl EventLog {
-    /// Events whose ids are the drain's names, resolved through `name`.
+    /// Events whose ids are the drain's names, resolved through `name`, in delivery order. Every
+    /// snapshot does this for a whole window, so it stays one pass: the drain's ids are dense
+    /// (interned in order), so a table maps them, not a hash per event.
     pub fn resolve<'a>(events: &[Event], name: impl Fn(u32) -> &'a str) -> EventLog {
         let mut s = Strings::default();
-        let mut memo: HashMap<u32, u32> = HashMap::new();
-        let mut map = |id: u32, s: &mut Strings| *memo.entry(id).or_insert_with(|| s.intern(name(id)));
+        let mut memo: Vec<u32> = Vec::new();
+        let mut map = |id: u32, s: &mut Strings| {
+            let i = id as usize;
+            if i >= memo.len() {
+                memo.resize(i + 1, u32::MAX);
+            }
+            if memo[i] == u32::MAX {
+                memo[i] = s.intern(name(id));
+            }
+            memo[i]
+        };
         let out = events
             .iter()
             .map(|e| Event { name: map(e.name, &mut s), group: e.group.map(|g| map(g, &mut s)), ..*e })
             .collect();
-        s.into_log(out)
+        EventLog { strings: s.strings, events: out }
+    }
+
+    /// Indices of the events ordered by start, then delivery order.
+    pub fn by_start(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.events.len()).collect();
+        order.sort_by_key(|&i| self.events[i].start);
+        order
     }
 
     pub fn name(&self, id: u32) -> &str {
@@ -188,6 +208,8 @@ mod tests {
         let names = ["", "AllReduce", "g", "Bcast"];
         let a = EventLog::resolve(&[coll(1, 2, 30), coll(3, 2, 10)], |i| names[i as usize]);
         let b = EventLog::resolve(&[coll(3, 2, 20)], |i| names[i as usize]);
+        let order: Vec<_> = a.by_start().into_iter().map(|i| a.events[i].start).collect();
+        assert_eq!(order, vec![10, 30], "resolved in delivery order, read by start");
         let m = a.concat(&b);
         let names: Vec<_> = m.events.iter().map(|e| (m.name(e.name), e.start)).collect();
         assert_eq!(names, vec![("Bcast", 10), ("Bcast", 20), ("AllReduce", 30)]);

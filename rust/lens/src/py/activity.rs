@@ -448,8 +448,10 @@ pub struct EventColumns {
     data_type: Option<Vec<Option<String>>>,
 }
 
+/// The events as columns, ordered by start (then delivery order).
 fn events_dict<'py>(py: Python<'py>, log: &EventLog) -> PyResult<Bound<'py, PyDict>> {
-    let e = &log.events;
+    let by_start = log.by_start();
+    let e = by_start.iter().map(|&i| &log.events[i]).collect::<Vec<_>>();
     let d = PyDict::new(py);
     d.set_item("kind", e.iter().map(|x| EVENT_KINDS[x.kind as usize]).collect::<Vec<_>>())?;
     d.set_item("name", e.iter().map(|x| log.name(x.name)).collect::<Vec<_>>())?;
