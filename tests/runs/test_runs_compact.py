@@ -8,33 +8,12 @@ import shutil
 
 import polars as pl
 from polars.testing import assert_frame_equal
+from window_session import FakeSession
 
 import mspti_lens
-from mspti_lens import _native
 from mspti_lens.runs import compact, writer
-from mspti_lens.snapshot import Snapshot
 
 WINDOWS = 80
-
-
-class FakeSession:
-    """A Session's window hand-over for the writer: window i holds calls of exact durations."""
-
-    def __init__(self) -> None:
-        self.i = 0
-        self.activity: list[str] = []
-
-    def reset(self) -> Snapshot:
-        self.i += 1
-        values = [1_000 * self.i, 7 + self.i % 5, 3_000_000 + self.i]
-        snap = Snapshot(_native.NativeSnapshot.from_values(values, "aclrtLaunchKernel"), {})
-        return snap.with_meta(window_start=1000.0 + self.i, window_end=1001.0 + self.i, simulated=True)
-
-    def flush_activity(self, settle: bool) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def test_a_day_at_the_default_interval_keeps_at_most_100_files():

@@ -12,40 +12,18 @@ import polars as pl
 import pytest
 from _sim_activity import bind
 from polars.testing import assert_frame_equal
+from window_session import CALLS, FakeSession
 
 import mspti_lens
-from mspti_lens import _native
 from mspti_lens.runs import compact, writer
 from mspti_lens.runs import run as run_module
 from mspti_lens.runs.run import RunWarning
-from mspti_lens.snapshot import Snapshot
 
 from conftest import stress
 
 pytestmark = pytest.mark.filterwarnings("ignore::mspti_lens.errors.SimulatedBackendWarning")
 
-CALLS = 3  # a FakeSession window's calls
 FINE = 4  # fine windows kept: compaction starts early and merges often
-
-
-class FakeSession:
-    """A Session's window hand-over for the writer: window i holds CALLS calls of exact durations."""
-
-    def __init__(self) -> None:
-        self.i = 0
-        self.activity: list[str] = []
-
-    def reset(self) -> Snapshot:
-        self.i += 1
-        values = [1_000 * self.i, 7 + self.i % 5, 3_000_000 + self.i]
-        snap = Snapshot(_native.NativeSnapshot.from_values(values, "aclrtLaunchKernel"), {})
-        return snap.with_meta(window_start=1000.0 + self.i, window_end=1001.0 + self.i, simulated=True)
-
-    def flush_activity(self, settle: bool) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def compactor_of(w: writer.WindowWriter, keep_merged_s: float | None) -> compact.Compactor:

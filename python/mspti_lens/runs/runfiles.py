@@ -351,12 +351,7 @@ class RunFolder:
         with self.fd(create=create) as d:
             tmp = self._temp(name)
             self._write_new(d, tmp, data)
-            try:
-                os.replace(tmp, name, src_dir_fd=d, dst_dir_fd=d)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=d)
-                raise
+            _rename_into_place(d, tmp, name)
 
     def _write_new(self, d: int, name: str, data: bytes | Callable[[IO[bytes]], None]) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -447,6 +442,17 @@ def _fill(fd: int, d: int, name: str, data: bytes | Callable[[IO[bytes]], None])
         raise
 
 
+def _rename_into_place(d: int, tmp: str, name: str) -> None:
+    """The last step of writing a file whole: its filled temporary file renamed over ``name`` in
+    the folder ``d``, or removed if that fails, so no half-made name is left behind."""
+    try:
+        os.replace(tmp, name, src_dir_fd=d, dst_dir_fd=d)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=d)
+        raise
+
+
 def write_named_file(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> None:
     """A file the user names outside any run (``watch --metrics-file``: a textfile collector's
     ``.prom``), written whole: a fresh temporary file in its folder renamed over it, so its
@@ -460,12 +466,7 @@ def write_named_file(path: str | os.PathLike, data: bytes, mode: int = 0o644) ->
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=d)
         _fill(os.open(tmp, _NEW_FLAGS, mode, dir_fd=d), d, tmp, data)
-        try:
-            os.replace(tmp, name, src_dir_fd=d, dst_dir_fd=d)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=d)
-            raise
+        _rename_into_place(d, tmp, name)
     finally:
         os.close(d)
 
