@@ -127,3 +127,24 @@ def test_a_merged_segment_counts_what_both_halves_lost():
     m = compact.merged_meta(a, b, 1, 2)
     assert (m["arrivals_dropped"], m["events_dropped_in_compaction"]) == (7, 5)
     assert "arrivals_dropped" not in compact.merged_meta({"window": 1}, {"window": 2}, 1, 2)
+
+
+def test_calls_a_stop_could_not_window_are_counted_through_compaction_and_shown(tmp_path, monkeypatch):
+    # The native health counter of late EXITs grows by one before each window: every window says
+    # the one that came since the last, compaction adds them up, and the run's headline shows them.
+    late = iter(range(10_000))
+    monkeypatch.setattr(writer._native, "health", lambda: {"late_exits": next(late), "stop_unsettled": 0})
+    fresh, packed = tmp_path / "fresh", tmp_path / "packed"
+    for out, on in ((fresh, False), (packed, True)):
+        w = writer.WindowWriter(FakeSession(), out, 10.0, host="h", rank=(0, "RANK"))
+        if on:
+            w.compactor = compact.Compactor(w.dir, w._pid)
+        for _ in range(WINDOWS):
+            w.write_window(final=False)
+    from mspti_lens.notebook.run_view import headline
+
+    for out in (fresh, packed):
+        run = mspti_lens.open_run(out)
+        assert run.files()["late_exits"].sum() == WINDOWS
+        assert f"{WINDOWS:,} calls a stop could not put in a window" in headline(run)
+    assert mspti_lens.open_run(packed).files().height < WINDOWS  # merged, and still counted

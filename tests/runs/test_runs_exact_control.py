@@ -69,7 +69,8 @@ def late_exits() -> int:
 def check_accounted(out, delivered: int, late: int, toggles: int) -> list[dict]:
     """Every delivered EXIT is a call in a window, an unmatched EXIT after a start or a late one
     after a stop, each kind at most once per toggle; returns the windows' metadata."""
-    snaps = [Snapshot.load(p) for p in mspti_lens.open_run(out).files()["path"]]
+    files = mspti_lens.open_run(out).files()
+    snaps = [Snapshot.load(p) for p in files["path"]]
     recorded = int(mspti_lens.open_run(out).summary()["num_calls"].sum())
     unmatched = sum(s.counters["unmatched"] for s in snaps)
     assert recorded + unmatched + late == delivered, (recorded, unmatched, late, delivered)
@@ -77,6 +78,8 @@ def check_accounted(out, delivered: int, late: int, toggles: int) -> list[dict]:
     metas = [s.meta for s in snaps]
     assert sum(m["late_exits"] for m in metas) <= late  # those after the last window are in none
     assert [m["stop_unsettled"] for m in metas] == [0] * len(metas)  # every stop waited for its callbacks
+    # What the windows counted is what the run shows (files(), the panel's headline).
+    assert files["late_exits"].sum() == sum(m["late_exits"] for m in metas)
     return metas
 
 

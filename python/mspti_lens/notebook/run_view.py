@@ -46,6 +46,9 @@ def headline(run: Any) -> str:
     dropped = int(files["events_dropped"].sum() or 0) if "events_dropped" in files.columns else 0
     if dropped:  # runs/compact.py keeps every collective; kernels past its cap are counted
         parts.append(f"{dropped:,} device records left out when older windows were merged")
+    late = sum(int(files[c].sum() or 0) for c in ("late_exits", "stop_unsettled") if c in files.columns)
+    if late:  # a stop waits for the callbacks it can; what it could not is counted, never lost
+        parts.append(f"{late:,} calls a stop could not put in a window (files()' late_exits, stop_unsettled)")
     sim = " · SIMULATED" if files.height and bool(files["simulated"].any()) else ""
     return f"mspti-lens run {run.root}{sim}: " + ", ".join(parts)
 

@@ -39,7 +39,7 @@ KEPT_EVENT_KINDS = ("communication", "hccl")
 # takes between listing a run's files and opening them, on a loaded machine or shared storage.
 KEEP_MERGED_S = 15.0
 # Window metadata that counts per window, so a merged segment holds the sum of its windows'.
-ADDED_META = ("arrivals_dropped", "events_dropped_in_compaction")
+ADDED_META = ("arrivals_dropped", "events_dropped_in_compaction", "late_exits", "stop_unsettled")
 SEGMENT_NAME = re.compile(r"^(window|events)-(\d+)(?:-(\d+))?-pid(\d+)\.parquet$")
 
 

@@ -165,6 +165,10 @@ FILE_SCHEMA = {
     "arrivals_dropped": pl.UInt64,
     # Device records (kernels; collectives are kept) compaction left out of this segment's log.
     "events_dropped": pl.UInt64,
+    # Calls a stop could not put in its window (runs/writer.py): EXITs MSPTI delivered after the
+    # disable returned, and callbacks a stop could not wait for.
+    "late_exits": pl.UInt64,
+    "stop_unsettled": pl.UInt64,
     **{c: pl.UInt64 for c in FILE_COUNTERS},
 }
 
@@ -218,6 +222,8 @@ def _file_row(path: str) -> dict[str, Any] | Exception:
             "clock": str(m.get("clock", "")),
             "arrivals_dropped": int(m.get("arrivals_dropped") or 0),
             "events_dropped": int(m.get("events_dropped_in_compaction") or 0),
+            "late_exits": int(m.get("late_exits") or 0),
+            "stop_unsettled": int(m.get("stop_unsettled") or 0),
             **{c: int(counters.get(c, 0)) for c in FILE_COUNTERS},
             "_periods": m.get("periods")
             or [[int(m.get("period") or 1), m.get("window_start"), m.get("window_end"), m.get("enable")]],
@@ -294,7 +300,8 @@ class Run:
     def files(self) -> pl.DataFrame:
         """One row per window file read: host, rank, pid, window (a merged segment's windows are
         window_first..window), final, times, counters, and the device records compaction left
-        out of the segment's event log (``events_dropped``)."""
+        out of the segment's event log (``events_dropped``), and the calls a stop could not put in
+        a window (``late_exits``, ``stop_unsettled``)."""
         return self._files
 
     def _scan(self) -> pl.LazyFrame:
