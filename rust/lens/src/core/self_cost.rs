@@ -128,9 +128,9 @@ pub fn due() -> bool {
 pub unsafe fn timed<A, B, C, D>(callback: unsafe extern "C" fn(A, B, C, D), a: A, b: B, c: C, d: D) {
     // One more than the period: the call below counts itself down once.
     COUNTDOWN.with(|c| c.set(SAMPLE_EVERY + 1));
-    // SAFETY: the caller's promise.
-    let ticks =
-        time(|| unsafe { callback(a, b, c, d) }).saturating_sub(OVERHEAD_TICKS.load(Ordering::Relaxed));
+    // SAFETY: the caller's promise that `callback(a, b, c, d)` is sound to call.
+    let call = || unsafe { callback(a, b, c, d) };
+    let ticks = time(call).saturating_sub(OVERHEAD_TICKS.load(Ordering::Relaxed));
     if to_ns(ticks) > MAX_SAMPLE_NS {
         SKIPPED.fetch_add(1, Ordering::Relaxed);
         return;
