@@ -383,8 +383,17 @@ def _who() -> str:
 
 
 # -- processes -----------------------------------------------------------------------------------
+def is_launcher(p: dict[str, Any]) -> bool:
+    """A process without a rank variable that has written no window (made no traced call): the
+    job's launcher (``record``'s command, torchrun's agent) or a helper. It obeys commands like
+    every process, but it is no rank: no rank count, rank list, error or wait includes it
+    (``status`` lists it apart; Run.ranks() leaves it out by its windows)."""
+    return p.get("rank_source") == "pid" and not p.get("windows")
+
+
 def read_processes(run: str | os.PathLike, now: float | None = None) -> list[dict[str, Any]]:
-    """Every process file of the run, with ``live`` (False for an ended or lost process)."""
+    """Every process file of the run, with ``live`` (False for an ended or lost process) and
+    ``launcher`` (:func:`is_launcher`)."""
     now = time.time() if now is None else now
     here = socket.gethostname()
     out = []
@@ -409,6 +418,7 @@ def read_processes(run: str | os.PathLike, now: float | None = None) -> list[dic
             if gone:
                 row["state"] = "lost"
         row["live"] = row["state"] in ("on", "off")
+        row["launcher"] = is_launcher(row)
         out.append(row)
     return out
 
@@ -590,7 +600,7 @@ class ProcessControl:
         """The process is exiting: stop polling, say so in the process file. A process without
         a rank variable that wrote no window (a launcher, a helper) leaves no file."""
         self._stop.set()
-        if self.rank_source == "pid" and not self._state().get("windows"):
+        if is_launcher({"rank_source": self.rank_source, "windows": self._state().get("windows")}):
             try:
                 self._processes.remove(self.path.name)
             except OSError:
@@ -699,8 +709,13 @@ class RunControl:
         if not live:
             ended = f"all {len(procs)} of its processes have ended" if procs else "no process registered"
             raise ControlError(f"nothing to control in {self.run}: {ended}")
-        have = ", ".join(sorted({f"{p['rank']}@{p['host']}" for p in live}, key=_rank_key)[:16])
-        ranks_live = {int(p["rank"]) for p in live}
+        # A launcher follows every command for all (a host's too), but no rank names it.
+        ranked = [p for p in live if not p["launcher"]]
+        have = ", ".join(sorted({f"{p['rank']}@{p['host']}" for p in ranked}, key=_rank_key)[:16]) or "none"
+        launchers = len(live) - len(ranked)
+        if launchers:
+            have += f"; not a rank: {launcher_text(launchers)}"
+        ranks_live = {int(p["rank"]) for p in ranked}
         hosts_live = {str(p["host"]) for p in live}
         missing = [f"host={h}" for h in spec.hosts if h not in hosts_live]
         for a, b in spec.ranks:
@@ -738,9 +753,10 @@ class RunControl:
     def latest(self) -> int:
         return latest_issued(self.run)
 
-    def processes(self) -> list[dict[str, Any]]:
-        """Every process of the run as its process file says (``live``: on or off, not ended)."""
-        return self._processes()
+    def processes(self, launchers: bool = False) -> list[dict[str, Any]]:
+        """Every rank's process as its process file says (``live``: on or off, not ended); with
+        ``launchers``, the launchers and helpers too (:func:`is_launcher`: no rank)."""
+        return [p for p in self._processes() if launchers or not p["launcher"]]
 
     def status(self):
         """One row per process: host, rank, pid, state, enable, generation applied, last window,
@@ -750,7 +766,7 @@ class RunControl:
         import polars as pl
 
         rows = []
-        for p in self._processes():
+        for p in self.processes():
             rows.append(
                 {
                     "host": p.get("host"),
@@ -795,7 +811,7 @@ class RunControl:
         up to it was refused; each row with ``why``: "pending" or the refusal's sentence."""
         gen = self.latest() if generation is None else generation
         out = []
-        for p in self._processes():
+        for p in self.processes():
             if not p["live"]:
                 continue
             refused = p.get("refused") or {}
@@ -842,6 +858,8 @@ def cost_pct(p: dict[str, Any]) -> float:
 
 
 def cost_sentence(rows: list[dict[str, Any]]) -> str:
+    """What profiling costs the run's ranks now (a launcher, no rank, is not counted)."""
+    rows = [p for p in rows if not is_launcher(p)]
     lost = [
         f"rank {p.get('rank')} on {p.get('host')}: {drops_text(_cost(p))}"
         for p in rows
@@ -930,13 +948,13 @@ def main(args: Any) -> int:
         gen = ctl.stop(ranks=args.ranks)
         print(f"mspti-lens: issued stop (generation {gen}) to {parse_ranks(args.ranks).text()} in {ctl.run}")
         return 0
-    procs = ctl.processes()  # ControlError for no run
+    procs = ctl.processes(launchers=True)  # ControlError for no run
     left: list[dict[str, Any]] = []
     if args.wait is not None:
         if not args.wait >= 0:
             raise ControlError(f"--wait takes seconds >= 0, not {args.wait}")
         left = ctl.wait(args.wait)
-        procs = ctl.processes()
+        procs = ctl.processes(launchers=True)
     latest = ctl.latest()
     if args.json:
         print(
@@ -973,9 +991,15 @@ def main(args: Any) -> int:
 STATUS_LINES: list[Callable[[Path], str | None]] = []
 
 
+def launcher_text(n: int) -> str:
+    return f"{n} launcher process{'es' if n != 1 else ''} (no rank variable, no traced call)"
+
+
 def status_text(run: Path, procs: list[dict[str, Any]], latest: int) -> str:
     head = ("host", "rank", "pid", "state", "enable", "gen", "last window", "calls/s", "cost", "note")
     rows = []
+    launchers = [p for p in procs if is_launcher(p)]
+    procs = [p for p in procs if not is_launcher(p)]
     for p in sorted(procs, key=lambda p: (int(p.get("rank", 0)), str(p.get("host")), int(p["pid"]))):
         on = p.get("state") == "on"
         lw = p.get("last_window")
@@ -1005,9 +1029,12 @@ def status_text(run: Path, procs: list[dict[str, Any]], latest: int) -> str:
             )
         )
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-    lines = [f"mspti-lens run {run}: latest command generation {latest}, {len(procs)} process(es)"]
+    lines = [f"mspti-lens run {run}: latest command generation {latest}, {len(procs)} rank process(es)"]
     lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if launchers:  # they follow the commands too, but are no rank: apart, and in no count
+        which = ", ".join(f"pid {p['pid']} on {p.get('host')} ({p.get('state')})" for p in launchers[:5])
+        lines.append(f"not ranks: {launcher_text(len(launchers))}: {which}")
     lines.append(cost_sentence(procs))
     lines += [line for say in STATUS_LINES if (line := say(run))]
     return "\n".join(lines)
