@@ -26,12 +26,8 @@ def four_ranks_and_a_launcher(tmp_path):
     row = {"host": "a", "node": "elsewhere", "state": "on", "enable": ["runtime"], "generation": 1}
     now = time.time()
     for r in range(4):
-        (procs / f"a-pid{100 + r}.json").write_text(
-            json.dumps(
-                {**row, "rank": r, "rank_source": "RANK", "pid": 100 + r, "windows": 3, "calls_per_s": 50.0,
-                 "heartbeat": now}  # fmt: skip
-            )
-        )
+        rank = {"rank": r, "rank_source": "RANK", "pid": 100 + r, "windows": 3, "calls_per_s": 50.0}
+        (procs / f"a-pid{100 + r}.json").write_text(json.dumps({**row, **rank, "heartbeat": now}))
     launcher = {**row, "rank": LAUNCHER_PID, "rank_source": "pid", "pid": LAUNCHER_PID, "windows": 0}
     launcher["generation"] = 0  # it has not handled the latest command: no wait is on it
     (procs / f"a-pid{LAUNCHER_PID}.json").write_text(json.dumps({**launcher, "heartbeat": now}))
