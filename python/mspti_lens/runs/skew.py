@@ -64,6 +64,41 @@ NO_COLLECTIVES = (
 )
 
 
+def no_collectives(run: Any) -> str:
+    """Why a run has no collective to compare, and how to get some: profiling has been off in
+    every rank (a paused run), or what was on left HCCL out; else :data:`NO_COLLECTIVES`."""
+    try:
+        periods = run.periods()
+        on = bool(run.processes().filter(pl.col("state") == "on").height)
+    except Exception:  # noqa: BLE001 - a run without periods (a stand-in, a URL): the general sentence
+        return NO_COLLECTIVES
+    root = str(getattr(run, "root", "DIR")).removeprefix("file://")
+    how = f"`python -m mspti_lens control {root} start --enable runtime,hccl` or the run panel's start"
+    if not periods.height:
+        if on:
+            return "no HCCL collectives yet: profiling is on, and no rank has written a window since"
+        return (
+            f"no HCCL collectives: profiling has been off in every rank (a paused run); turn it on with {how}"
+        )
+    enabled = {e for text in periods["enable"].drop_nulls() for e in text.split(",") if e}
+    if enabled and not _traces_hccl(enabled):
+        return (
+            f"no HCCL collectives: HCCL was not enabled (on: {', '.join(sorted(enabled))}); turn it on "
+            f"with {how}"
+        )
+    return NO_COLLECTIVES
+
+
+def _traces_hccl(names: set[str]) -> bool:
+    from ..catalog import DOMAINS
+    from .control import resolved_callbacks
+
+    try:
+        return any(d == DOMAINS["hccl"] for d, _ in resolved_callbacks(sorted(names)))
+    except ValueError:  # a name this version does not know: nothing to say against HCCL
+        return True
+
+
 def clock_error_ns(events: pl.DataFrame, simulated: bool = False) -> int:
     """The error bound of comparing these ranks' timestamps: 0 on one host or on the simulator
     (its simulated hosts share one machine's clock, or its virtual clock), else
@@ -171,7 +206,7 @@ def lagging(run: Any, recent: int = RECENT_INSTANCES) -> dict[str, Any]:
         has = run.collective_events().height if hasattr(run, "collective_events") else 0
         has = has or (run.collective_arrivals().height if hasattr(run, "collective_arrivals") else 0)
         return {
-            "sentence": NO_COLLECTIVES if not has else "no complete collective instance yet",
+            "sentence": no_collectives(run) if not has else "no complete collective instance yet",
             "rank": None,
         }
     latest = s.sort("first_start_ns").tail(recent)
