@@ -13,6 +13,9 @@ from pathlib import Path
 
 from . import hook
 
+# What record's last line, and each rank's, says of a run whose library was the simulator.
+SIMULATED = "SIMULATED: the calls are the mspti-lens simulator's, not an NPU's"
+
 
 def real_libmspti() -> str | None:
     """The libmspti.so the discovery order finds at a CANN location, or None: never the bundled
@@ -199,8 +202,11 @@ def _report(out: str, started: float) -> None:
         print(f"mspti-lens: 0 ranks in {out}: {why}", file=sys.stderr, flush=True)
         return
     incomplete = ranks.filter(~ranks["complete"])
+    files = run.files()
+    simulated = bool(files.height and files["simulated"].any())
     print(
         f"mspti-lens: {ranks.height} ranks on {ranks['host'].n_unique()} host(s) in {out}"
+        + (f" · {SIMULATED}" if simulated else "")
         + (f"; incomplete: {', '.join(map(str, incomplete['rank']))}" if incomplete.height else "")
         + f"; open it with mspti_lens.open_run({out!r})"
         + (f"; {fork_advice(forks)}" if forks else ""),

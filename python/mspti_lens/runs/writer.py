@@ -183,6 +183,7 @@ class WindowWriter:
         self.period = 1 if session is not None else 0
         self.last_window: float | None = None  # when the last window was written
         self.calls_per_s = 0.0  # calls per second in the last window
+        self.simulated = False  # the windows' library is the simulator
         self.on_finish: list[Any] = []  # called once the final window is written (control)
         self.on_window: list[Any] = []  # called after each window written (control's status)
         self.compactor: Any = None  # merges older windows (runs/compact.py), after each write
@@ -404,6 +405,7 @@ class WindowWriter:
             span = float(m.get("window_end") or 0) - float(m.get("window_start") or 0)
             self.calls_per_s = calls / span if span > 0 else 0.0
             self.last_window = m["written"]
+            self.simulated = bool(m.get("simulated"))  # said in the summary line
             for call in self.on_window:
                 with contextlib.suppress(Exception):  # status then shows the previous window
                     call()
@@ -461,7 +463,9 @@ class WindowWriter:
         tops = ", ".join(f"{n} {100 * t / total:.0f}%" for n, t in top)
         return (
             f"mspti-lens: host={self.host} rank={self.rank}: {self.calls:,} calls in {len(self.keys)} APIs, "
-            f"{self.seq} windows -> {self.dir}" + (f" (time: {tops})" if tops else "")
+            f"{self.seq} windows -> {self.dir}"
+            + (f" (time: {tops})" if tops else "")
+            + (" · SIMULATED" if self.simulated else "")
         )
 
 
