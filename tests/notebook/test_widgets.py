@@ -417,20 +417,41 @@ def test_a_live_panel_beats_and_a_silent_one_says_it_is_disconnected(session, si
     panel.close()
 
 
+def calls_in_header(panel) -> str:
+    return panel.status.value.replace("<b>", "").replace("</b>", "")
+
+
+def test_what_is_toggled_shows_at_the_next_refresh_and_header_and_table_are_one_snapshot(session, sim):
+    panel = ControlPanel(session, interval=0.05, auto_refresh=False)
+    sim.call("aclrtMalloc", 1000, 3)
+    panel.refresh()  # the plot drawn
+    plotted = panel.plot.value
+    panel.toggles["hccl"].value = True  # the click: HCCL on in the library at once
+    sim.call("HcclAllReduce", 1000, 2)
+    panel.refresh(throttle=True)  # the next background refresh, well within the plot's throttle
+    assert "HcclAllReduce" in panel.table.value and "5 calls" in calls_in_header(panel)
+    assert panel.plot.value != plotted  # a new API is drawn at once, not seconds later
+    sim.call("aclrtMalloc", 1000, 4)
+    panel.refresh(throttle=True)  # too soon to redraw the plot: the header and table are live
+    assert "9 calls" in calls_in_header(panel) and ">7<" in panel.table.value
+    assert "plot of 5 calls" in panel.plot_note.value  # the plot says it is older
+    panel.buttons["reset"].click()
+    sim.call("aclrtMalloc", 1000, 2)
+    panel.refresh(throttle=True)
+    assert "2 calls" in calls_in_header(panel) and ">2<" in panel.table.value
+    assert ">7<" not in panel.table.value and "HcclAllReduce" not in panel.table.value
+    panel.close()
+
+
 def test_table_and_plot_show_the_same_snapshot_and_labels_are_never_cut(session, sim):
     panel = ControlPanel(session, interval=0.05, auto_refresh=False)
     session.start()
     sim.call("aclrtMalloc", 1000, 3)
     panel.refresh()  # plot drawn: the table goes with it
-    table = panel.table.value
-    assert ">3<" in table
+    assert ">3<" in panel.table.value and not panel.plot_note.value
     sim.call("aclrtMalloc", 1000, 4)
-    panel.refresh(throttle=True)  # too soon to redraw the plot: the table waits for it too
-    assert panel.table.value == table and "7 calls" in panel.status.value.replace("<b>", "").replace(
-        "</b>", ""
-    )
     panel.refresh()
-    assert ">7<" in panel.table.value
+    assert ">7<" in panel.table.value and not panel.plot_note.value
     # no fixed widths that cut "communication" or "reset"; the callback list scrolls one way only
     assert panel.activity["communication"].layout.width == "auto"
     assert all(b.layout.width == "auto" for b in panel.buttons.values())

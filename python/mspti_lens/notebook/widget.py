@@ -39,6 +39,12 @@ def domain_look(name: str, on: int, total: int) -> tuple[str, str, str]:
     return f"{name} · {on} of {total}", _ICONS[state], state
 
 
+def _api_names(view: View) -> frozenset[str]:
+    """The APIs of the view's table rows."""
+    frame = getattr(view.table, "frame", None)
+    return frozenset(frame["name"]) if frame is not None and "name" in frame.columns else frozenset()
+
+
 class ControlPanel:
     """ipywidgets front end of a :class:`Panel`. Display it (it is the last expression of a cell,
     or ``display(panel)``); ``close()`` stops the refresh thread and leaves the final view."""
@@ -88,6 +94,8 @@ class ControlPanel:
         self._thread: threading.Thread | None = None
         self._plotted_calls: int | None = None
         self._plotted_kind: str | None = None
+        self._plotted_names: frozenset[str] = frozenset()  # the APIs the plot's table rows named
+        self._plotted_clock = ""  # when the plotted snapshot was taken (HH:MM:SS)
         self._plotted_at = float("-inf")
         self._handles: list[Any] = []  # display handles, updated with the final view
         self.finished = False  # True once the final view is in place
@@ -209,6 +217,10 @@ class ControlPanel:
         self.run_view = w.HTML()  # a recorded run's ranks (notebook/run_view.py), when the panel has one
         self.run_view.layout.display = "none" if self.panel.run is None else ""
         self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
+        # Under the plot while it is older than the table (redrawn at most every PLOT_EVERY_S):
+        # which snapshot it is of, so that the two never seem to disagree.
+        self.plot_note = w.HTML()
+        self.plot_note.add_class("mspti-lens-plot-note")
         self.title = w.HTML(
             "<b>mspti-lens</b> · host latency of Runtime and HCCL API calls",
             layout=w.Layout(flex="0 0 auto"),
@@ -251,6 +263,7 @@ class ControlPanel:
                 self.table,
                 self.slowest,
                 self.plot,
+                self.plot_note,
                 self.run_view,
             ]
         )
@@ -324,9 +337,10 @@ class ControlPanel:
     def _on_view(self, view: View) -> None:
         """Every Panel action and refresh lands here: bring the widgets in line with the view."""
         with self._syncing_state():
+            # The header and the table of one snapshot, at every refresh (cheap HTML); only the
+            # plot is throttled, and says which snapshot it shows while it is older.
             self.status.value = self._status(view)
-            if not self.show_plot or view.calls == 0:  # else the table goes with its plot
-                self._show_tables(view)
+            self._show_tables(view)
             if view.run_html is not None:
                 self.run_view.value = view.run_html
             on = set(view.enabled)
@@ -348,6 +362,13 @@ class ControlPanel:
     def _show_tables(self, view: View) -> None:
         self.table.value = view.table_html()
         self.slowest.value = view.slowest_html()
+        stale = self.show_plot and self._plotted_calls is not None and view.calls != self._plotted_calls
+        self.plot_note.value = (
+            f"<span style='color:#6c757d'>plot of {self._plotted_calls:,} calls at {self._plotted_clock}; "
+            f"redrawn at most every {max(self.interval, PLOT_EVERY_S):g} s, the table above is live</span>"
+            if stale and self._plotted_calls
+            else ""
+        )
 
     def _status(self, view: View) -> str:
         """The status line; while auto-refreshing its "running" mark is live for as long as
@@ -393,7 +414,9 @@ class ControlPanel:
                 return
             same = view.calls == self._plotted_calls and self.panel.plot_kind == self._plotted_kind
             recent = time.monotonic() - self._plotted_at < max(self.interval, PLOT_EVERY_S)
-            if not force and (same or (throttle and recent)):
+            # An API new to the table (a domain just toggled on) is drawn at once, not in seconds.
+            new_apis = _api_names(view) != self._plotted_names
+            if not force and (same or (throttle and recent and not new_apis)):
                 return
             if view.calls == 0:  # nothing to draw: no empty axes, the table says why
                 self.plot.layout.display = "none"
@@ -403,8 +426,10 @@ class ControlPanel:
                 self.plot.width = str(min(width, MAX_PLOT_WIDTH))
                 self.plot.layout.display = ""
                 self._plotted_at = time.monotonic()
-            self._show_tables(view)  # the table and the plot show the same snapshot
             self._plotted_calls, self._plotted_kind = view.calls, self.panel.plot_kind
+            self._plotted_names = _api_names(view)
+            self._plotted_clock = time.strftime("%H:%M:%S", time.localtime(view.taken_at))
+            self._show_tables(view)  # the table and the plot show the same snapshot
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
