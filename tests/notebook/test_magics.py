@@ -69,6 +69,13 @@ def run_ok(shell, code: str):
     return r.result
 
 
+def said(shell, line: str) -> str:
+    """What ``%mspti LINE`` showed (start and stop show their line rather than return it)."""
+    with capture_output() as cap:
+        assert shell.run_line_magic("mspti", line) is None
+    return "\n".join(o.data["text/plain"] for o in cap.outputs) + cap.stdout
+
+
 def run_usage_error(shell, code: str) -> str:
     """Run a cell that must fail with a clear UsageError; return the message."""
     with capture_output() as cap:
@@ -183,8 +190,8 @@ def test_cell_error_still_returns_what_was_recorded(ip):
 
 def test_line_lifecycle(ip, sim, tmp_path):
     m = magics(ip)
-    msg = ip.run_line_magic("mspti", "start -d hccl")
-    assert "SIMULATED" in repr(msg) and "runtime: 0 of 36 · hccl: 12 of 12" in repr(msg)
+    msg = said(ip, "start -d hccl")
+    assert "SIMULATED" in msg and "runtime: 0 of 36 · hccl: 12 of 12" in msg
     assert sim.enabled_mask(2) != 0 and sim.enabled_mask(1) == 0
     sim.call("HcclAllReduce", 1000, 3)
     sim.call("aclrtMalloc", 1000, 3)  # not traced
@@ -696,13 +703,11 @@ def test_start_on_a_running_session_says_so_and_changes_the_set_only_when_asked(
     with capture_output():
         ip.run_line_magic("mspti", "start")
     Panel(magics(ip).session).set_domain("hccl", False)  # switched off in the panel
-    with capture_output():
-        again = ip.run_line_magic("mspti", "start")
-    assert "already recording (nothing changed" in again.text and "hccl: 0 of 12" in again.text, again.text
+    again = said(ip, "start")
+    assert "already recording (nothing changed" in again and "hccl: 0 of 12" in again, again
     assert sim.enabled_mask(2) == 0 and sim.enabled_mask(1) == ALL_RUNTIME
-    with capture_output():
-        asked = ip.run_line_magic("mspti", "start -d hccl")
-    assert "traced as asked" in asked.text and sim.enabled_mask(2) == HCCL_ALL and sim.enabled_mask(1) == 0
+    asked = said(ip, "start -d hccl")
+    assert "traced as asked" in asked and sim.enabled_mask(2) == HCCL_ALL and sim.enabled_mask(1) == 0
 
 
 def test_the_load_banner_names_a_simulated_cann_trees_library_as_such_and_says_preloaded(
@@ -724,3 +729,15 @@ def test_the_load_banner_names_a_simulated_cann_trees_library_as_such_and_says_p
     monkeypatch.undo()
     bundled = load_message(SimpleNamespace(library="sim")).text
     assert "the bundled simulator at " in bundled and "preloaded" not in bundled, bundled
+
+
+def test_start_and_stop_say_their_line_when_more_code_follows_in_the_cell(ip, sim):
+    # the quickstart's pattern: start, then the job, in one cell
+    with capture_output() as cap:
+        run_ok(ip, "%mspti start -d runtime\nafter_start = 1")
+    shown = "\n".join(o.data["text/plain"] for o in cap.outputs)
+    assert "mspti-lens recording on" in shown and "runtime: 36 of 36" in shown and "SIMULATED" in shown
+    assert any("text/html" in o.data for o in cap.outputs)  # a notebook shows it styled
+    with capture_output() as cap:
+        run_ok(ip, "%mspti stop\nafter_stop = 1")
+    assert "mspti-lens stopped" in "\n".join(o.data["text/plain"] for o in cap.outputs)

@@ -104,6 +104,8 @@ def test_quickstart(tmp_path_factory):
     under = texts(cell(nb, "underscore"))  # `_` was the snapshot, and line commands act on it
     assert "aclrtLaunchKernel" in under and "the last %%mspti cell" in under and "5 of " in under
     assert f"saved {calls:,} calls" in texts(cell(nb, "save"))
+    # the start line shows though the job's start follows it in the cell
+    assert "mspti-lens recording on" in texts(cell(nb, "start")) and "SIMULATED" in texts(cell(nb, "start"))
     panel = cell(nb, "panel")
     # Run All leaves the panel live (the text asks the reader to click it): one widget output
     live = [o for o in panel.outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]

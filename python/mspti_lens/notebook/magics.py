@@ -390,7 +390,11 @@ class MsptiMagics(Magics):
             if len(args.paths) != sub.paths:
                 need = {0: "no arguments", 1: "one PATH", 2: "two snapshots A B"}[sub.paths]
                 raise UsageError(f"%mspti {args.command} takes {need}, got {args.paths or 'none'}")
-            return getattr(self, f"_cmd_{args.command}")(args)
+            out = getattr(self, f"_cmd_{args.command}")(args)
+            if args.command in ("start", "stop"):  # shown even when more code follows in the cell
+                display(out)
+                return None
+            return out
         except (ValueError, TypeError, FileNotFoundError, MsptiError) as e:
             raise UsageError(str(e)) from None
 
