@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -154,11 +153,19 @@ def test_kernel_started_from_the_spec_is_preloaded(tmp_path):
     assert out.stdout.split() == ["mapped", "True", "True"], out.stdout + out.stderr
 
 
-def test_install_kernel_without_a_library_explains():
-    r = cli("install-kernel", "--prefix", "/tmp/unused-prefix-mspti-lens")
-    assert r.returncode == 2
-    assert "no libmspti.so found" in r.stderr and "--library" in r.stderr
-    assert not Path("/tmp/unused-prefix-mspti-lens").exists()
+def test_install_kernel_without_a_library_installs_the_simulators_kernel_and_says_so(tmp_path):
+    r = cli("install-kernel", "--prefix", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    first, *_, last = r.stdout.strip().splitlines()
+    assert first.startswith("SIMULATED: no libmspti.so found (tried ") and "set_env.sh" in first
+    assert "--library /path/to/libmspti.so" in first
+    assert last.startswith("SIMULATED: ") and "preloads the simulator" in last
+    spec = json.loads((tmp_path / "share/jupyter/kernels/mspti-lens/kernel.json").read_text())
+    assert spec["metadata"]["mspti_lens"]["simulated"] is True and "SIMULATOR" in spec["display_name"]
+    assert os.path.samefile(spec["env"]["LD_PRELOAD"], SIM)
+    # a library that was named and is not there is still an error, not a simulator
+    r = cli("install-kernel", "--library", "/no/such/libmspti.so", "--prefix", str(tmp_path / "p"))
+    assert r.returncode == 2 and "no such file" in r.stderr and not (tmp_path / "p").exists()
 
 
 def test_install_kernel_rejects_a_bad_name(tmp_path):

@@ -4,7 +4,9 @@ MSPTI intercepts ``aclrt*`` / ``Hccl*`` by symbol interposition, so the kernel p
 with ``LD_PRELOAD`` naming ``libmspti.so``; a running kernel cannot be fixed after the fact. The
 kernelspec written here runs this Python's ipykernel with that ``LD_PRELOAD``, ``MSPTI_LIBRARY``
 pointing at the same file, and the CANN environment of the installing shell (``ASCEND_*``,
-``LD_LIBRARY_PATH``, ``PYTHONPATH``, ... as ``set_env.sh`` left them).
+``LD_LIBRARY_PATH``, ``PYTHONPATH``, ... as ``set_env.sh`` left them). Where no libmspti.so is
+found it installs the simulator's kernel instead (named and announced as SIMULATED), so that
+mspti-lens can be tried without an NPU.
 """
 
 from __future__ import annotations
@@ -169,11 +171,16 @@ def install(
 def main(args) -> int:
     library = getattr(args, "library", None)
     path, how, tried = find_library(library)
-    if path is None:
-        raise ValueError(
-            "no libmspti.so found (tried " + ", ".join(tried) + "). Run `source <CANN>/set_env.sh` first or "
-            "pass --library /path/to/libmspti.so (--library sim preloads the bundled simulator, for testing)"
+    fallback = None
+    if path is None:  # no CANN here: the simulator's kernel, said so, rather than no kernel at all
+        path, how, _ = find_library("sim")
+        fallback = (
+            "SIMULATED: no libmspti.so found (tried " + ", ".join(tried) + "), so this kernel preloads "
+            "the mspti-lens simulator: every call it shows is simulated, not an NPU's. For the real "
+            "library, `source <CANN>/set_env.sh` and run install-kernel again, or pass --library "
+            "/path/to/libmspti.so"
         )
+        print(fallback)
     dest = install(
         path,
         args.name,
@@ -191,4 +198,6 @@ def main(args) -> int:
         f"Pick '{spec['display_name']}' as the kernel in Jupyter; `%load_ext mspti_lens` then reports it "
         "preloaded."
     )
+    if fallback:  # the last word too: the line above it reads like a real install
+        print(f"SIMULATED: '{spec['display_name']}' preloads the simulator, not CANN's libmspti.so")
     return 0
