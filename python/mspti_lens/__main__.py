@@ -76,8 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     doc = sub.add_parser("doctor", help="check library, LD_PRELOAD, CANN's mspti package, subscriber slot")
     doc.add_argument("--library", default=None, help="path to libmspti.so (default: discovery order)")
     doc.set_defaults(func=_doctor)
-    k = sub.add_parser("install-kernel", help="install a Jupyter kernel that preloads libmspti.so")
-    k.add_argument("--library", default=None, help="path to libmspti.so (default: discovery order)")
+    k = sub.add_parser(
+        "install-kernel",
+        help="install a Jupyter kernel that preloads libmspti.so (the simulator where none is found)",
+    )
+    k.add_argument(
+        "--library",
+        default=None,
+        help="path to libmspti.so, or 'sim' (default: discovery order; the simulator if it finds none)",
+    )
     k.add_argument("--name", default="mspti-lens")
     k.add_argument("--display-name", default=None)
     k.add_argument(
