@@ -173,7 +173,8 @@ def main(args) -> int:
     path, how, tried = find_library(library)
     fallback = None
     if path is None:  # no CANN here: the simulator's kernel, said so, rather than no kernel at all
-        path, how, _ = find_library("sim")
+        sim, how, _ = find_library("sim")
+        path = sim or str(simulator_path())
         fallback = (
             "SIMULATED: no libmspti.so found (tried " + ", ".join(tried) + "), so this kernel preloads "
             "the mspti-lens simulator: every call it shows is simulated, not an NPU's. For the real "
