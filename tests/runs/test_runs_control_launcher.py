@@ -59,3 +59,9 @@ def test_the_launcher_is_listed_apart_and_counted_nowhere(tmp_path, capsys):
     assert [p["pid"] for p in ctl.processes(launchers=True) if p["launcher"]] == [LAUNCHER_PID]
     assert ctl.status()["rank"].to_list() == [0, 1, 2, 3]
     assert not ctl.pending()
+    # the run's own views hold it by the same rule
+    from mspti_lens.runs.run import open_run
+
+    r = open_run(run)
+    assert r.ranks()["rank"].to_list() == [0, 1, 2, 3]
+    assert r.processes().filter("launcher")["pid"].to_list() == [LAUNCHER_PID]

@@ -476,10 +476,10 @@ class Run:
         per_pid = f.group_by("host", "rank", "pid").agg(pl.col("final").any(), pl.col("written").max())
         procs = self.processes()
         if procs.height:
-            # A process without a rank variable and without windows is a launcher or a helper.
+            # A launcher or a helper (control.is_launcher) is no rank, unless windows say otherwise.
             with_windows = per_pid.select("host", "rank", "pid").with_columns(pl.lit(True).alias("_w"))
             procs = procs.join(with_windows, on=["host", "rank", "pid"], how="left").filter(
-                (pl.col("rank_source") != "pid") | pl.col("_w").fill_null(False)
+                ~pl.col("launcher").fill_null(False) | pl.col("_w").fill_null(False)
             )
             per_pid = per_pid.join(
                 procs.select("host", "rank", "pid", "state", "heartbeat"),
@@ -551,7 +551,8 @@ class Run:
 
     def processes(self) -> pl.DataFrame:
         """The run's processes as their control files say (host, rank, pid, state, heartbeat,
-        rank_source); empty for a run without control (or at a URL)."""
+        rank_source, launcher: no rank, see control.is_launcher); empty for a run without control
+        (or at a URL)."""
         schema = {
             "host": pl.String,
             "rank": pl.Int64,
@@ -559,6 +560,7 @@ class Run:
             "state": pl.String,
             "heartbeat": pl.Float64,
             "rank_source": pl.String,
+            "launcher": pl.Boolean,
         }
         if _is_url(self.root):
             return pl.DataFrame(schema=schema)

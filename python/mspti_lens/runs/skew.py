@@ -69,7 +69,7 @@ def no_collectives(run: Any) -> str:
     every rank (a paused run), or what was on left HCCL out; else :data:`NO_COLLECTIVES`."""
     try:
         periods = run.periods()
-        on = bool(run.processes().filter(pl.col("state") == "on").height)
+        on = bool(run.processes().filter((pl.col("state") == "on") & ~pl.col("launcher")).height)
     except Exception:  # noqa: BLE001 - a run without periods (a stand-in, a URL): the general sentence
         return NO_COLLECTIVES
     root = str(getattr(run, "root", "DIR")).removeprefix("file://")
