@@ -608,7 +608,9 @@ class MsptiMagics(Magics):
             names = (os.path.basename(refs[0]) or refs[0], os.path.basename(refs[1]) or refs[1])
             data, metadata = figure_bundle(before_after(a, b, labels=names))
             display(data, raw=True, metadata=metadata)
-        return DiffTable(a.diff(b), labels=refs) if show in ("both", "summary") else None
+        if show not in ("both", "summary"):
+            return None
+        return DiffTable(a.diff(b), labels=refs, simulated=a.simulated or b.simulated)
 
     def _cmd_close(self, args):
         n = self.close()

@@ -15,10 +15,11 @@ from ..snapshot import Rendering, register_rendering
 from ..units import check_unit
 from .tables import Table, count_of
 
+#: What every rendering of simulated data says first (its plain-text line).
+SIMULATED_TEXT = "SIMULATED DATA: produced by the mspti-lens simulator, not measured on an NPU"
 #: The banner above every rendering of simulated data (tables, panel views).
 SIMULATED_BANNER_HTML = (
-    '<div style="background:#fff3cd;color:#664d03;padding:2px 6px;font-weight:bold">'
-    "SIMULATED DATA: produced by the mspti-lens simulator, not measured on an NPU</div>"
+    f'<div style="background:#fff3cd;color:#664d03;padding:2px 6px;font-weight:bold">{SIMULATED_TEXT}</div>'
 )
 #: The summary columns :meth:`Snapshot.table` shows, in this order.
 TABLE_COLUMNS = ("domain", "name", "num_calls", "time_pct", "total_ns", "avg_ns", "min_ns", "med_ns",

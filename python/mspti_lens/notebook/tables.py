@@ -95,6 +95,13 @@ def format_change(v: float) -> str:
     return f"{r:+,.1f} %".replace("-", "−")
 
 
+def format_time_change(v: float, unit: str | None = None) -> str:
+    """A change of time with its sign and unit: +1.11 ms, −4.00 µs, 0 ns."""
+    if v == 0:
+        return format_ns(0, unit)
+    return ("+" if v > 0 else "−") + format_ns(abs(v), unit)
+
+
 def format_clock(v: float, per_second: float) -> str:
     """A wall-clock instant (Unix time, ``per_second`` units a second) as local time of day,
     to the microsecond for ns clocks."""
@@ -130,6 +137,8 @@ def format_cell(v: Any, kind: str, unit: str | None = None) -> str:
         return format_pct(float(v))
     if kind == "change":
         return format_change(float(v))
+    if kind == "time_change":
+        return format_time_change(float(v), unit)
     if kind == "id":
         return str(v)
     if kind == "count":
@@ -259,4 +268,5 @@ __all__ = [
     "format_bytes",
     "format_cell",
     "format_change",
+    "format_time_change",
 ]
