@@ -98,6 +98,7 @@ _COLLECTIVE_COLUMNS = (
     "p99_ns",
     "bytes",
     "bw_med_gbps",
+    "busbw_gbps",
 )
 _RANGE_COLUMNS = (
     "domain",
