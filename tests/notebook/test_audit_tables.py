@@ -141,6 +141,11 @@ def test_wall_times_read_as_local_times_and_durations_with_units(shell):
     page = _html(shell, snap.summary())
     assert "mspti-lens-table" in page and not EXPONENT.search(page)
     assert any(re.fullmatch(r"[\d.]+ µs", c) for c in _cells(page)), page
+    import datetime as dt
+
+    when = dt.datetime.fromtimestamp(now, dt.timezone.utc)  # a timeline's or slowest()'s start
+    zoned = pl.DataFrame({"start": [when]}, schema={"start": pl.Datetime("ns", "UTC")})
+    assert _cells(_html(shell, zoned)) == ["start", f"{local}.250000"]
     raw = pl.DataFrame({"a": [1.5e9]})  # a user's own frame, no unit by name: polars' own form
     assert _html(shell, raw) == raw._repr_html_()
     # unloading the extension gives polars frames their own form back

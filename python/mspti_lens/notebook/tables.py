@@ -118,8 +118,8 @@ def format_cell(v: Any, kind: str, unit: str | None = None) -> str:
         return format_clock(v, 1e9)
     if kind == "clock_s":
         return format_clock(v, 1)
-    if kind == "datetime":  # a polars Datetime (UTC or naive) as local time of day
-        return format_clock(v.timestamp() * 1e9 if hasattr(v, "timestamp") else v, 1e9)
+    if kind == "datetime":  # a zoned instant in local time; a naive one as it is
+        return (v if v.tzinfo is None else v.astimezone()).strftime("%H:%M:%S.%f")
     if kind == "bytes":
         return format_bytes(v)
     if kind == "gbps":
