@@ -146,6 +146,8 @@ def test_wall_times_read_as_local_times_and_durations_with_units(shell):
     when = dt.datetime.fromtimestamp(now, dt.timezone.utc)  # a timeline's or slowest()'s start
     zoned = pl.DataFrame({"start": [when]}, schema={"start": pl.Datetime("ns", "UTC")})
     assert _cells(_html(shell, zoned)) == ["start", f"{local}.250000"]
+    long = pl.concat([snap.summary()] * 60)  # a long frame says how to see every row
+    assert "50 of 60 rows; Table(frame, top=0)" in _html(shell, long)
     raw = pl.DataFrame({"a": [1.5e9]})  # a user's own frame, no unit by name: polars' own form
     assert _html(shell, raw) == raw._repr_html_()
     # unloading the extension gives polars frames their own form back

@@ -272,7 +272,11 @@ def notebook_frame_html(df: pl.DataFrame) -> str:
     """A polars frame in a notebook once the extension is loaded: as a :class:`Table` when it has
     columns with units (mspti-lens' frames: summaries, device, run and collectives frames),
     else polars' own HTML."""
-    return Table(df).html() if has_units(df) else df._repr_html_()
+    if not has_units(df):
+        return df._repr_html_()
+    n = len(df)
+    cut = f"{MAX_ROWS} of {n:,} rows; Table(frame, top=0) (mspti_lens.notebook.tables) for all"
+    return Table(df).html(cut if n > MAX_ROWS else "")
 
 
 def show_frames_as_tables(shell: Any, on: bool = True) -> None:
