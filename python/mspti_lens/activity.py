@@ -360,7 +360,9 @@ def frame(snap: Any, name: str, **kw: Any) -> pl.DataFrame:
 
 def collectives(snap: Any, by: str | None = None, ranks: Any = None) -> pl.DataFrame:
     """Snapshot.collectives(): per (communicator, op, source), or with ``by="size"`` nccl-tests'
-    table per message-size bucket."""
+    table per message-size bucket. The rank counts the snapshot knows besides its records (the
+    launcher's world size) complete ``ranks``."""
+    ranks = collectives_model.snapshot_ranks(snap, ranks)
     if by is None:
         return frame(snap, "collectives", ranks=ranks)
     if by != "size":

@@ -12,8 +12,12 @@ found: the caller's (``ranks=``); HCCL's rankSize where both kinds of record des
 all-gather, reduce-scatter, scatter or all-to-all (HCCL's bytes over COMMUNICATION's, the k-th
 record of each: :func:`ranks_from_records`); the job's world size for HCCL's world group
 (:func:`ranks_of`, for a snapshot: its window's ``world_size`` or the launcher's variables); a
-Run counts the ranks seen in each communicator. Unknown, ``ranks`` is null and an op whose bytes
-or bus factor need it gets no busbw. A collective without known bytes, ranks or a positive
+Run counts the ranks seen in each communicator. Nothing else the library gives carries it: an
+all-reduce's HCCL bandWidth has no rankSize factor, COMMUNICATION's algType names an algorithm,
+torch_npu's MSTX message names the group and a peer rank, and a callback's parameters (those of
+HcclGetRankSize too) are not filled in (docs/reference.md, the ABI notes). Unknown, ``ranks`` is
+null and an op whose bytes or bus factor need it gets no busbw, and :func:`missing_ranks_note`
+says in one line how to give it. A collective without known bytes, ranks or a positive
 duration gets no bandwidth (null, shown as "—"), never a division error or an infinite value."""
 
 from __future__ import annotations
@@ -168,6 +172,48 @@ def ranks_of(snap: Any) -> dict[str, int]:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         n = world_size()
     return {WORLD_GROUP: n} if n else {}
+
+
+def snapshot_ranks(snap: Any, ranks: Any = None) -> Any:
+    """The ``ranks`` a snapshot's collectives use: an int as given; a dict (or None) completed
+    with what the snapshot knows besides its records (:func:`ranks_of`), the caller's entries
+    winning. None when nothing is known (the records may still say it)."""
+    if ranks is not None and not isinstance(ranks, dict):
+        return ranks
+    known = {**ranks_of(snap), **(ranks or {})}
+    return known or None
+
+
+def needs_ranks(op: str) -> bool:
+    """True when ``op``'s busbw (or, from COMMUNICATION records, its bytes) needs the rank count."""
+    return op == "all_reduce" or op in TIMES_RANKS
+
+
+def missing_ranks_note(frame: pl.DataFrame) -> str | None:
+    """One line naming the communicators and ops of ``frame`` (by_size's, or
+    Snapshot.collectives()' per op) that have no busbw because their rank count is unknown, and
+    how to give it; None when there are none."""
+    op_col = "op" if "op" in frame.columns else "name" if "name" in frame.columns else None
+    if op_col is None or not {"group", "busbw_gbps"} <= set(frame.columns):
+        return None
+    rows = frame.filter(pl.col("busbw_gbps").is_null())
+    if "ranks" in frame.columns:
+        rows = rows.filter(pl.col("ranks").is_null())
+    missing: dict[str, set[str]] = {}
+    for group, name in rows.select("group", op_col).iter_rows():
+        op = op_of(name or "")
+        if needs_ranks(op):
+            missing.setdefault(group or "?", set()).add(op)
+    if not missing:
+        return None
+    what = "; ".join(f"{', '.join(sorted(ops))} [{g}]" for g, ops in sorted(missing.items()))
+    example = next(iter(sorted(missing)))
+    launcher = " (or set WORLD_SIZE / RANK_SIZE, as a launcher does)" if WORLD_GROUP in missing else ""
+    has = "it has" if len(missing) == 1 else "each has"
+    return (
+        f"no busbw for {what}: the records do not say how many ranks {has}; pass ranks=N, "
+        f"e.g. snap.collectives(by='size', ranks=8) or ranks={{'{example}': 8}}{launcher}"
+    )
 
 
 def _known_ranks(events: pl.DataFrame, ranks: Any) -> Any:

@@ -382,11 +382,12 @@ class Snapshot:
         return df.filter(pl.col("name") == name) if name else df
 
     def diff(self, other: Snapshot) -> pl.DataFrame:
-        """Compare ``self`` (before) with ``other`` (after): per function, calls and avg/med/p99 of
-        each side and the change in percent. Functions seen on one side only have nulls."""
+        """Compare ``self`` (before) with ``other`` (after): per function, calls, total and
+        avg/med/p99 of each side, the change in percent, and ``total_change_ns``, the time it
+        gained (a side without the function counts 0). One-sided functions have nulls."""
         if not isinstance(other, Snapshot):
             raise TypeError(f"diff() takes a Snapshot, not {type(other).__name__}")
-        cols = ["num_calls", "avg_ns", "med_ns", "p99_ns", "max_ns"]
+        cols = ["num_calls", "total_ns", "avg_ns", "med_ns", "p99_ns", "max_ns"]
         a = self.summary().select(["domain", "name", *cols])
         b = other.summary().select(["domain", "name", *cols])
         j = a.join(b, on=["domain", "name"], how="full", suffix="_after", coalesce=True)
@@ -399,6 +400,8 @@ class Snapshot:
                     / pl.col(f"{c}_before").cast(pl.Float64)
                 ).alias(f"{c.removesuffix('_ns')}_change_pct")
             )
+        total = [pl.col(f"total_ns_{s}").cast(pl.Int64).fill_null(0) for s in ("after", "before")]
+        j = j.with_columns((total[0] - total[1]).alias("total_change_ns"))
         return j.sort("domain", "name")
 
     def merge(self, other: Snapshot) -> Snapshot:

@@ -16,7 +16,7 @@ from ..catalog import DOMAINS, enableable
 from ..plots.figure import figure_bundle, render_figure
 from ..self_cost import drops_text, summary_text
 from ..snapshot import COUNTERS, Snapshot
-from .snapshot_repr import SIMULATED_BANNER_HTML, device_html, device_text
+from .snapshot_repr import SIMULATED_BANNER_HTML, SIMULATED_TEXT, device_html, device_text
 from .tables import Table, count_of
 
 
@@ -179,37 +179,52 @@ class ConfiguredSnapshot(Snapshot):
 
 class DiffTable(Table):
     """``%mspti diff A B``: the before/after frame of :meth:`Snapshot.diff` (``frame``), shown
-    with units, signed changes ("—" where a side has no calls), numbers right, the largest
-    change of the median first."""
+    with units, signed changes ("—" where a side has no calls), numbers right, the function
+    that gained or lost the most time first, and the SIMULATED banner when either side is
+    simulated."""
 
-    COLUMNS = (("num_calls", "calls"), ("avg_ns", "avg"), ("med_ns", "med"), ("p99_ns", "p99"))
+    COLUMNS = (
+        ("num_calls", "calls"),
+        ("total_ns", "total"),
+        ("avg_ns", "avg"),
+        ("med_ns", "med"),
+        ("p99_ns", "p99"),
+    )
 
-    def __init__(self, frame: pl.DataFrame, labels: tuple[str, str] = ("A", "B")):
+    def __init__(self, frame: pl.DataFrame, labels: tuple[str, str] = ("A", "B"), *, simulated: bool = False):
         super().__init__(frame, top=0)
-        self.labels = labels
+        self.labels, self.simulated = labels, simulated
 
     def shown(self) -> pl.DataFrame:
-        """One column per side and measure, and the changes, sorted by |median change| (APIs
-        on one side only last)."""
+        """One column per side and measure, and the changes, sorted by the time gained or lost
+        (|total Δ|: a function on one side only changed by all of its time)."""
         f = self.frame.sort(
-            pl.col("med_change_pct").abs(), "domain", "name", descending=[True, False, False], nulls_last=True
+            pl.col("total_change_ns").abs(),
+            "domain",
+            "name",
+            descending=[True, False, False],
+            nulls_last=True,
         )
         cols: list[pl.Series] = [f["domain"], f["name"]]
         for c, title in self.COLUMNS:
             for side, label in (("before", "A"), ("after", "B")):  # the caption names them
                 cols.append(f[f"{c}_{side}"].alias(f"{title} {label}"))
-            if c != "num_calls":
+            if c == "total_ns":
+                cols.append(f["total_change_ns"].alias(f"{title} Δ"))
+            elif c != "num_calls":
                 cols.append(f[f"{c.removesuffix('_ns')}_change_pct"].alias(f"{title} Δ"))
         return pl.DataFrame(cols)
 
     def cells(self):
+        times = ("total", "avg", "med", "p99")
         heads, rows, right = Table(
             self.shown(),
             top=0,
             kinds={
-                **{f"{t} {s}": "count" for t in ("calls",) for s in "AB"},
-                **{f"{t} {s}": "time" for t in ("avg", "med", "p99") for s in "AB"},
-                **{f"{t} Δ": "change" for t in ("avg", "med", "p99")},
+                **{f"calls {s}": "count" for s in "AB"},
+                **{f"{t} {s}": "time" for t in times for s in "AB"},
+                "total Δ": "time_change",
+                **{f"{t} Δ": "change" for t in times[1:]},
             },
         ).cells()
         return heads, rows, right
@@ -217,8 +232,16 @@ class DiffTable(Table):
     def _caption(self) -> str:
         return (
             f"A (before): {self.labels[0]} · B (after): {self.labels[1]} · Δ: change from A to B "
-            "(red: slower, green: faster) · by |med Δ|, largest first; APIs on one side only last"
+            "(red: slower, green: faster) · by |total Δ|, the time gained or lost, largest first"
         )
+
+    def text(self, caption: str | None = None) -> str:
+        body = super().text(caption)
+        return f"{SIMULATED_TEXT}\n{body}" if self.simulated else body
+
+    def html(self, caption: str | None = None) -> str:
+        body = super().html(caption)
+        return SIMULATED_BANNER_HTML + body if self.simulated else body
 
     def cell_style(self, head: str, text: str) -> str:
         """A change's colour: slower (a positive time change) red, faster green."""

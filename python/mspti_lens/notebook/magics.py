@@ -30,7 +30,7 @@ from ..session import Session
 from ..snapshot import Snapshot
 from .display import ConfiguredSnapshot, DiffTable, Message, Status
 from .panel import PLOT_KINDS
-from .tables import count_of
+from .tables import count_of, show_frames_as_tables
 
 DISPLAYS = ("both", "summary", "plot", "none")
 UNITS = ("auto", "ns", "us", "ms", "s")
@@ -612,7 +612,9 @@ class MsptiMagics(Magics):
             names = (os.path.basename(refs[0]) or refs[0], os.path.basename(refs[1]) or refs[1])
             data, metadata = figure_bundle(before_after(a, b, labels=names))
             display(data, raw=True, metadata=metadata)
-        return DiffTable(a.diff(b), labels=refs) if show in ("both", "summary") else None
+        if show not in ("both", "summary"):
+            return None
+        return DiffTable(a.diff(b), labels=refs, simulated=a.simulated or b.simulated)
 
     def _cmd_close(self, args):
         n = self.close()
@@ -695,6 +697,7 @@ def load_ipython_extension(ipython) -> None:
         return
     magics = MsptiMagics(shell=ipython)  # Magics adds itself to shell.configurables (%config)
     ipython.register_magics(magics)
+    show_frames_as_tables(ipython)
     display(load_message(magics))
 
 
@@ -704,6 +707,7 @@ def unload_ipython_extension(ipython) -> None:
     for m in [m for m in ipython.configurables if isinstance(m, MsptiMagics)]:
         m.close()
         ipython.configurables.remove(m)
+    show_frames_as_tables(ipython, on=False)
     registry = ipython.magics_manager.magics
     for kind in ("line", "cell"):
         registry[kind].pop("mspti", None)

@@ -15,10 +15,11 @@ from ..snapshot import Rendering, register_rendering
 from ..units import check_unit
 from .tables import Table, count_of
 
+#: What every rendering of simulated data says first (its plain-text line).
+SIMULATED_TEXT = "SIMULATED DATA: produced by the mspti-lens simulator, not measured on an NPU"
 #: The banner above every rendering of simulated data (tables, panel views).
 SIMULATED_BANNER_HTML = (
-    '<div style="background:#fff3cd;color:#664d03;padding:2px 6px;font-weight:bold">'
-    "SIMULATED DATA: produced by the mspti-lens simulator, not measured on an NPU</div>"
+    f'<div style="background:#fff3cd;color:#664d03;padding:2px 6px;font-weight:bold">{SIMULATED_TEXT}</div>'
 )
 #: The summary columns :meth:`Snapshot.table` shows, in this order.
 TABLE_COLUMNS = ("domain", "name", "num_calls", "time_pct", "total_ns", "avg_ns", "min_ns", "med_ns",
@@ -97,6 +98,18 @@ _COLLECTIVE_COLUMNS = (
     "p99_ns",
     "bytes",
     "bw_med_gbps",
+    "busbw_gbps",
+)
+_RANGE_COLUMNS = (
+    "domain",
+    "name",
+    "side",
+    "num_calls",
+    "total_ns",
+    "avg_ns",
+    "med_ns",
+    "p99_ns",
+    "max_ns",
 )
 DEVICE_PLOTS = "`%mspti plot -k launch_split` (or kernels, collectives)"
 
@@ -109,8 +122,9 @@ def _collected(snap: Any) -> bool:
 
 def device_tables(snap: Any, unit: str | None = None, top: int | None = None) -> list[Table]:
     """The device time of a snapshot with activity, as tables for under its host table: the launch
-    split (host enqueue, queue delay, device time per launch function), the kernels and the
-    collectives, each by total device time, the first ``top`` rows. Empty without activity."""
+    split (host enqueue, queue delay, device time per launch function), the kernels, the
+    collectives and the MSTX ranges (marks last: they have no duration), each by total time, the
+    first ``top`` rows. Empty without activity."""
     if getattr(snap, "device", None) is None:
         return []
     out = []
@@ -129,6 +143,11 @@ def device_tables(snap: Any, unit: str | None = None, top: int | None = None) ->
             [c for c in _COLLECTIVE_COLUMNS if c in col.columns]
         )
         out.append(_cut(col, "collectives (device time, bandwidth) · by total time", unit, top))
+    rg = snap.ranges()
+    if len(rg):
+        rg = rg.sort("total_ns", "domain", "name", descending=[True, False, False], nulls_last=True)
+        rg = rg.select([c for c in _RANGE_COLUMNS if c in rg.columns])
+        out.append(_cut(rg, "MSTX ranges (host and device side) and marks · by total time", unit, top))
     return out
 
 
@@ -144,11 +163,14 @@ def device_note(snap: Any) -> str:
     activity was collected."""
     if getattr(snap, "device", None) is None:
         return ""
-    if not (len(snap.launches()) or len(snap.kernels()) or len(snap.collectives())):
+    if not (len(snap.launches()) or len(snap.kernels()) or len(snap.collectives()) or len(snap.ranges())):
         if not _collected(snap):
             return ""
         kinds = ", ".join(snap.activity.info["kinds"])
-        return f"no device records of {kinds} in this window: did it launch kernels or collectives?"
+        return (
+            f"no device records of {kinds} in this window: "
+            "did it launch kernels or collectives, or mark MSTX ranges?"
+        )
     frames = "`_.launches()`, `_.kernels()`, `_.collectives()`, `_.ranges()`"
     return f"device time: {frames} as frames; {DEVICE_PLOTS}"
 

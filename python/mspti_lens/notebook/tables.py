@@ -17,30 +17,16 @@ from typing import Any
 
 import polars as pl
 
+from ..columns import COLUMN_UNITS, UNIT_KINDS
 from ..units import check_unit, format_ns
 
-# How a column is shown, by its name: the first pattern that matches the whole name wins.
-# Kinds: time (ns durations), seconds (durations in s), age (seconds ago), clock_ns / clock_s
-# (wall-clock instants as Unix time), bytes, gbps (GB/s), pct (percent), id (integers that name something: no
-# thousands separators), count (integers) and number (other floats); text otherwise.
-COLUMN_UNITS: tuple[tuple[str, str], ...] = (
-    (r"(thread_id|device_id|stream_id|correlation_id|context_id|pid|tid|rank|slow_rank|late_rank"
-     r"|window|instance|sequence|cbid|index|seed|step|port)", "id"),
-    (r"(start|end)_ns|\w*_unix_ns", "clock_ns"),
-    (r"last_update|first_update|window_start|window_end|written|\w*_unix", "clock_s"),
-    (r"\w*_ns", "time"),
-    (r"age_s", "age"),
-    (r"\w*_s", "seconds"),
-    (r"bytes|bytes_\w+|\w+_bytes", "bytes"),
-    (r"\w*_gbps", "gbps"),
-    (r"\w*_pct|\w*_%|\w* Δ", "pct"),
-)  # fmt: skip
 # The suffix a column's header loses because every cell carries its unit.
 _HEADER_SUFFIX = {"time": "_ns", "clock_ns": "_ns", "gbps": "_gbps"}
 MAX_ROWS = 50  # rows a Table shows unless told (``top=0``: every row)
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 MISSING = "—"
 SCROLL_BOX_STYLE = "overflow-x:auto;max-width:100%"
+NOTE_STYLE = "font-size:12px;color:#664d03"  # a line under a table saying what it lacks
 
 
 def count_of(n: int, word: str, plural: str | None = None) -> str:
@@ -49,11 +35,14 @@ def count_of(n: int, word: str, plural: str | None = None) -> str:
 
 
 def column_kind(name: str, dtype: Any) -> str:
-    """The kind of a column (see :data:`COLUMN_UNITS`) from its name and dtype."""
+    """The kind of a column (see :data:`~mspti_lens.columns.COLUMN_UNITS`) from its name and
+    dtype; a datetime column is a wall-clock instant whatever its name."""
     if dtype == pl.String or dtype == pl.Categorical:
         return "text"
     if dtype == pl.Boolean:
         return "bool"
+    if isinstance(dtype, pl.Datetime) or dtype == pl.Datetime:
+        return "datetime"
     numeric = dtype.is_numeric()
     if numeric:
         for pattern, kind in COLUMN_UNITS:
@@ -95,6 +84,13 @@ def format_change(v: float) -> str:
     return f"{r:+,.1f} %".replace("-", "−")
 
 
+def format_time_change(v: float, unit: str | None = None) -> str:
+    """A change of time with its sign and unit: +1.11 ms, −4.00 µs, 0 ns."""
+    if v == 0:
+        return format_ns(0, unit)
+    return ("+" if v > 0 else "−") + format_ns(abs(v), unit)
+
+
 def format_clock(v: float, per_second: float) -> str:
     """A wall-clock instant (Unix time, ``per_second`` units a second) as local time of day,
     to the microsecond for ns clocks."""
@@ -122,6 +118,8 @@ def format_cell(v: Any, kind: str, unit: str | None = None) -> str:
         return format_clock(v, 1e9)
     if kind == "clock_s":
         return format_clock(v, 1)
+    if kind == "datetime":  # a zoned instant in local time; a naive one as it is
+        return (v if v.tzinfo is None else v.astimezone()).strftime("%H:%M:%S.%f")
     if kind == "bytes":
         return format_bytes(v)
     if kind == "gbps":
@@ -130,6 +128,8 @@ def format_cell(v: Any, kind: str, unit: str | None = None) -> str:
         return format_pct(float(v))
     if kind == "change":
         return format_change(float(v))
+    if kind == "time_change":
+        return format_time_change(float(v), unit)
     if kind == "id":
         return str(v)
     if kind == "count":
@@ -181,6 +181,14 @@ class Table:
         """The rows shown (the first ``top``)."""
         return self.frame.head(self.top) if self.top else self.frame
 
+    def notes(self) -> list[str]:
+        """Lines under the table saying what its values lack and how to get it (a collectives
+        frame's unknown rank count: collectives.missing_ranks_note)."""
+        from ..collectives import missing_ranks_note
+
+        note = missing_ranks_note(self.frame)
+        return [note] if note else []
+
     def _caption(self) -> str:
         n, shown = len(self.frame), len(self.shown())
         cut = f"{shown:,} of {n:,} rows (top=0 for all)" if shown < n else ""
@@ -211,7 +219,7 @@ class Table:
         cap = self._caption() if caption is None else caption
         out = [cap] if cap else []
         out += [line(heads), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-        return "\n".join(out)
+        return "\n".join([*out, *self.notes()])
 
     def html(self, caption: str | None = None) -> str:
         heads, rows, right = self.cells()
@@ -237,6 +245,10 @@ class Table:
             # inline height (28 px), twice a static table's
             "<table class='mspti-lens-table' style='border-collapse:collapse;font-size:12px;line-height:1.4'>"
             f"{cap_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+            + "".join(
+                f"<div class='mspti-lens-table-note' style='{NOTE_STYLE}'>{html.escape(n)}</div>"
+                for n in self.notes()
+            )
         )
 
     def cell_style(self, head: str, text: str) -> str:
@@ -250,6 +262,34 @@ class Table:
         return self.html()
 
 
+def has_units(df: pl.DataFrame) -> bool:
+    """True when a column of ``df`` is shown with a unit by its name or dtype (a duration, an
+    instant, bytes, a bandwidth, a share): raw, it would read as bare integers or exponents."""
+    return any(column_kind(c, t) in (*UNIT_KINDS, "datetime") for c, t in df.schema.items())
+
+
+def notebook_frame_html(df: pl.DataFrame) -> str:
+    """A polars frame in a notebook once the extension is loaded: as a :class:`Table` when it has
+    columns with units (mspti-lens' frames: summaries, device, run and collectives frames),
+    else polars' own HTML."""
+    if not has_units(df):
+        return df._repr_html_()
+    n = len(df)
+    cut = f"{MAX_ROWS} of {n:,} rows; Table(frame, top=0) (mspti_lens.notebook.tables) for all"
+    return Table(df).html(cut if n > MAX_ROWS else "")
+
+
+def show_frames_as_tables(shell: Any, on: bool = True) -> None:
+    """Register (``on``) or remove :func:`notebook_frame_html` as the notebook's HTML form of polars
+    frames (``%load_ext mspti_lens`` / ``%unload_ext``), so ``snap.summary()`` or ``run.skew()``
+    typed in a cell reads like the magic's tables."""
+    formatter = shell.display_formatter.formatters["text/html"]
+    if on:
+        formatter.for_type(pl.DataFrame, notebook_frame_html)
+    elif formatter.type_printers.get(pl.DataFrame) is notebook_frame_html:
+        formatter.pop(pl.DataFrame)
+
+
 __all__ = [
     "COLUMN_UNITS",
     "MAX_ROWS",
@@ -259,4 +299,8 @@ __all__ = [
     "format_bytes",
     "format_cell",
     "format_change",
+    "format_time_change",
+    "has_units",
+    "notebook_frame_html",
+    "show_frames_as_tables",
 ]
