@@ -116,22 +116,53 @@ def _tick(x: float) -> str:
 
 
 def _ns_axis(ax, label: str = "time per call") -> None:
-    """A log time axis in one unit (chosen from its limits) with the unit in the axis label.
-    Call it after the data is drawn: the unit depends on the limits."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    """A log time axis in one unit (chosen from its limits) with the unit in the axis label and at
+    least three labelled values. Call it after the data is drawn: the unit depends on the limits."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
     ax.set_xscale("log")
     lo, hi = ax.get_xlim()
     unit, scale = _axis_unit(lo, hi)
     decades = math.log10(max(hi, 1.0) / max(lo, 1.0))
-    # Short ranges get 1-2-5 ticks, so an axis always carries at least two labelled values.
-    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0) if decades > 0.7 else tuple(range(1, 10))
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v / scale) if v > 0 else ""))
-    ax.xaxis.set_minor_locator(LogLocator(base=10, subs="auto"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    # Long ranges get ticks at powers of ten, shorter ones at 1-2-5 times them, and ranges shorter
+    # than that (or with fewer than three such values in them) evenly spaced round values.
+    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0)
+    k0, k1 = math.floor(math.log10(max(lo, 1.0))), math.ceil(math.log10(max(hi, 1.0)))
+    on_decades = [m * 10.0**k for k in range(k0, k1 + 1) for m in subs]
+    if decades < 0.7 or sum(lo <= t <= hi for t in on_decades) < 3:
+        # as many digits as their step needs (7.960, 7.962, ...: a few calls of nearly one duration)
+        values = _linear_ticks(lo / scale, hi / scale)
+        digits = _digits(values[1] - values[0])
+        ax.xaxis.set_major_locator(FixedLocator([v * scale for v in values]))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / scale:,.{digits}f}"))
+        ax.xaxis.set_minor_locator(NullLocator())
+    else:
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v / scale) if v > 0 else ""))
+        ax.xaxis.set_minor_locator(LogLocator(base=10, subs="auto"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlim(lo, hi)
     ax.set_xlabel(f"{label} ({unit})", fontsize=9)
+
+
+def _linear_ticks(lo: float, hi: float) -> list[float]:
+    """Three to six round values (steps of 1, 2, 2.5 or 5 times a power of ten) within [lo, hi]."""
+    from matplotlib.ticker import MaxNLocator
+
+    for n in (5, 8, 12):
+        values = [float(v) for v in MaxNLocator(nbins=n, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)]
+        inside = [v for v in values if lo <= v <= hi]
+        if len(inside) >= 3:
+            return inside
+    return [lo, (lo + hi) / 2, hi]
+
+
+def _digits(step: float) -> int:
+    """The decimals that show a tick step exactly: 2 for 0.25, 0 for 5."""
+    for d in range(10):
+        if abs(round(step, d) - step) <= abs(step) * 1e-6:
+            return d
+    return 9
 
 
 def _count_axis(ax, density: bool) -> None:
