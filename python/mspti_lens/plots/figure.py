@@ -181,3 +181,66 @@ def _legend_outside(ax, **kw) -> None:
 
 def _title(base: str, simulated: bool) -> str:
     return f"{base} [SIMULATED]" if simulated else base
+
+
+def _renderer(fig):
+    canvas = fig.canvas
+    return canvas.get_renderer() if hasattr(canvas, "get_renderer") else fig._get_renderer()
+
+
+# Text is wrapped to this share of the width it may take, a margin for the pixel a glyph run may
+# gain at one resolution over another.
+_WRAP_SHARE = 0.97
+
+
+def _fill(text: str, fontsize: float, width_in: float) -> str:
+    """``text`` broken at spaces into lines no wider than ``width_in`` inches, measured as Agg
+    draws them at 1x and at PIXEL_RATIO (hinted glyphs are wider at 2x than at 1x scaled: a
+    caption measured only at 1x was cut at the right of the notebook's PNG)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    prop = FontProperties(size=fontsize)
+    renderers = [RendererAgg(1, 1, CSS_DPI * r) for r in sorted({1, PIXEL_RATIO})]
+
+    def fits(line: str) -> bool:
+        return all(
+            r.get_text_width_height_descent(line, prop, ismath=False)[0] <= _WRAP_SHARE * width_in * r.dpi
+            for r in renderers
+        )
+
+    lines: list[str] = []
+    for para in text.split("\n"):
+        line = ""
+        for word in para.split(" "):
+            longer = f"{line} {word}" if line else word
+            if line and not fits(longer):
+                lines.append(line)
+                line = word
+            else:
+                line = longer
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _message_figure(text: str, width: float = 9.0, fontsize: float = 9.0):
+    """A figure holding only ``text`` (why a plot has nothing to draw and how to get it), wrapped
+    to the figure's width and as tall as its lines: no large empty frame around one sentence."""
+    fig, axes = _new_figure((width, 1.0))
+    ax = axes[0][0]
+    ax.set_axis_off()
+    ax.set_position((0, 0, 1, 1))
+    body = _fill(text, fontsize, width - 0.2)
+    fig.set_size_inches(width, 0.3 + (body.count("\n") + 1) * fontsize * 1.4 / 72)
+    ax.text(0.5, 0.5, body, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize)
+    return fig
+
+
+def _note_below(fig, note: str, fontsize: float = 7.5, **style) -> None:
+    """``note`` under the axes, left-aligned and wrapped to the figure's width, with the axes laid
+    out above it (``tight_layout``)."""
+    w, h = fig.get_size_inches()
+    body = _fill(note, fontsize, w - 0.2)
+    text = fig.text(0.1 / w, 0.06 / h, body, fontsize=fontsize, ha="left", va="bottom", **style)
+    box = text.get_window_extent(_renderer(fig))
+    fig.tight_layout(rect=(0, (box.height + 0.12 * fig.dpi) / (h * fig.dpi), 1, 1))
