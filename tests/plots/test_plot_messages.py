@@ -132,3 +132,19 @@ def test_collectives_of_a_window_without_them_say_what_is_missing_in_one_short_f
     # without any activity, that is what it says
     bare = plots.collectives(plots_without_activity(marked_snap))
     assert any("no device activity" in t.get_text() for ax in bare.axes for t in ax.texts)
+
+
+def test_the_bandwidth_plot_names_the_ops_it_leaves_out_and_draws_them_given_the_rank_count(device_snap):
+    table = device_snap.collectives(by="size")
+    assert table.filter(pl.col("op") == "all_reduce")["busbw_gbps"].is_null().all()  # no rank count
+    fig = plots.bandwidth(device_snap)
+    drawn = {line.get_label().split()[0] for line in fig.axes[0].get_lines()}
+    assert drawn == {"broadcast"}
+    notes = [t.get_text() for t in fig.texts if t.get_text().startswith("Not drawn")]
+    assert len(notes) == 1 and "\n" not in notes[0], notes  # one visible line
+    assert "all_reduce (rank count unknown" in notes[0] and "ranks=8" in notes[0], notes
+    assert "barrier (moves no data)" in notes[0]
+    assert "size buckets" not in fig.get_suptitle()
+    given = plots.bandwidth(device_snap, ranks=2)
+    assert {line.get_label().split()[0] for line in given.axes[0].get_lines()} == {"all_reduce", "broadcast"}
+    assert not any("all_reduce" in t.get_text() for t in given.texts)
