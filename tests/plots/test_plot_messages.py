@@ -94,21 +94,44 @@ def plots_without_activity(snap):
 
 def overhang_px(fig) -> float:
     """How far, in pixels of the notebook's PNG (PIXEL_RATIO x the CSS size), anything drawn
-    reaches past the figure's edges (0: nothing cut)."""
+    reaches past the figure's edges, or a value label past its axes (0: nothing cut)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     fig.set_dpi(CSS_DPI * PIXEL_RATIO)
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
-    box = fig.get_tightbbox(canvas.get_renderer())  # inches
+    renderer = canvas.get_renderer()
+    box = fig.get_tightbbox(renderer)  # inches
     w, h = fig.get_size_inches()
-    return max(0.0, -box.x0, -box.y0, box.x1 - w, box.y1 - h) * fig.dpi
+    over = [0.0, -box.x0, -box.y0, box.x1 - w, box.y1 - h]
+    for ax in fig.axes:  # value labels clipped to their axes: cut at its edge if they reach past it
+        area = ax.get_window_extent(renderer)
+        for t in ax.texts:
+            if ax.axison and t.get_clip_on():
+                b = t.get_window_extent(renderer)
+                over += [(area.x0 - b.x0) / fig.dpi, (b.x1 - area.x1) / fig.dpi]
+    return max(over) * fig.dpi
+
+
+def overlapping_ticks(fig) -> list[tuple[str, str]]:
+    """Neighbouring x tick labels of an axes that overlap (as last drawn)."""
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for ax in fig.axes:
+        if not (ax.get_visible() and ax.axison):
+            continue
+        lo, hi = sorted(ax.get_xlim())
+        labels = [t for x, t in zip(ax.get_xticks(), ax.get_xticklabels()) if lo <= x <= hi and t.get_text()]
+        spans = sorted((b.x0, b.x1, t.get_text()) for t in labels for b in [t.get_window_extent(renderer)])
+        out += [(a[2], b[2]) for a, b in zip(spans, spans[1:]) if a[1] > b[0]]
+    return out
 
 
 @pytest.mark.parametrize("kind", list(FIGURES))
 def test_nothing_is_cut_at_the_figures_edges_at_twice_the_css_size(device_snap, marked_snap, kind):
     fig = FIGURES[kind](device_snap, marked_snap)
     assert overhang_px(fig) <= 1.0, kind
+    assert not overlapping_ticks(fig), kind
 
 
 def test_a_timeline_without_intervals_says_all_of_how_to_get_them_in_one_short_figure(marked_snap):

@@ -170,9 +170,10 @@ def collectives(snap: Snapshot, title: str | None = None):
     ax.barh(y + 0.2, hst, height=0.4, label="host API (callback)", color="#4C72B0")
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_ylim(len(col) - 0.5, -0.5)  # first row on top, on both panels (the y-axis is shared)
-    _ns_axis(ax, "median time per call")
+    ax.set_xscale("log")
     lo, hi = ax.get_xlim()
     ax.set_xlim(lo, hi * 4)  # room for the value labels inside the axes
+    _ns_axis(ax, "median time per call")  # ticks for the whole range
     for yi, v in [(yi - 0.2, v) for yi, v in zip(y, dev)] + [(yi + 0.2, v) for yi, v in zip(y, hst)]:
         text = " " + format_ns(v) if np.isfinite(v) and v > 0 else " —"
         ax.text(v if np.isfinite(v) and v > 0 else lo, yi, text, va="center", fontsize=7, clip_on=True)

@@ -115,6 +115,11 @@ def _tick(x: float) -> str:
     return f"{x:.{min(9, 2 - math.floor(math.log10(x)))}f}".rstrip("0").rstrip(".")
 
 
+# Ticks at 1, 2 and 5 times powers of ten on at most this many decades per inch of axes: the
+# closest two (1 and 2, 0.3 decades apart) then leave room for a label such as "20,000".
+DECADES_PER_INCH_1_2_5 = 0.5
+
+
 def _ns_axis(ax, label: str = "time per call") -> None:
     """A log time axis in one unit (chosen from its limits) with the unit in the axis label and at
     least three labelled values. Call it after the data is drawn: the unit depends on the limits."""
@@ -124,9 +129,11 @@ def _ns_axis(ax, label: str = "time per call") -> None:
     lo, hi = ax.get_xlim()
     unit, scale = _axis_unit(lo, hi)
     decades = math.log10(max(hi, 1.0) / max(lo, 1.0))
-    # Long ranges get ticks at powers of ten, shorter ones at 1-2-5 times them, and ranges shorter
-    # than that (or with fewer than three such values in them) evenly spaced round values.
-    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0)
+    # Long ranges get ticks at powers of ten, shorter ones at 1-2-5 times them (when the axes is
+    # wide enough for labels 0.3 decades apart), and ranges shorter than that (or with fewer than
+    # three such values in them) evenly spaced round values.
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    subs = (1.0,) if decades > 3 or decades > DECADES_PER_INCH_1_2_5 * width_in else (1.0, 2.0, 5.0)
     k0, k1 = math.floor(math.log10(max(lo, 1.0))), math.ceil(math.log10(max(hi, 1.0)))
     on_decades = [m * 10.0**k for k in range(k0, k1 + 1) for m in subs]
     if decades < 0.7 or sum(lo <= t <= hi for t in on_decades) < 3:
