@@ -83,3 +83,13 @@ def test_overlaid_curves_each_stay_within_their_own_calls(snap):
         assert edges[full[0]] == row["min_ns"] and edges[full[-1] + 1] == row["max_ns"], name
     for panel in fig.axes:
         assert len(readable_ticks(panel)) >= 3, readable_ticks(panel)
+
+
+def test_exact_calls_a_stem_width_apart_are_one_stem_as_high_as_their_count(virtual):
+    with Session(library="sim", clock="mspti") as s:
+        for ns in (7_000_000, 7_001_000, 7_002_000, 9_000_000, 9_000_500, 9_001_000):
+            virtual.call("aclrtMemset", ns)
+        snap = s.snapshot()
+    ax = plots.distribution(snap, ["aclrtMemset"]).axes[0]
+    stems = sorted((seg[0][0], seg[1][1]) for c in ax.collections for seg in c.get_segments())
+    assert stems == [(7_000_000, 3), (9_000_000, 3)]  # not six lines of height 1 drawn on each other

@@ -118,6 +118,24 @@ def _quantiles(snap: Snapshot, name: str, qs: Sequence[float]) -> dict[float, fl
     return out
 
 
+# Exact durations closer than this share of the time axis' span (about a stem's width) are one
+# stem as high as their count: calls of one duration give one stem of their count, not several
+# lines of height 1 drawn over each other.
+STEM_SHARE = 1 / 150
+
+
+def _stems(exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where to draw the stems of exact durations (each group's shortest) and how many calls each
+    stands for: sorted durations less than STEM_SHARE of their log span apart are one stem."""
+    v = np.sort(exact)
+    near = max(math.log10(v[-1] / v[0]), 0.01) * STEM_SHARE  # decades
+    starts = [0]
+    for i in range(1, len(v)):
+        if math.log10(v[i] / v[starts[-1]]) > near:
+            starts.append(i)
+    return v[starts], np.diff([*starts, len(v)])
+
+
 def distribution(
     data: Snapshot | pl.DataFrame,
     names: Sequence[str] | None = None,
@@ -148,8 +166,8 @@ def distribution(
         vals, edges = _rebin(sub, extremes=_extremes(snap, [name]))
         total = vals.sum()
         exact = _exact_calls(snap, name, int(total))
-        if exact is not None:  # every call known exactly: one stem per duration, no bins at all
-            at, n_at = np.unique(exact, return_counts=True)
+        if exact is not None:  # every call known exactly: stems at their durations, no bins at all
+            at, n_at = _stems(exact)
             y = n_at / total if density else n_at
             ax.vlines(at, 0, y, color="C0", linewidth=2)
             ax.plot(at, y, "o", color="C0", markersize=4, label="each call's duration (exact)")
