@@ -10,7 +10,7 @@ import polars as pl
 from .. import activity
 from ..snapshot import Snapshot
 from ..units import format_ns
-from .figure import _legend_outside, _new_figure, _ns_axis, _title
+from .figure import _legend_outside, _message_figure, _new_figure, _note_below, _ns_axis, _title
 
 _SPLIT = (("api", "API (host)", "#4C72B0"), ("queue", "queue (ENTER to kernel start)", "#DD8452"),
           ("kernel", "kernel (device)", "#55A868"))  # fmt: skip
@@ -21,9 +21,24 @@ def _check(snap: Snapshot) -> None:
         raise TypeError(f"device plots take a Snapshot, not {type(snap).__name__}")
 
 
-def _empty(ax, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, wrap=True)
-    ax.set_axis_off()
+def missing_note(snap: Snapshot, what: str, kinds: tuple[str, ...]) -> str:
+    """Why ``what`` (recorded by the activity ``kinds``, the first the one to ask for) is not in
+    ``snap``, in one sentence: what the snapshot has instead, and how to record it."""
+    info = snap.activity.info if snap.activity is not None else {}
+    on = [str(k) for k in info.get("kinds", [])]
+    k = kinds[0]
+    how = (
+        f"record them with %%mspti -a {k} in a notebook, Session(activity=['{k}']) in code, "
+        f"or record --activity {k}"
+    )
+    if not on:
+        return f"no {what}: this snapshot has no device activity; {how}"
+    if not set(kinds) & set(on):
+        has = " and ".join(on)
+        return f"no {what}: this snapshot has {has} activity, not {' or '.join(kinds)}; {how}"
+    return (
+        f"no {what} in this snapshot: {' / '.join(kinds)} activity was on, but recorded none in this window"
+    )
 
 
 def queue_note(snap: Snapshot) -> str | None:
@@ -56,11 +71,13 @@ def launch_split(snap: Snapshot, stat: str = "med", title: str | None = None):
     if stat not in ("med", "avg", "p99"):
         raise ValueError(f"unknown stat {stat!r}; valid stats are med, avg, p99")
     la = snap.launches()
-    fig, axes = _new_figure((9, 1.6 + 0.6 * max(len(la), 1)))
-    ax = axes[0][0]
     if not len(la):
-        _empty(ax, activity.EMPTY_NOTE + '\n(launches need "kernel" and the LAUNCH callback)')
-        return fig
+        why = missing_note(
+            snap, "kernel launches (they need kernel activity and the LAUNCH callback)", ("kernel",)
+        )
+        return _message_figure(why)
+    fig, axes = _new_figure((9, 1.6 + 0.6 * len(la)))
+    ax = axes[0][0]
     labels = [f"{n}\n[{j}]" for n, j in zip(la["name"], la["join"])]
     y = np.arange(len(la))
     h = 0.26
@@ -81,10 +98,7 @@ def launch_split(snap: Snapshot, stat: str = "med", title: str | None = None):
     ax.set_title(_title(title or "Where a launch's time goes: API, queue, kernel", snap.simulated))
     note = queue_note(snap)
     if note:
-        fig.text(
-            0.01, 0.005, "Note: " + note, fontsize=7.5, color="#842029", ha="left", va="bottom", wrap=True
-        )
-        fig.tight_layout(rect=(0, 0.09, 1, 1))
+        _note_below(fig, "Note: " + note, color="#842029")
     else:
         fig.tight_layout()
     return fig
@@ -97,11 +111,10 @@ def kernel_distributions(snap: Snapshot, top: int = 8, title: str | None = None)
     if not isinstance(top, int) or isinstance(top, bool) or top < 1:
         raise ValueError(f"top must be a positive int, not {top!r}")
     k = snap.kernels().head(top)
+    if not len(k):
+        return _message_figure(missing_note(snap, "kernels", ("kernel",)))
     fig, axes = _new_figure((9, 4.5))
     ax = axes[0][0]
-    if not len(k):
-        _empty(ax, activity.EMPTY_NOTE)
-        return fig
     hist = activity.histogram(snap).filter((pl.col("table") == "kernels") & (pl.col("metric") == "duration"))
     for name in k["name"]:
         sub = hist.filter(pl.col("key0") == name).sort("lower_ns")
@@ -122,6 +135,11 @@ def kernel_distributions(snap: Snapshot, top: int = 8, title: str | None = None)
     return fig
 
 
+# The activity kinds that record collectives: COMMUNICATION records and HCCL's own (torch_npu's
+# markers name them too, but only under torch_npu: not a kind to ask for).
+COLLECTIVE_KINDS = ("communication", "hccl")
+
+
 def collective_key(name: str) -> str:
     """One key for a collective's two spellings: HCCL's function (``HcclAllReduce``, what the
     callbacks and the summary carry), its op name in COMMUNICATION records (``hcom_allReduce_``,
@@ -138,12 +156,10 @@ def collectives(snap: Snapshot, title: str | None = None):
     for an op that moves no data, such as a barrier). Both panels show the same rows."""
     _check(snap)
     col = snap.collectives()
-    fig, axes = _new_figure((11, 1.5 + 0.6 * max(len(col), 1)), 1, 2, sharey=True)
-    ax, bx = axes[0]
     if not len(col):
-        _empty(ax, activity.EMPTY_NOTE + ' ("communication", "hccl" or "marker" with torch_npu)')
-        bx.set_axis_off()
-        return fig
+        return _message_figure(missing_note(snap, "collectives", COLLECTIVE_KINDS))
+    fig, axes = _new_figure((11, 1.5 + 0.6 * len(col)), 1, 2, sharey=True)
+    ax, bx = axes[0]
     host = snap.summary().filter(pl.col("domain") == "hccl").select("name", "med_ns")
     host_of = {collective_key(n): v for n, v in zip(host["name"], host["med_ns"])}
     labels = [f"{op} [{g}]\n{src}" for g, op, src in zip(col["group"], col["op"], col["from"])]
@@ -154,9 +170,10 @@ def collectives(snap: Snapshot, title: str | None = None):
     ax.barh(y + 0.2, hst, height=0.4, label="host API (callback)", color="#4C72B0")
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_ylim(len(col) - 0.5, -0.5)  # first row on top, on both panels (the y-axis is shared)
-    _ns_axis(ax, "median time per call")
+    ax.set_xscale("log")
     lo, hi = ax.get_xlim()
     ax.set_xlim(lo, hi * 4)  # room for the value labels inside the axes
+    _ns_axis(ax, "median time per call")  # ticks for the whole range
     for yi, v in [(yi - 0.2, v) for yi, v in zip(y, dev)] + [(yi + 0.2, v) for yi, v in zip(y, hst)]:
         text = " " + format_ns(v) if np.isfinite(v) and v > 0 else " —"
         ax.text(v if np.isfinite(v) and v > 0 else lo, yi, text, va="center", fontsize=7, clip_on=True)

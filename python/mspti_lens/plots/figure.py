@@ -115,23 +115,61 @@ def _tick(x: float) -> str:
     return f"{x:.{min(9, 2 - math.floor(math.log10(x)))}f}".rstrip("0").rstrip(".")
 
 
+# Ticks at 1, 2 and 5 times powers of ten on at most this many decades per inch of axes: the
+# closest two (1 and 2, 0.3 decades apart) then leave room for a label such as "20,000".
+DECADES_PER_INCH_1_2_5 = 0.5
+
+
 def _ns_axis(ax, label: str = "time per call") -> None:
-    """A log time axis in one unit (chosen from its limits) with the unit in the axis label.
-    Call it after the data is drawn: the unit depends on the limits."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    """A log time axis in one unit (chosen from its limits) with the unit in the axis label and at
+    least three labelled values. Call it after the data is drawn: the unit depends on the limits."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
     ax.set_xscale("log")
     lo, hi = ax.get_xlim()
     unit, scale = _axis_unit(lo, hi)
     decades = math.log10(max(hi, 1.0) / max(lo, 1.0))
-    # Short ranges get 1-2-5 ticks, so an axis always carries at least two labelled values.
-    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0) if decades > 0.7 else tuple(range(1, 10))
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v / scale) if v > 0 else ""))
-    ax.xaxis.set_minor_locator(LogLocator(base=10, subs="auto"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    # Long ranges get ticks at powers of ten, shorter ones at 1-2-5 times them (when the axes is
+    # wide enough for labels 0.3 decades apart), and ranges shorter than that (or with fewer than
+    # three such values in them) evenly spaced round values.
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    subs = (1.0,) if decades > 3 or decades > DECADES_PER_INCH_1_2_5 * width_in else (1.0, 2.0, 5.0)
+    k0, k1 = math.floor(math.log10(max(lo, 1.0))), math.ceil(math.log10(max(hi, 1.0)))
+    on_decades = [m * 10.0**k for k in range(k0, k1 + 1) for m in subs]
+    if decades < 0.7 or sum(lo <= t <= hi for t in on_decades) < 3:
+        # as many digits as their step needs (7.960, 7.962, ...: a few calls of nearly one duration)
+        values = _linear_ticks(lo / scale, hi / scale)
+        digits = _digits(values[1] - values[0])
+        ax.xaxis.set_major_locator(FixedLocator([v * scale for v in values]))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / scale:,.{digits}f}"))
+        ax.xaxis.set_minor_locator(NullLocator())
+    else:
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v / scale) if v > 0 else ""))
+        ax.xaxis.set_minor_locator(LogLocator(base=10, subs="auto"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlim(lo, hi)
     ax.set_xlabel(f"{label} ({unit})", fontsize=9)
+
+
+def _linear_ticks(lo: float, hi: float) -> list[float]:
+    """Three to six round values (steps of 1, 2, 2.5 or 5 times a power of ten) within [lo, hi]."""
+    from matplotlib.ticker import MaxNLocator
+
+    for n in (5, 8, 12):
+        values = [float(v) for v in MaxNLocator(nbins=n, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)]
+        inside = [v for v in values if lo <= v <= hi]
+        if len(inside) >= 3:
+            return inside
+    return [lo, (lo + hi) / 2, hi]
+
+
+def _digits(step: float) -> int:
+    """The decimals that show a tick step exactly: 2 for 0.25, 0 for 5."""
+    for d in range(10):
+        if abs(round(step, d) - step) <= abs(step) * 1e-6:
+            return d
+    return 9
 
 
 def _count_axis(ax, density: bool) -> None:
@@ -150,3 +188,66 @@ def _legend_outside(ax, **kw) -> None:
 
 def _title(base: str, simulated: bool) -> str:
     return f"{base} [SIMULATED]" if simulated else base
+
+
+def _renderer(fig):
+    canvas = fig.canvas
+    return canvas.get_renderer() if hasattr(canvas, "get_renderer") else fig._get_renderer()
+
+
+# Text is wrapped to this share of the width it may take, a margin for the pixel a glyph run may
+# gain at one resolution over another.
+_WRAP_SHARE = 0.97
+
+
+def _fill(text: str, fontsize: float, width_in: float) -> str:
+    """``text`` broken at spaces into lines no wider than ``width_in`` inches, measured as Agg
+    draws them at 1x and at PIXEL_RATIO (hinted glyphs are wider at 2x than at 1x scaled: a
+    caption measured only at 1x was cut at the right of the notebook's PNG)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    prop = FontProperties(size=fontsize)
+    renderers = [RendererAgg(1, 1, CSS_DPI * r) for r in sorted({1, PIXEL_RATIO})]
+
+    def fits(line: str) -> bool:
+        return all(
+            r.get_text_width_height_descent(line, prop, ismath=False)[0] <= _WRAP_SHARE * width_in * r.dpi
+            for r in renderers
+        )
+
+    lines: list[str] = []
+    for para in text.split("\n"):
+        line = ""
+        for word in para.split(" "):
+            longer = f"{line} {word}" if line else word
+            if line and not fits(longer):
+                lines.append(line)
+                line = word
+            else:
+                line = longer
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _message_figure(text: str, width: float = 9.0, fontsize: float = 9.0):
+    """A figure holding only ``text`` (why a plot has nothing to draw and how to get it), wrapped
+    to the figure's width and as tall as its lines: no large empty frame around one sentence."""
+    fig, axes = _new_figure((width, 1.0))
+    ax = axes[0][0]
+    ax.set_axis_off()
+    ax.set_position((0, 0, 1, 1))
+    body = _fill(text, fontsize, width - 0.2)
+    fig.set_size_inches(width, 0.3 + (body.count("\n") + 1) * fontsize * 1.4 / 72)
+    ax.text(0.5, 0.5, body, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize)
+    return fig
+
+
+def _note_below(fig, note: str, fontsize: float = 7.5, **style) -> None:
+    """``note`` under the axes, left-aligned and wrapped to the figure's width, with the axes laid
+    out above it (``tight_layout``)."""
+    w, h = fig.get_size_inches()
+    body = _fill(note, fontsize, w - 0.2)
+    text = fig.text(0.1 / w, 0.06 / h, body, fontsize=fontsize, ha="left", va="bottom", **style)
+    box = text.get_window_extent(_renderer(fig))
+    fig.tight_layout(rect=(0, (box.height + 0.12 * fig.dpi) / (h * fig.dpi), 1, 1))

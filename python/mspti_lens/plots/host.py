@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..snapshot import Snapshot
+from ..snapshot import SCALE, Snapshot
 from ..timeline import empty_timeline
 from ..units import format_ns
 from .device import collectives, kernel_distributions, launch_split
@@ -20,7 +20,11 @@ from .timeline import TIMELINE_COLUMNS, timeline
 
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
 _PCT_STYLE = {0.5: ("p50", "-"), 0.9: ("p90", "--"), 0.99: ("p99", "-."), 0.999: ("p99.9", ":")}
+# Display bins of a distribution: at most about BINS_PER_DECADE per decade (groups of _COARSEST
+# native buckets), finer when a function's calls spread over fewer than MIN_BINS of them.
 BINS_PER_DECADE = 24
+MIN_BINS = 10
+_COARSEST = 2 ** math.floor(math.log2(2**SCALE / (BINS_PER_DECADE * math.log10(2))))
 
 
 def _frame(data: Snapshot | pl.DataFrame) -> tuple[pl.DataFrame, bool, Snapshot]:
@@ -54,21 +58,54 @@ def _pick(frame: pl.DataFrame, names: Iterable[str] | None, top: int) -> list[st
     return names
 
 
-def _rebin(sub: pl.DataFrame, span: pl.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Sum the fine buckets into log-spaced display bins (BINS_PER_DECADE per decade), on edges
-    covering ``span`` (default ``sub``): curves drawn together share their bins exactly."""
+def _rebin(
+    sub: pl.DataFrame, span: pl.DataFrame | None = None, extremes: tuple[float, float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the native buckets into display bins: groups of :data:`_COARSEST` buckets (about
+    BINS_PER_DECADE per decade), halved until ``span`` (default ``sub``) covers MIN_BINS of them,
+    down to the buckets themselves, so calls close together are never drawn as one wide bar. The
+    bins holding ``extremes`` (the exact shortest and longest call, when known) are cut at them: no
+    bar reaches past the data. Curves drawn together (one ``span``) share their inner bin edges."""
     sub = sub.filter(pl.col("upper_ns").is_finite())  # the overflow row has no finite bin
     rng = sub if span is None else span.filter(pl.col("upper_ns").is_finite())
-    lo = np.maximum(sub["lower_ns"].to_numpy().astype(float), 1.0)
-    cnt = sub["count"].to_numpy().astype(float)
-    first = max(float(rng["lower_ns"].cast(pl.Float64).min() or 1.0), 1.0)  # type: ignore[arg-type]
-    last = max(float(rng["upper_ns"].cast(pl.Float64).max() or 2.0), 2.0)  # type: ignore[arg-type]
-    k0 = math.floor(round(math.log10(first) * BINS_PER_DECADE, 9))
-    k1 = math.ceil(round(math.log10(last) * BINS_PER_DECADE, 9))
-    edges = 10 ** (np.arange(k0, k1 + 1) / BINS_PER_DECADE)  # integer steps: the same grid for all
-    idx = np.clip(np.searchsorted(edges, lo, side="right") - 1, 0, len(edges) - 2)
-    vals = np.bincount(idx, weights=cnt, minlength=len(edges) - 1)
+    have = rng["index"].drop_nulls()
+    i_lo = int(have.min()) if len(have) else 0  # type: ignore[arg-type]
+    i_hi = int(have.max()) if len(have) else 0  # type: ignore[arg-type]
+    m = _COARSEST
+    while m > 1 and i_hi // m - i_lo // m + 1 < MIN_BINS:
+        m //= 2
+    g0, g1 = i_lo // m, i_hi // m
+    edges = 2.0 ** (np.arange(g0, g1 + 2) * m / 2**SCALE)
+    # the zero bucket (0 ns, no index) goes in the first bin: a log axis has no 0
+    idx = sub["index"].fill_null(i_lo).to_numpy().astype(np.int64) // m - g0
+    vals = np.bincount(idx, weights=sub["count"].to_numpy().astype(float), minlength=g1 - g0 + 1)
+    if extremes is not None:  # the bins holding the shortest and the longest call end at them
+        for side, x in enumerate(extremes):  # side 0: a lower edge moves up; 1: an upper one down
+            j = int(np.searchsorted(edges, x)) - 1
+            if 0 <= j < len(vals) and edges[j] < x < edges[j + 1]:
+                edges[j + side] = x
     return vals, edges
+
+
+def _extremes(snap: Snapshot, names: Iterable[str]) -> tuple[float, float] | None:
+    """The exact shortest and longest call of ``names`` (the summary's min and max; None for a
+    snapshot made of a histogram frame, which has no extremes)."""
+    s = snap.summary().filter(pl.col("name").is_in(list(names)))
+    lo, hi = s["min_ns"].min(), s["max_ns"].max()
+    return None if lo is None or hi is None else (float(lo), float(hi))  # type: ignore[arg-type]
+
+
+def _exact_calls(snap: Snapshot, name: str, calls: int) -> np.ndarray | None:
+    """Every call's exact duration, when the snapshot has them all: its slowest calls kept are all
+    its calls, or the shortest and the longest call are equal. None otherwise, and when a call
+    took 0 ns (a log axis has no place for it)."""
+    ext = _extremes(snap, [name])
+    if not calls or ext is None or ext[0] < 1:
+        return None
+    if ext[0] == ext[1]:
+        return np.full(calls, ext[0])
+    kept = snap.slowest().filter(pl.col("name") == name)["duration_ns"]
+    return kept.to_numpy().astype(float) if len(kept) == calls else None
 
 
 def _quantiles(snap: Snapshot, name: str, qs: Sequence[float]) -> dict[float, float]:
@@ -79,6 +116,24 @@ def _quantiles(snap: Snapshot, name: str, qs: Sequence[float]) -> dict[float, fl
         v = snap.quantile(q, name)["value"]
         out[q] = float(v[0]) if len(v) and v[0] is not None else math.nan
     return out
+
+
+# Exact durations closer than this share of the time axis' span (about a stem's width) are one
+# stem as high as their count: calls of one duration give one stem of their count, not several
+# lines of height 1 drawn over each other.
+STEM_SHARE = 1 / 150
+
+
+def _stems(exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where to draw the stems of exact durations (each group's shortest) and how many calls each
+    stands for: sorted durations less than STEM_SHARE of their log span apart are one stem."""
+    v = np.sort(exact)
+    near = max(math.log10(v[-1] / v[0]), 0.01) * STEM_SHARE  # decades
+    starts = [0]
+    for i in range(1, len(v)):
+        if math.log10(v[i] / v[starts[-1]]) > near:
+            starts.append(i)
+    return v[starts], np.diff([*starts, len(v)])
 
 
 def distribution(
@@ -108,19 +163,29 @@ def distribution(
         )
     for ax, name in zip(axes.flat, picked):
         sub = frame.filter(pl.col("name") == name).sort("lower_ns")
-        vals, edges = _rebin(sub)
+        vals, edges = _rebin(sub, extremes=_extremes(snap, [name]))
         total = vals.sum()
-        y = vals / total if density else vals
-        ax.stairs(y, edges, fill=True, alpha=0.55, color="C0")
-        ax.stairs(y, edges, color="C0")
+        exact = _exact_calls(snap, name, int(total))
+        if exact is not None:  # every call known exactly: stems at their durations, no bins at all
+            at, n_at = _stems(exact)
+            y = n_at / total if density else n_at
+            ax.vlines(at, 0, y, color="C0", linewidth=2)
+            ax.plot(at, y, "o", color="C0", markersize=4, label="each call's duration (exact)")
+            pad = (at[-1] / at[0]) ** 0.08 if at[-1] > at[0] else 1.01  # room beside the outer stems
+            ax.set_xlim(at[0] / pad, at[-1] * pad)
+            ax.set_ylim(0, float(y.max()) * 1.1)
+        else:
+            y = vals / total if density else vals
+            ax.stairs(y, edges, fill=True, alpha=0.55, color="C0")
+            ax.stairs(y, edges, color="C0")
         _count_axis(ax, density)
         marks = _quantiles(snap, name, percentiles)
         for q in percentiles:
             v = marks[q]
             label, style = _PCT_STYLE.get(q, (f"p{q * 100:g}", ":"))
             ax.axvline(v, color="C3", linestyle=style, linewidth=1.1, label=f"{label} {format_ns(v)}")
-        slow = snap.slowest().filter(pl.col("name") == name)["duration_ns"] if snap is not None else []
-        if len(slow):  # the slowest calls kept, as ticks on the duration axis
+        slow = snap.slowest().filter(pl.col("name") == name)["duration_ns"]
+        if exact is None and len(slow):  # the slowest calls kept, as ticks on the duration axis
             ax.plot(slow, [0] * len(slow), "|", color="C1", markersize=14, label=f"slowest {len(slow)}")
         ax.set_title(f"{name} · {int(total):,} call{'' if total == 1 else 's'}", fontsize=10)
         _ns_axis(ax)
@@ -177,7 +242,7 @@ def _compare(
     span = frame.filter(pl.col("name").is_in(names))
     for i, name in enumerate(names):
         sub = frame.filter(pl.col("name") == name).sort("lower_ns")
-        vals, edges = _rebin(sub, span)
+        vals, edges = _rebin(sub, span, _extremes(snap, [name]))
         y = vals / vals.sum() if density else vals
         colour = f"C{i % 10}"
         q = _quantiles(snap, name, (0.5, 0.9, 0.99, 0.999))
@@ -192,7 +257,7 @@ def _compare(
             label=f"{name} ({int(vals.sum()):,}; p50 {format_ns(q[0.5])}, p99 {format_ns(q[0.99])})",
         )
         row = len(names) - 1 - i
-        lo, hi = float(sub["lower_ns"].to_numpy().min()), float(sub["upper_ns"].to_numpy().max())
+        lo, hi = _extremes(snap, [name]) or (float(sub["lower_ns"].min()), float(sub["upper_ns"].max()))  # type: ignore[arg-type]
         strip.hlines(row, max(lo, 1.0), hi, color=colour, linewidth=1)
         strip.hlines(row, q[0.5], q[0.99], color=colour, linewidth=7, alpha=0.55)
         strip.plot([q[0.5]], [row], marker="|", markersize=14, color="black")
@@ -275,7 +340,7 @@ def before_after(
             sub = frame.filter(pl.col("name") == name).sort("lower_ns")
             if not len(sub):
                 continue
-            vals, edges = _rebin(sub)
+            vals, edges = _rebin(sub, extremes=_extremes(snap, [name]))
             med = _quantiles(snap, name, (0.5,))[0.5]
             ax.stairs(
                 vals / vals.sum(),

@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 
 from ..units import format_ns
-from .figure import _new_figure, _title
+from .figure import _message_figure, _new_figure, _title
 
 TIMELINE_COLUMNS = ("start", "end", "name", "num_calls", "p50_ns", "p99_ns")
 
@@ -57,13 +57,10 @@ def timeline(
             .sort(["num_calls", "name"], descending=[True, False])
         )
         picked = busiest["name"].head(top).to_list()
-    # Without intervals there is nothing to draw: a short figure that says how to get them.
-    fig, axes = _new_figure(figsize if len(frame) else (figsize[0], 0.9))
+    if not len(frame):  # nothing to draw: a short figure that says how to get intervals
+        return _message_figure(NO_INTERVALS, figsize[0])
+    fig, axes = _new_figure(figsize)
     ax = axes[0][0]
-    if not len(frame):
-        ax.text(0.5, 0.5, NO_INTERVALS, ha="center", va="center", transform=ax.transAxes, fontsize=9)
-        ax.set_axis_off()
-        return fig
     from matplotlib.ticker import FuncFormatter
 
     t0: Any = frame["start"].min()
