@@ -77,9 +77,14 @@ def test_the_run_panel_shows_a_running_job_and_settles_when_it_ends(tmp_path, si
         assert magics.session is None and not sim.subscribed
         first = panel.last
         assert first is not None and first.running
-        assert "running" in panel.status.value or "waiting for the run's first windows" in panel.status.value
+        assert (
+            "profiling on" in panel.status.value
+            or "waiting for the run's first windows" in panel.status.value
+        )
         wait_for("the run's first windows", lambda: first_windows(out))
-        wait_for("the panel to show them", lambda: "● running" in panel.status.value)
+        wait_for(
+            "the panel to show them", lambda: "● profiling on in 4 of 4 live ranks" in panel.status.value
+        )
         hold.touch()
         job.wait(timeout=BOUND_S)
         assert job.returncode == 0, log.read_text()

@@ -93,6 +93,24 @@ class RunView:
     control: str = ""  # the job's profiling state and its cost (a run recorded with control)
     waiting: bool = False  # no window yet: the job has started, its ranks have not written
     captures_html: str = ""  # what the run's watchers caught (watch/), newest first
+    profiling_on: int = 0  # ranks with profiling on (a run recorded with control)
+    paused: int = 0  # ranks alive with profiling off
+
+    def state(self) -> str:
+        """The panel's one state line: whether profiling is on, and where; never "running"
+        while every live rank is paused."""
+        live = self.profiling_on + self.paused
+        if self.running and self.profiling_on:
+            return f"● profiling on in {self.profiling_on} of {count_of(live, 'live rank')}"
+        if self.running and self.paused:
+            return f"❚❚ paused: profiling is off in every live rank ({self.paused}); the job runs on" + (
+                "" if self.waiting else ", its windows so far below"
+            )
+        if self.running:
+            return "● waiting for the run's first windows" if self.waiting else "● running"
+        if self.finished:
+            return "■ every rank has finished"
+        return "■ no rank is running (some did not finish: see their status)"
 
     def html(self, png: bytes | None = None, width: int = 0) -> str:
         from .display import png_html
@@ -117,7 +135,7 @@ def run_view(run: Any) -> RunView:
     files = run.files()
     cols = [c for c in SUMMARY_COLUMNS if c in summary.columns]
     procs = [] if "://" in run.root else read_processes(run.root.removeprefix("file://"))
-    ranked = [p for p in procs if p.get("rank_source") != "pid" or p.get("windows")]
+    ranked = ranked_processes(procs)
     return RunView(
         headline=headline(run),
         # The arrival skew's live verdict follows the stragglers' (runs.skew.lagging).
@@ -143,7 +161,13 @@ def run_view(run: Any) -> RunView:
         control=cost_sentence(ranked) if ranked else "",
         waiting=not len(files),
         captures_html=captures_html(run),
+        profiling_on=_count(ranks, (pl.col("state") == "on") & (pl.col("status") != "complete")),
+        paused=_count(ranks, pl.col("status") == "paused"),
     )
+
+
+def _count(ranks: pl.DataFrame, where: pl.Expr) -> int:
+    return int(ranks.select(where.fill_null(False).sum()).item()) if "state" in ranks.columns else 0
 
 
 def captures_html(run: Any) -> str:
@@ -217,15 +241,7 @@ class RunPanel:
                     raise
                 return self.last
             self.last = view
-            state = (
-                "● waiting for the run's first windows"
-                if view.waiting and view.running
-                else "● running"
-                if view.running
-                else "■ every rank has finished"
-                if view.finished
-                else "■ no rank is running (some did not finish: see their status)"
-            )
+            state = view.state()
             skipped = len(self.run.skipped)
             self.status.value = (
                 f"<span class='mspti-lens-run-state'>{state} · refreshed "
@@ -312,8 +328,15 @@ def _controllable(run: Any) -> bool:
 class RunControls:
     """The run panel's steering: start (or retarget) and stop buttons, the enable picker
     (domain toggles and the session panel's callback list with its search), a duration in
-    seconds (0: until stopped), a rank selection (``0-3,7``, ``host=NAME``, empty: all), and a
-    line saying what was issued or why not. Each button issues one command to the run."""
+    seconds (empty: until stopped), a rank selection (``0-3,7``, ``host=NAME``, empty: all), and a
+    line saying what was issued or why not. Each button issues one command to the run, checked
+    by the command line's own checks (``RunControl.start``/``stop``): the panel refuses what
+    ``control`` refuses, and its refusal stays until the next button press, as on a terminal.
+
+    The picker mirrors what the live ranks applied, whoever issued it (this panel, ``control``,
+    another notebook): when their applied set changes, the toggles and boxes are set to it (a
+    domain toggle is on when every callback of its domain is); between changes they are the
+    user's, for the next start."""
 
     def __init__(self, run: Any, panel: RunPanel):
         import ipywidgets as w
@@ -323,6 +346,10 @@ class RunControls:
         from .panel import options
 
         self.run, self.panel = run, panel
+        self._lock = threading.RLock()
+        self._mirroring = False  # set while the picker is set from the ranks (no observer acts)
+        self._applied: tuple[Any, ...] | None = None  # the ranks' applied state last mirrored
+        self.error: str | None = None  # the last refusal, shown until the next button press
         default = set(DEFAULT_ENABLE.split(","))
         self.domains = {
             d: w.ToggleButton(
@@ -336,7 +363,11 @@ class RunControls:
         self.options = options()
         self.checkboxes = {
             o.key: w.Checkbox(
-                description=o.label, indent=False, tooltip=o.key, layout=w.Layout(width="max-content")
+                value=o.callback.domain_name in default,
+                description=o.label,
+                indent=False,
+                tooltip=o.key,
+                layout=w.Layout(width="max-content"),
             )
             for o in self.options
         }
@@ -346,8 +377,14 @@ class RunControls:
         )
         self.callbacks.add_class("mspti-lens-picker")
         self.search.observe(lambda ch: self._filter(), names="value")
-        self.duration = w.BoundedFloatText(
-            value=0, min=0, max=7 * 86400, step=10, description="for (s)", layout=w.Layout(width="170px")
+        for d, t in self.domains.items():
+            t.observe(lambda ch, d=d: self._domain_toggled(d, ch["new"]), names="value")
+        for cb in self.checkboxes.values():
+            cb.observe(lambda ch: self._box_toggled(), names="value")
+        # Text, not a bounded number box: a bound would turn -5 into 0 silently; the command
+        # line's check says why it refuses it.
+        self.duration = w.Text(
+            placeholder="until stopped", description="for (s)", layout=w.Layout(width="190px")
         )
         self.ranks = w.Text(placeholder="ranks: all, 0-3,7, host=NAME", layout=w.Layout(width="220px"))
         self.start = w.Button(description="start", icon="play", tooltip="turn profiling on (or retarget it)")
@@ -356,10 +393,12 @@ class RunControls:
         self.stop.add_class("mspti-lens-run-stop")
         self.start.on_click(lambda _: self._issue("start"))
         self.stop.on_click(lambda _: self._issue("stop"))
+        self.applied = w.HTML()  # what the picker shows: the ranks' applied set, or the next start's
+        self.applied.add_class("mspti-lens-run-applied")
         self.message = w.HTML()
         self.message.add_class("mspti-lens-run-message")
         row = w.HBox([*self.domains.values(), self.duration, self.ranks, self.start, self.stop])
-        self.widget = w.VBox([row, self.search, self.callbacks, self.message])
+        self.widget = w.VBox([self.applied, row, self.search, self.callbacks, self.message])
         self.widget.add_class("mspti-lens-run-controls")
         self.generation = 0
 
@@ -368,51 +407,131 @@ class RunControls:
         for o in self.options:
             self.checkboxes[o.key].layout.display = "" if o.matches(q) else "none"
 
+    def _domain_toggled(self, domain: str, on: bool) -> None:
+        """A domain toggle is all its callbacks: it ticks or unticks every box of its domain."""
+        if self._mirroring:
+            return
+        self._mirroring = True
+        try:
+            for o in self.options:
+                if o.callback.domain_name == domain:
+                    self.checkboxes[o.key].value = on
+        finally:
+            self._mirroring = False
+
+    def _box_toggled(self) -> None:
+        """A box changed: a domain toggle is on exactly when every box of its domain is ticked."""
+        if self._mirroring:
+            return
+        self._mirroring = True
+        try:
+            self._set_domains()
+        finally:
+            self._mirroring = False
+
+    def _set_domains(self) -> None:
+        for d, t in self.domains.items():
+            mine = [self.checkboxes[o.key].value for o in self.options if o.callback.domain_name == d]
+            t.value = bool(mine) and all(mine)
+
     def enable(self) -> list[str]:
-        """The enable set the picker says: the toggled domains, then the checked callbacks."""
+        """The enable set the picker says: each domain whose callbacks are all ticked, then the
+        ticked callbacks of the other domains."""
         on = [d for d, t in self.domains.items() if t.value]
-        return on + [k for k, cb in self.checkboxes.items() if cb.value]
+        return on + [
+            o.key for o in self.options if self.checkboxes[o.key].value and o.callback.domain_name not in on
+        ]
 
     def _issue(self, what: str) -> None:
         ctl = self.run.control
         ranks = self.ranks.value.strip() or None
-        try:
-            if what == "start":
-                enable = self.enable()
-                if not enable:
-                    raise ValueError("nothing to trace: toggle a domain or check a callback")
-                gen = ctl.start(enable, for_s=self.duration.value or None, ranks=ranks)
-                what = f"start ({', '.join(enable)}" + (
-                    f", for {self.duration.value:g} s)" if self.duration.value else ")"
-                )
-            else:
-                gen = ctl.stop(ranks=ranks)
-        except Exception as e:  # noqa: BLE001 - said in the panel, the job and its data untouched
-            self.message.value = f'<span style="color:#b02a37">{html.escape(str(e).splitlines()[0])}</span>'
-            return
-        self.generation = gen
-        self.message.value = f"issued {html.escape(what)} as generation {gen}; waiting for the ranks"
+        with self._lock:
+            self.error = None  # a new action: the last refusal is answered
+            try:
+                if what == "start":
+                    enable = self.enable()
+                    text = self.duration.value.strip()
+                    for_s: Any = None
+                    if text:
+                        try:
+                            for_s = float(text)  # as the command line's --for reads it
+                        except ValueError:
+                            for_s = text  # not a number: refused by the command line's check
+                    gen = ctl.start(enable, for_s=for_s, ranks=ranks)
+                    what = f"start ({', '.join(enable)}" + (f", for {for_s:g} s)" if for_s else ")")
+                else:
+                    gen = ctl.stop(ranks=ranks)
+            except Exception as e:  # noqa: BLE001 - said in the panel, the job and its data untouched
+                self.error = str(e).splitlines()[0] if str(e) else type(e).__name__
+                self.message.value = f'<span style="color:#b02a37">{html.escape(self.error)}</span>'
+                return
+            self.generation = gen
+            self.message.value = f"issued {html.escape(what)} as generation {gen}; waiting for the ranks"
         self.sync()
 
     def sync(self) -> None:
-        """Say how many ranks applied the latest command (called after each refresh)."""
-        if not self.generation:
-            return
-        try:
-            left = self.run.control.pending(self.generation)
-        except Exception:  # noqa: BLE001 - the next refresh says it again
-            return
-        refused = [p for p in left if p.get("why") != "pending"]
-        if not left:
-            self.message.value = f"generation {self.generation}: applied by every live process"
-        elif refused:  # a rank that refused its command: say which and why
-            p = refused[0]
-            self.message.value = html.escape(
-                f"generation {self.generation}: rank {p['rank']} on {p['host']} {p['why']}"
-                + (f" (and {len(left) - 1} more)" if len(left) > 1 else "")
+        """Mirror the ranks' applied state in the picker and say how many ranks applied the
+        latest command (called after each refresh); a refusal stays until the next press."""
+        with self._lock:
+            try:
+                procs = self.run.control.processes()
+            except Exception:  # noqa: BLE001 - the next refresh reads them again
+                return
+            self._mirror(procs)
+            if self.error is not None or not self.generation:
+                return
+            try:
+                left = self.run.control.pending(self.generation)
+            except Exception:  # noqa: BLE001 - the next refresh says it again
+                return
+            refused = [p for p in left if p.get("why") != "pending"]
+            if not left:
+                self.message.value = f"generation {self.generation}: applied by every live process"
+            elif refused:  # a rank that refused its command: say which and why
+                p = refused[0]
+                self.message.value = html.escape(
+                    f"generation {self.generation}: rank {p['rank']} on {p['host']} {p['why']}"
+                    + (f" (and {len(left) - 1} more)" if len(left) > 1 else "")
+                )
+            else:
+                self.message.value = f"generation {self.generation}: {len(left)} process(es) not there yet"
+
+    def _mirror(self, procs: list[dict[str, Any]]) -> None:
+        from ..runs.control import resolved_callbacks
+
+        live = [p for p in ranked_processes(procs) if p.get("live")]
+        on = [p for p in live if p.get("state") == "on"]
+        sets = [frozenset(resolved_callbacks(list(p.get("enable") or []))) for p in on]
+        applied = frozenset().union(*sets)
+        state = (applied, len(on), len(live), len(set(sets)))
+        if state == self._applied:
+            return  # unchanged: the picker is the user's until the ranks change
+        self._applied = state
+        if on:
+            self._mirroring = True
+            try:
+                for o in self.options:
+                    self.checkboxes[o.key].value = (o.callback.domain, o.callback.cbid) in applied
+                self._set_domains()
+            finally:
+                self._mirroring = False
+            mixed = " (not the same in every rank: control status says which)" if len(set(sets)) > 1 else ""
+            self.applied.value = html.escape(
+                f"on in {len(on)} of {count_of(len(live), 'live rank')}: the picker shows what they "
+                f"trace{mixed}; change it and press start to retarget"
+            )
+        elif live:
+            self.applied.value = html.escape(
+                f"off in every live rank ({len(live)}): start turns on what the picker shows"
             )
         else:
-            self.message.value = f"generation {self.generation}: {len(left)} process(es) not there yet"
+            self.applied.value = "no live rank: nothing to steer"
+
+
+def ranked_processes(procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The processes that are ranks: a rank variable, or windows written (a launcher or a helper
+    without either is not a rank)."""
+    return [p for p in procs if p.get("rank_source") != "pid" or p.get("windows")]
 
 
 __all__ = ["RunControls", "RunPanel", "RunView", "heatmap_api", "run_view", "verdict"]
