@@ -175,3 +175,26 @@ def test_the_state_line_never_says_running_while_every_live_rank_is_paused():
     assert view(running=True, profiling_on=2, paused=2).state() == "● profiling on in 2 of 4 live ranks"
     assert view(running=True, waiting=True).state() == "● waiting for the run's first windows"
     assert view(running=False, finished=True).state() == "■ every rank has finished"
+
+
+def test_what_is_on_is_the_recorded_functions_whose_callbacks_live_ranks_trace():
+    import polars as pl
+
+    from mspti_lens.notebook.runpanel import names_traced, traced_callbacks
+
+    summary = pl.DataFrame(
+        {
+            "domain": ["runtime", "hccl", "hccl", "runtime"],
+            "name": ["aclrtLaunchKernel", "HcclAllReduce", "HcclBroadcast", "aclrtMemcpy"],
+            "total_ns": [5, 40, 7, 9],
+        }
+    )
+    procs = [
+        {"live": True, "state": "on", "enable": ["hccl"]},
+        {"live": True, "state": "on", "enable": ["aclrtLaunchKernel"]},
+        {"live": True, "state": "off", "enable": []},
+        {"live": False, "state": "on", "enable": ["runtime"]},  # ended: traces nothing now
+    ]
+    traced = traced_callbacks(procs)
+    assert names_traced(summary, traced) == ("HcclAllReduce", "HcclBroadcast", "aclrtLaunchKernel")
+    assert names_traced(summary, set()) == ()

@@ -42,6 +42,9 @@ SUMMARY_TOP = 10
 WATCHED = ("running", "paused", "stale")  # rank statuses the panel keeps refreshing for
 MAX_PLOT_WIDTH = 760  # CSS pixels
 PLOT_EVERY_S = 5.0  # the heat map is redrawn at most this often (and only when the run changed)
+# The latency distributions of what is on: the functions with the most total time, one figure
+# each (a figure of several is two panels wide and shown shrunk to the panel's width).
+DISTRIBUTIONS_TOP = 4
 
 
 def verdict(run: Any) -> str:
@@ -94,6 +97,8 @@ class RunView:
     waiting: bool = False  # no window yet: the job has started, its ranks have not written
     captures_html: str = ""  # what the run's watchers caught (watch/), newest first
     profiling_on: int = 0  # ranks with profiling on (a run recorded with control)
+    on_names: tuple[str, ...] = ()  # the recorded functions that live ranks trace now, by total time
+    recorded_names: tuple[str, ...] = ()  # every recorded function, by total time
     paused: int = 0  # ranks alive with profiling off
 
     def state(self) -> str:
@@ -136,6 +141,7 @@ def run_view(run: Any) -> RunView:
     cols = [c for c in SUMMARY_COLUMNS if c in summary.columns]
     procs = [] if "://" in run.root else read_processes(run.root.removeprefix("file://"))
     ranked = ranked_processes(procs)
+    traced = traced_callbacks(ranked)
     return RunView(
         headline=headline(run),
         # The arrival skew's live verdict follows the stragglers' (runs.skew.lagging).
@@ -163,7 +169,39 @@ def run_view(run: Any) -> RunView:
         captures_html=captures_html(run),
         profiling_on=_count(ranks, (pl.col("state") == "on") & (pl.col("status") != "complete")),
         paused=_count(ranks, pl.col("status") == "paused"),
+        on_names=names_traced(summary, traced),
+        recorded_names=tuple(summary.sort("total_ns", descending=True)["name"]) if len(summary) else (),
     )
+
+
+def traced_callbacks(procs: list[dict[str, Any]]) -> set[tuple[int, int]]:
+    """Every (domain, cbid) a live process with profiling on traces (its applied enable set)."""
+    from ..runs.control import resolved_callbacks
+
+    out: set[tuple[int, int]] = set()
+    for p in procs:
+        if p.get("live") and p.get("state") == "on":
+            try:
+                out |= resolved_callbacks(list(p.get("enable") or []))
+            except ValueError:  # a name this version does not know: nothing of it shown
+                continue
+    return out
+
+
+def names_traced(summary: pl.DataFrame, traced: set[tuple[int, int]]) -> tuple[str, ...]:
+    """The summary's functions (by total time, as it is sorted) whose callback is traced now."""
+    from ..catalog import resolve
+
+    if not traced or not len(summary):
+        return ()
+    out = []
+    for name in summary.sort("total_ns", descending=True)["name"].to_list():
+        try:
+            if resolve(name) in traced:
+                out.append(name)
+        except ValueError:  # a function the catalog does not name: not a callback picked
+            continue
+    return tuple(out)
 
 
 def _count(ranks: pl.DataFrame, where: pl.Expr) -> int:
@@ -208,9 +246,14 @@ class RunPanel:
         self.body = w.HTML()
         self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
         self.status = w.HTML()
+        self.dist_caption = w.HTML()
+        self.dist_caption.add_class("mspti-lens-run-distributions-caption")
+        self.dists = w.HBox(layout=w.Layout(flex_flow="row wrap"))
+        self.dists.add_class("mspti-lens-run-distributions")
         run.warn = False  # skipped files are said in the status line, not as Python warnings
         self.controls = RunControls(run, self) if _controllable(run) else None
         parts = [self.status, *([self.controls.widget] if self.controls else []), self.body, self.plot]
+        parts += [self.dist_caption, self.dists]
         self.widget = w.VBox(parts)
         self.widget.add_class("mspti-lens-run-panel")
         self._lock = threading.RLock()
@@ -219,6 +262,9 @@ class RunPanel:
         self._plotted: tuple[int, str | None] | None = None
         self._plotted_at = float("-inf")
         self._png: tuple[bytes, int] | None = None
+        self._dists: list[tuple[bytes, int]] = []  # the distributions' PNGs and CSS widths
+        self._dist_key: tuple[int, tuple[str, ...]] | None = None
+        self._dist_at = float("-inf")
         self._handles: list[Any] = []
         self.last: RunView | None = None
         self.errors: list[str] = []
@@ -260,8 +306,35 @@ class RunPanel:
                 self.plot.value, self.plot.width = png, str(self._png[1])
                 self._plotted, self._plotted_at = key, time.monotonic()
             self.plot.layout.display = "" if self._png else "none"
+            self._draw_distributions(view, force_plot)
             self.refreshes += 1
             return view
+
+    def _draw_distributions(self, view: RunView, force: bool) -> None:
+        """The latency distributions of what the ranks trace now: redrawn at once when that
+        changes (so they follow a start within a refresh or two), else as the heat map."""
+        names = (view.on_names or view.recorded_names)[:DISTRIBUTIONS_TOP]
+        key = (view.calls, names)
+        changed = self._dist_key is None or names != self._dist_key[1]
+        due = force or changed or time.monotonic() - self._dist_at >= PLOT_EVERY_S
+        if key != self._dist_key and due:
+            from .. import plots
+
+            pngs = []
+            if names:
+                snap = self.run.snapshot()
+                for name in names:
+                    fig = plots.distribution(snap, names=[name], title="every rank merged, the whole run")
+                    png, width, _ = render_figure(fig)
+                    pngs.append((png, min(width, MAX_PLOT_WIDTH)))
+            self._dists, self._dist_key, self._dist_at = pngs, key, time.monotonic()
+            self.dists.children = [
+                self._w.Image(
+                    value=png, format="png", width=str(width), layout=self._w.Layout(max_width="100%")
+                )
+                for png, width in pngs
+            ]
+        self.dist_caption.value = distributions_caption(view, DISTRIBUTIONS_TOP)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
@@ -284,7 +357,11 @@ class RunPanel:
         assert view is not None
         png, width = self._png or (None, 0)
         head = f"<div><b>mspti-lens</b> · {html.escape(why)}</div>"
-        return f"<div class='mspti-lens-final'>{head}{view.html(png, width)}</div>"
+        from .display import png_html
+
+        dists = "".join(png_html(p, w) for p, w in self._dists)
+        caption = distributions_caption(view, DISTRIBUTIONS_TOP) if self._dists else ""
+        return f"<div class='mspti-lens-final'>{head}{view.html(png, width)}{caption}{dists}</div>"
 
     def finish(self, why: str = "closed") -> None:
         """Stop refreshing and leave the static view (in the front end and the saved notebook)."""
@@ -317,6 +394,21 @@ class RunPanel:
     def __repr__(self) -> str:
         v = self.last
         return f"<mspti_lens RunPanel {v.headline if v else ''}>"
+
+
+def distributions_caption(view: RunView, top: int) -> str:
+    """The line above the distributions: what they show and in which order (empty: none). What
+    the ranks trace now; with profiling off everywhere, what was recorded."""
+    names = view.on_names or view.recorded_names
+    if not names:
+        return ""
+    what = "what is on now" if view.on_names else "what was recorded (profiling is off now)"
+    shown = min(len(names), top)
+    more = f"the top {shown} of {len(names)} by total time" if len(names) > top else "by total time"
+    return (
+        f"<div class='mspti-lens-run-distributions-caption'><b>latency of {what}</b>: "
+        f"{html.escape(', '.join(names[:top]))} ({more}); every rank merged, the whole run</div>"
+    )
 
 
 def _controllable(run: Any) -> bool:
