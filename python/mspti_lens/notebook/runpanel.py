@@ -1,11 +1,12 @@
-"""The panel of a recorded run (``%mspti panel --run DIR``, ``%mspti run DIR``): the run's
-headline, the stragglers verdict, the merged summary, the rank heat map and every rank's status,
-re-read from disk every few seconds while any rank is still running. It opens no session: nothing
-of the notebook is recorded and the MSPTI subscriber slot stays free. For a job recorded with
-``record`` (``--paused`` or not) it steers the job's profiling: start and stop buttons, the enable
-picker (domains and callbacks, as the session panel's), a duration and a rank selection, each a
-command through the run directory (:mod:`mspti_lens.runs.control`). Formatting only: every number
-comes from the Run (:mod:`mspti_lens.runs.run`).
+"""The panel of a recorded run (``%mspti panel --run DIR``, ``%mspti run DIR``): one state line
+(profiling on in how many ranks, or paused), the run's headline, the stragglers verdict, the
+merged summary, every rank's status, the rank heat map and the latency distributions of what the
+ranks trace now, re-read from disk every few seconds while any rank is still running. It opens no
+session: nothing of the notebook is recorded and the MSPTI subscriber slot stays free. For a job
+recorded with ``record`` (``--paused`` or not) it steers the job's profiling: start and stop
+buttons, the enable picker (domains and callbacks, as the session panel's), a duration and a
+rank selection, each a command through the run directory (:mod:`mspti_lens.runs.control`).
+Formatting only: every number comes from the Run (:mod:`mspti_lens.runs.run`).
 
 :class:`RunView` builds what is shown (testable without a front end); :class:`RunPanel` is its
 ipywidgets front end, ending in a static view like the control panel's."""
@@ -153,7 +154,7 @@ def run_view(run: Any) -> RunView:
         else "<p><i>(no calls recorded yet)</i></p>",
         ranks_html=Table(
             ranks.select([c for c in RANK_COLUMNS if c in ranks.columns]).rename({"age_s": "last update"}),
-            "ranks",
+            "ranks, by rank",
             top=0,
             kinds={"last update": "age"},
         ).html(),
@@ -271,6 +272,8 @@ class RunPanel:
         self.refreshes = 0
         self.finished = False
         self.refresh(force_plot=True)
+        if self.controls is not None:
+            self.controls.sync()  # the picker shows what the ranks apply from the first view on
         if auto_refresh:
             self._thread = threading.Thread(target=self._loop, name="mspti-lens-run-panel", daemon=True)
             self._thread.start()
