@@ -98,3 +98,49 @@ def test_no_line_of_the_caption_is_cut_at_the_right_of_the_2x_png(name_pad):
     assert band.any()
     right = np.nonzero(band.any(axis=0))[0].max()
     assert right < img.shape[1] * 0.99, (right, img.shape)  # its ink ends before the edge
+
+
+def test_a_segment_compaction_merged_is_not_drawn_as_one_interval():
+    class Compacted(PausedRun):  # rank 0's first 8 windows merged into one segment
+        def timeline(self) -> pl.DataFrame:
+            t = super().timeline()
+            early = (pl.col("rank") == 0) & (pl.col("window") <= 8)
+            seg = (
+                t.filter(early)
+                .select(
+                    "host",
+                    "rank",
+                    pl.col("window").max(),
+                    pl.col("window_start").min(),
+                    pl.col("window_end").max(),
+                    pl.col("period").max(),
+                    "domain",
+                    "name",
+                    pl.col("num_calls").sum(),
+                    pl.col("total_ns").sum(),
+                    pl.lit(99e6).alias("avg_ns"),
+                    pl.col("min_ns").min(),
+                    pl.col("max_ns").max(),
+                )
+                .unique()
+            )
+            return pl.concat([t.filter(~early), seg], how="vertical_relaxed")
+
+        def files(self) -> pl.DataFrame:  # the segment's file says which windows it holds
+            return pl.DataFrame(
+                {
+                    "host": ["h"] * 5,
+                    "rank": [0, 0, 0, 0, 1],
+                    "window": [8, 9, 10, 11, 1],
+                    "window_first": [1, 9, 10, 11, 1],
+                    "interval_s": [1.0] * 5,
+                    "simulated": [True] * 5,
+                }
+            )
+
+    fig = rank_heatmap(Compacted(), "HcclAllReduce")
+    assert "Not drawn: 1 segment(s) of older windows merged by compaction" in caption(fig)
+    grid = fig.axes[0].images[0].get_array()
+    # rank 0's column of 8 s holds its own window (1 ms), not the 8-window segment's mean
+    assert grid[0, 8] == pytest.approx(1000.0), grid[0]
+    assert grid.mask[0, :8].all()

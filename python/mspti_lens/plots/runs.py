@@ -21,11 +21,12 @@ def _unit_text(unit: str) -> str:
     return "µs" if unit == "us" else unit
 
 
-def time_cells(t: pl.DataFrame, interval_s: float) -> pl.DataFrame:
+def time_cells(t: pl.DataFrame, interval_s: float, t0: float | None = None) -> pl.DataFrame:
     """Each timeline row's column on the run's time axis: ``cell`` = the interval of the run (of
-    ``interval_s`` seconds from the earliest window start of any rank) in which the window ended,
-    so the same column is the same wall-clock time on every rank."""
-    t0 = float(t["window_start"].min())  # type: ignore[arg-type]
+    ``interval_s`` seconds from ``t0``, default the earliest window start of any rank) in which
+    the window ended, so the same column is the same wall-clock time on every rank."""
+    if t0 is None:
+        t0 = float(t["window_start"].min())  # type: ignore[arg-type]
     return t.with_columns(
         ((pl.col("window_end") - t0) / interval_s - 1e-9)
         .floor()
@@ -76,9 +77,19 @@ def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
     t = t.filter((pl.col("name") == name) & (pl.col("num_calls") > 0))
     if not t.height:
         raise ValueError(f"no call of {name!r} finished in any window of this run yet")
+    # A segment compaction merged (runs/compact.py) spans many intervals: in the one column it
+    # ended in it would stand for all of them. Left out (said in the caption) while fine windows
+    # remain; its calls are in the run's summary.
+    t0 = float(t["window_start"].min())  # type: ignore[arg-type]  # the run's first window with a call
+    fine, left_out = t, 0
+    if {"host", "rank", "window", "window_first"} <= set(files.columns):
+        segments = files.filter(pl.col("window_first") < pl.col("window")).select("host", "rank", "window")
+        fine = t.join(segments.unique(), on=["host", "rank", "window"], how="anti")
+        left_out = t.height - fine.height  # rows of one function: one per (host, rank, window)
+    t = fine if fine.height else t
+    left_out = left_out if fine.height else 0
     collective = _is_collective(t)
-    t0 = float(t["window_start"].min())  # type: ignore[arg-type]  # time_cells' origin
-    t = time_cells(t, interval)
+    t = time_cells(t, interval, t0)
     # The axis starts at the first interval with a call and bins a long run's intervals.
     first = int(t["cell"].min())  # type: ignore[arg-type]
     span = int(t["cell"].max()) - first + 1  # type: ignore[arg-type]
@@ -174,6 +185,11 @@ def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
         )
     if slow:
         notes.append("◀ slow, outlined: the rank the run's vote names.")
+    if left_out:
+        notes.append(
+            f"Not drawn: {left_out} segment(s) of older windows merged by compaction, each spanning "
+            "many intervals (their calls are in the summary)."
+        )
     _footnote(fig, " ".join(notes))
     return fig
 
