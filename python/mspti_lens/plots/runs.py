@@ -57,9 +57,10 @@ def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
     intervals of a long run (at most :data:`MAX_COLUMNS`; the columns line up in wall-clock time
     across ranks and begin at the run's first interval with a call of ``name``). Hot (red) is
     slow: long calls, or for a collective (HCCL) SHORT ones, since the slow rank arrives last
-    and waits least; the rank the run's vote names is outlined and labelled. Grey cells: that
-    rank finished no call of ``name`` in that interval (it had not started, had finished, or was
-    elsewhere in its step)."""
+    and waits least; the rank the run's vote names is outlined and labelled. Hatched cells:
+    profiling was off on that rank (no on period of ``run.periods()`` covers them); grey cells:
+    that rank finished no call of ``name`` in that interval (it was elsewhere in its step).
+    Segments compaction merged span many intervals and are left out, said in the caption."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; valid metrics are {', '.join(METRICS)}")
     check_unit(unit)
@@ -169,14 +170,14 @@ def rank_heatmap(run, name: str, metric: str = "avg_ns", unit: str = "us"):
     notes = []
     if off.any():
         notes.append(
-            "Hatched: profiling was off on that rank (paused, stopped, or the rank was not running)."
+            "hatched: profiling was off on that rank (paused, stopped, or the rank was not running)."
         )
     if (np.isnan(grid) & ~off).any():
         notes.append(
-            f"Grey: profiling was on but the rank finished no {name} call in that interval "
+            f"grey: the rank finished no {name} call in that interval while profiling was on "
             "(elsewhere in its step, or not enabled)."
             if off.any() or _has_periods(run)
-            else f"Grey: the rank finished no {name} call in that interval (not started yet, done, or "
+            else f"grey: the rank finished no {name} call in that interval (not started yet, done, or "
             "elsewhere in its step)."
         )
     if short_is_slow:
