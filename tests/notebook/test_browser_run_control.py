@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,8 @@ from test_browser import (  # noqa: F401 - lab, chromium and page are the fixtur
     wait_executed,
     write_notebook,
 )
+
+from mspti_lens.__main__ import main as control_main
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -128,8 +128,8 @@ def test_the_run_panel_starts_and_stops_profiling_in_a_paused_job(page, lab):  #
         assert runtime_on and not hccl_on and any("aclrtLaunchKernel" in b for b in boxes), boxes
         assert not any("HcclAllReduce" in b for b in boxes), boxes
         # A start from the command line: the picker and the distributions follow it.
-        cli = [sys.executable, "-m", "mspti_lens", "control", str(Path(folder, "ctl-run")), "start"]
-        subprocess.run([*cli, "--enable", "hccl"], check=True, capture_output=True, timeout=120)
+        # (the command line's main, run in this process: no interpreter to start)
+        assert control_main(["control", str(Path(folder, "ctl-run")), "start", "--enable", "hccl"]) == 0
         page.wait_for_function(f"() => /HcclAllReduce/.test({caption}.innerText)")
         page.wait_for_function(f"() => {{ const p = {picker}; return p[2] && !p[1]; }}")
         boxes, _, _ = picked()

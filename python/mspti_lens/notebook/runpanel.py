@@ -46,6 +46,9 @@ PLOT_EVERY_S = 5.0  # the heat map is redrawn at most this often (and only when 
 # The latency distributions of what is on: the functions with the most total time, one figure
 # each (a figure of several is two panels wide and shown shrunk to the panel's width).
 DISTRIBUTIONS_TOP = 4
+# ... redrawn at once when what is on changes, else at most this often (four figures at 2x cost
+# about 1.5 s of the kernel's CPU on a loaded machine).
+DISTRIBUTIONS_EVERY_S = 10.0
 
 
 def verdict(run: Any) -> str:
@@ -315,11 +318,11 @@ class RunPanel:
 
     def _draw_distributions(self, view: RunView, force: bool) -> None:
         """The latency distributions of what the ranks trace now: redrawn at once when that
-        changes (so they follow a start within a refresh or two), else as the heat map."""
+        changes (so they follow a start within a refresh or two), else every DISTRIBUTIONS_EVERY_S."""
         names = (view.on_names or view.recorded_names)[:DISTRIBUTIONS_TOP]
         key = (view.calls, names)
         changed = self._dist_key is None or names != self._dist_key[1]
-        due = force or changed or time.monotonic() - self._dist_at >= PLOT_EVERY_S
+        due = force or changed or time.monotonic() - self._dist_at >= DISTRIBUTIONS_EVERY_S
         if key != self._dist_key and due:
             from .. import plots
 
