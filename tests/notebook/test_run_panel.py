@@ -77,9 +77,24 @@ def test_the_run_panel_shows_a_running_job_and_settles_when_it_ends(tmp_path, si
         assert magics.session is None and not sim.subscribed
         first = panel.last
         assert first is not None and first.running
-        assert "running" in panel.status.value or "waiting for the run's first windows" in panel.status.value
+        assert (
+            "profiling on" in panel.status.value
+            or "waiting for the run's first windows" in panel.status.value
+        )
         wait_for("the run's first windows", lambda: first_windows(out))
-        wait_for("the panel to show them", lambda: "● running" in panel.status.value)
+        wait_for(
+            "the panel to show them", lambda: "● profiling on in 4 of 4 live ranks" in panel.status.value
+        )
+        # the latency distributions of what is on: drawn in the refresh that first sees it
+        wait_for("a refresh to see what is on", lambda: panel.last is not None and panel.last.on_names)
+        with panel._lock:  # not in the middle of a refresh
+            names = panel.last.on_names
+            assert len(panel.dists.children) == min(len(names), 4)
+            assert all(i.value[:4] == b"\x89PNG" for i in panel.dists.children)
+            assert "latency of what is on now" in panel.dist_caption.value
+            assert names[0] in panel.dist_caption.value and "by total time" in panel.dist_caption.value
+        both = {"HcclAllReduce", "aclrtLaunchKernel"}  # record's runtime,hccl: each domain is on
+        wait_for("both domains' calls", lambda: both <= set(panel.last.on_names))  # type: ignore[union-attr]
         hold.touch()
         job.wait(timeout=BOUND_S)
         assert job.returncode == 0, log.read_text()

@@ -1,11 +1,12 @@
-"""The panel of a recorded run (``%mspti panel --run DIR``, ``%mspti run DIR``): the run's
-headline, the stragglers verdict, the merged summary, the rank heat map and every rank's status,
-re-read from disk every few seconds while any rank is still running. It opens no session: nothing
-of the notebook is recorded and the MSPTI subscriber slot stays free. For a job recorded with
-``record`` (``--paused`` or not) it steers the job's profiling: start and stop buttons, the enable
-picker (domains and callbacks, as the session panel's), a duration and a rank selection, each a
-command through the run directory (:mod:`mspti_lens.runs.control`). Formatting only: every number
-comes from the Run (:mod:`mspti_lens.runs.run`).
+"""The panel of a recorded run (``%mspti panel --run DIR``, ``%mspti run DIR``): one state line
+(profiling on in how many ranks, or paused), the run's headline, the stragglers verdict, the
+merged summary, every rank's status, the rank heat map and the latency distributions of what the
+ranks trace now, re-read from disk every few seconds while any rank is still running. It opens no
+session: nothing of the notebook is recorded and the MSPTI subscriber slot stays free. For a job
+recorded with ``record`` (``--paused`` or not) it steers the job's profiling: start and stop
+buttons, the enable picker (domains and callbacks, as the session panel's), a duration and a
+rank selection, each a command through the run directory (:mod:`mspti_lens.runs.control`).
+Formatting only: every number comes from the Run (:mod:`mspti_lens.runs.run`).
 
 :class:`RunView` builds what is shown (testable without a front end); :class:`RunPanel` is its
 ipywidgets front end, ending in a static view like the control panel's."""
@@ -42,6 +43,12 @@ SUMMARY_TOP = 10
 WATCHED = ("running", "paused", "stale")  # rank statuses the panel keeps refreshing for
 MAX_PLOT_WIDTH = 760  # CSS pixels
 PLOT_EVERY_S = 5.0  # the heat map is redrawn at most this often (and only when the run changed)
+# The latency distributions of what is on: the functions with the most total time, one figure
+# each (a figure of several is two panels wide and shown shrunk to the panel's width).
+DISTRIBUTIONS_TOP = 4
+# ... redrawn at once when what is on changes, else at most this often (four figures at 2x cost
+# about 1.5 s of the kernel's CPU on a loaded machine).
+DISTRIBUTIONS_EVERY_S = 10.0
 
 
 def verdict(run: Any) -> str:
@@ -93,6 +100,26 @@ class RunView:
     control: str = ""  # the job's profiling state and its cost (a run recorded with control)
     waiting: bool = False  # no window yet: the job has started, its ranks have not written
     captures_html: str = ""  # what the run's watchers caught (watch/), newest first
+    profiling_on: int = 0  # ranks with profiling on (a run recorded with control)
+    on_names: tuple[str, ...] = ()  # the recorded functions that live ranks trace now, by total time
+    recorded_names: tuple[str, ...] = ()  # every recorded function, by total time
+    paused: int = 0  # ranks alive with profiling off
+
+    def state(self) -> str:
+        """The panel's one state line: whether profiling is on, and where; never "running"
+        while every live rank is paused."""
+        live = self.profiling_on + self.paused
+        if self.running and self.profiling_on:
+            return f"● profiling on in {self.profiling_on} of {count_of(live, 'live rank')}"
+        if self.running and self.paused:
+            return f"❚❚ paused: profiling is off in every live rank ({self.paused}); the job runs on" + (
+                "" if self.waiting else ", its windows so far below"
+            )
+        if self.running:
+            return "● waiting for the run's first windows" if self.waiting else "● running"
+        if self.finished:
+            return "■ every rank has finished"
+        return "■ no rank is running (some did not finish: see their status)"
 
     def html(self, png: bytes | None = None, width: int = 0) -> str:
         from .display import png_html
@@ -117,7 +144,8 @@ def run_view(run: Any) -> RunView:
     files = run.files()
     cols = [c for c in SUMMARY_COLUMNS if c in summary.columns]
     procs = [] if "://" in run.root else read_processes(run.root.removeprefix("file://"))
-    ranked = [p for p in procs if p.get("rank_source") != "pid" or p.get("windows")]
+    ranked = ranked_processes(procs)
+    traced = traced_callbacks(ranked)
     return RunView(
         headline=headline(run),
         # The arrival skew's live verdict follows the stragglers' (runs.skew.lagging).
@@ -129,7 +157,7 @@ def run_view(run: Any) -> RunView:
         else "<p><i>(no calls recorded yet)</i></p>",
         ranks_html=Table(
             ranks.select([c for c in RANK_COLUMNS if c in ranks.columns]).rename({"age_s": "last update"}),
-            "ranks",
+            "ranks, by rank",
             top=0,
             kinds={"last update": "age"},
         ).html(),
@@ -143,7 +171,45 @@ def run_view(run: Any) -> RunView:
         control=cost_sentence(ranked) if ranked else "",
         waiting=not len(files),
         captures_html=captures_html(run),
+        profiling_on=_count(ranks, (pl.col("state") == "on") & (pl.col("status") != "complete")),
+        paused=_count(ranks, pl.col("status") == "paused"),
+        on_names=names_traced(summary, traced),
+        recorded_names=tuple(summary.sort("total_ns", descending=True)["name"]) if len(summary) else (),
     )
+
+
+def traced_callbacks(procs: list[dict[str, Any]]) -> set[tuple[int, int]]:
+    """Every (domain, cbid) a live process with profiling on traces (its applied enable set)."""
+    from ..runs.control import resolved_callbacks
+
+    out: set[tuple[int, int]] = set()
+    for p in procs:
+        if p.get("live") and p.get("state") == "on":
+            try:
+                out |= resolved_callbacks(list(p.get("enable") or []))
+            except ValueError:  # a name this version does not know: nothing of it shown
+                continue
+    return out
+
+
+def names_traced(summary: pl.DataFrame, traced: set[tuple[int, int]]) -> tuple[str, ...]:
+    """The summary's functions (by total time, as it is sorted) whose callback is traced now."""
+    from ..catalog import resolve
+
+    if not traced or not len(summary):
+        return ()
+    out = []
+    for name in summary.sort("total_ns", descending=True)["name"].to_list():
+        try:
+            if resolve(name) in traced:
+                out.append(name)
+        except ValueError:  # a function the catalog does not name: not a callback picked
+            continue
+    return tuple(out)
+
+
+def _count(ranks: pl.DataFrame, where: pl.Expr) -> int:
+    return int(ranks.select(where.fill_null(False).sum()).item()) if "state" in ranks.columns else 0
 
 
 def captures_html(run: Any) -> str:
@@ -184,9 +250,14 @@ class RunPanel:
         self.body = w.HTML()
         self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
         self.status = w.HTML()
+        self.dist_caption = w.HTML()
+        self.dist_caption.add_class("mspti-lens-run-distributions-caption")
+        self.dists = w.HBox(layout=w.Layout(flex_flow="row wrap"))
+        self.dists.add_class("mspti-lens-run-distributions")
         run.warn = False  # skipped files are said in the status line, not as Python warnings
         self.controls = RunControls(run, self) if _controllable(run) else None
         parts = [self.status, *([self.controls.widget] if self.controls else []), self.body, self.plot]
+        parts += [self.dist_caption, self.dists]
         self.widget = w.VBox(parts)
         self.widget.add_class("mspti-lens-run-panel")
         self._lock = threading.RLock()
@@ -195,12 +266,17 @@ class RunPanel:
         self._plotted: tuple[int, str | None] | None = None
         self._plotted_at = float("-inf")
         self._png: tuple[bytes, int] | None = None
+        self._dists: list[tuple[bytes, int]] = []  # the distributions' PNGs and CSS widths
+        self._dist_key: tuple[int, tuple[str, ...]] | None = None
+        self._dist_at = float("-inf")
         self._handles: list[Any] = []
         self.last: RunView | None = None
         self.errors: list[str] = []
         self.refreshes = 0
         self.finished = False
         self.refresh(force_plot=True)
+        if self.controls is not None:
+            self.controls.sync()  # the picker shows what the ranks apply from the first view on
         if auto_refresh:
             self._thread = threading.Thread(target=self._loop, name="mspti-lens-run-panel", daemon=True)
             self._thread.start()
@@ -217,15 +293,7 @@ class RunPanel:
                     raise
                 return self.last
             self.last = view
-            state = (
-                "● waiting for the run's first windows"
-                if view.waiting and view.running
-                else "● running"
-                if view.running
-                else "■ every rank has finished"
-                if view.finished
-                else "■ no rank is running (some did not finish: see their status)"
-            )
+            state = view.state()
             skipped = len(self.run.skipped)
             self.status.value = (
                 f"<span class='mspti-lens-run-state'>{state} · refreshed "
@@ -244,8 +312,35 @@ class RunPanel:
                 self.plot.value, self.plot.width = png, str(self._png[1])
                 self._plotted, self._plotted_at = key, time.monotonic()
             self.plot.layout.display = "" if self._png else "none"
+            self._draw_distributions(view, force_plot)
             self.refreshes += 1
             return view
+
+    def _draw_distributions(self, view: RunView, force: bool) -> None:
+        """The latency distributions of what the ranks trace now: redrawn at once when that
+        changes (so they follow a start within a refresh or two), else every DISTRIBUTIONS_EVERY_S."""
+        names = (view.on_names or view.recorded_names)[:DISTRIBUTIONS_TOP]
+        key = (view.calls, names)
+        changed = self._dist_key is None or names != self._dist_key[1]
+        due = force or changed or time.monotonic() - self._dist_at >= DISTRIBUTIONS_EVERY_S
+        if key != self._dist_key and due:
+            from .. import plots
+
+            pngs = []
+            if names:
+                snap = self.run.snapshot()
+                for name in names:
+                    fig = plots.distribution(snap, names=[name], title="every rank merged, the whole run")
+                    png, width, _ = render_figure(fig)
+                    pngs.append((png, min(width, MAX_PLOT_WIDTH)))
+            self._dists, self._dist_key, self._dist_at = pngs, key, time.monotonic()
+            self.dists.children = [
+                self._w.Image(
+                    value=png, format="png", width=str(width), layout=self._w.Layout(max_width="100%")
+                )
+                for png, width in pngs
+            ]
+        self.dist_caption.value = distributions_caption(view, DISTRIBUTIONS_TOP)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
@@ -268,7 +363,11 @@ class RunPanel:
         assert view is not None
         png, width = self._png or (None, 0)
         head = f"<div><b>mspti-lens</b> · {html.escape(why)}</div>"
-        return f"<div class='mspti-lens-final'>{head}{view.html(png, width)}</div>"
+        from .display import png_html
+
+        dists = "".join(png_html(p, w) for p, w in self._dists)
+        caption = distributions_caption(view, DISTRIBUTIONS_TOP) if self._dists else ""
+        return f"<div class='mspti-lens-final'>{head}{view.html(png, width)}{caption}{dists}</div>"
 
     def finish(self, why: str = "closed") -> None:
         """Stop refreshing and leave the static view (in the front end and the saved notebook)."""
@@ -303,6 +402,21 @@ class RunPanel:
         return f"<mspti_lens RunPanel {v.headline if v else ''}>"
 
 
+def distributions_caption(view: RunView, top: int) -> str:
+    """The line above the distributions: what they show and in which order (empty: none). What
+    the ranks trace now; with profiling off everywhere, what was recorded."""
+    names = view.on_names or view.recorded_names
+    if not names:
+        return ""
+    what = "what is on now" if view.on_names else "what was recorded (profiling is off now)"
+    shown = min(len(names), top)
+    more = f"the top {shown} of {len(names)} by total time" if len(names) > top else "by total time"
+    return (
+        f"<div class='mspti-lens-run-distributions-caption'><b>latency of {what}</b>: "
+        f"{html.escape(', '.join(names[:top]))} ({more}); every rank merged, the whole run</div>"
+    )
+
+
 def _controllable(run: Any) -> bool:
     from ..runs.control import control_dir
 
@@ -312,8 +426,15 @@ def _controllable(run: Any) -> bool:
 class RunControls:
     """The run panel's steering: start (or retarget) and stop buttons, the enable picker
     (domain toggles and the session panel's callback list with its search), a duration in
-    seconds (0: until stopped), a rank selection (``0-3,7``, ``host=NAME``, empty: all), and a
-    line saying what was issued or why not. Each button issues one command to the run."""
+    seconds (empty: until stopped), a rank selection (``0-3,7``, ``host=NAME``, empty: all), and a
+    line saying what was issued or why not. Each button issues one command to the run, checked
+    by the command line's own checks (``RunControl.start``/``stop``): the panel refuses what
+    ``control`` refuses, and its refusal stays until the next button press, as on a terminal.
+
+    The picker mirrors what the live ranks applied, whoever issued it (this panel, ``control``,
+    another notebook): when their applied set changes, the toggles and boxes are set to it (a
+    domain toggle is on when every callback of its domain is); between changes they are the
+    user's, for the next start."""
 
     def __init__(self, run: Any, panel: RunPanel):
         import ipywidgets as w
@@ -323,6 +444,10 @@ class RunControls:
         from .panel import options
 
         self.run, self.panel = run, panel
+        self._lock = threading.RLock()
+        self._mirroring = False  # set while the picker is set from the ranks (no observer acts)
+        self._applied: tuple[Any, ...] | None = None  # the ranks' applied state last mirrored
+        self.error: str | None = None  # the last refusal, shown until the next button press
         default = set(DEFAULT_ENABLE.split(","))
         self.domains = {
             d: w.ToggleButton(
@@ -336,7 +461,11 @@ class RunControls:
         self.options = options()
         self.checkboxes = {
             o.key: w.Checkbox(
-                description=o.label, indent=False, tooltip=o.key, layout=w.Layout(width="max-content")
+                value=o.callback.domain_name in default,
+                description=o.label,
+                indent=False,
+                tooltip=o.key,
+                layout=w.Layout(width="max-content"),
             )
             for o in self.options
         }
@@ -346,8 +475,14 @@ class RunControls:
         )
         self.callbacks.add_class("mspti-lens-picker")
         self.search.observe(lambda ch: self._filter(), names="value")
-        self.duration = w.BoundedFloatText(
-            value=0, min=0, max=7 * 86400, step=10, description="for (s)", layout=w.Layout(width="170px")
+        for d, t in self.domains.items():
+            t.observe(lambda ch, d=d: self._domain_toggled(d, ch["new"]), names="value")
+        for cb in self.checkboxes.values():
+            cb.observe(lambda ch: self._box_toggled(), names="value")
+        # Text, not a bounded number box: a bound would turn -5 into 0 silently; the command
+        # line's check says why it refuses it.
+        self.duration = w.Text(
+            placeholder="until stopped", description="for (s)", layout=w.Layout(width="190px")
         )
         self.ranks = w.Text(placeholder="ranks: all, 0-3,7, host=NAME", layout=w.Layout(width="220px"))
         self.start = w.Button(description="start", icon="play", tooltip="turn profiling on (or retarget it)")
@@ -356,10 +491,12 @@ class RunControls:
         self.stop.add_class("mspti-lens-run-stop")
         self.start.on_click(lambda _: self._issue("start"))
         self.stop.on_click(lambda _: self._issue("stop"))
+        self.applied = w.HTML()  # what the picker shows: the ranks' applied set, or the next start's
+        self.applied.add_class("mspti-lens-run-applied")
         self.message = w.HTML()
         self.message.add_class("mspti-lens-run-message")
         row = w.HBox([*self.domains.values(), self.duration, self.ranks, self.start, self.stop])
-        self.widget = w.VBox([row, self.search, self.callbacks, self.message])
+        self.widget = w.VBox([self.applied, row, self.search, self.callbacks, self.message])
         self.widget.add_class("mspti-lens-run-controls")
         self.generation = 0
 
@@ -368,51 +505,131 @@ class RunControls:
         for o in self.options:
             self.checkboxes[o.key].layout.display = "" if o.matches(q) else "none"
 
+    def _domain_toggled(self, domain: str, on: bool) -> None:
+        """A domain toggle is all its callbacks: it ticks or unticks every box of its domain."""
+        if self._mirroring:
+            return
+        self._mirroring = True
+        try:
+            for o in self.options:
+                if o.callback.domain_name == domain:
+                    self.checkboxes[o.key].value = on
+        finally:
+            self._mirroring = False
+
+    def _box_toggled(self) -> None:
+        """A box changed: a domain toggle is on exactly when every box of its domain is ticked."""
+        if self._mirroring:
+            return
+        self._mirroring = True
+        try:
+            self._set_domains()
+        finally:
+            self._mirroring = False
+
+    def _set_domains(self) -> None:
+        for d, t in self.domains.items():
+            mine = [self.checkboxes[o.key].value for o in self.options if o.callback.domain_name == d]
+            t.value = bool(mine) and all(mine)
+
     def enable(self) -> list[str]:
-        """The enable set the picker says: the toggled domains, then the checked callbacks."""
+        """The enable set the picker says: each domain whose callbacks are all ticked, then the
+        ticked callbacks of the other domains."""
         on = [d for d, t in self.domains.items() if t.value]
-        return on + [k for k, cb in self.checkboxes.items() if cb.value]
+        return on + [
+            o.key for o in self.options if self.checkboxes[o.key].value and o.callback.domain_name not in on
+        ]
 
     def _issue(self, what: str) -> None:
         ctl = self.run.control
         ranks = self.ranks.value.strip() or None
-        try:
-            if what == "start":
-                enable = self.enable()
-                if not enable:
-                    raise ValueError("nothing to trace: toggle a domain or check a callback")
-                gen = ctl.start(enable, for_s=self.duration.value or None, ranks=ranks)
-                what = f"start ({', '.join(enable)}" + (
-                    f", for {self.duration.value:g} s)" if self.duration.value else ")"
-                )
-            else:
-                gen = ctl.stop(ranks=ranks)
-        except Exception as e:  # noqa: BLE001 - said in the panel, the job and its data untouched
-            self.message.value = f'<span style="color:#b02a37">{html.escape(str(e).splitlines()[0])}</span>'
-            return
-        self.generation = gen
-        self.message.value = f"issued {html.escape(what)} as generation {gen}; waiting for the ranks"
+        with self._lock:
+            self.error = None  # a new action: the last refusal is answered
+            try:
+                if what == "start":
+                    enable = self.enable()
+                    text = self.duration.value.strip()
+                    for_s: Any = None
+                    if text:
+                        try:
+                            for_s = float(text)  # as the command line's --for reads it
+                        except ValueError:
+                            for_s = text  # not a number: refused by the command line's check
+                    gen = ctl.start(enable, for_s=for_s, ranks=ranks)
+                    what = f"start ({', '.join(enable)}" + (f", for {for_s:g} s)" if for_s else ")")
+                else:
+                    gen = ctl.stop(ranks=ranks)
+            except Exception as e:  # noqa: BLE001 - said in the panel, the job and its data untouched
+                self.error = str(e).splitlines()[0] if str(e) else type(e).__name__
+                self.message.value = f'<span style="color:#b02a37">{html.escape(self.error)}</span>'
+                return
+            self.generation = gen
+            self.message.value = f"issued {html.escape(what)} as generation {gen}; waiting for the ranks"
         self.sync()
 
     def sync(self) -> None:
-        """Say how many ranks applied the latest command (called after each refresh)."""
-        if not self.generation:
-            return
-        try:
-            left = self.run.control.pending(self.generation)
-        except Exception:  # noqa: BLE001 - the next refresh says it again
-            return
-        refused = [p for p in left if p.get("why") != "pending"]
-        if not left:
-            self.message.value = f"generation {self.generation}: applied by every live process"
-        elif refused:  # a rank that refused its command: say which and why
-            p = refused[0]
-            self.message.value = html.escape(
-                f"generation {self.generation}: rank {p['rank']} on {p['host']} {p['why']}"
-                + (f" (and {len(left) - 1} more)" if len(left) > 1 else "")
+        """Mirror the ranks' applied state in the picker and say how many ranks applied the
+        latest command (called after each refresh); a refusal stays until the next press."""
+        with self._lock:
+            try:
+                procs = self.run.control.processes()
+            except Exception:  # noqa: BLE001 - the next refresh reads them again
+                return
+            self._mirror(procs)
+            if self.error is not None or not self.generation:
+                return
+            try:
+                left = self.run.control.pending(self.generation)
+            except Exception:  # noqa: BLE001 - the next refresh says it again
+                return
+            refused = [p for p in left if p.get("why") != "pending"]
+            if not left:
+                self.message.value = f"generation {self.generation}: applied by every live process"
+            elif refused:  # a rank that refused its command: say which and why
+                p = refused[0]
+                self.message.value = html.escape(
+                    f"generation {self.generation}: rank {p['rank']} on {p['host']} {p['why']}"
+                    + (f" (and {len(left) - 1} more)" if len(left) > 1 else "")
+                )
+            else:
+                self.message.value = f"generation {self.generation}: {len(left)} process(es) not there yet"
+
+    def _mirror(self, procs: list[dict[str, Any]]) -> None:
+        from ..runs.control import resolved_callbacks
+
+        live = [p for p in ranked_processes(procs) if p.get("live")]
+        on = [p for p in live if p.get("state") == "on"]
+        sets = [frozenset(resolved_callbacks(list(p.get("enable") or []))) for p in on]
+        applied = frozenset().union(*sets)
+        state = (applied, len(on), len(live), len(set(sets)))
+        if state == self._applied:
+            return  # unchanged: the picker is the user's until the ranks change
+        self._applied = state
+        if on:
+            self._mirroring = True
+            try:
+                for o in self.options:
+                    self.checkboxes[o.key].value = (o.callback.domain, o.callback.cbid) in applied
+                self._set_domains()
+            finally:
+                self._mirroring = False
+            mixed = " (not the same in every rank: control status says which)" if len(set(sets)) > 1 else ""
+            self.applied.value = html.escape(
+                f"on in {len(on)} of {count_of(len(live), 'live rank')}: the picker shows what they "
+                f"trace{mixed}; change it and press start to retarget"
+            )
+        elif live:
+            self.applied.value = html.escape(
+                f"off in every live rank ({len(live)}): start turns on what the picker shows"
             )
         else:
-            self.message.value = f"generation {self.generation}: {len(left)} process(es) not there yet"
+            self.applied.value = "no live rank: nothing to steer"
+
+
+def ranked_processes(procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The processes that are ranks: a rank variable, or windows written (a launcher or a helper
+    without either is not a rank)."""
+    return [p for p in procs if p.get("rank_source") != "pid" or p.get("windows")]
 
 
 __all__ = ["RunControls", "RunPanel", "RunView", "heatmap_api", "run_view", "verdict"]

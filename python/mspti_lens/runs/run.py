@@ -287,8 +287,13 @@ class Run:
                     self._rows[path] = row
         events = list_windows(self.root, EVENTS_GLOB)
         hidden = covered_paths(events)
+        arrivals = list_windows(self.root, ARRIVALS_GLOB)
+        # A skipped file merged away since (gone, or covered by a listed segment) is no longer
+        # the run's: its windows are the segment's, and it is not an unreadable file of the run.
+        present = keep | (set(events) - hidden) | set(arrivals)
+        self.skipped = {p: why for p, why in self.skipped.items() if p in present}
         self._event_paths = [p for p in events if p not in self.skipped and p not in hidden]
-        self._arrival_paths = [p for p in list_windows(self.root, ARRIVALS_GLOB) if p not in self.skipped]
+        self._arrival_paths = [p for p in arrivals if p not in self.skipped]
         return vanished
 
     def _skip(self, path: str, why: Exception | str) -> None:
