@@ -229,7 +229,7 @@ def watched_cost(cfg: dict, log) -> dict:
     }
 
 
-def catch(cfg: dict, log, rule: str, step_delay: float = 0.01) -> dict:
+def catch(cfg: dict, log, rule: str, offset: int = 0, step_delay: float = 0.01) -> dict:
     """One watched slowdown job: when the slowdown started and each step to the capture's start
     (wall clock, from the slowed rank's windows and the capture's record), and the capture's cost."""
     from mspti_lens.sim.job import SLOWDOWN_LINE
@@ -243,7 +243,7 @@ def catch(cfg: dict, log, rule: str, step_delay: float = 0.01) -> dict:
             root,
             CATCH_INTERVAL_S,
             "--steps", str(cfg["slow_steps"]), "--step-delay", str(step_delay),
-            "--slowdown", f"rank=1,step={cfg['slow_step']},factor=3",
+            "--slowdown", f"rank=1,step={cfg['slow_step'] + offset},factor=3",
         )  # fmt: skip
         proc = subprocess.Popen(job, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _wait_dir(root)
@@ -385,16 +385,24 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def run(quick: bool, log) -> dict:
+# Each catch job slows down this many steps later than the last (about a third of a window at
+# 0.01 s a step): the slowdown's place in its window varies, and with it how long K windows take.
+SLOW_STEP_OFFSET = 70
+
+
+def run(quick: bool, log, reuse: dict | None = None) -> dict:
     cfg = QUICK if quick else FULL
-    log("watch: the flight recorder's own work")
-    work = flight_recorder_work(100 if quick else 400)
-    cost = watched_cost(cfg, log)
+    if reuse is not None:  # the cost sections of an earlier run; only the catches again
+        work, cost = reuse["work"], reuse["cost"]
+    else:
+        log("watch: the flight recorder's own work")
+        work = flight_recorder_work(100 if quick else 400)
+        cost = watched_cost(cfg, log)
     caught = []
     for rule in CATCH_RULES[-1:] if quick else CATCH_RULES:
         for i in range(cfg["catches"]):
             log(f"watch: time from a slowdown to its capture, {rule!r}, job {i + 1}")
-            caught.append(catch(cfg, log, rule))
+            caught.append(catch(cfg, log, rule, offset=i * SLOW_STEP_OFFSET))
     return {"quick": quick, "cost": cost, "caught": caught, "work": work}
 
 
@@ -521,6 +529,21 @@ def render(res: dict) -> list[str]:
         )
     if missed:
         L.append(f"\n{missed} job(s) not caught (see the log).")
+    if caught:
+        cmd = sum(c["to_command_s"] <= goal for c in caught)
+        app = sum(c["to_applied_s"] is not None and c["to_applied_s"] <= goal for c in caught)
+        L += [
+            "",
+            "Each job (rule; where in its window the slowdown began; to the command; to the rank "
+            "applying it): "
+            + "; ".join(
+                f"{c['rule'].split()[1]} {c['slow_in_window'] or 0:.2f} {c['to_command_s']:.2f} "
+                f"{c['to_applied_s'] or float('nan'):.2f}"
+                for c in caught
+            )
+            + f". Within the goal to the command: {cmd} of {len(caught)}; to the rank applying it: "
+            f"{app} of {len(caught)}.",
+        ]
     loads = [c["load"] for c in caught]
     if loads:
         L += ["", f"Load average during these jobs: {min(loads):.1f} to {max(loads):.1f}."]
@@ -552,11 +575,15 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None, help="also keep every figure measured here")
     ap.add_argument("--render", default=None, metavar="JSON", help="render a --json file again")
+    ap.add_argument(
+        "--catches-only", default=None, metavar="JSON", help="the catches again; the rest from a --json file"
+    )
     a = ap.parse_args()
     if a.render:
         res = json.loads(Path(a.render).read_text())
     else:
-        res = run(a.quick, log=lambda m: print(f"[bench] {m}", file=sys.stderr, flush=True))
+        reuse = json.loads(Path(a.catches_only).read_text()) if a.catches_only else None
+        res = run(a.quick, log=lambda m: print(f"[bench] {m}", file=sys.stderr, flush=True), reuse=reuse)
     if a.json:
         Path(a.json).write_text(json.dumps(res, default=str))
     text = "\n".join(render(res))
