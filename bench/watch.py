@@ -102,6 +102,16 @@ def _threads(pid: int) -> dict[int, int]:
     return out
 
 
+def _process_cpu_ns(pid: int) -> int | None:
+    """A process's user and system CPU so far, every thread's, ended ones too (stat: ticks)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 class RankThreads(threading.Thread):
     """Reads every thread of every rank of a run (the processes with a rank variable) every
     SAMPLE_S while the job runs: each rank's first and last reading, with their times."""
@@ -129,7 +139,9 @@ class RankThreads(threading.Thread):
                     now = time.monotonic()
                     self.first.setdefault(pid, (now, t))
                     self.last[pid] = (now, t)
-                    self.series.setdefault(pid, []).append((time.time(), sum(t.values())))
+                    cpu = _process_cpu_ns(pid)  # with its ended threads', which a sum of threads loses
+                    if cpu is not None:
+                        self.series.setdefault(pid, []).append((time.time(), cpu))
 
     def rates(self, pid: int, since: float | None = None) -> dict[str, float] | None:
         """CPU seconds per second of wall time of the workload (main) thread and of every other
@@ -547,22 +559,27 @@ def render(res: dict) -> list[str]:
     loads = [c["load"] for c in caught]
     if loads:
         L += ["", f"Load average during these jobs: {min(loads):.1f} to {max(loads):.1f}."]
-    for c in [c for c in caught if c.get("cpu")][:1] or caught[:1]:
-        cpu = c.get("cpu") or {}
-        before, during = cpu.get("before"), cpu.get("during")
-        rate = (
-            f"the captured rank's CPU (all its threads) {before * 1e3:.1f} ms/s in the {FOR_S:g} s before "
-            f"the slowdown, {during * 1e3:.1f} ms/s during the capture "
-            f"({100 * (during - before) / before:+.0f} %)"
-            if before and during
-            else "the captured rank's CPU could not be read"
-        )
+    if caught:
+        with_cpu = [c["cpu"] for c in caught if c.get("cpu")]
+        if with_cpu:
+            before = statistics.median(x["before"] for x in with_cpu)
+            during = statistics.median(x["during"] for x in with_cpu)
+            up = [100 * (x["during"] - x["before"]) / x["before"] for x in with_cpu]
+            rate = (
+                f"the captured rank's CPU (all its threads, /proc) {before * 1e3:.1f} ms/s in the {FOR_S:g} "
+                f"s before the slowdown and {during * 1e3:.1f} ms/s during the capture, medians over "
+                f"{len(with_cpu)} jobs: {_spread(up, '{:+.0f}')} %"
+            )
+        else:
+            rate = "the captured rank's CPU could not be read"
         L += [
             "",
             f"A capture ({FOR_S:g} s of kernel, communication and marker records and 1 s windows on the "
-            f"slow rank only): {rate}; its folder {c['bytes'] or 0:,} bytes with {c['records']:,} device "
-            f"records, {c['before_fine']} fine windows of the seconds before the trigger (the flight "
-            f"recorder's) and {c['during_fine']} during.",
+            f"slow rank only): {rate}; its folder {_spread([c['bytes'] / 1e6 for c in caught], '{:.0f}')} "
+            f"MB with {_spread([float(c['records']) for c in caught], '{:,.0f}')} device records, "
+            f"{_spread([float(c['before_fine']) for c in caught], '{:.0f}')} fine windows of the seconds "
+            f"before the trigger (the flight recorder's) and "
+            f"{_spread([float(c['during_fine']) for c in caught], '{:.0f}')} during.",
         ]
     if res["quick"]:
         L += ["", "(quick mode: one round of short jobs, one catch)"]
