@@ -477,7 +477,8 @@ def render(res: dict) -> list[str]:
             f"This simulated rank's workload thread is busy {busy:.1f} % of a core (it sleeps 10 ms a "
             f"step), so against it the recorder is {statistics.median(share):.1f} %: the goal (at most "
             f"0.5 % of the job) holds only for a rank whose process uses at least {breakeven:.2f} of a "
-            "core, which a training loop's main thread does, and not for a job as idle as this one."
+            "core, as a rank driving an NPU from a Python training loop typically does, and not for a "
+            "job as idle as this one."
         )
     else:
         L.append("No rank's flight recorder ran long enough to be measured (quick mode's jobs are short).")
