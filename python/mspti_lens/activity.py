@@ -76,21 +76,29 @@ class ActivityData:
 
     def __init__(self, native: Any):
         self._native = native
-        s = native.stats(list(QUANTILES))
-        self._rows = pl.DataFrame(
-            {
-                "table": s["table"],
-                "key0": s["key0"],
-                "key1": s["key1"],
-                "key2": s["key2"],
-                "metric": s["metric"],
-                **stat_columns(s),
-                "bytes": pl.Series(s["bytes"], dtype=pl.UInt64),
-            },
-            schema_overrides={c: pl.String for c in ("table", "key0", "key1", "key2", "metric")},
-        )
+        self._rows_made: pl.DataFrame | None = None
         self.info = dict(native.info())
         self.counters = dict(native.counters())
+
+    @property
+    def _rows(self) -> pl.DataFrame:
+        """The aggregates as one frame, made on first use: a window that is only merged or saved
+        (a flight recorder's fine window, every second) never pays for it."""
+        if self._rows_made is None:
+            s = self._native.stats(list(QUANTILES))
+            self._rows_made = pl.DataFrame(
+                {
+                    "table": s["table"],
+                    "key0": s["key0"],
+                    "key1": s["key1"],
+                    "key2": s["key2"],
+                    "metric": s["metric"],
+                    **stat_columns(s),
+                    "bytes": pl.Series(s["bytes"], dtype=pl.UInt64),
+                },
+                schema_overrides={c: pl.String for c in ("table", "key0", "key1", "key2", "metric")},
+            )
+        return self._rows_made
 
     def _table(self, table: str, metric: str | None = None) -> pl.DataFrame:
         df = self._rows.filter(pl.col("table") == table)

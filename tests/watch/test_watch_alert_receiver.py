@@ -158,6 +158,11 @@ def test_one_capture_per_alert_resent_restarted_or_received_twice_and_the_cool_d
         AlertReceiver(run, port=0, for_s=3.0, cooldown_s=600, say=lines.append) for _ in range(2)
     )
     try:
+        # Receiving, the run is watched: its ranks keep their flight recorders (the seconds
+        # before a capture), as with a watcher of files; the marker's heartbeat is the receiver's.
+        marker = run / "control" / "watched.json"
+        assert json.loads(marker.read_text())["recorder"]["windows"] > 0
+        assert first._heart.is_alive() and second._heart.is_alive()
         out: list[list[str]] = []
         both = [
             threading.Thread(target=lambda r=r: out.append(r.handle(payload(alert()))))
@@ -177,6 +182,7 @@ def test_one_capture_per_alert_resent_restarted_or_received_twice_and_the_cool_d
     finally:
         first.close()
         second.close()
+    assert not first._heart.is_alive()  # closed: it stops marking the run watched
     with AlertReceiver(run, port=0, for_s=3.0, cooldown_s=600, say=lines.append) as restarted:
         assert restarted.handle(payload(alert()))[0].startswith("seen before:")
         # The rule fires again (a new alert): within its cool-down, not captured, and said why.

@@ -221,12 +221,47 @@ def test_a_watched_rank_keeps_its_last_seconds_and_a_capture_starts_with_them(ra
     on_disk = [Snapshot.load(p) for p in (run / "host=h" / "rank=0").glob("window-*.parquet")]
     assert sum(s.total_calls for s in on_disk) == sum(rank.made)
     assert 0 < sum(Snapshot.load(folder / f).total_calls for f in cap["before_fine"]) < sum(rank.made)
+    assert flight.cpu_s() > 0 and process(run)["flight"]["cpu_s"] > 0  # what being watched cost
     # Not watched any more (the marker's heartbeat stops): the ring is let go.
-    # A rank serving /metrics (record --prometheus) keeps none: fine resets would cut its scrapes.
-    serving = flight_recorder.FlightRecorder(run, rank.writer, serving=True)
-    serving.look(time.monotonic() + 3600)
-    assert serving.windows == 0
     old = time.time() - 3600
     os.utime(run / "control" / "watched.json", (old, old))  # as if its watcher were gone an hour
     flight.look(time.monotonic() + 3600)
     assert flight.windows == 0 and not flight.ring
+
+
+def test_a_rank_serving_metrics_keeps_a_flight_recorder_and_its_scrapes_see_the_whole_window(tmp_path, sim):
+    # record --prometheus: the rank's /metrics serves its writer's window so far. Watched, its
+    # flight recorder cuts fine windows out of the Session every second; a scrape must still see
+    # every call of the writer's window (the fine windows pending and the Session's since), and
+    # the writer's next window on disk holds them all, exactly once.
+    from mspti_lens.export.prometheus import METRIC
+    from mspti_lens.export.serve import serve
+    from mspti_lens.session import Session
+
+    run = tmp_path / "run"
+    (run / "control").mkdir(parents=True)
+    Capturer(run, CapturePolicy(recorder_windows=4)).watching()  # a watcher's (or receiver's) mark
+    with Session(library="sim", enable=["runtime"]) as session:
+        writer = WindowWriter(session, run, OWN_S, host="h", rank=(0, "RANK"))
+        with serve(0, session, min_interval=0) as server:  # no render reused
+            flight = flight_recorder.FlightRecorder(run, writer, server=server)
+            flight.look(time.monotonic() + 3600)
+            assert flight.windows == 4  # a serving rank is watched like any other
+
+            def calls(n: int) -> None:
+                sim.call("aclrtMalloc", 1000, n)
+
+            def served() -> int:
+                lines = [x for x in server.render("text").decode().splitlines()
+                         if x.startswith(f"{METRIC}_count") and 'api="aclrtMalloc"' in x]  # fmt: skip
+                return sum(int(float(x.rsplit(" ", 1)[1])) for x in lines)
+
+            calls(5)
+            flight.take()
+            calls(3)
+            flight.take()
+            calls(2)
+            assert [s.total_calls for s in flight.ring] == [5, 3]
+            assert served() == 10  # not the 2 since the last fine window
+            assert writer.session.reset().total_calls == 10  # the writer's window: every call once
+            assert served() == 0  # a new window

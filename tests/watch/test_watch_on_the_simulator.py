@@ -250,3 +250,41 @@ def _first_windows(poll, n: int):
     """RunWindows.poll as if only each rank's first ``n`` windows were written yet."""
     rank_windows, job_windows = poll()
     return [w for w in rank_windows if w.index <= n], []
+
+
+def test_a_ranks_next_window_is_looked_for_by_name_once_due(tmp_path, virtual):
+    # Between polls the watcher stats only each rank's next window, known in advance (the next
+    # number, the same pid, due one interval after the last one's end), so a window is read as
+    # soon as it lands; one overdue by more than LAND_PATIENCE_S is left to the polls.
+    from mspti_lens.watch.source import LAND_PATIENCE_S, RunWindows
+
+    folder = tmp_path / "host=h" / "rank=0"
+    folder.mkdir(parents=True)
+    end = 1_800_000_000.0
+
+    def window(k: int, final: bool = False) -> None:
+        with Session(library="sim", clock="mspti") as s:
+            s.start()
+            virtual.call("HcclAllReduce", 1 * MS, 10)
+            snap = s.reset().with_meta(
+                host="h", rank=0, interval_s=2.0, window=k, final=final,
+                window_start=end + 2 * (k - 2), window_end=end + 2 * (k - 1),
+            )  # fmt: skip
+            snap.save(folder / f"window-{k:06d}-pid77.parquet", event_log=False)
+
+    window(1)
+    source = RunWindows(tmp_path)
+    assert len(source.poll(now=end)[0]) == 1
+    due = end + 2.0
+    assert source.due(now=end) == due
+    assert not source.landed(now=due - 0.1)  # not due yet: nothing is looked for
+    assert not source.landed(now=due + 0.01)  # due, not written yet
+    window(2)
+    assert not source.landed(now=due - 0.1) and source.landed(now=due + 0.01)
+    assert not source.landed(now=due + LAND_PATIENCE_S + 0.01)  # overdue: left to the polls
+    assert source.due(now=due + LAND_PATIENCE_S + 0.01) is None
+    source.poll(now=due)
+    assert source.due(now=due) == due + 2.0
+    window(3, final=True)
+    source.poll(now=due + 2.0)
+    assert source.due(now=due) is None  # an ended rank has no next window

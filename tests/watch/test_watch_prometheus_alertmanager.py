@@ -23,7 +23,9 @@ import pytest
 
 from mspti_lens import open_run
 from mspti_lens.runs.control import read_processes
+from mspti_lens.snapshot import Snapshot
 from mspti_lens.watch.alert_receiver import AlertReceiver
+from mspti_lens.watch.capture import read_captures
 from mspti_lens.watch.prometheus_rules import prometheus_rules
 
 PROMETHEUS = shutil.which("prometheus")
@@ -195,3 +197,12 @@ def test_prometheus_fires_the_rule_and_alertmanager_starts_one_capture_on_the_sl
     assert len(capture) == 1 and capture[0]["ranks"] == {"ranks": [[SLOW_RANK, SLOW_RANK]], "hosts": []}
     kernels = open_run(run).device_events(("kernel",))
     assert kernels.height and set(kernels["rank"].to_list()) == {SLOW_RANK}  # the capture's device records
+    # The seconds before the alert: the slow rank's flight recorder (the receiver kept the run
+    # marked watched; the rank serves /metrics and keeps one all the same), its fine windows in
+    # the capture's before/.
+    (cap,) = read_captures(run)
+    fine = [Snapshot.load(Path(cap["path"]) / f).meta for f in cap["before_fine"]]
+    assert fine and all(m["flight"] and m["rank"] == SLOW_RANK and m["interval_s"] == 1.0 for m in fine)
+    fine.sort(key=lambda m: m["window_start"])
+    assert all(a["window_end"] == b["window_start"] for a, b in zip(fine, fine[1:]))  # they tile time
+    assert fine[0]["window_start"] < cap["started"]  # from before the capture's start

@@ -180,6 +180,19 @@ class MetricsServer:
         host = f"[{self.address}]" if ":" in self.address else self.address
         return f"http://{host}:{self.port}/metrics"
 
+    @property
+    def source(self) -> Callable[[], Any]:
+        """The function each render takes its snapshot from."""
+        return self._snapshot
+
+    def serve_from(self, source: Any) -> None:
+        """Serve ``source`` from now on (a Session, a Snapshot or a function returning one; a
+        recorded rank's flight recorder gives its writer's window so far,
+        runs/flight_recorder.py); the next scrape renders it."""
+        with self._render_lock:
+            self._snapshot = _source_of(source)
+            self._cache.clear()
+
     def _run(self, address: str, port: int, ready: concurrent.futures.Future) -> None:
         asyncio.set_event_loop(self._loop)
         try:

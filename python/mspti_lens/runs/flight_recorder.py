@@ -15,7 +15,9 @@ Session's window (``reset()``: the native state is handed over, not copied) into
 writer's next window on disk is the exact merge of the fine windows taken since its last one and
 the rest (``Snapshot.merge``: histograms add, slowest calls and device records merge), so every
 call is still in exactly one window on disk. The ring holds the last ``windows`` of them (the same
-objects, no copy). Not watched, the Tap hands ``reset()`` on and keeps nothing.
+objects, no copy), and they tile time: what the writer's own reset took since the last fine window
+begins the next one (one merge per window on disk). Not watched, the Tap hands ``reset()`` on and
+keeps nothing.
 
 The dump: a ``start`` command with ``recorder: true`` (a capture's, runs/control.py) makes each
 rank it names write its ring, oldest first, into its rank folder as
@@ -23,11 +25,20 @@ rank it names write its ring, oldest first, into its rank folder as
 command is applied; the capture links them into its ``before/``. A rank whose windows on disk
 are as fine as the recorder's keeps no ring: its windows are the seconds before.
 
-Cost (bench/watch.py, the simulator's 21 keys): a fine window is one ``reset()`` (about 0.1 ms
-of CPU) a second and one merge into the pending window (about 0.3 ms); memory is the ring's
-Snapshots plus the pending one, about 0.75 MiB each at 21 keys (a key's histogram is dense,
-about 36 KiB): 8 MiB or so for ten. Kept serialized they would take 21 KiB each, for about 1 ms
-of CPU each to write (``Snapshot.save``): memory was chosen over CPU.
+A rank serving ``/metrics`` (``record --prometheus``) keeps one as well: its server is given
+:meth:`FlightRecorder.window_so_far` (the pending fine windows merged with the Session's window so
+far), so a scrape sees the writer's whole window, as without the recorder, not the last fine one.
+
+Cost (bench/watch.py, the simulator's 21 keys): a fine window is one ``reset()`` (about 0.15 ms
+of CPU) a second and one merge into the pending window (about 0.25 ms); in a recorded rank of a
+simulated job, measured by the recorder's own count, about 0.6 ms of CPU per second watched, 1.3
+ms with the default communication records (their share of each fine window): 0.13 % of a core.
+Memory is the ring's Snapshots plus the pending one, about 0.75 MiB each at 21 keys (a key's
+histogram is dense, about 36 KiB): 8 MiB or so for ten. Kept serialized they would take 21 KiB
+each, for about 1 ms of CPU each to write (``Snapshot.save``): memory was chosen over CPU. The
+recorder counts the CPU of all its work (its thread clock around each look, fine window, merge
+and dump), and the process file says it (``flight.cpu_s``): being watched is measured where it
+runs, not guessed.
 """
 
 from __future__ import annotations
@@ -84,7 +95,12 @@ class Tap:
         # The fine windows not yet in a window on disk, merged as they come: one Snapshot however
         # long the run's interval is.
         self._pending: Any = None
+        # What the writer's reset took since the last fine window: it is on disk already, and
+        # the start of the next fine window, so that the fine windows tile time with no gap at
+        # the writer's windows' ends.
+        self._tail: Any = None
         self._lock = threading.Lock()  # the writer's reset and the control thread's fine tick
+        self.merge_ns = 0  # the writer thread's CPU merging the fine windows into its windows
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.session, name)
@@ -93,14 +109,29 @@ class Tap:
         with self._lock:
             last = self.session.reset()
             pending, self._pending = self._pending, None
-        return last if pending is None else pending.merge(last)
+            # Fine windows are being taken: the next one starts where the previous one ended.
+            self._tail = last if pending is not None else None
+        if pending is None:
+            return last
+        began = time.thread_time_ns()
+        merged = pending.merge(last)
+        self.merge_ns += time.thread_time_ns() - began  # only the writer's thread adds here
+        return merged
+
+    def so_far(self) -> Any:
+        """The writer's window so far: the pending fine windows and the Session's window since."""
+        with self._lock:
+            now, pending = self.session.snapshot(), self._pending
+        return now if pending is None else pending.merge(now)
 
     def fine(self) -> Any:
-        """Take the Session's window now (it goes into the writer's next window as well)."""
+        """Take the Session's window now (it goes into the writer's next window as well); the
+        fine window since the last one (with what a writer's reset took meanwhile)."""
         with self._lock:
             snap = self.session.reset()
             self._pending = snap if self._pending is None else self._pending.merge(snap)
-        return snap
+            tail, self._tail = self._tail, None
+        return snap if tail is None else tail.merge(snap)
 
 
 class FlightRecorder:
@@ -109,13 +140,16 @@ class FlightRecorder:
     every poll; ``after(apply)``, ``after_tick(tick)`` and ``state_of(state)`` wrap the
     recorder's own (runs/hook.py)."""
 
-    def __init__(self, run: str | os.PathLike, writer: Any, *, serving: bool = False):
+    def __init__(self, run: str | os.PathLike, writer: Any, *, server: Any = None):
         from .control import CONTROL_DIR
 
         self.writer = writer
-        # A rank serving /metrics (record --prometheus) serves its Session's window so far: a fine
-        # reset every second would cut what a scrape sees, so it keeps no flight recorder.
-        self.serving = serving
+        # A rank serving /metrics (record --prometheus): a scrape reads the writer's window so
+        # far, fine windows included (a fine reset alone would cut what it sees).
+        self._served: Any = None
+        if server is not None:
+            self._served = server.source
+            server.serve_from(self.window_so_far)
         self.control = runfiles.open_run_folder(run, writer=True).child(CONTROL_DIR)
         self.windows = 0  # kept while watched (0: not watched)
         self.interval_s = DEFAULT_INTERVAL_S
@@ -124,15 +158,42 @@ class FlightRecorder:
         self._next = 0.0  # the next fine window is due (time.monotonic)
         self.taken = 0  # fine windows taken, ever
         self.dumped: list[str] = []  # the last dump's file names
+        self.cpu_ns = 0  # this recorder's CPU on the control thread (looks, fine windows, dumps)
+        self._tap: Tap | None = None  # the current on period's
+        self._taps_ns = 0  # the writer thread's merges in earlier on periods' Taps
+
+    def cpu_s(self) -> float:
+        """All the CPU the recorder has cost this process: its own work and the writer's merges."""
+        tap = self._tap.merge_ns if self._tap is not None else 0
+        return (self.cpu_ns + self._taps_ns + tap) / 1e9
+
+    def window_so_far(self) -> Any:
+        """What /metrics serves: the writer's window so far (its Session's, when it has no fine
+        windows pending; the Session the server was given, when the writer is off)."""
+        session = self.writer.session
+        if isinstance(session, Tap):
+            return session.so_far()
+        if session is not None:
+            return session.snapshot()
+        return self._served()
 
     # -- watched or not --------------------------------------------------------------------------
     def look(self, now: float) -> None:
         """Read the marker (every HEARTBEAT_S): watched, and how, or not."""
-        from .control import HEARTBEAT_S, LOST_AFTER_S
+        from .control import HEARTBEAT_S
 
         if now - self._looked < HEARTBEAT_S:
             return
         self._looked = now
+        began = time.thread_time_ns()
+        try:
+            self._look()
+        finally:
+            self.cpu_ns += time.thread_time_ns() - began
+
+    def _look(self) -> None:
+        from .control import LOST_AFTER_S
+
         wanted = None
         try:
             with self.control.open(WATCHED_FILE) as f:
@@ -142,7 +203,7 @@ class FlightRecorder:
                 wanted = read_marker(data)
         except (OSError, ValueError):
             wanted = None  # none, being replaced, or not the run's own: not watched
-        if wanted is None or self.serving:
+        if wanted is None:
             self.windows = 0
             self.ring.clear()
             return
@@ -160,6 +221,13 @@ class FlightRecorder:
 
     def take(self) -> None:
         """One fine window into the ring (nothing while the writer is off)."""
+        began = time.thread_time_ns()
+        try:
+            self._take()
+        finally:
+            self.cpu_ns += time.thread_time_ns() - began
+
+    def _take(self) -> None:
         if self.writer.session is None:
             return
         if not isinstance(self.writer.session, Tap):
@@ -167,6 +235,10 @@ class FlightRecorder:
         session = self.writer.session
         if not isinstance(session, Tap):
             return  # turned off meanwhile
+        if session is not self._tap:
+            if self._tap is not None:
+                self._taps_ns += self._tap.merge_ns
+            self._tap = session
         try:
             snap = session.fine()
         except Exception:  # noqa: BLE001 - closed meanwhile (turned off): nothing to keep
@@ -183,6 +255,13 @@ class FlightRecorder:
         if not self.windows or self.writer.interval <= self.interval_s:
             return []
         self.take()
+        began = time.thread_time_ns()
+        try:
+            return self._dump(generation)
+        finally:
+            self.cpu_ns += time.thread_time_ns() - began
+
+    def _dump(self, generation: int) -> list[str]:
         w, names = self.writer, []
         facts = {"host": w.host, "rank": w.rank, "pid": os.getpid(), "flight": True, "generation": generation}
         for i, snap in enumerate(list(self.ring)):
@@ -222,7 +301,13 @@ class FlightRecorder:
         def with_flight() -> dict[str, Any]:
             return {
                 **state(),
-                "flight": {"windows": self.windows, "kept": len(self.ring), "interval_s": self.interval_s},
+                "flight": {
+                    "windows": self.windows,
+                    "kept": len(self.ring),
+                    "interval_s": self.interval_s,
+                    "taken": self.taken,
+                    "cpu_s": self.cpu_s(),
+                },
             }
 
         return with_flight

@@ -231,7 +231,7 @@ class Recorder:
 
         w = self.writer
         self.intervals = IntervalHold(w)
-        self.flight = FlightRecorder(out, w, serving=_server is not None)
+        self.flight = FlightRecorder(out, w, server=_server)
         self.control = ProcessControl(
             out,
             host=w.host,

@@ -21,6 +21,10 @@ path (runs/control.py): no port reaches a rank.
   one refused for any other reason (a capture runs, the budget, no rank it names is live) is
   released, so Alertmanager's next resend may capture it.
 - An alert that is resolved, not ours, or whose rule does not parse is skipped and said so.
+- **The seconds before**: while it runs, the receiver keeps the run marked watched (the watcher's
+  heartbeat, capture.Capturer.watching), so every rank keeps its flight recorder
+  (runs/flight_recorder.py) and a capture starts with the rank's last fine windows, as a file
+  watcher's does; a rank serving /metrics keeps one too.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runs import runfiles
-from ..runs.control import ControlError
+from ..runs.control import HEARTBEAT_S, ControlError
 from .capture import CapturePolicy, Capturer
 from .evaluate import JOB, Transition
 from .prometheus_rules import RULE_LABEL
@@ -189,10 +193,21 @@ class AlertReceiver:
             target=self._server.serve_forever, name="mspti-lens-receive", daemon=True
         )
         self._thread.start()
+        self._closing = threading.Event()
+        self.capturer.watching()  # marked watched now: the ranks' flight recorders start
+        self._heart = threading.Thread(target=self._beat, name="mspti-lens-receive-watched", daemon=True)
+        self._heart.start()
 
     @property
     def url(self) -> str:
         return f"http://{self.address}:{self.port}/"
+
+    def _beat(self) -> None:
+        """The watched marker's heartbeat while the receiver runs (Capturer.watching touches it
+        every HEARTBEAT_S): a receiver that is gone stops the ranks' flight recorders."""
+        while not self._closing.wait(HEARTBEAT_S / 2):
+            with self._lock:
+                self.capturer.watching()
 
     def _post(self, request: BaseHTTPRequestHandler) -> tuple[HTTPStatus, str]:
         try:
@@ -303,6 +318,8 @@ class AlertReceiver:
 
     def close(self) -> None:
         """Stop serving; a capture under way is restored and finished at once."""
+        self._closing.set()
+        self._heart.join()
         self._server.shutdown()
         self._server.server_close()
         for t in self._timers:

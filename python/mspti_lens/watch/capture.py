@@ -10,15 +10,16 @@ The path of a capture, all through the run directory (no port, no daemon):
 2. It claims the run's one capture slot: ``captures/.active``, created with O_EXCL (two watchers
    never capture at once, nor the same event twice). The claim holds the capture's folder and
    each rank's state before it, so a watcher that is restarted finishes a capture a dead one left.
-3. The flight recorder: the implicated ranks' last ``before`` windows already on disk (their
-   slowest calls and device records: what happened before the trigger) are linked into
-   ``before/``.
-4. ``RunControl.start(enable=..., activity=kernel,communication,marker + what was on,
+3. ``RunControl.start(enable=..., activity=kernel,communication,marker + what was on,
    for_s=for_s + RESTORE_MARGIN_S, interval_s=interval_s, ranks=...)``: the ranks record activity
    records joined to their launches, in windows of ``interval_s`` (fine: a second by default)
    while the command holds (runs/fine_windows.py). The ``for_s`` margin is a dead man's switch:
    a watcher killed mid-capture leaves the ranks to stop by themselves (off, not their prior
-   state: a restarted watcher restores that).
+   state: a restarted watcher restores that). The command says ``recorder: true``: each rank
+   first writes its flight recorder's fine windows of the seconds before (runs/flight_recorder.py).
+4. What happened before the trigger, once the command is out (so reading it delays nothing): the
+   implicated ranks' last ``before`` windows already on disk (their slowest calls and device
+   records) are linked into ``before/``.
 5. After ``for_s``: each rank goes back to its prior state and interval (one command per distinct
    prior state, issued together: every rank reads every command in order and applies those
    naming it; then all acknowledged; a command without ``interval_s`` gives a rank its own
@@ -315,7 +316,6 @@ class Capturer:
             }
             for p in procs
         ]
-        before = self._flight_recorder(ranks, folder, t.at)
         enable = sorted({e for p in prior if p["state"] == "on" for e in p["enable"]}) or None
         activity = sorted(
             {a for p in prior if p["state"] == "on" for a in p["activity"]} | set(CAPTURE_ACTIVITY)
@@ -336,6 +336,12 @@ class Capturer:
             )
         except ControlError as e:
             note = f"activity not turned on: {e}"
+        issued_at = time.time()
+        # The windows before, linked once the command is out: reading them must not delay it.
+        try:
+            before = self._flight_recorder(ranks, folder, t.at)
+        except Exception as e:  # noqa: BLE001 - the command is out: the capture goes on without them
+            before, note = [], ((note or "") + f" no windows before: {e}").strip()
         started = now  # the command was issued now (a test's clock is its own)
         self.active = {
             "rule": t.rule.text(),
@@ -347,6 +353,7 @@ class Capturer:
             "fired_at": t.at,
             "claimed_at": now,
             "started": started,
+            "issued_at": issued_at,  # wall clock when the command was written
             "until": started + self.policy.for_s,
             "state": "running",
             "note": note,

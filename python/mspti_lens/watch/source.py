@@ -9,7 +9,10 @@ of slot k (histograms add: exact). Slot k is ready when every rank seen has writ
 ending after it, or has ended (its final window written), or ``grace`` seconds after the slot's
 end (a slow or dead rank must not stop the watch): a window that comes later joins the next slot.
 Only single windows are read (``window-NNNNNN-pidP``): a compacted segment holds windows already
-seen. A window's device records (its ``events-NNNNNN-pidP`` file) come with it, for skew: a job
+seen. Each rank's next window is due one interval after its last one ends, under a name known in
+advance (the next number, the same pid): :meth:`RunWindows.landed` looks for just those files
+(one stat each), so a watcher reads a window as soon as it lands instead of at its next poll.
+A window's device records (its ``events-NNNNNN-pidP`` file) come with it, for skew: a job
 window's records are those of the collective instances completed with it (an instance's ranks'
 records fall in different windows when the ranks' windows are not cut at one instant).
 """
@@ -24,18 +27,22 @@ from pathlib import Path
 import polars as pl
 
 from ..runs import runfiles
-from ..runs.run import folder_of, list_windows
-from ..runs.writer import WINDOW_NAME, events_name
+from ..runs.run import _is_url, folder_of, list_windows
+from ..runs.writer import WINDOW_NAME, events_name, window_name
 from ..snapshot import Snapshot
 from .evaluate import JOB, Window, merge_windows
 
 CARRY_WINDOWS = 8  # job windows a collective instance's records wait for its other ranks'
+LAND_PATIENCE_S = 2.0  # a rank's next window is looked for this long after it is due
 
 
 @dataclass
 class _Rank:
     last_end: float = 0.0  #: the end of its latest window (wall clock)
     final: bool = False
+    seq: int = 0  #: the number of its latest window
+    due: float | None = None  #: when its next window ends (wall clock): then it lands soon after
+    next_file: tuple[str, str, str] | None = None  #: (host folder, rank folder, name) of that window
 
 
 class RunWindows:
@@ -82,12 +89,45 @@ class RunWindows:
             r = self._ranks.setdefault((host, rank), _Rank())
             r.last_end = max(r.last_end, w.end)
             r.final = r.final or bool(snap.meta.get("final"))
+            interval = float(snap.meta.get("interval_s") or 0.0)
+            folder = folder_of(path)
+            if seq > r.seq and folder is not None and not r.final and interval > 0 and not _is_url(self.root):
+                r.due = w.end + interval
+                name = window_name(seq + 1, int(m.group(2)))  # the same process's next
+                r.next_file = (f"host={folder[0]}", f"rank={folder[1]}", name)
+            if seq > r.seq:
+                r.seq = seq
+            if r.final:
+                r.due = r.next_file = None
             if self._origin is None:
                 self._origin = w.start
             slot = max(self._slot_of(w.end), self._next_slot)  # late for its slot: the next one
             self._slots.setdefault(slot, []).append(((host, rank), snap, events))
         fresh.sort(key=lambda t: (t[0], t[1]))
         return [w for _, _, w in fresh], self._job_windows(now)
+
+    def due(self, now: float | None = None) -> float | None:
+        """When the earliest next window of a rank is due to end (wall clock), or None (no rank
+        whose next window is known: none yet, all ended, or a remote run). A window overdue by
+        LAND_PATIENCE_S (a rank gone, or its interval changed) is left to the polls."""
+        now = time.time() if now is None else now
+        waiting = [r.due for r in self._ranks.values() if r.due is not None and r.due > now - LAND_PATIENCE_S]
+        return min(waiting, default=None)
+
+    def landed(self, now: float | None = None) -> bool:
+        """Whether a rank's next window, due by ``now``, is on disk: one stat of its known name per
+        rank due (through runs/runfiles.py, like every read of the run)."""
+        now = time.time() if now is None else now
+        for r in self._ranks.values():
+            if r.due is None or not now - LAND_PATIENCE_S < r.due <= now or r.next_file is None:
+                continue
+            host_dir, rank_dir, name = r.next_file
+            try:
+                runfiles.RunFolder(self.root, host_dir, rank_dir, follow_root=True).stat(name)
+            except OSError:
+                continue  # not yet (or not the run's: the next poll says so)
+            return True
+        return False
 
     def _slot_of(self, end: float) -> int:
         length = self.interval or 1.0

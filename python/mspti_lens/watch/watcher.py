@@ -28,6 +28,10 @@ from .rules import Rule, check_names, parse_rule, parse_rules
 from .source import RunWindows
 
 DEFAULT_EVERY = 1.0  # seconds between two polls of the run directory
+# Between polls, once a rank's next window is due, its known name is looked for this often until
+# it lands (a window is read as soon as it is written, not up to a poll later): a stat each, for
+# the few tens of milliseconds a window takes to write.
+LAND_CHECK_S = 0.02
 TRIGGERS_METRIC = "mspti_lens_watch_triggers_total"
 BASELINES_FILE = "baselines.json"
 
@@ -150,13 +154,29 @@ class Watcher:
                 self.poll()
                 if self.done() or (deadline is not None and time.monotonic() >= deadline):
                     break
-                self._stop.wait(self.every)
+                self._wait()
         except KeyboardInterrupt:
             pass
         finally:
             if self.capturer is not None:  # a capture still running: its ranks restored now
                 self.capturer.tick(force=True)
         return self
+
+    def _wait(self) -> None:
+        """Until the next poll: ``every`` seconds, or less when a rank's next window lands first
+        (looked for from when it is due, every LAND_CHECK_S)."""
+        now = time.monotonic()
+        until = now + self.every
+        due = self.windows.due()
+        at = None if due is None else now + (due - time.time())  # on the monotonic clock
+        if at is None or at >= until:
+            self._stop.wait(self.every)
+            return
+        if self._stop.wait(max(0.0, at - now)):
+            return
+        while (left := until - time.monotonic()) > 0:
+            if self.windows.landed() or self._stop.wait(min(LAND_CHECK_S, left)):
+                return
 
     def start(self, *, timeout: float | None = None) -> Watcher:
         """:meth:`run` in a daemon thread (a notebook keeps working while it watches)."""
