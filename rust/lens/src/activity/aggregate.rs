@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use super::correlations::ByCorrelation;
 use super::counters::{ActivityCounter as D, ActivityCounts};
 use super::events::{Event, Recorder, EVENT_COMMUNICATION, EVENT_HCCL, EVENT_KERNEL};
 use super::launch_hooks::{self as hook, Span};
@@ -20,6 +21,10 @@ pub const CORRELATION_CAP: usize = 1 << 18;
 /// records have passed them (records of one thread arrive in time order), so this only bounds a
 /// thread whose API records stopped coming; the spans given up are counted.
 pub const SPANS_PER_THREAD: usize = 1 << 18;
+/// Records parsed between two reads of the span rings within a buffer: an 8 MiB buffer holds up
+/// to 150,000 records, whose parsing takes long enough for a thread launching at simulator
+/// speed (millions per second) to go round its ring (`launch_hooks::RING` spans) meanwhile.
+const RECORDS_PER_SPAN_READ: u32 = 4096;
 
 #[derive(Clone, Copy)]
 struct SpanEntry {
@@ -31,16 +36,18 @@ struct SpanEntry {
 
 #[derive(Clone, Copy)]
 struct Link {
-    name: u32,
+    /// The span's ENTER; with `tid` (0 for external correlation) it names the span: the same
+    /// span seen twice is not ambiguous.
     enter: u64,
+    tid: u32,
+    name: u32,
     source: u32,
+    /// The settle round it was made in (`State::wait_round`): once a settle wait gave up in a
+    /// later round, it is given up (`give_up_waiting`); its kernel still joins if it comes.
+    round: u32,
     ambiguous: bool,
-    /// (tid, enter) of the span: the same span seen twice is not ambiguous.
-    span: (u32, u64),
     /// The launch is awaited: no kernel joined it yet (and it is not ambiguous).
     awaited: bool,
-    /// A settle wait gave up on it (`give_up_waiting`); its kernel still joins if it comes.
-    given_up: bool,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -87,11 +94,16 @@ pub struct State {
     pub join_active: bool,
     // -- join ---------------------------------------------------------------------------
     cursors: Vec<u64>,
-    spans: HashMap<u32, VecDeque<SpanEntry>>,
+    /// Per thread id, its spans not yet passed by its API records, oldest first.
+    spans: Vec<(u32, VecDeque<SpanEntry>)>,
+    span_threads: HashMap<u32, usize>,
+    /// The entry of `spans` the last API record used (records come in runs of one thread).
+    last_thread: usize,
     by_external: HashMap<u64, (SpanEntry, bool)>,
     by_external_order: VecDeque<u64>,
-    links: HashMap<u64, Link>,
-    links_order: VecDeque<u64>,
+    links: ByCorrelation<Link>,
+    /// Settle waits that gave up so far: links made before the last one are given up.
+    wait_round: u32,
     pending_kernels: HashMap<u64, Vec<(u64, u64)>>,
     pending_order: VecDeque<u64>,
     pending_kernel_count: usize,
@@ -99,6 +111,12 @@ pub struct State {
     awaiting: u64,
     awaiting_given_up: u64,
     retry_api: Vec<(u32, u64, u64, u64, u32)>,
+    /// Spans read back from the rings (kept: reused every read).
+    span_buf: Vec<Span>,
+    /// When the rings were last read, and the busiest ring's spans per second since the read
+    /// before (the drain polls sooner while it is high: `drain::next_poll`).
+    spans_read_at: Option<std::time::Instant>,
+    pub span_rate: f64,
     // -- markers --------------------------------------------------------------------------
     ranges_open: HashMap<u64, RangeEntry>,
     ranges_order: VecDeque<u64>,
@@ -129,17 +147,22 @@ impl Default for State {
             pair_launch_marks: false,
             join_active: false,
             cursors: Vec::new(),
-            spans: HashMap::default(),
+            spans: Vec::new(),
+            span_threads: HashMap::default(),
+            last_thread: 0,
             by_external: HashMap::default(),
             by_external_order: VecDeque::new(),
-            links: HashMap::default(),
-            links_order: VecDeque::new(),
+            links: ByCorrelation::new(CORRELATION_CAP),
+            wait_round: 0,
             pending_kernels: HashMap::default(),
             pending_order: VecDeque::new(),
             pending_kernel_count: 0,
             awaiting: 0,
             awaiting_given_up: 0,
             retry_api: Vec::new(),
+            span_buf: Vec::new(),
+            spans_read_at: None,
+            span_rate: 0.0,
             ranges_open: HashMap::default(),
             ranges_order: VecDeque::new(),
             open_launch_mark: HashMap::default(),
@@ -171,18 +194,35 @@ impl State {
     }
 
     /// Read the spans the callbacks logged since the last call (before a round of buffers, so
-    /// the API records of finished launches find their span).
+    /// the API records of finished launches find their span), then give the API records that
+    /// found none last round their second chance.
     pub fn ingest_spans(&mut self) {
+        self.read_spans();
+        // API records that found no span last round get one more chance.
+        for (tid, start, end, corr, kind) in std::mem::take(&mut self.retry_api) {
+            self.api_join(tid, start, end, corr, kind, false);
+        }
+    }
+
+    /// The spans logged since the last read, into the per-thread queues (or the external ids).
+    fn read_spans(&mut self) {
         let rings = hook::rings();
         if self.cursors.len() < rings.len() {
             self.cursors.resize(rings.len(), 0);
         }
-        let mut new: Vec<Span> = Vec::new();
+        let mut new = std::mem::take(&mut self.span_buf);
+        let mut busiest = 0;
         for (i, r) in rings.iter().enumerate() {
+            let from = self.cursors[i];
             self.counters[D::SpansLost] += hook::read_ring(r, i as u32, &mut self.cursors[i], &mut new);
+            busiest = busiest.max(self.cursors[i].saturating_sub(from));
+        }
+        let now = std::time::Instant::now();
+        if let Some(at) = self.spans_read_at.replace(now) {
+            self.span_rate = busiest as f64 / now.duration_since(at).as_secs_f64().max(1e-6);
         }
         let external = hook::hooks() & hook::EXTERNAL != 0;
-        for s in new {
+        for s in new.drain(..) {
             // SAFETY: span names are the callback's functionName pointers: static strings of
             // the library, which is never unloaded.
             let name = unsafe { self.names.at(s.name) };
@@ -192,7 +232,8 @@ impl State {
                 self.launches.row(name, source).api.record(d);
             }
             if !external {
-                let q = self.spans.entry(s.tid).or_default();
+                let t = self.thread_spans(s.tid, true).unwrap_or_default();
+                let q = &mut self.spans[t].1;
                 q.push_back(e);
                 if q.len() > SPANS_PER_THREAD {
                     q.pop_front();
@@ -210,10 +251,7 @@ impl State {
                 }
             }
         }
-        // API records that found no span last round get one more chance.
-        for (tid, start, end, corr, kind) in std::mem::take(&mut self.retry_api) {
-            self.api_join(tid, start, end, corr, kind, false);
-        }
+        self.span_buf = new;
     }
 
     /// Every record of one completed buffer.
@@ -222,11 +260,20 @@ impl State {
         self.names.new_buffer();
         let sizes = self.sizes;
         let mut it = Records::new(bytes, &sizes);
+        let read_spans = self.join_active && hook::hooks() & (hook::SPANS | hook::EXTERNAL) != 0;
+        let mut until_read = RECORDS_PER_SPAN_READ;
         for r in it.by_ref() {
             match r {
                 Ok(rec) => {
                     self.counters[D::Records] += 1;
                     self.ingest(rec);
+                    until_read -= 1;
+                    if until_read == 0 {
+                        until_read = RECORDS_PER_SPAN_READ;
+                        if read_spans {
+                            self.read_spans();
+                        }
+                    }
                 }
                 Err(Bad::UnknownKind(_)) | Err(Bad::Truncated) => {
                     self.counters[D::BadRecords] += 1;
@@ -346,7 +393,7 @@ impl State {
                     if overlapped {
                         self.counters[D::Overlapped] += 1;
                     } else {
-                        self.link(correlation, span, (0, span.enter));
+                        self.link(correlation, span, 0);
                     }
                 }
             }
@@ -359,29 +406,54 @@ impl State {
 
     // -- host <-> device join ----------------------------------------------------------------
 
+    /// The index in `spans` of thread `tid`'s queue; with `make`, made if the thread has none.
+    #[inline]
+    fn thread_spans(&mut self, tid: u32, make: bool) -> Option<usize> {
+        if self.spans.get(self.last_thread).is_some_and(|(t, _)| *t == tid) {
+            return Some(self.last_thread);
+        }
+        let i = match self.span_threads.get(&tid) {
+            Some(&i) => i,
+            None if make => {
+                self.spans.push((tid, VecDeque::new()));
+                self.span_threads.insert(tid, self.spans.len() - 1);
+                self.spans.len() - 1
+            }
+            None => return None,
+        };
+        self.last_thread = i;
+        Some(i)
+    }
+
     fn api_join(&mut self, tid: u32, start: u64, end: u64, corr: u64, kind: u32, first: bool) {
-        let Some(q) = self.spans.get_mut(&tid) else {
+        let Some(t) = self.thread_spans(tid, false) else {
             if first {
                 self.retry_api.push((tid, start, end, corr, kind));
             }
             return;
         };
-        // Launch spans of one thread do not overlap: the candidate is the last that began
-        // at or before the record.
-        let i = q.partition_point(|s| s.enter <= start);
-        let hit = i.checked_sub(1).map(|i| q[i]).filter(|s| end <= s.exit);
-        let later_span = q.back().is_some_and(|s| s.exit >= start);
+        let q = &mut self.spans[t].1;
         // Records of a thread arrive in time order: spans that ended before this one began
-        // cannot contain a later record.
+        // cannot contain it or a later record.
         while q.front().is_some_and(|s| s.exit < start) {
             q.pop_front();
         }
+        // Launch spans of one thread do not overlap (so they end in the order they began), but
+        // may touch (on a virtual clock a launch can begin when the last one ends): the candidate
+        // is the last of the first few left that began at or before the record.
+        let mut i = 0;
+        while q.get(i + 1).is_some_and(|s| s.enter <= start) {
+            i += 1;
+        }
+        let hit = q.get(i).copied().filter(|s| s.enter <= start && end <= s.exit);
+        // Any span left ends after the record began.
+        let later_span = !q.is_empty();
         match hit {
             Some(s) => {
                 if corr == 0 {
                     self.counters[D::ZeroCorrelation] += 1;
                 } else {
-                    self.link(corr, s, (tid, s.enter));
+                    self.link(corr, s, tid);
                 }
             }
             None if first && !later_span => {
@@ -392,45 +464,38 @@ impl State {
         }
     }
 
-    fn link(&mut self, corr: u64, s: SpanEntry, span: (u32, u64)) {
-        match self.links.get_mut(&corr) {
-            Some(l) if l.span != span && !l.ambiguous => {
+    fn link(&mut self, corr: u64, s: SpanEntry, tid: u32) {
+        match self.links.get_mut(corr) {
+            Some(l) if (l.tid, l.enter) != (tid, s.enter) && !l.ambiguous => {
                 l.ambiguous = true;
-                self.counters[D::Ambiguous] += 1;
                 // Its kernels will not join either launch: neither is awaited any more.
-                let l = *l;
-                self.stop_awaiting(l);
-                if let Some(l) = self.links.get_mut(&corr) {
-                    l.awaited = false;
-                }
+                let was = *l;
+                l.awaited = false;
+                self.counters[D::Ambiguous] += 1;
+                self.stop_awaiting(was);
             }
             Some(_) => {}
             None => {
-                self.links.insert(
-                    corr,
-                    Link {
-                        name: s.name,
-                        enter: s.enter,
-                        source: s.source,
-                        ambiguous: false,
-                        span,
-                        awaited: true,
-                        given_up: false,
-                    },
-                );
+                let l = Link {
+                    enter: s.enter,
+                    tid,
+                    name: s.name,
+                    source: s.source,
+                    round: self.wait_round,
+                    ambiguous: false,
+                    awaited: true,
+                };
                 self.awaiting += 1;
-                self.links_order.push_back(corr);
-                if self.links_order.len() > CORRELATION_CAP {
-                    if let Some(old) = self.links_order.pop_front() {
-                        if let Some(l) = self.links.remove(&old) {
-                            if l.awaited {
-                                self.stop_awaiting(l);
-                                self.counters[D::UnjoinedLaunches] += 1;
-                            }
-                        }
+                if let Some((_, old)) = self.links.insert(corr, l) {
+                    if old.awaited {
+                        self.stop_awaiting(old);
+                        self.counters[D::UnjoinedLaunches] += 1;
                     }
                 }
             }
+        }
+        if self.pending_kernel_count == 0 {
+            return;
         }
         if let Some(ks) = self.pending_kernels.remove(&corr) {
             self.pending_kernel_count -= ks.len();
@@ -445,7 +510,7 @@ impl State {
         if !l.awaited {
             return;
         }
-        if l.given_up {
+        if l.round != self.wait_round {
             self.awaiting_given_up -= 1;
         } else {
             self.awaiting -= 1;
@@ -463,11 +528,9 @@ impl State {
         if self.awaiting == 0 {
             return;
         }
-        for l in self.links.values_mut() {
-            if l.awaited && !l.given_up {
-                l.given_up = true;
-            }
-        }
+        // Every link of earlier rounds is given up already or not awaited: a new round gives up
+        // the current one's at once. (A link that outlived 2^32 give-ups would count as current.)
+        self.wait_round = self.wait_round.wrapping_add(1);
         self.awaiting_given_up += self.awaiting;
         self.awaiting = 0;
     }
@@ -477,40 +540,45 @@ impl State {
             self.counters[D::UnjoinedKernels] += 1;
             return;
         }
-        match self.links.get(&corr).copied() {
-            Some(l) if l.ambiguous => self.counters[D::UnjoinedKernels] += 1,
-            Some(l) => {
-                if l.awaited {
-                    self.stop_awaiting(l);
-                    if l.given_up {
-                        self.counters[D::LateKernels] += 1;
-                    }
-                    if let Some(m) = self.links.get_mut(&corr) {
-                        m.awaited = false;
-                    }
-                }
-                if start < l.enter {
-                    self.counters[D::ClockSkew] += 1;
-                    return;
-                }
-                let r = self.launches.row(l.name, l.source);
-                r.queue.record(start - l.enter);
-                r.kernel.record(end.saturating_sub(start));
+        let round = self.wait_round;
+        let Some(l) = self.links.get_mut(corr) else {
+            self.kernel_waits(corr, start, end);
+            return;
+        };
+        if l.ambiguous {
+            self.counters[D::UnjoinedKernels] += 1;
+            return;
+        }
+        let l0 = *l;
+        l.awaited = false;
+        if l0.awaited {
+            if l0.round != round {
+                self.counters[D::LateKernels] += 1;
             }
-            None => {
-                let v = self.pending_kernels.entry(corr).or_default();
-                if v.is_empty() {
-                    self.pending_order.push_back(corr);
-                }
-                v.push((start, end));
-                self.pending_kernel_count += 1;
-                while self.pending_kernel_count > PENDING_CAP {
-                    let Some(old) = self.pending_order.pop_front() else { break };
-                    if let Some(ks) = self.pending_kernels.remove(&old) {
-                        self.pending_kernel_count -= ks.len();
-                        self.counters[D::UnjoinedKernels] += ks.len() as u64;
-                    }
-                }
+            self.stop_awaiting(l0);
+        }
+        if start < l0.enter {
+            self.counters[D::ClockSkew] += 1;
+            return;
+        }
+        let r = self.launches.row(l0.name, l0.source);
+        r.queue.record(start - l0.enter);
+        r.kernel.record(end.saturating_sub(start));
+    }
+
+    /// A kernel whose launch has not been linked yet waits for it (bounded).
+    fn kernel_waits(&mut self, corr: u64, start: u64, end: u64) {
+        let v = self.pending_kernels.entry(corr).or_default();
+        if v.is_empty() {
+            self.pending_order.push_back(corr);
+        }
+        v.push((start, end));
+        self.pending_kernel_count += 1;
+        while self.pending_kernel_count > PENDING_CAP {
+            let Some(old) = self.pending_order.pop_front() else { break };
+            if let Some(ks) = self.pending_kernels.remove(&old) {
+                self.pending_kernel_count -= ks.len();
+                self.counters[D::UnjoinedKernels] += ks.len() as u64;
             }
         }
     }

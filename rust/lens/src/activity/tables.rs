@@ -132,19 +132,55 @@ pub struct LaunchRow {
     pub kernel: Histogram,
 }
 
-#[derive(Clone, Debug, Default)]
+/// Keys of the last launch rows found, by name id: a kernel of a recently seen launch function
+/// finds its row without hashing (the join records three histograms per launch).
+const LAUNCH_MEMO: usize = 16;
+
+#[derive(Clone, Debug)]
 pub struct Launches {
-    /// (function name id, join source) -> row.
-    pub rows: HashMap<(u32, u32), LaunchRow>,
+    /// ((function name id, join source), row), in order of first use.
+    rows: Vec<((u32, u32), LaunchRow)>,
+    index: HashMap<(u32, u32), usize>,
+    memo: [((u32, u32), usize); LAUNCH_MEMO],
+}
+
+impl Default for Launches {
+    fn default() -> Launches {
+        Launches {
+            rows: Vec::new(),
+            index: HashMap::default(),
+            memo: [((u32::MAX, u32::MAX), 0); LAUNCH_MEMO],
+        }
+    }
 }
 
 impl Launches {
+    #[inline]
     pub fn row(&mut self, name: u32, source: u32) -> &mut LaunchRow {
-        self.rows.entry((name, source)).or_default()
+        let key = (name, source);
+        let m = self.memo[name as usize % LAUNCH_MEMO];
+        if m.0 == key {
+            return &mut self.rows[m.1].1;
+        }
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.rows.push((key, LaunchRow::default()));
+                self.index.insert(key, self.rows.len() - 1);
+                self.rows.len() - 1
+            }
+        };
+        self.memo[name as usize % LAUNCH_MEMO] = (key, i);
+        &mut self.rows[i].1
     }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&(u32, u32), &LaunchRow)> {
+        self.rows.iter().map(|(k, r)| (k, r))
+    }
+
     pub fn merge(&mut self, o: &Launches) {
-        for (k, r) in &o.rows {
-            let m = self.rows.entry(*k).or_default();
+        for (k, r) in o.iter() {
+            let m = self.row(k.0, k.1);
             m.api.merge(&r.api);
             m.queue.merge(&r.queue);
             m.kernel.merge(&r.kernel);
