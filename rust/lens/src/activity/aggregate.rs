@@ -41,7 +41,8 @@ struct Link {
     enter: u64,
     tid: u32,
     name: u32,
-    source: u32,
+    /// Its `JOIN_*` source (a u8: the link is 32 bytes with its key; 2^18 of them are 8 MiB).
+    source: u8,
     /// The settle round it was made in (`State::wait_round`): once a settle wait gave up in a
     /// later round, it is given up (`give_up_waiting`); its kernel still joins if it comes.
     round: u32,
@@ -72,6 +73,36 @@ struct MarkPair {
     exit_id: u64,
 }
 
+/// Entries of the memo of rows by name pointers (`RowMemo`).
+const ROW_MEMO: usize = 64;
+
+/// A record's table row found by its name pointers (a kernel's name and type, an API record's
+/// name and kind) in the current buffer: records of a name seen before in it skip interning
+/// (two memo probes per record) and the table's lookup. Cleared with the names' memo at each
+/// buffer, and when the tables are replaced (`new_window`).
+#[derive(Clone, Copy)]
+struct RowMemo {
+    a: usize,
+    b: usize,
+    /// The name id of `a`, the row, and whether it is the table's "(other)" row.
+    name: u32,
+    row: u32,
+    other: bool,
+}
+
+const NO_ROW: RowMemo = RowMemo { a: 0, b: 0, name: 0, row: 0, other: false };
+
+/// A memo slot for a name pointer: the address mixed (a multiply between two xor-shifts), so
+/// names laid out at any stride spread over the slots.
+#[inline(always)]
+fn ptr_slot(p: usize) -> usize {
+    let mut x = p as u64;
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 32;
+    (x as usize) % ROW_MEMO
+}
+
 /// The drain's state.
 pub struct State {
     pub names: Names,
@@ -87,6 +118,10 @@ pub struct State {
     /// The device event log (kernels and collectives, timed; bounded per window).
     pub events: Recorder,
     pub counters: ActivityCounts,
+    kernel_rows: [RowMemo; ROW_MEMO],
+    api_rows: [RowMemo; ROW_MEMO],
+    /// The last span's name pointer and its id (spans of a thread mostly share one function).
+    span_name: (usize, u32),
     /// Mark pairing for `mark_launches` on (tid -> open ENTER mark (id, name, ts)).
     pub pair_launch_marks: bool,
     /// Whether kernels and API records take part in the host-device join (KERNEL with spans or
@@ -144,6 +179,9 @@ impl Default for State {
             launches: Launches::default(),
             events: Recorder::default(),
             counters: ActivityCounts::default(),
+            kernel_rows: [NO_ROW; ROW_MEMO],
+            api_rows: [NO_ROW; ROW_MEMO],
+            span_name: (0, EMPTY),
             pair_launch_marks: false,
             join_active: false,
             cursors: Vec::new(),
@@ -223,9 +261,15 @@ impl State {
         }
         let external = hook::hooks() & hook::EXTERNAL != 0;
         for s in new.drain(..) {
-            // SAFETY: span names are the callback's functionName pointers: static strings of
-            // the library, which is never unloaded.
-            let name = unsafe { self.names.at(s.name) };
+            let name = if s.name == self.span_name.0 {
+                self.span_name.1
+            } else {
+                // SAFETY: span names are the callback's functionName pointers: static strings
+                // of the library, which is never unloaded.
+                let id = unsafe { self.names.at(s.name) };
+                self.span_name = (s.name, id);
+                id
+            };
             let source = if external { JOIN_EXTERNAL } else { JOIN_RUNTIME_API };
             let e = SpanEntry { enter: s.enter, exit: s.exit, name, source };
             if let Some(d) = dur(s.enter, s.exit, &mut self.counters) {
@@ -258,6 +302,7 @@ impl State {
     pub fn ingest_buffer(&mut self, bytes: &[u8]) {
         self.counters[D::Buffers] += 1;
         self.names.new_buffer();
+        self.forget_rows();
         let sizes = self.sizes;
         let mut it = Records::new(bytes, &sizes);
         let read_spans = self.join_active && hook::hooks() & (hook::SPANS | hook::EXTERNAL) != 0;
@@ -283,15 +328,65 @@ impl State {
         self.counters[D::SkippedBytes] += it.skipped() as u64;
     }
 
+    /// Forget the rows found by pointer (a new buffer, or new tables).
+    fn forget_rows(&mut self) {
+        self.kernel_rows = [NO_ROW; ROW_MEMO];
+        self.api_rows = [NO_ROW; ROW_MEMO];
+        self.span_name = (0, EMPTY);
+    }
+
+    /// A new window: empty tables, marks and launch rows (the join's state, the names and the
+    /// event log's sequence numbers carry on).
+    pub fn new_window(&mut self) {
+        self.kernels = Table::new(KERNEL_KEYS);
+        self.apis = Table::new(OTHER_KEYS);
+        self.collectives = Table::new(OTHER_KEYS);
+        self.memcpy = Table::new(OTHER_KEYS);
+        self.ranges = Table::new(OTHER_KEYS);
+        self.marks.clear();
+        self.launches = Launches::default();
+        self.forget_rows();
+    }
+
+    /// The kernels row of a KERNEL record's name and type pointers, whether it is the "(other)"
+    /// row, and the name's id.
+    #[inline]
+    fn kernel_row(&mut self, name: usize, ty: usize) -> (u32, usize, bool) {
+        let slot = ptr_slot(name);
+        let m = self.kernel_rows[slot];
+        if m.a == name && m.b == ty && name != 0 {
+            return (m.name, m.row as usize, m.other);
+        }
+        // SAFETY: KERNEL name and type are filled by the library (reference §1.4).
+        let (n, t) = unsafe { (self.names.at(name), self.names.at(ty)) };
+        let (row, other) = self.kernels.row_index((n, t, 0));
+        self.kernel_rows[slot] = RowMemo { a: name, b: ty, name: n, row: row as u32, other };
+        (n, row, other)
+    }
+
+    /// The apis row of an API record's kind and name pointer, and whether it is "(other)".
+    #[inline]
+    fn api_row(&mut self, kind: u32, name: usize) -> (usize, bool) {
+        let slot = ptr_slot(name);
+        let m = self.api_rows[slot];
+        if m.a == name && m.b == kind as usize && name != 0 {
+            return (m.row as usize, m.other);
+        }
+        // SAFETY: the API record's name is filled (reference §1.4).
+        let n = unsafe { self.names.at(name) };
+        let (row, other) = self.apis.row_index((kind, n, 0));
+        self.api_rows[slot] = RowMemo { a: name, b: kind as usize, name: n, row: row as u32, other };
+        (row, other)
+    }
+
     fn ingest(&mut self, rec: Record) {
         let c = &mut self.counters;
         match rec {
             Record::Kernel { start, end, device, stream, correlation, kind_name, name } => {
                 let Some(d) = dur(start, end, c) else { return };
-                // SAFETY: KERNEL name and type are filled by the library (reference §1.4).
-                let (n, t) = unsafe { (self.names.at(name), self.names.at(kind_name)) };
-                self.kernels.record((n, t, 0), d);
-                self.events.log(Event {
+                let (n, row, other) = self.kernel_row(name, kind_name);
+                self.kernels.row_at(row, other).hist.record(d);
+                self.events.log_with(|| Event {
                     kind: EVENT_KERNEL,
                     name: n,
                     group: None,
@@ -310,9 +405,8 @@ impl State {
             }
             Record::Api { kind, start, end, tid, correlation, name, .. } => {
                 let Some(d) = dur(start, end, c) else { return };
-                // SAFETY: the API record's name is filled (reference §1.4).
-                let n = unsafe { self.names.at(name) };
-                self.apis.record((kind, n, 0), d);
+                let (row, other) = self.api_row(kind, name);
+                self.apis.row_at(row, other).hist.record(d);
                 if self.join_active && (kind == abi::KIND_RUNTIME_API || kind == abi::KIND_ACL_API) {
                     self.api_join(tid, start, end, correlation, kind, true);
                 }
@@ -465,32 +559,34 @@ impl State {
     }
 
     fn link(&mut self, corr: u64, s: SpanEntry, tid: u32) {
-        match self.links.get_mut(corr) {
-            Some(l) if (l.tid, l.enter) != (tid, s.enter) && !l.ambiguous => {
-                l.ambiguous = true;
-                // Its kernels will not join either launch: neither is awaited any more.
-                let was = *l;
-                l.awaited = false;
-                self.counters[D::Ambiguous] += 1;
-                self.stop_awaiting(was);
+        let new = Link {
+            enter: s.enter,
+            tid,
+            name: s.name,
+            source: s.source as u8,
+            round: self.wait_round,
+            ambiguous: false,
+            awaited: true,
+        };
+        let slot = self.links.slot_mut(corr);
+        match slot {
+            Some((k, l)) if *k == corr => {
+                if (l.tid, l.enter) != (tid, s.enter) && !l.ambiguous {
+                    l.ambiguous = true;
+                    // Its kernels will not join either launch: neither is awaited any more.
+                    let was = *l;
+                    l.awaited = false;
+                    self.counters[D::Ambiguous] += 1;
+                    self.stop_awaiting(was);
+                }
             }
-            Some(_) => {}
-            None => {
-                let l = Link {
-                    enter: s.enter,
-                    tid,
-                    name: s.name,
-                    source: s.source,
-                    round: self.wait_round,
-                    ambiguous: false,
-                    awaited: true,
-                };
+            _ => {
+                // A link of the id `CORRELATION_CAP` before this one leaves for it.
+                let old = slot.replace((corr, new)).map(|(_, l)| l);
                 self.awaiting += 1;
-                if let Some((_, old)) = self.links.insert(corr, l) {
-                    if old.awaited {
-                        self.stop_awaiting(old);
-                        self.counters[D::UnjoinedLaunches] += 1;
-                    }
+                if let Some(old) = old.filter(|l| l.awaited) {
+                    self.stop_awaiting(old);
+                    self.counters[D::UnjoinedLaunches] += 1;
                 }
             }
         }
@@ -561,7 +657,7 @@ impl State {
             self.counters[D::ClockSkew] += 1;
             return;
         }
-        let r = self.launches.row(l0.name, l0.source);
+        let r = self.launches.row(l0.name, u32::from(l0.source));
         r.queue.record(start - l0.enter);
         r.kernel.record(end.saturating_sub(start));
     }

@@ -34,15 +34,15 @@ impl<T: Copy> ByCorrelation<T> {
         }
     }
 
-    /// Put `v` under `id`: returns the entry of another id that held the slot (now gone).
+    /// The slot of `id`: it holds `id`'s entry, another id's, or nothing (for a caller that
+    /// looks and then writes with one lookup).
     #[inline]
-    pub fn insert(&mut self, id: u64, v: T) -> Option<(u64, T)> {
+    pub fn slot_mut(&mut self, id: u64) -> &mut Option<(u64, T)> {
         if self.slots.is_empty() {
             self.slots.resize(self.capacity, None);
         }
         let i = self.slot(id);
-        let old = self.slots[i].replace((id, v));
-        old.filter(|(k, _)| *k != id)
+        &mut self.slots[i]
     }
 
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
@@ -55,23 +55,22 @@ mod tests {
     use super::ByCorrelation;
 
     #[test]
-    fn an_id_finds_its_entry_and_replaces_the_one_capacity_ids_before_it() {
+    fn an_id_finds_its_entry_and_takes_the_slot_of_the_id_capacity_before_it() {
         let mut t = ByCorrelation::new(8);
         assert_eq!(t.get_mut(3), None);
         for id in 1..=8u64 {
-            assert_eq!(t.insert(id, id * 10), None);
+            assert_eq!(t.slot_mut(id).replace((id, id * 10)), None);
         }
         assert_eq!(t.get_mut(3), Some(&mut 30));
-        // The same id again replaces its own value: nothing is evicted.
-        assert_eq!(t.insert(3, 31), None);
-        assert_eq!(t.get_mut(3), Some(&mut 31));
-        // Id 11 takes id 3's slot: 3 is gone and said so; 11 is found, 19 (same slot) is not.
-        assert_eq!(t.insert(11, 110), Some((3, 31)));
+        // Id 11 maps to id 3's slot: the slot says who holds it, and 3 is gone once 11 takes it.
+        assert_eq!(*t.slot_mut(11), Some((3, 30)));
+        assert_eq!(t.get_mut(11), None, "the slot's id is checked");
+        t.slot_mut(11).replace((11, 110));
         assert_eq!(t.get_mut(3), None);
         assert_eq!(t.get_mut(11), Some(&mut 110));
         *t.get_mut(11).unwrap() += 1;
         assert_eq!(t.get_mut(11), Some(&mut 111));
-        assert_eq!(t.get_mut(19), None, "the slot's id is checked");
+        assert_eq!(t.get_mut(19), None);
         assert_eq!(t.values_mut().count(), 8);
     }
 }

@@ -95,3 +95,20 @@ pub(super) fn drain_loop(sh: &Shared, interval: Duration) {
         poll = sh.drain_now();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_drain_polls_sooner_only_while_a_ring_would_fill_a_quarter_in_one_poll() {
+        assert_eq!(next_poll(0.0), DRAIN_POLL);
+        let quarter = (launch_hooks::RING / 4) as f64;
+        // Exactly a quarter per poll: the poll stays.
+        assert_eq!(next_poll(quarter / DRAIN_POLL.as_secs_f64()), DRAIN_POLL);
+        // Twice as fast: half the poll; far faster: the floor.
+        let half = next_poll(2.0 * quarter / DRAIN_POLL.as_secs_f64());
+        assert!((half.as_secs_f64() - DRAIN_POLL.as_secs_f64() / 2.0).abs() < 1e-9, "{half:?}");
+        assert_eq!(next_poll(1e12), DRAIN_POLL_MIN);
+    }
+}
