@@ -540,8 +540,11 @@ impl State {
             i += 1;
         }
         let hit = q.get(i).copied().filter(|s| s.enter <= start && end <= s.exit);
-        // Any span left ends after the record began.
-        let later_span = !q.is_empty();
+        // A span read that began after the record did: spans are read in order, so the record's
+        // launch, if it has one, is among those read. Otherwise its span may not be read yet
+        // (a span that ended when the record began is no proof: on a virtual clock the next
+        // launch begins at that instant).
+        let later_span = q.back().is_some_and(|s| s.enter > start);
         match hit {
             Some(s) => {
                 if corr == 0 {
@@ -895,5 +898,66 @@ impl State {
         c[D::KernelsPending] = self.pending_kernel_count as u64;
         c[D::LaunchesPending] = self.awaiting + self.awaiting_given_up;
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CString;
+
+    use mspti_abi::activity::{MsptiActivityApi, MsptiActivityKernel, MsptiIdPair};
+
+    use super::*;
+
+    fn bytes<T>(v: &T) -> Vec<u8> {
+        // SAFETY: the record structs are packed plain data; viewing them as bytes is sound.
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }.to_vec()
+    }
+
+    #[test]
+    fn an_api_record_that_begins_as_the_last_span_read_ends_waits_for_its_own_span() {
+        // On a virtual clock launch 2 begins the instant launch 1 ends. Its RUNTIME_API record
+        // comes before its span is read: it must wait for it, not be taken for a record that is
+        // no launch's (its kernel would never join).
+        let name = CString::new("aclrtLaunchKernel").unwrap();
+        let kname = CString::new("MatMul").unwrap();
+        let tid = hook::os_tid();
+        let (n, k) = (name.as_ptr() as usize, kname.as_ptr());
+        let mut st = State { join_active: true, ..State::default() };
+        st.skip_old_spans();
+        assert!(hook::log_span(n, hook::LAUNCH_FIRST, 1000, 2000));
+        st.ingest_spans();
+        let api = |corr: u64, start: u64| MsptiActivityApi {
+            kind: abi::KIND_RUNTIME_API,
+            start,
+            end: start + 900,
+            pt: MsptiIdPair::pt(1, tid),
+            correlation_id: corr,
+            name: name.as_ptr(),
+            _pad: [0; 4],
+        };
+        let kernel = |corr: u64, start: u64| MsptiActivityKernel {
+            kind: abi::KIND_KERNEL,
+            start,
+            end: start + 500,
+            ds: MsptiIdPair::ds(0, 3),
+            correlation_id: corr,
+            type_: k,
+            name: k,
+            _pad: [0; 4],
+        };
+        let mut buf = bytes(&api(1, 1000));
+        buf.extend(bytes(&api(2, 2000)));
+        buf.extend(bytes(&kernel(1, 5000)));
+        buf.extend(bytes(&kernel(2, 6000)));
+        st.ingest_buffer(&buf);
+        assert_eq!(st.pending_kernels(), 1, "launch 2's kernel waits for its launch");
+        assert!(hook::log_span(n, hook::LAUNCH_FIRST, 2000, 3000));
+        st.ingest_spans();
+        assert_eq!(st.pending_kernels(), 0);
+        let row = st.launches.row(st.names.intern("aclrtLaunchKernel"), JOIN_RUNTIME_API).clone();
+        assert_eq!((row.api.count(), row.kernel.count()), (2, 2));
+        // Queue delays: ENTER to kernel start.
+        assert_eq!((row.queue.min_value(), row.queue.max_value()), (4000, 4000));
     }
 }
