@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use super::correlations::ByCorrelation;
 use super::counters::{ActivityCounter as D, ActivityCounts};
 use super::events::{Event, Recorder, EVENT_COMMUNICATION, EVENT_HCCL, EVENT_KERNEL};
 use super::launch_hooks::{self as hook, Span};
@@ -20,6 +21,10 @@ pub const CORRELATION_CAP: usize = 1 << 18;
 /// records have passed them (records of one thread arrive in time order), so this only bounds a
 /// thread whose API records stopped coming; the spans given up are counted.
 pub const SPANS_PER_THREAD: usize = 1 << 18;
+/// Records parsed between two reads of the span rings within a buffer: an 8 MiB buffer holds up
+/// to 150,000 records, whose parsing takes long enough for a thread launching at simulator
+/// speed (millions per second) to go round its ring (`launch_hooks::RING` spans) meanwhile.
+const RECORDS_PER_SPAN_READ: u32 = 4096;
 
 #[derive(Clone, Copy)]
 struct SpanEntry {
@@ -31,16 +36,19 @@ struct SpanEntry {
 
 #[derive(Clone, Copy)]
 struct Link {
-    name: u32,
+    /// The span's ENTER; with `tid` (0 for external correlation) it names the span: the same
+    /// span seen twice is not ambiguous.
     enter: u64,
-    source: u32,
+    tid: u32,
+    name: u32,
+    /// Its `JOIN_*` source (a u8: the link is 32 bytes with its key; 2^18 of them are 8 MiB).
+    source: u8,
+    /// The settle round it was made in (`State::wait_round`): once a settle wait gave up in a
+    /// later round, it is given up (`give_up_waiting`); its kernel still joins if it comes.
+    round: u32,
     ambiguous: bool,
-    /// (tid, enter) of the span: the same span seen twice is not ambiguous.
-    span: (u32, u64),
     /// The launch is awaited: no kernel joined it yet (and it is not ambiguous).
     awaited: bool,
-    /// A settle wait gave up on it (`give_up_waiting`); its kernel still joins if it comes.
-    given_up: bool,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -65,6 +73,36 @@ struct MarkPair {
     exit_id: u64,
 }
 
+/// Entries of the memo of rows by name pointers (`RowMemo`).
+const ROW_MEMO: usize = 64;
+
+/// A record's table row found by its name pointers (a kernel's name and type, an API record's
+/// name and kind) in the current buffer: records of a name seen before in it skip interning
+/// (two memo probes per record) and the table's lookup. Cleared with the names' memo at each
+/// buffer, and when the tables are replaced (`new_window`).
+#[derive(Clone, Copy)]
+struct RowMemo {
+    a: usize,
+    b: usize,
+    /// The name id of `a`, the row, and whether it is the table's "(other)" row.
+    name: u32,
+    row: u32,
+    other: bool,
+}
+
+const NO_ROW: RowMemo = RowMemo { a: 0, b: 0, name: 0, row: 0, other: false };
+
+/// A memo slot for a name pointer: the address mixed (a multiply between two xor-shifts), so
+/// names laid out at any stride spread over the slots.
+#[inline(always)]
+fn ptr_slot(p: usize) -> usize {
+    let mut x = p as u64;
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 32;
+    (x as usize) % ROW_MEMO
+}
+
 /// The drain's state.
 pub struct State {
     pub names: Names,
@@ -80,6 +118,10 @@ pub struct State {
     /// The device event log (kernels and collectives, timed; bounded per window).
     pub events: Recorder,
     pub counters: ActivityCounts,
+    kernel_rows: [RowMemo; ROW_MEMO],
+    api_rows: [RowMemo; ROW_MEMO],
+    /// The last span's name pointer and its id (spans of a thread mostly share one function).
+    span_name: (usize, u32),
     /// Mark pairing for `mark_launches` on (tid -> open ENTER mark (id, name, ts)).
     pub pair_launch_marks: bool,
     /// Whether kernels and API records take part in the host-device join (KERNEL with spans or
@@ -87,11 +129,16 @@ pub struct State {
     pub join_active: bool,
     // -- join ---------------------------------------------------------------------------
     cursors: Vec<u64>,
-    spans: HashMap<u32, VecDeque<SpanEntry>>,
+    /// Per thread id, its spans not yet passed by its API records, oldest first.
+    spans: Vec<(u32, VecDeque<SpanEntry>)>,
+    span_threads: HashMap<u32, usize>,
+    /// The entry of `spans` the last API record used (records come in runs of one thread).
+    last_thread: usize,
     by_external: HashMap<u64, (SpanEntry, bool)>,
     by_external_order: VecDeque<u64>,
-    links: HashMap<u64, Link>,
-    links_order: VecDeque<u64>,
+    links: ByCorrelation<Link>,
+    /// Settle waits that gave up so far: links made before the last one are given up.
+    wait_round: u32,
     pending_kernels: HashMap<u64, Vec<(u64, u64)>>,
     pending_order: VecDeque<u64>,
     pending_kernel_count: usize,
@@ -99,6 +146,12 @@ pub struct State {
     awaiting: u64,
     awaiting_given_up: u64,
     retry_api: Vec<(u32, u64, u64, u64, u32)>,
+    /// Spans read back from the rings (kept: reused every read).
+    span_buf: Vec<Span>,
+    /// When the rings were last read, and the busiest ring's spans per second since the read
+    /// before (the drain polls sooner while it is high: `drain::next_poll`).
+    spans_read_at: Option<std::time::Instant>,
+    pub span_rate: f64,
     // -- markers --------------------------------------------------------------------------
     ranges_open: HashMap<u64, RangeEntry>,
     ranges_order: VecDeque<u64>,
@@ -126,20 +179,28 @@ impl Default for State {
             launches: Launches::default(),
             events: Recorder::default(),
             counters: ActivityCounts::default(),
+            kernel_rows: [NO_ROW; ROW_MEMO],
+            api_rows: [NO_ROW; ROW_MEMO],
+            span_name: (0, EMPTY),
             pair_launch_marks: false,
             join_active: false,
             cursors: Vec::new(),
-            spans: HashMap::default(),
+            spans: Vec::new(),
+            span_threads: HashMap::default(),
+            last_thread: 0,
             by_external: HashMap::default(),
             by_external_order: VecDeque::new(),
-            links: HashMap::default(),
-            links_order: VecDeque::new(),
+            links: ByCorrelation::new(CORRELATION_CAP),
+            wait_round: 0,
             pending_kernels: HashMap::default(),
             pending_order: VecDeque::new(),
             pending_kernel_count: 0,
             awaiting: 0,
             awaiting_given_up: 0,
             retry_api: Vec::new(),
+            span_buf: Vec::new(),
+            spans_read_at: None,
+            span_rate: 0.0,
             ranges_open: HashMap::default(),
             ranges_order: VecDeque::new(),
             open_launch_mark: HashMap::default(),
@@ -171,28 +232,52 @@ impl State {
     }
 
     /// Read the spans the callbacks logged since the last call (before a round of buffers, so
-    /// the API records of finished launches find their span).
+    /// the API records of finished launches find their span), then give the API records that
+    /// found none last round their second chance.
     pub fn ingest_spans(&mut self) {
+        self.read_spans();
+        // API records that found no span last round get one more chance.
+        for (tid, start, end, corr, kind) in std::mem::take(&mut self.retry_api) {
+            self.api_join(tid, start, end, corr, kind, false);
+        }
+    }
+
+    /// The spans logged since the last read, into the per-thread queues (or the external ids).
+    fn read_spans(&mut self) {
         let rings = hook::rings();
         if self.cursors.len() < rings.len() {
             self.cursors.resize(rings.len(), 0);
         }
-        let mut new: Vec<Span> = Vec::new();
+        let mut new = std::mem::take(&mut self.span_buf);
+        let mut busiest = 0;
         for (i, r) in rings.iter().enumerate() {
+            let from = self.cursors[i];
             self.counters[D::SpansLost] += hook::read_ring(r, i as u32, &mut self.cursors[i], &mut new);
+            busiest = busiest.max(self.cursors[i].saturating_sub(from));
+        }
+        let now = std::time::Instant::now();
+        if let Some(at) = self.spans_read_at.replace(now) {
+            self.span_rate = busiest as f64 / now.duration_since(at).as_secs_f64().max(1e-6);
         }
         let external = hook::hooks() & hook::EXTERNAL != 0;
-        for s in new {
-            // SAFETY: span names are the callback's functionName pointers: static strings of
-            // the library, which is never unloaded.
-            let name = unsafe { self.names.at(s.name) };
+        for s in new.drain(..) {
+            let name = if s.name == self.span_name.0 {
+                self.span_name.1
+            } else {
+                // SAFETY: span names are the callback's functionName pointers: static strings
+                // of the library, which is never unloaded.
+                let id = unsafe { self.names.at(s.name) };
+                self.span_name = (s.name, id);
+                id
+            };
             let source = if external { JOIN_EXTERNAL } else { JOIN_RUNTIME_API };
             let e = SpanEntry { enter: s.enter, exit: s.exit, name, source };
             if let Some(d) = dur(s.enter, s.exit, &mut self.counters) {
                 self.launches.row(name, source).api.record(d);
             }
             if !external {
-                let q = self.spans.entry(s.tid).or_default();
+                let t = self.thread_spans(s.tid, true).unwrap_or_default();
+                let q = &mut self.spans[t].1;
                 q.push_back(e);
                 if q.len() > SPANS_PER_THREAD {
                     q.pop_front();
@@ -210,23 +295,30 @@ impl State {
                 }
             }
         }
-        // API records that found no span last round get one more chance.
-        for (tid, start, end, corr, kind) in std::mem::take(&mut self.retry_api) {
-            self.api_join(tid, start, end, corr, kind, false);
-        }
+        self.span_buf = new;
     }
 
     /// Every record of one completed buffer.
     pub fn ingest_buffer(&mut self, bytes: &[u8]) {
         self.counters[D::Buffers] += 1;
         self.names.new_buffer();
+        self.forget_rows();
         let sizes = self.sizes;
         let mut it = Records::new(bytes, &sizes);
+        let read_spans = self.join_active && hook::hooks() & (hook::SPANS | hook::EXTERNAL) != 0;
+        let mut until_read = RECORDS_PER_SPAN_READ;
         for r in it.by_ref() {
             match r {
                 Ok(rec) => {
                     self.counters[D::Records] += 1;
                     self.ingest(rec);
+                    until_read -= 1;
+                    if until_read == 0 {
+                        until_read = RECORDS_PER_SPAN_READ;
+                        if read_spans {
+                            self.read_spans();
+                        }
+                    }
                 }
                 Err(Bad::UnknownKind(_)) | Err(Bad::Truncated) => {
                     self.counters[D::BadRecords] += 1;
@@ -236,15 +328,65 @@ impl State {
         self.counters[D::SkippedBytes] += it.skipped() as u64;
     }
 
+    /// Forget the rows found by pointer (a new buffer, or new tables).
+    fn forget_rows(&mut self) {
+        self.kernel_rows = [NO_ROW; ROW_MEMO];
+        self.api_rows = [NO_ROW; ROW_MEMO];
+        self.span_name = (0, EMPTY);
+    }
+
+    /// A new window: empty tables, marks and launch rows (the join's state, the names and the
+    /// event log's sequence numbers carry on).
+    pub fn new_window(&mut self) {
+        self.kernels = Table::new(KERNEL_KEYS);
+        self.apis = Table::new(OTHER_KEYS);
+        self.collectives = Table::new(OTHER_KEYS);
+        self.memcpy = Table::new(OTHER_KEYS);
+        self.ranges = Table::new(OTHER_KEYS);
+        self.marks.clear();
+        self.launches = Launches::default();
+        self.forget_rows();
+    }
+
+    /// The kernels row of a KERNEL record's name and type pointers, whether it is the "(other)"
+    /// row, and the name's id.
+    #[inline]
+    fn kernel_row(&mut self, name: usize, ty: usize) -> (u32, usize, bool) {
+        let slot = ptr_slot(name);
+        let m = self.kernel_rows[slot];
+        if m.a == name && m.b == ty && name != 0 {
+            return (m.name, m.row as usize, m.other);
+        }
+        // SAFETY: KERNEL name and type are filled by the library (reference §1.4).
+        let (n, t) = unsafe { (self.names.at(name), self.names.at(ty)) };
+        let (row, other) = self.kernels.row_index((n, t, 0));
+        self.kernel_rows[slot] = RowMemo { a: name, b: ty, name: n, row: row as u32, other };
+        (n, row, other)
+    }
+
+    /// The apis row of an API record's kind and name pointer, and whether it is "(other)".
+    #[inline]
+    fn api_row(&mut self, kind: u32, name: usize) -> (usize, bool) {
+        let slot = ptr_slot(name);
+        let m = self.api_rows[slot];
+        if m.a == name && m.b == kind as usize && name != 0 {
+            return (m.row as usize, m.other);
+        }
+        // SAFETY: the API record's name is filled (reference §1.4).
+        let n = unsafe { self.names.at(name) };
+        let (row, other) = self.apis.row_index((kind, n, 0));
+        self.api_rows[slot] = RowMemo { a: name, b: kind as usize, name: n, row: row as u32, other };
+        (row, other)
+    }
+
     fn ingest(&mut self, rec: Record) {
         let c = &mut self.counters;
         match rec {
             Record::Kernel { start, end, device, stream, correlation, kind_name, name } => {
                 let Some(d) = dur(start, end, c) else { return };
-                // SAFETY: KERNEL name and type are filled by the library (reference §1.4).
-                let (n, t) = unsafe { (self.names.at(name), self.names.at(kind_name)) };
-                self.kernels.record((n, t, 0), d);
-                self.events.log(Event {
+                let (n, row, other) = self.kernel_row(name, kind_name);
+                self.kernels.row_at(row, other).hist.record(d);
+                self.events.log_with(|| Event {
                     kind: EVENT_KERNEL,
                     name: n,
                     group: None,
@@ -263,9 +405,8 @@ impl State {
             }
             Record::Api { kind, start, end, tid, correlation, name, .. } => {
                 let Some(d) = dur(start, end, c) else { return };
-                // SAFETY: the API record's name is filled (reference §1.4).
-                let n = unsafe { self.names.at(name) };
-                self.apis.record((kind, n, 0), d);
+                let (row, other) = self.api_row(kind, name);
+                self.apis.row_at(row, other).hist.record(d);
                 if self.join_active && (kind == abi::KIND_RUNTIME_API || kind == abi::KIND_ACL_API) {
                     self.api_join(tid, start, end, correlation, kind, true);
                 }
@@ -346,7 +487,7 @@ impl State {
                     if overlapped {
                         self.counters[D::Overlapped] += 1;
                     } else {
-                        self.link(correlation, span, (0, span.enter));
+                        self.link(correlation, span, 0);
                     }
                 }
             }
@@ -359,29 +500,57 @@ impl State {
 
     // -- host <-> device join ----------------------------------------------------------------
 
+    /// The index in `spans` of thread `tid`'s queue; with `make`, made if the thread has none.
+    #[inline]
+    fn thread_spans(&mut self, tid: u32, make: bool) -> Option<usize> {
+        if self.spans.get(self.last_thread).is_some_and(|(t, _)| *t == tid) {
+            return Some(self.last_thread);
+        }
+        let i = match self.span_threads.get(&tid) {
+            Some(&i) => i,
+            None if make => {
+                self.spans.push((tid, VecDeque::new()));
+                self.span_threads.insert(tid, self.spans.len() - 1);
+                self.spans.len() - 1
+            }
+            None => return None,
+        };
+        self.last_thread = i;
+        Some(i)
+    }
+
     fn api_join(&mut self, tid: u32, start: u64, end: u64, corr: u64, kind: u32, first: bool) {
-        let Some(q) = self.spans.get_mut(&tid) else {
+        let Some(t) = self.thread_spans(tid, false) else {
             if first {
                 self.retry_api.push((tid, start, end, corr, kind));
             }
             return;
         };
-        // Launch spans of one thread do not overlap: the candidate is the last that began
-        // at or before the record.
-        let i = q.partition_point(|s| s.enter <= start);
-        let hit = i.checked_sub(1).map(|i| q[i]).filter(|s| end <= s.exit);
-        let later_span = q.back().is_some_and(|s| s.exit >= start);
+        let q = &mut self.spans[t].1;
         // Records of a thread arrive in time order: spans that ended before this one began
-        // cannot contain a later record.
+        // cannot contain it or a later record.
         while q.front().is_some_and(|s| s.exit < start) {
             q.pop_front();
         }
+        // Launch spans of one thread do not overlap (so they end in the order they began), but
+        // may touch (on a virtual clock a launch can begin when the last one ends): the candidate
+        // is the last of the first few left that began at or before the record.
+        let mut i = 0;
+        while q.get(i + 1).is_some_and(|s| s.enter <= start) {
+            i += 1;
+        }
+        let hit = q.get(i).copied().filter(|s| s.enter <= start && end <= s.exit);
+        // A span read that began after the record did: spans are read in order, so the record's
+        // launch, if it has one, is among those read. Otherwise its span may not be read yet
+        // (a span that ended when the record began is no proof: on a virtual clock the next
+        // launch begins at that instant).
+        let later_span = q.back().is_some_and(|s| s.enter > start);
         match hit {
             Some(s) => {
                 if corr == 0 {
                     self.counters[D::ZeroCorrelation] += 1;
                 } else {
-                    self.link(corr, s, (tid, s.enter));
+                    self.link(corr, s, tid);
                 }
             }
             None if first && !later_span => {
@@ -392,45 +561,40 @@ impl State {
         }
     }
 
-    fn link(&mut self, corr: u64, s: SpanEntry, span: (u32, u64)) {
-        match self.links.get_mut(&corr) {
-            Some(l) if l.span != span && !l.ambiguous => {
-                l.ambiguous = true;
-                self.counters[D::Ambiguous] += 1;
-                // Its kernels will not join either launch: neither is awaited any more.
-                let l = *l;
-                self.stop_awaiting(l);
-                if let Some(l) = self.links.get_mut(&corr) {
+    fn link(&mut self, corr: u64, s: SpanEntry, tid: u32) {
+        let new = Link {
+            enter: s.enter,
+            tid,
+            name: s.name,
+            source: s.source as u8,
+            round: self.wait_round,
+            ambiguous: false,
+            awaited: true,
+        };
+        let slot = self.links.slot_mut(corr);
+        match slot {
+            Some((k, l)) if *k == corr => {
+                if (l.tid, l.enter) != (tid, s.enter) && !l.ambiguous {
+                    l.ambiguous = true;
+                    // Its kernels will not join either launch: neither is awaited any more.
+                    let was = *l;
                     l.awaited = false;
+                    self.counters[D::Ambiguous] += 1;
+                    self.stop_awaiting(was);
                 }
             }
-            Some(_) => {}
-            None => {
-                self.links.insert(
-                    corr,
-                    Link {
-                        name: s.name,
-                        enter: s.enter,
-                        source: s.source,
-                        ambiguous: false,
-                        span,
-                        awaited: true,
-                        given_up: false,
-                    },
-                );
+            _ => {
+                // A link of the id `CORRELATION_CAP` before this one leaves for it.
+                let old = slot.replace((corr, new)).map(|(_, l)| l);
                 self.awaiting += 1;
-                self.links_order.push_back(corr);
-                if self.links_order.len() > CORRELATION_CAP {
-                    if let Some(old) = self.links_order.pop_front() {
-                        if let Some(l) = self.links.remove(&old) {
-                            if l.awaited {
-                                self.stop_awaiting(l);
-                                self.counters[D::UnjoinedLaunches] += 1;
-                            }
-                        }
-                    }
+                if let Some(old) = old.filter(|l| l.awaited) {
+                    self.stop_awaiting(old);
+                    self.counters[D::UnjoinedLaunches] += 1;
                 }
             }
+        }
+        if self.pending_kernel_count == 0 {
+            return;
         }
         if let Some(ks) = self.pending_kernels.remove(&corr) {
             self.pending_kernel_count -= ks.len();
@@ -445,7 +609,7 @@ impl State {
         if !l.awaited {
             return;
         }
-        if l.given_up {
+        if l.round != self.wait_round {
             self.awaiting_given_up -= 1;
         } else {
             self.awaiting -= 1;
@@ -463,11 +627,9 @@ impl State {
         if self.awaiting == 0 {
             return;
         }
-        for l in self.links.values_mut() {
-            if l.awaited && !l.given_up {
-                l.given_up = true;
-            }
-        }
+        // Every link of earlier rounds is given up already or not awaited: a new round gives up
+        // the current one's at once. (A link that outlived 2^32 give-ups would count as current.)
+        self.wait_round = self.wait_round.wrapping_add(1);
         self.awaiting_given_up += self.awaiting;
         self.awaiting = 0;
     }
@@ -477,40 +639,45 @@ impl State {
             self.counters[D::UnjoinedKernels] += 1;
             return;
         }
-        match self.links.get(&corr).copied() {
-            Some(l) if l.ambiguous => self.counters[D::UnjoinedKernels] += 1,
-            Some(l) => {
-                if l.awaited {
-                    self.stop_awaiting(l);
-                    if l.given_up {
-                        self.counters[D::LateKernels] += 1;
-                    }
-                    if let Some(m) = self.links.get_mut(&corr) {
-                        m.awaited = false;
-                    }
-                }
-                if start < l.enter {
-                    self.counters[D::ClockSkew] += 1;
-                    return;
-                }
-                let r = self.launches.row(l.name, l.source);
-                r.queue.record(start - l.enter);
-                r.kernel.record(end.saturating_sub(start));
+        let round = self.wait_round;
+        let Some(l) = self.links.get_mut(corr) else {
+            self.kernel_waits(corr, start, end);
+            return;
+        };
+        if l.ambiguous {
+            self.counters[D::UnjoinedKernels] += 1;
+            return;
+        }
+        let l0 = *l;
+        l.awaited = false;
+        if l0.awaited {
+            if l0.round != round {
+                self.counters[D::LateKernels] += 1;
             }
-            None => {
-                let v = self.pending_kernels.entry(corr).or_default();
-                if v.is_empty() {
-                    self.pending_order.push_back(corr);
-                }
-                v.push((start, end));
-                self.pending_kernel_count += 1;
-                while self.pending_kernel_count > PENDING_CAP {
-                    let Some(old) = self.pending_order.pop_front() else { break };
-                    if let Some(ks) = self.pending_kernels.remove(&old) {
-                        self.pending_kernel_count -= ks.len();
-                        self.counters[D::UnjoinedKernels] += ks.len() as u64;
-                    }
-                }
+            self.stop_awaiting(l0);
+        }
+        if start < l0.enter {
+            self.counters[D::ClockSkew] += 1;
+            return;
+        }
+        let r = self.launches.row(l0.name, u32::from(l0.source));
+        r.queue.record(start - l0.enter);
+        r.kernel.record(end.saturating_sub(start));
+    }
+
+    /// A kernel whose launch has not been linked yet waits for it (bounded).
+    fn kernel_waits(&mut self, corr: u64, start: u64, end: u64) {
+        let v = self.pending_kernels.entry(corr).or_default();
+        if v.is_empty() {
+            self.pending_order.push_back(corr);
+        }
+        v.push((start, end));
+        self.pending_kernel_count += 1;
+        while self.pending_kernel_count > PENDING_CAP {
+            let Some(old) = self.pending_order.pop_front() else { break };
+            if let Some(ks) = self.pending_kernels.remove(&old) {
+                self.pending_kernel_count -= ks.len();
+                self.counters[D::UnjoinedKernels] += ks.len() as u64;
             }
         }
     }
@@ -731,5 +898,66 @@ impl State {
         c[D::KernelsPending] = self.pending_kernel_count as u64;
         c[D::LaunchesPending] = self.awaiting + self.awaiting_given_up;
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CString;
+
+    use mspti_abi::activity::{MsptiActivityApi, MsptiActivityKernel, MsptiIdPair};
+
+    use super::*;
+
+    fn bytes<T>(v: &T) -> Vec<u8> {
+        // SAFETY: the record structs are packed plain data; viewing them as bytes is sound.
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }.to_vec()
+    }
+
+    #[test]
+    fn an_api_record_that_begins_as_the_last_span_read_ends_waits_for_its_own_span() {
+        // On a virtual clock launch 2 begins the instant launch 1 ends. Its RUNTIME_API record
+        // comes before its span is read: it must wait for it, not be taken for a record that is
+        // no launch's (its kernel would never join).
+        let name = CString::new("aclrtLaunchKernel").unwrap();
+        let kname = CString::new("MatMul").unwrap();
+        let tid = hook::os_tid();
+        let (n, k) = (name.as_ptr() as usize, kname.as_ptr());
+        let mut st = State { join_active: true, ..State::default() };
+        st.skip_old_spans();
+        assert!(hook::log_span(n, hook::LAUNCH_FIRST, 1000, 2000));
+        st.ingest_spans();
+        let api = |corr: u64, start: u64| MsptiActivityApi {
+            kind: abi::KIND_RUNTIME_API,
+            start,
+            end: start + 900,
+            pt: MsptiIdPair::pt(1, tid),
+            correlation_id: corr,
+            name: name.as_ptr(),
+            _pad: [0; 4],
+        };
+        let kernel = |corr: u64, start: u64| MsptiActivityKernel {
+            kind: abi::KIND_KERNEL,
+            start,
+            end: start + 500,
+            ds: MsptiIdPair::ds(0, 3),
+            correlation_id: corr,
+            type_: k,
+            name: k,
+            _pad: [0; 4],
+        };
+        let mut buf = bytes(&api(1, 1000));
+        buf.extend(bytes(&api(2, 2000)));
+        buf.extend(bytes(&kernel(1, 5000)));
+        buf.extend(bytes(&kernel(2, 6000)));
+        st.ingest_buffer(&buf);
+        assert_eq!(st.pending_kernels(), 1, "launch 2's kernel waits for its launch");
+        assert!(hook::log_span(n, hook::LAUNCH_FIRST, 2000, 3000));
+        st.ingest_spans();
+        assert_eq!(st.pending_kernels(), 0);
+        let row = st.launches.row(st.names.intern("aclrtLaunchKernel"), JOIN_RUNTIME_API).clone();
+        assert_eq!((row.api.count(), row.kernel.count()), (2, 2));
+        // Queue delays: ENTER to kernel start.
+        assert_eq!((row.queue.min_value(), row.queue.max_value()), (4000, 4000));
     }
 }

@@ -15,7 +15,6 @@ use super::drain::{drain_loop, Shared};
 use super::join::JoinMode;
 use super::kinds::kind_name;
 use super::layout::*;
-use super::tables::*;
 use super::totals::{new_collector_id, rows_of, ActivityTotals};
 use super::{clock_bridge, events, launch_hooks, mstx, pool, symbols};
 use crate::core::clock::ClockKind;
@@ -525,14 +524,7 @@ impl Collector {
         t.set_counters(self.id, self.windows, values);
         if reset {
             self.baseline = now;
-            let s = &mut *st;
-            s.kernels = Table::new(KERNEL_KEYS);
-            s.apis = Table::new(OTHER_KEYS);
-            s.collectives = Table::new(OTHER_KEYS);
-            s.memcpy = Table::new(OTHER_KEYS);
-            s.ranges = Table::new(OTHER_KEYS);
-            s.marks.clear();
-            s.launches = Launches::default();
+            st.new_window();
             // into_other was part of the baseline's counters; the new tables start at zero.
             self.baseline[D::IntoOther] = 0;
         }

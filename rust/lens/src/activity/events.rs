@@ -160,6 +160,19 @@ impl Recorder {
         }
     }
 
+    /// Log a record that is not a collective (no sequence number), built only if it is kept.
+    #[inline]
+    pub fn log_with(&mut self, e: impl FnOnce() -> Event) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.events.len() < self.cap {
+            self.events.push(e());
+        } else {
+            self.dropped += 1;
+        }
+    }
+
     /// The window's events (and its dropped count) handed over; the next window starts empty.
     pub fn take_window(&mut self) -> (Vec<Event>, u64) {
         (std::mem::take(&mut self.events), std::mem::take(&mut self.dropped))

@@ -40,9 +40,11 @@ pub fn traces_launches(runtime_mask: u64) -> bool {
     (LAUNCH_FIRST..=LAUNCH_LAST).any(|c| runtime_mask >> c & 1 != 0)
 }
 
-/// Spans a thread's ring holds before the oldest is overwritten (the drain reads them every few
-/// ms, so this only matters when the drain is starved).
-pub const RING: usize = 16384;
+/// Spans a thread's ring holds before the oldest is overwritten (2 MiB). The drain reads them
+/// every few ms (sooner while a thread launches fast: `drain::next_poll`), so this only matters
+/// when the drain is starved: at two million launches per second (a simulated job on the
+/// virtual clock) a ring lasts 33 ms, time for the drain to get a core on a loaded machine.
+pub const RING: usize = 65536;
 /// Threads with rings at once; more threads' launches are counted as not logged.
 pub const MAX_RINGS: usize = 4096;
 
@@ -136,21 +138,26 @@ fn claim() -> Option<(&'static Ring, u32)> {
     if all.len() >= MAX_RINGS {
         return None;
     }
-    let r: &'static Ring = Box::leak(Box::new(Ring {
-        head: AtomicU64::new(0),
-        in_use: AtomicBool::new(true),
-        slots: [const {
-            SpanSlot {
-                name: AtomicU64::new(0),
-                meta: AtomicU64::new(0),
-                enter: AtomicU64::new(0),
-                exit: AtomicU64::new(0),
-            }
-        }; RING],
-    }));
+    let r: &'static Ring = new_ring();
+    r.in_use.store(true, Ordering::Relaxed);
     all.push(r);
     RING_COUNT.store(all.len(), Ordering::Release);
     Some((r, all.len() as u32 - 1))
+}
+
+/// A zeroed ring on the heap, leaked: never built on the stack (it is 2 MiB, more than a
+/// thread's stack may hold), and its pages are only touched as spans fill them.
+fn new_ring() -> &'static Ring {
+    let layout = std::alloc::Layout::new::<Ring>();
+    // SAFETY: Ring is not zero-sized, so alloc_zeroed may be called with its layout.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Ring>();
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: p is a non-null allocation of Ring's layout, and all-zero bytes are a valid Ring
+    // (it holds only atomics: AtomicU64 and AtomicBool of 0 / false); leaking it makes the
+    // reference 'static.
+    unsafe { &*p }
 }
 
 fn my_ring(m: &Mine) -> Option<(&'static Ring, u32)> {
@@ -271,14 +278,7 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
                     if !logged {
                         return;
                     }
-                    let h = r.head.load(Ordering::Relaxed);
-                    let s = &r.slots[(h as usize) % RING];
-                    s.name.store(name as u64, Ordering::Relaxed);
-                    s.meta.store(meta, Ordering::Relaxed);
-                    s.enter.store(enter, Ordering::Relaxed);
-                    s.exit.store(exit, Ordering::Relaxed);
-                    // Release: a reader that sees the new head sees the slot's fields.
-                    r.head.store(h + 1, Ordering::Release);
+                    write_span(r, name, meta, enter, exit);
                 });
             }
             if hooks & MARKS != 0 {
@@ -287,6 +287,31 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
         }
         _ => f(),
     }
+}
+
+/// Log a span in this thread's ring (its only writer).
+#[inline(always)]
+fn write_span(r: &Ring, name: usize, meta: u64, enter: u64, exit: u64) {
+    let h = r.head.load(Ordering::Relaxed);
+    let s = &r.slots[(h as usize) % RING];
+    s.name.store(name as u64, Ordering::Relaxed);
+    s.meta.store(meta, Ordering::Relaxed);
+    s.enter.store(enter, Ordering::Relaxed);
+    s.exit.store(exit, Ordering::Relaxed);
+    // Release: a reader that sees the new head sees the slot's fields.
+    r.head.store(h + 1, Ordering::Release);
+}
+
+/// Log a finished launch's span in this thread's ring with the given times, as a traced
+/// launch's EXIT does (`bench::join_rate`: the drain's side of the join without a library).
+/// False when no ring could be had.
+pub fn log_span(name: usize, cbid: u32, enter: u64, exit: u64) -> bool {
+    MINE.try_with(|m| {
+        let Some((r, _)) = my_ring(m) else { return false };
+        write_span(r, name, (u64::from(m.tid.get()) << 32) | u64::from(cbid & 0xff), enter, exit);
+        true
+    })
+    .unwrap_or(false)
 }
 
 /// `mstxMarkA(functionName, stream)`, the stream being the subscription data (scenario 2).

@@ -2,7 +2,7 @@
 //! `mspti_abi::activity` (kinds, enum values, and field offsets taken from its packed structs, so
 //! nothing here restates a number of the reference).
 
-use core::mem::offset_of;
+use core::mem::{offset_of, size_of};
 
 use mspti_abi::activity as a;
 
@@ -24,6 +24,7 @@ pub const KIND_RUNTIME_API: u32 = a::MSPTI_ACTIVITY_KIND_RUNTIME_API;
 pub const KIND_COUNT: u32 = a::MSPTI_ACTIVITY_KIND_OVERHEAD + 1;
 
 type M = a::MsptiActivityMarker;
+pub const MARKER_SIZE: usize = size_of::<M>();
 pub const MARKER_FLAG: usize = offset_of!(M, flag);
 pub const MARKER_SOURCE_KIND: usize = offset_of!(M, source_kind);
 pub const MARKER_TIMESTAMP: usize = offset_of!(M, timestamp);
@@ -33,6 +34,7 @@ pub const MARKER_NAME: usize = offset_of!(M, name);
 pub const MARKER_DOMAIN: usize = offset_of!(M, domain);
 
 type K = a::MsptiActivityKernel;
+pub const KERNEL_SIZE: usize = size_of::<K>();
 pub const KERNEL_START: usize = offset_of!(K, start);
 pub const KERNEL_END: usize = offset_of!(K, end);
 pub const KERNEL_DS: usize = offset_of!(K, ds);
@@ -41,6 +43,7 @@ pub const KERNEL_TYPE: usize = offset_of!(K, type_);
 pub const KERNEL_NAME: usize = offset_of!(K, name);
 
 type A = a::MsptiActivityApi;
+pub const API_SIZE: usize = size_of::<A>();
 pub const API_START: usize = offset_of!(A, start);
 pub const API_END: usize = offset_of!(A, end);
 pub const API_PT: usize = offset_of!(A, pt);
@@ -82,6 +85,7 @@ pub const EXTERNAL_CORRELATION_EXTERNAL_ID: usize = offset_of!(E, external_id);
 pub const EXTERNAL_CORRELATION_CORRELATION_ID: usize = offset_of!(E, correlation_id);
 
 type C = a::MsptiActivityCommunication;
+pub const COMMUNICATION_SIZE: usize = size_of::<C>();
 pub const COMMUNICATION_DATA_TYPE: usize = offset_of!(C, data_type);
 pub const COMMUNICATION_COUNT: usize = offset_of!(C, count);
 pub const COMMUNICATION_DS: usize = offset_of!(C, ds);

@@ -26,6 +26,7 @@ pub mod bench;
 pub mod clock_bridge;
 pub mod collector;
 pub mod config;
+mod correlations;
 pub mod counters;
 mod drain;
 pub mod events;

@@ -114,7 +114,9 @@ impl Default for Sizes {
 
 #[inline(always)]
 fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[o..o + 4]);
+    u32::from_le_bytes(a)
 }
 
 #[inline(always)]
@@ -129,38 +131,51 @@ fn ptr_at(b: &[u8], o: usize) -> usize {
     u64_at(b, o) as usize
 }
 
-/// Decode the record at the start of `r` (which holds at least its kind's size).
+/// Decode the record at the start of `r` (which holds at least its kind's size). Inlined into
+/// the walk and the drain's match on it, so a record's fields go straight where they are used.
+#[inline(always)]
 fn decode(kind: u32, r: &[u8]) -> Option<Record> {
     // (Option: every kind with a size decodes; the type leaves room for a kind that cannot.)
     use abi::*;
     Some(match kind {
-        KIND_MARKER => Record::Marker {
-            flag: u32_at(r, MARKER_FLAG),
-            source: u32_at(r, MARKER_SOURCE_KIND),
-            timestamp: u64_at(r, MARKER_TIMESTAMP),
-            id: u64_at(r, MARKER_ID),
-            obj: (u32_at(r, MARKER_OBJECT_ID), u32_at(r, MARKER_OBJECT_ID + 4)),
-            name: ptr_at(r, MARKER_NAME),
-            domain: ptr_at(r, MARKER_DOMAIN),
-        },
-        KIND_KERNEL => Record::Kernel {
-            start: u64_at(r, KERNEL_START),
-            end: u64_at(r, KERNEL_END),
-            device: u32_at(r, KERNEL_DS),
-            stream: u32_at(r, KERNEL_DS + 4),
-            correlation: u64_at(r, KERNEL_CORRELATION_ID),
-            kind_name: ptr_at(r, KERNEL_TYPE),
-            name: ptr_at(r, KERNEL_NAME),
-        },
-        KIND_API | KIND_ACL_API | KIND_NODE_API | KIND_RUNTIME_API => Record::Api {
-            kind,
-            start: u64_at(r, API_START),
-            end: u64_at(r, API_END),
-            pid: u32_at(r, API_PT),
-            tid: u32_at(r, API_PT + 4),
-            correlation: u64_at(r, API_CORRELATION_ID),
-            name: ptr_at(r, API_NAME),
-        },
+        // The frequent kinds are cut to their struct's size first, so their fields' offsets
+        // need no bounds check each (the walk gives at least the kind's size).
+        KIND_MARKER => {
+            let r = r.get(..MARKER_SIZE)?;
+            Record::Marker {
+                flag: u32_at(r, MARKER_FLAG),
+                source: u32_at(r, MARKER_SOURCE_KIND),
+                timestamp: u64_at(r, MARKER_TIMESTAMP),
+                id: u64_at(r, MARKER_ID),
+                obj: (u32_at(r, MARKER_OBJECT_ID), u32_at(r, MARKER_OBJECT_ID + 4)),
+                name: ptr_at(r, MARKER_NAME),
+                domain: ptr_at(r, MARKER_DOMAIN),
+            }
+        }
+        KIND_KERNEL => {
+            let r = r.get(..KERNEL_SIZE)?;
+            Record::Kernel {
+                start: u64_at(r, KERNEL_START),
+                end: u64_at(r, KERNEL_END),
+                device: u32_at(r, KERNEL_DS),
+                stream: u32_at(r, KERNEL_DS + 4),
+                correlation: u64_at(r, KERNEL_CORRELATION_ID),
+                kind_name: ptr_at(r, KERNEL_TYPE),
+                name: ptr_at(r, KERNEL_NAME),
+            }
+        }
+        KIND_API | KIND_ACL_API | KIND_NODE_API | KIND_RUNTIME_API => {
+            let r = r.get(..API_SIZE)?;
+            Record::Api {
+                kind,
+                start: u64_at(r, API_START),
+                end: u64_at(r, API_END),
+                pid: u32_at(r, API_PT),
+                tid: u32_at(r, API_PT + 4),
+                correlation: u64_at(r, API_CORRELATION_ID),
+                name: ptr_at(r, API_NAME),
+            }
+        }
         KIND_HCCL => Record::Hccl {
             start: u64_at(r, HCCL_START),
             end: u64_at(r, HCCL_END),
@@ -196,17 +211,20 @@ fn decode(kind: u32, r: &[u8]) -> Option<Record> {
             external_id: u64_at(r, EXTERNAL_CORRELATION_EXTERNAL_ID),
             correlation: u64_at(r, EXTERNAL_CORRELATION_CORRELATION_ID),
         },
-        KIND_COMMUNICATION => Record::Communication {
-            data_type: u32_at(r, COMMUNICATION_DATA_TYPE),
-            count: u64_at(r, COMMUNICATION_COUNT),
-            device: u32_at(r, COMMUNICATION_DS),
-            stream: u32_at(r, COMMUNICATION_DS + 4),
-            start: u64_at(r, COMMUNICATION_START),
-            end: u64_at(r, COMMUNICATION_END),
-            name: ptr_at(r, COMMUNICATION_NAME),
-            comm: ptr_at(r, COMMUNICATION_COMM_NAME),
-            correlation: u64_at(r, COMMUNICATION_CORRELATION_ID),
-        },
+        KIND_COMMUNICATION => {
+            let r = r.get(..COMMUNICATION_SIZE)?;
+            Record::Communication {
+                data_type: u32_at(r, COMMUNICATION_DATA_TYPE),
+                count: u64_at(r, COMMUNICATION_COUNT),
+                device: u32_at(r, COMMUNICATION_DS),
+                stream: u32_at(r, COMMUNICATION_DS + 4),
+                start: u64_at(r, COMMUNICATION_START),
+                end: u64_at(r, COMMUNICATION_END),
+                name: ptr_at(r, COMMUNICATION_NAME),
+                comm: ptr_at(r, COMMUNICATION_COMM_NAME),
+                correlation: u64_at(r, COMMUNICATION_CORRELATION_ID),
+            }
+        }
         _ => Record::Other(kind),
     })
 }
@@ -239,7 +257,7 @@ impl<'a> Records<'a> {
 impl Iterator for Records<'_> {
     type Item = Result<Record, Bad>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         let rest = &self.buf[self.off..];
         if rest.len() < 4 {

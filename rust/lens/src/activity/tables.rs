@@ -25,7 +25,8 @@ const MEMO: usize = 64;
 pub struct Table {
     rows: Vec<(Key, Row)>,
     index: HashMap<Key, usize>,
-    memo: [(Key, usize); MEMO],
+    /// (key, its row, whether that is the "(other)" row).
+    memo: [(Key, usize, bool); MEMO],
     pub cap: usize,
     /// Records that went into the "(other)" row because the table was full.
     pub into_other: u64,
@@ -42,7 +43,7 @@ impl Table {
         Table {
             rows: Vec::new(),
             index: HashMap::default(),
-            memo: [((u32::MAX, 0, 0), 0); MEMO],
+            memo: [((u32::MAX, 0, 0), 0, false); MEMO],
             cap,
             into_other: 0,
         }
@@ -63,23 +64,44 @@ impl Table {
     /// The row of `key`, or of `(OTHER, 0, key.2)` once the table holds `cap` keys.
     #[inline]
     pub fn row(&mut self, key: Key) -> &mut Row {
+        let (i, other) = self.row_index(key);
+        self.row_at(i, other)
+    }
+
+    /// The index of `key`'s row (see `row`), for `row_at`, and whether it is the "(other)" row
+    /// (`row_at` counts a record that goes there).
+    #[inline]
+    pub fn row_index(&mut self, key: Key) -> (usize, bool) {
         let m = self.memo[key.0 as usize % MEMO];
         if m.0 == key {
-            return &mut self.rows[m.1].1;
+            return (m.1, m.2);
         }
-        let i = match self.index.get(&key) {
-            Some(&i) => i,
+        self.find(key)
+    }
+
+    #[inline(never)]
+    fn find(&mut self, key: Key) -> (usize, bool) {
+        let (i, other) = match self.index.get(&key) {
+            Some(&i) => (i, false),
             None if self.rows.len() >= self.cap => {
-                self.into_other += 1;
                 let other = (OTHER, 0, key.2);
-                match self.index.get(&other) {
+                let i = match self.index.get(&other) {
                     Some(&i) => i,
                     None => self.insert(other),
-                }
+                };
+                (i, true)
             }
-            None => self.insert(key),
+            None => (self.insert(key), false),
         };
-        self.memo[key.0 as usize % MEMO] = (key, i);
+        self.memo[key.0 as usize % MEMO] = (key, i, other);
+        (i, other)
+    }
+
+    /// The row at `i`, from `row_index` on this table (indices stay valid: rows are never
+    /// removed); `other` as `row_index` said: a record for the "(other)" row counts there.
+    #[inline]
+    pub fn row_at(&mut self, i: usize, other: bool) -> &mut Row {
+        self.into_other += u64::from(other);
         &mut self.rows[i].1
     }
 
@@ -132,19 +154,60 @@ pub struct LaunchRow {
     pub kernel: Histogram,
 }
 
-#[derive(Clone, Debug, Default)]
+/// Keys of the last launch rows found, by name id: a kernel of a recently seen launch function
+/// finds its row without hashing (the join records three histograms per launch).
+const LAUNCH_MEMO: usize = 16;
+
+#[derive(Clone, Debug)]
 pub struct Launches {
-    /// (function name id, join source) -> row.
-    pub rows: HashMap<(u32, u32), LaunchRow>,
+    /// ((function name id, join source), row), in order of first use.
+    rows: Vec<((u32, u32), LaunchRow)>,
+    index: HashMap<(u32, u32), usize>,
+    memo: [((u32, u32), usize); LAUNCH_MEMO],
+}
+
+impl Default for Launches {
+    fn default() -> Launches {
+        Launches {
+            rows: Vec::new(),
+            index: HashMap::default(),
+            memo: [((u32::MAX, u32::MAX), 0); LAUNCH_MEMO],
+        }
+    }
 }
 
 impl Launches {
+    #[inline]
     pub fn row(&mut self, name: u32, source: u32) -> &mut LaunchRow {
-        self.rows.entry((name, source)).or_default()
+        let key = (name, source);
+        let m = self.memo[name as usize % LAUNCH_MEMO];
+        if m.0 == key {
+            return &mut self.rows[m.1].1;
+        }
+        let i = self.find(key);
+        self.memo[name as usize % LAUNCH_MEMO] = (key, i);
+        &mut self.rows[i].1
     }
+
+    #[inline(never)]
+    fn find(&mut self, key: (u32, u32)) -> usize {
+        match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.rows.push((key, LaunchRow::default()));
+                self.index.insert(key, self.rows.len() - 1);
+                self.rows.len() - 1
+            }
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&(u32, u32), &LaunchRow)> {
+        self.rows.iter().map(|(k, r)| (k, r))
+    }
+
     pub fn merge(&mut self, o: &Launches) {
-        for (k, r) in &o.rows {
-            let m = self.rows.entry(*k).or_default();
+        for (k, r) in o.iter() {
+            let m = self.row(k.0, k.1);
             m.api.merge(&r.api);
             m.queue.merge(&r.queue);
             m.kernel.merge(&r.kernel);
@@ -172,3 +235,28 @@ pub const RANGE_DEVICE: u32 = 1;
 /// Keys per table before the "(other)" row takes the rest.
 pub const KERNEL_KEYS: usize = 512;
 pub const OTHER_KEYS: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_record_past_a_full_table_counts_in_the_other_row_memo_or_not() {
+        let mut t = Table::new(1);
+        t.record((5, 0, 0), 10);
+        // Key 6 does not fit: each of its records goes to "(other)" and is counted, including
+        // the ones found through the memo, and through a row index kept by the caller.
+        t.record((6, 0, 0), 20);
+        t.record((6, 0, 0), 30);
+        let (i, other) = t.row_index((6, 0, 0));
+        assert!(other);
+        t.row_at(i, other).hist.record(40);
+        assert_eq!(t.into_other, 3);
+        let rows: Vec<_> = t.iter().map(|(k, r)| (*k, r.hist.count())).collect();
+        assert_eq!(rows, vec![((5, 0, 0), 1), ((OTHER, 0, 0), 3)]);
+        // A key that fits is never counted there.
+        let (i, other) = t.row_index((5, 0, 0));
+        t.row_at(i, other).hist.record(50);
+        assert_eq!(t.into_other, 3);
+    }
+}

@@ -234,7 +234,7 @@ pub(super) fn rows_of(st: &State, t: &mut ActivityTotals) {
         let source = if src == RANGE_DEVICE { "device" } else { "host" };
         push(RANGES, [name(d), name(n), source.to_owned()], DURATION, &r.hist, 0);
     }
-    for (&(n, src), r) in &st.launches.rows {
+    for (&(n, src), r) in st.launches.iter() {
         let keys =
             [name(n), JOIN_SOURCES.get(src as usize).copied().unwrap_or("?").to_owned(), String::new()];
         push(LAUNCHES, keys.clone(), API, &r.api, 0);

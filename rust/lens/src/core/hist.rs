@@ -333,6 +333,7 @@ impl Default for Histogram {
 }
 
 impl Histogram {
+    #[inline]
     pub fn record(&mut self, v: u64) {
         match slot_of(v) {
             OVERFLOW_SLOT => self.overflow += 1,
