@@ -1,13 +1,14 @@
 """notebooks/exports.ipynb runs top to bottom on the simulator and each export in it is opened or
-parsed by the format's own package (helpers from test_notebooks); without those packages (the
-extra `export`) Run All still runs to the end, each read-back cell saying what to install."""
+parsed by the format's own package (check_exports, on the notebook tests/notebook/test_browser.py
+runs in JupyterLab; helpers from test_notebooks); without those packages (the extra `export`) Run
+All still runs to the end, each read-back cell saying what to install."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from test_notebooks import NOTEBOOKS, assert_clean, cell, images, run, stdout, texts
+from test_notebooks import NOTEBOOKS, assert_clean, cell, images, stdout, texts
 
 pytestmark = pytest.mark.slow  # each runs a notebook in its own kernel
 
@@ -15,11 +16,10 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 
-def test_exports_notebook_on_the_simulator(tmp_path_factory):
-    pytest.importorskip("prometheus_client")
-    pytest.importorskip("opentelemetry.proto")
-    pytest.importorskip("hdrh")
-    nb = run("exports", tmp_path_factory)
+def check_exports(nb) -> None:
+    """What each export cell of notebooks/exports.ipynb, run with the readers installed, printed and
+    drew. The run is tests/notebook/test_browser.py's (Run All in JupyterLab, the notebook saved and
+    read back): one kernel running the notebook for both the screen and these checks."""
     assert_clean(nb)
     assert "export" in nb.cells[0].source and 'pip install "mspti-lens[export]"' in nb.cells[0].source
     assert "simulated calls" in stdout(cell(nb, "record"))
