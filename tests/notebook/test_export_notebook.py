@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_notebooks import NOTEBOOKS, assert_clean, cell, images, stdout, texts
+from test_notebooks import NOTEBOOKS, assert_clean, cell, images, run, stdout, texts
 
 pytestmark = pytest.mark.slow  # each runs a notebook in its own kernel
 
@@ -50,6 +50,24 @@ def check_exports(nb) -> None:
     assert m and m.group(1) == m.group(2), tl
     assert images(cell(nb, "timeline"))
     assert "# TYPE mspti_lens_call_duration_nanoseconds histogram" in stdout(cell(nb, "cli"))
+
+
+def test_exports_notebook_with_the_readers_where_no_browser_runs_it(tmp_path_factory):
+    """check_exports on an nbclient run, where tests/notebook/test_browser.py cannot run the
+    notebook (no Chromium, Playwright or JupyterLab): the checks are not lost without a browser."""
+    import importlib.util
+    import os
+
+    from test_browser import CHROMIUM
+
+    if os.access(CHROMIUM, os.X_OK) and all(
+        importlib.util.find_spec(m) for m in ("jupyterlab", "playwright")
+    ):
+        pytest.skip("checked on the run of test_browser.py::test_the_exports_notebook_runs_to_the_end")
+    pytest.importorskip("prometheus_client")
+    pytest.importorskip("opentelemetry.proto")
+    pytest.importorskip("hdrh")
+    check_exports(run("exports", tmp_path_factory))
 
 
 def test_exports_notebook_runs_to_the_end_without_the_readers(tmp_path, monkeypatch):
