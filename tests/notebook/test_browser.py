@@ -333,7 +333,8 @@ def idx(cells, tag: str) -> int:
 
 
 def test_magics_do_what_the_last_output_promised(page, lab):
-    """The magics' output on the screen: tables, plots, errors, one output per cell."""
+    """The magics' output on the screen: tables, plots, errors, one output per cell, the help. One
+    notebook for all of them: each notebook a test opens costs a kernel and a JupyterLab page load."""
     _, _, folder = lab
     open_notebook(page, lab, write_notebook(folder, "magics", MAGICS))
     run_menu(page, "Run All Cells")
@@ -387,18 +388,11 @@ def test_magics_do_what_the_last_output_promised(page, lab):
     assert "runtime: 36 of 36" in st and "hccl: 12 of 12" in st, st
     assert len(st.strip().splitlines()) <= 10, st
 
-
-def test_help_lists_every_subcommand_and_setting(page, lab):
-    """Item 9: `%mspti?` in JupyterLab (the pager shows inline below the cell)."""
+    # 9: `%mspti?` lists every subcommand and setting (JupyterLab shows the pager inline below the cell)
     from mspti_lens.notebook.magics import SUBCOMMANDS
 
-    _, _, folder = lab
-    cells = SETUP + [("help", "%mspti?")]
-    open_notebook(page, lab, write_notebook(folder, "help", cells))
-    run_menu(page, "Run All Cells")
-    wait_executed(page, len(cells) - 1)
-    text = output_text(page, 2)
-    shot(page, 2, "14.9-help")
+    text = output_text(page, i("help"))
+    shot(page, i("help"), "14.9-help")
     for name in SUBCOMMANDS:
         assert re.search(rf"^\s*%mspti {name}\b.*\S", text, re.M), (name, text)
     for setting in ("unit", "top", "refresh", "display", "library"):
@@ -719,6 +713,34 @@ def test_the_exports_notebook_runs_to_the_end(page, lab):
     assert not [e for e in stderr if "Traceback" in e or "Error" in e], stderr
     assert "Traceback" not in body and "skipped" not in body, body[-2000:]
     assert "% from mspti-lens" in body and "calls in all ==" in body
+    # each export read back by its format's own package: the outputs of this run, saved by
+    # JupyterLab (tests/notebook/test_export_notebook.py checks them; no second kernel runs it)
+    pytest.importorskip("prometheus_client")
+    pytest.importorskip("opentelemetry.proto")
+    pytest.importorskip("hdrh")
+    from test_export_notebook import check_exports
+
+    check_exports(saved_notebook(page, lab, "exports.ipynb", last_tag="cli"))
+
+
+def saved_notebook(page, lab, file: str, last_tag: str):
+    """The notebook on screen, saved (File > Save Notebook) and read back through the server, once
+    the file holds the outputs of its cell tagged ``last_tag``."""
+    import nbformat
+
+    url, token, _ = lab
+    page.get_by_role("menuitem", name="File", exact=True).click()
+    page.get_by_role("menuitem", name="Save Notebook", exact=False).first.click()
+    accept_dialogs(page, 2_000)
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        with urllib.request.urlopen(f"{url}/api/contents/{file}?content=1&token={token}", timeout=30) as r:
+            nb = nbformat.from_dict(json.load(r)["content"])
+        last = [c for c in nb.cells if last_tag in c.metadata.get("tags", [])]
+        if last and last[0].get("outputs"):
+            return nbformat.reads(json.dumps(nb), as_version=4)  # multi-line strings joined, as read
+        assert time.monotonic() < deadline, f"{file} was not saved with its outputs"
+        time.sleep(0.2)
 
 
 def test_a_panel_says_it_is_disconnected_after_a_kernel_restart(page, lab):

@@ -1,6 +1,7 @@
 """notebooks/exports.ipynb runs top to bottom on the simulator and each export in it is opened or
-parsed by the format's own package (helpers from test_notebooks); without those packages (the
-extra `export`) Run All still runs to the end, each read-back cell saying what to install."""
+parsed by the format's own package (check_exports, on the notebook tests/notebook/test_browser.py
+runs in JupyterLab; helpers from test_notebooks); without those packages (the extra `export`) Run
+All still runs to the end, each read-back cell saying what to install."""
 
 from __future__ import annotations
 
@@ -15,11 +16,10 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 
-def test_exports_notebook_on_the_simulator(tmp_path_factory):
-    pytest.importorskip("prometheus_client")
-    pytest.importorskip("opentelemetry.proto")
-    pytest.importorskip("hdrh")
-    nb = run("exports", tmp_path_factory)
+def check_exports(nb) -> None:
+    """What each export cell of notebooks/exports.ipynb, run with the readers installed, printed and
+    drew. The run is tests/notebook/test_browser.py's (Run All in JupyterLab, the notebook saved and
+    read back): one kernel running the notebook for both the screen and these checks."""
     assert_clean(nb)
     assert "export" in nb.cells[0].source and 'pip install "mspti-lens[export]"' in nb.cells[0].source
     assert "simulated calls" in stdout(cell(nb, "record"))
@@ -50,6 +50,24 @@ def test_exports_notebook_on_the_simulator(tmp_path_factory):
     assert m and m.group(1) == m.group(2), tl
     assert images(cell(nb, "timeline"))
     assert "# TYPE mspti_lens_call_duration_nanoseconds histogram" in stdout(cell(nb, "cli"))
+
+
+def test_exports_notebook_with_the_readers_where_no_browser_runs_it(tmp_path_factory):
+    """check_exports on an nbclient run, where tests/notebook/test_browser.py cannot run the
+    notebook (no Chromium, Playwright or JupyterLab): the checks are not lost without a browser."""
+    import importlib.util
+    import os
+
+    from test_browser import CHROMIUM
+
+    if os.access(CHROMIUM, os.X_OK) and all(
+        importlib.util.find_spec(m) for m in ("jupyterlab", "playwright")
+    ):
+        pytest.skip("checked on the run of test_browser.py::test_the_exports_notebook_runs_to_the_end")
+    pytest.importorskip("prometheus_client")
+    pytest.importorskip("opentelemetry.proto")
+    pytest.importorskip("hdrh")
+    check_exports(run("exports", tmp_path_factory))
 
 
 def test_exports_notebook_runs_to_the_end_without_the_readers(tmp_path, monkeypatch):
