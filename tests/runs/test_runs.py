@@ -252,6 +252,39 @@ def test_hta_latest_start_counts_the_last_starters_per_rank():
 
 
 # -- opening runs ------------------------------------------------------------------------------
+def test_windows_are_due_on_a_fixed_grid_not_an_interval_after_each_write_on_the_simulator(tmp_path):
+    # n windows span n intervals, so "K windows" of a rule and windows per minute of a view mean
+    # what they say. The writer used to wake every 0.25 s and count the next interval from when it
+    # wrote: windows of 0.3 s were written 0.5 s apart.
+    import statistics
+    import threading
+    import time
+
+    from mspti_lens.session import Session
+
+    interval, windows = 0.3, 9
+    with Session(library="sim", enable=["runtime"]) as session:
+        taken: list[float] = []
+        enough = threading.Event()
+        reset = session.reset
+
+        def timed_reset():
+            taken.append(time.monotonic())
+            if len(taken) >= windows:
+                enough.set()
+            return reset()
+
+        session.reset = timed_reset
+        w = writer.WindowWriter(session, tmp_path, interval, host="h", rank=(0, "RANK")).start()
+        try:
+            assert enough.wait(WATCHDOG_S), f"{len(taken)} windows in {WATCHDOG_S} s"
+        finally:
+            w.finish()
+    gaps = [b - a for a, b in zip(taken[: windows - 1], taken[1:windows], strict=True)]
+    # The median: a window a loaded machine delays is followed by a shorter gap, the grid's.
+    assert statistics.median(gaps) < interval + 0.1, gaps
+
+
 def test_open_run_of_nothing_says_what_to_do(tmp_path):
     with pytest.raises(FileNotFoundError, match="record one with"):
         mspti_lens.open_run(tmp_path / "nope")

@@ -60,7 +60,6 @@ WINDOW_NAME = re.compile(r"^window-(\d+)-pid(\d+)\.parquet$")
 EVENTS_GLOB = "events-*.parquet"
 ARRIVALS_GLOB = "arrivals-*.parquet"
 MAX_ARRIVAL_ROWS = 65_536  # per process: 2 MiB or so; older arrivals leave the file first
-TICK_S = 0.25  # the writer thread looks at the clock this often
 FIRST_WINDOW_S = 1.0  # the first window of an on period is written after at most this long
 
 
@@ -221,12 +220,22 @@ class WindowWriter:
                 self._wake.wait()
                 self._wake.clear()
                 continue
-            if self._stop.wait(min(self.interval, TICK_S)):
-                return
-            if self.session is None or time.monotonic() < self._due:
+            # Asleep until the window is due; begin, set_interval and finish wake it early (each
+            # sets what it changed first, so a wake-up cleared here is seen on the next turn).
+            delay = self._due - time.monotonic()
+            if delay > 0:
+                self._wake.wait(delay)
+                self._wake.clear()
                 continue
             try:
-                self._due = time.monotonic() + self.interval
+                # Windows on a fixed grid: the next is due one interval after this one was due,
+                # not after it was written, so n windows span n intervals (a view's "windows per
+                # minute" and a rule's "K windows" mean what they say). A process that fell a whole
+                # interval behind (suspended, a write slower than the interval) starts again from now.
+                now = time.monotonic()
+                self._due = self._due + self.interval
+                if self._due <= now:
+                    self._due = now + self.interval
                 self.write_window(final=False)
             except Exception as e:  # noqa: BLE001 - a full disk must not end the program
                 print(f"mspti-lens: could not write a window to {self.dir}: {e}", file=sys.stderr)
@@ -278,6 +287,7 @@ class WindowWriter:
         with self._lock:
             self.interval = float(seconds)
             self._due = min(self._due, time.monotonic() + self.interval)
+            self._wake.set()
 
     def wrap_session(self, wrap: Any) -> None:
         """The Session as ``wrap(session)`` from now on (runs/flight_recorder.py's Tap), swapped
