@@ -153,3 +153,77 @@ def test_the_run_panel_lists_the_runs_captures_newest_first(tmp_path):
     page = captures_html(Run())
     assert "captures (watch)" in page and page.index("skew HcclAllReduce") < page.index("dropped &gt; 0")
     assert str(tmp_path / "captures" / "20260101T000000Z-x") in page
+
+
+def write_process_file(out, pid: int, state: str, period: int, enable: list[str], generation: int) -> None:
+    """This process as a recording process's control writes itself (tests/notebook/test_run_controls.py)."""
+    import json
+    import socket
+
+    from mspti_lens.runs import control
+
+    row = {"host": "h", "node": socket.gethostname(), "rank": 0, "rank_source": "RANK", "pid": pid,
+           "state": state, "enable": enable, "period": period, "generation": generation,
+           "heartbeat": time.time()}  # fmt: skip
+    procs = control.control_dir(out) / control.PROCESSES_DIR
+    procs.mkdir(parents=True, exist_ok=True)
+    (procs / f"h-pid{pid}.json").write_text(json.dumps(row))
+
+
+@pytest.mark.parametrize("with_control", [True, False])
+def test_the_distributions_are_of_what_is_on_now_from_the_windows_since_it_was_turned_on(
+    tmp_path, monkeypatch, with_control
+):
+    """A rank traced runtime in its first on period, then only HCCL in its second: the panel's
+    distributions are the HCCL calls of the second period, captioned since when; once stopped,
+    the whole run's, captioned so. With control files (record's) and without (what the windows say)."""
+    import polars as pl
+    from window_session import FakeSession
+
+    from mspti_lens import plots
+    from mspti_lens.notebook.runpanel import RunPanel
+    from mspti_lens.runs import writer
+
+    out = tmp_path / "run"
+    out.mkdir(mode=0o700)
+    w = writer.WindowWriter(None, out, 3600.0, host="h", rank=(0, "RANK"))
+    w.begin(FakeSession("aclrtLaunchKernel", start=1000.0), {"enable": ["runtime"], "generation": 1})
+    for _ in range(3):
+        w.write_window(final=False)
+    w.end("stop")  # the period's last window: 4 of runtime calls, 12 calls, the most total time
+    w.begin(FakeSession("HcclAllReduce", start=2000.0), {"enable": ["hccl"], "generation": 2})
+    w.write_window(final=False)
+    w.write_window(final=False)  # 2 windows of HCCL calls, 6 calls
+    if with_control:
+        write_process_file(out, w._pid, "on", w.period, ["hccl"], 2)
+    drawn = []
+    real = plots.distribution
+
+    def spy(snap, names, title):
+        drawn.append((snap.summary(), list(names), title))
+        return real(snap, names=names, title=title)
+
+    monkeypatch.setattr(plots, "distribution", spy)
+    panel = RunPanel(open_run(out), auto_refresh=False)
+    assert panel.last is not None and panel.last.on_names == ("HcclAllReduce",)
+    since = time.strftime("%H:%M:%S", time.localtime(2001.0))
+    assert [(s["name"].to_list(), s["num_calls"].to_list(), n) for s, n, _ in drawn] == [
+        (["HcclAllReduce"], [6], ["HcclAllReduce"])
+    ]  # the second period's calls alone
+    assert drawn[0][2] == f"every rank merged, the windows since {since} (generation 2)"
+    caption = panel.dist_caption.value
+    assert "latency of what is on now</b>: HcclAllReduce (by total time)" in caption
+    assert caption.endswith(f"every rank merged, the windows since {since} (generation 2)</div>")
+    assert len(panel.dists.children) == 1
+    # Stopped: nothing is on; the whole run's distributions of what was recorded, said so.
+    w.end("stop")  # its last window: a third of HCCL calls
+    if with_control:
+        write_process_file(out, w._pid, "off", w.period, [], 3)
+    drawn.clear()
+    panel.refresh(force_plot=True)
+    assert panel.last.on_names == ()
+    whole = [(12, ["aclrtLaunchKernel"]), (9, ["HcclAllReduce"])]
+    assert [(s.filter(pl.col("name") == n[0])["num_calls"].item(), n) for s, n, _ in drawn] == whole
+    assert {t for _, _, t in drawn} == {"every rank merged, the whole run"}
+    caption = panel.dist_caption.value
+    assert "what was recorded (profiling is off now)" in caption and caption.endswith("the whole run</div>")

@@ -148,3 +148,37 @@ def test_calls_a_stop_could_not_window_are_counted_through_compaction_and_shown(
         assert run.files()["late_exits"].sum() == WINDOWS
         assert f"{WINDOWS:,} calls a stop could not put in a window" in headline(run)
     assert mspti_lens.open_run(packed).files().height < WINDOWS  # merged, and still counted
+
+
+def test_what_is_on_now_is_the_windows_since_the_latest_command_and_no_segment_reaching_before_it(tmp_path):
+    w = writer.WindowWriter(None, tmp_path, 10.0, host="h", rank=(0, "RANK"))
+    w.compactor = compact.Compactor(w.dir, w._pid)
+    w.begin(FakeSession(), {"enable": ["runtime"], "generation": 1})
+    for _ in range(36):
+        w.write_window(final=False)
+    run = mspti_lens.open_run(tmp_path)  # on since its first window: all of it is what is on now
+    assert_frame_equal(run.snapshot(current=True).summary(), run.snapshot().summary())
+    assert run.snapshot(current=True).meta["since"] == run.files()["window_start"].min() == 1001.0
+    w.retarget(lambda: None, {"enable": ["aclrtLaunchKernel"], "generation": 2})  # writes window 37
+    for _ in range(40):  # windows 38..77, of generation 2; older ones are merged meanwhile
+        w.write_window(final=False)
+    run = mspti_lens.open_run(tmp_path)
+    files = run.files().sort("window")
+    since_cmd = files.filter(pl.col("window_first") >= 38)
+    straddling = files.filter((pl.col("window_first") <= 37) & (pl.col("window") >= 38))
+    assert straddling.height == 1 and straddling["generation"].item() == 2  # the newer half's: not enough
+    windows = int((since_cmd["window"] - since_cmd["window_first"] + 1).sum())
+    assert 32 <= windows < 40  # the windows the segment holds are left out with it
+    now = run.current()
+    assert now.select("rank", "pid", "period", "generation", "windows", "enable").rows() == [
+        (0, w._pid, 1, 2, windows, "aclrtLaunchKernel")
+    ]
+    assert now["since"].item() == since_cmd["window_start"].min()
+    snap = run.snapshot(current=True)
+    assert snap.summary()["num_calls"].item() == 3 * windows  # exactly those windows' calls
+    assert snap.meta["since"] == now["since"].item() and snap.meta["generations"] == [2]
+    assert run.snapshot().summary()["num_calls"].item() == 3 * 77
+    w.end("stop")  # nothing is on: nothing current
+    run.refresh()
+    assert run.current().height == 0 and run.snapshot(current=True).summary().height == 0
+    assert run.snapshot(current=True).meta["since"] is None

@@ -109,7 +109,7 @@ def test_merged_files_stay_for_readers_until_the_grace_ends_or_the_process_does(
 
 
 def test_window_counts_do_not_change_when_windows_are_merged(tmp_path):
-    runs = {}
+    runs, said = {}, {}
     for name, on in (("fine", False), ("merged", True)):
         w = fake_writer(tmp_path / name)
         if not on:
@@ -117,11 +117,15 @@ def test_window_counts_do_not_change_when_windows_are_merged(tmp_path):
         for _ in range(40):
             w.write_window(final=False)
         runs[name] = mspti_lens.open_run(tmp_path / name)
+        said[name] = w.summary_line()  # the line `record` prints for the process at its end
     fine, merged = runs["fine"], runs["merged"]
     assert merged.files().height < fine.files().height == 40  # compaction did merge files
     assert fine.ranks()["windows"].to_list() == merged.ranks()["windows"].to_list() == [40]
     assert fine.ranks()["calls"].to_list() == merged.ranks()["calls"].to_list() == [40 * CALLS]
     assert "1 ranks, 40 windows" in repr(fine) and "1 ranks, 40 windows" in repr(merged)
+    # record's end-of-run line counts in the same unit, windows written (32 fine + a segment of
+    # 8 are 33 files: the panel once said 33 where record said 40)
+    assert all("calls in 1 APIs, 40 windows -> " in line for line in said.values()), said
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """The panel of a recorded run (``%mspti panel --run DIR``, ``%mspti run DIR``): one state line
 (profiling on in how many ranks, or paused), the run's headline, the stragglers verdict, the
 merged summary, every rank's status, the rank heat map and the latency distributions of what the
-ranks trace now, re-read from disk every few seconds while any rank is still running. It opens no
+ranks trace now (the windows since it was turned on: ``Run.snapshot(current=True)``), re-read
+from disk every few seconds while any rank is still running. It opens no
 session: nothing of the notebook is recorded and the MSPTI subscriber slot stays free. For a job
 recorded with ``record`` (``--paused`` or not) it steers the job's profiling: start and stop
 buttons, the enable picker (domains and callbacks, as the session panel's), a duration and a
@@ -101,7 +102,11 @@ class RunView:
     waiting: bool = False  # no window yet: the job has started, its ranks have not written
     captures_html: str = ""  # what the run's watchers caught (watch/), newest first
     profiling_on: int = 0  # ranks with profiling on (a run recorded with control)
-    on_names: tuple[str, ...] = ()  # the recorded functions that live ranks trace now, by total time
+    # The functions live ranks trace now with a call in the windows since they were turned on
+    # (Run.current), by total time there; since when, and after which commands.
+    on_names: tuple[str, ...] = ()
+    since: float | None = None
+    generations: tuple[int, ...] = ()
     recorded_names: tuple[str, ...] = ()  # every recorded function, by total time
     paused: int = 0  # ranks alive with profiling off
 
@@ -146,6 +151,8 @@ def run_view(run: Any) -> RunView:
     procs = [] if "://" in run.root else read_processes(run.root.removeprefix("file://"))
     ranked = ranked_processes(procs)
     traced = traced_callbacks(ranked)
+    now = run.snapshot(current=True)  # the windows of what is on now, merged by the Run
+    on = now.summary()
     return RunView(
         headline=headline(run),
         # The arrival skew's live verdict follows the stragglers' (runs.skew.lagging).
@@ -173,8 +180,11 @@ def run_view(run: Any) -> RunView:
         captures_html=captures_html(run),
         profiling_on=_count(ranks, (pl.col("state") == "on") & (pl.col("status") != "complete")),
         paused=_count(ranks, pl.col("status") == "paused"),
-        on_names=names_traced(summary, traced),
-        recorded_names=tuple(summary.sort("total_ns", descending=True)["name"]) if len(summary) else (),
+        # With control files, what the live ranks applied; without, what the windows hold.
+        on_names=names_traced(on, traced) if ranked else by_total(on),
+        since=now.meta.get("since"),
+        generations=tuple(int(g) for g in now.meta.get("generations") or ()),
+        recorded_names=by_total(summary),
     )
 
 
@@ -190,6 +200,11 @@ def traced_callbacks(procs: list[dict[str, Any]]) -> set[tuple[int, int]]:
             except ValueError:  # a name this version does not know: nothing of it shown
                 continue
     return out
+
+
+def by_total(summary: pl.DataFrame) -> tuple[str, ...]:
+    """The summary's functions, by total time."""
+    return tuple(summary.sort("total_ns", descending=True)["name"]) if len(summary) else ()
 
 
 def names_traced(summary: pl.DataFrame, traced: set[tuple[int, int]]) -> tuple[str, ...]:
@@ -267,7 +282,7 @@ class RunPanel:
         self._plotted_at = float("-inf")
         self._png: tuple[bytes, int] | None = None
         self._dists: list[tuple[bytes, int]] = []  # the distributions' PNGs and CSS widths
-        self._dist_key: tuple[int, tuple[str, ...]] | None = None
+        self._dist_key: tuple[int, tuple[str, ...], float | None] | None = None
         self._dist_at = float("-inf")
         self._handles: list[Any] = []
         self.last: RunView | None = None
@@ -317,20 +332,23 @@ class RunPanel:
             return view
 
     def _draw_distributions(self, view: RunView, force: bool) -> None:
-        """The latency distributions of what the ranks trace now: redrawn at once when that
-        changes (so they follow a start within a refresh or two), else every DISTRIBUTIONS_EVERY_S."""
+        """The latency distributions of what the ranks trace now, from the windows since it was
+        turned on (the whole run's of what was recorded when nothing is): redrawn at once when
+        that changes (so they follow a start within a refresh or two), else every
+        DISTRIBUTIONS_EVERY_S."""
         names = (view.on_names or view.recorded_names)[:DISTRIBUTIONS_TOP]
-        key = (view.calls, names)
-        changed = self._dist_key is None or names != self._dist_key[1]
+        key = (view.calls, names, view.since if view.on_names else None)
+        changed = self._dist_key is None or key[1:] != self._dist_key[1:]
         due = force or changed or time.monotonic() - self._dist_at >= DISTRIBUTIONS_EVERY_S
         if key != self._dist_key and due:
             from .. import plots
 
             pngs = []
             if names:
-                snap = self.run.snapshot()
+                snap = self.run.snapshot(current=bool(view.on_names))
+                title = f"every rank merged, {distributions_span(view)}"
                 for name in names:
-                    fig = plots.distribution(snap, names=[name], title="every rank merged, the whole run")
+                    fig = plots.distribution(snap, names=[name], title=title)
                     png, width, _ = render_figure(fig)
                     pngs.append((png, min(width, MAX_PLOT_WIDTH)))
             self._dists, self._dist_key, self._dist_at = pngs, key, time.monotonic()
@@ -402,18 +420,36 @@ class RunPanel:
         return f"<mspti_lens RunPanel {v.headline if v else ''}>"
 
 
+def distributions_span(view: RunView) -> str:
+    """Which windows the distributions merge: since what is on now was turned on (local time,
+    and the command that did it), or the whole run."""
+    if not view.on_names:
+        return "the whole run"
+    since = "" if view.since is None else f" since {time.strftime('%H:%M:%S', time.localtime(view.since))}"
+    gens = [g for g in view.generations if g]
+    said = f" (generation{'s' if len(gens) > 1 else ''} {', '.join(map(str, gens))})" if gens else ""
+    return f"the windows{since}{said}"
+
+
 def distributions_caption(view: RunView, top: int) -> str:
-    """The line above the distributions: what they show and in which order (empty: none). What
-    the ranks trace now; with profiling off everywhere, what was recorded."""
+    """The line above the distributions: what they show, in which order and over which windows
+    (empty: none). What the ranks trace now, since it was turned on; else what was recorded over
+    the whole run, saying why."""
     names = view.on_names or view.recorded_names
     if not names:
         return ""
-    what = "what is on now" if view.on_names else "what was recorded (profiling is off now)"
+    if view.on_names:
+        what = "what is on now"
+    elif view.running and view.profiling_on:
+        what = "what was recorded (what is on now has no window yet)"
+    else:
+        what = "what was recorded (profiling is off now)"
     shown = min(len(names), top)
     more = f"the top {shown} of {len(names)} by total time" if len(names) > top else "by total time"
     return (
         f"<div class='mspti-lens-run-distributions-caption'><b>latency of {what}</b>: "
-        f"{html.escape(', '.join(names[:top]))} ({more}); every rank merged, the whole run</div>"
+        f"{html.escape(', '.join(names[:top]))} ({more}); every rank merged, "
+        f"{html.escape(distributions_span(view))}</div>"
     )
 
 

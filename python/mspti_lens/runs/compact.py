@@ -240,6 +240,9 @@ def merged_meta(a: Mapping[str, Any], b: Mapping[str, Any], first: int, last: in
         if counted in a or counted in b:
             m[counted] = int(a.get(counted) or 0) + int(b.get(counted) or 0)
     m["period_end"] = bool(b.get("period_end"))
+    # Every command generation of the segment's windows (the newer half's alone is "generation"):
+    # a reader that wants the windows since a command leaves out a segment reaching before it.
+    m["generations"] = sorted({int(g) for h in (a, b) for g in _generations(h)})
     periods: dict[int, list[Any]] = {}
     for p in [*(a.get("periods") or []), *(b.get("periods") or [])]:
         k = int(p[0])
@@ -254,3 +257,8 @@ def merged_meta(a: Mapping[str, Any], b: Mapping[str, Any], first: int, last: in
     m["enable_sets"] = [list(s) for s in sorted(sets)]
     m["enable"] = sorted({x for s in sets for x in s})
     return m
+
+
+def _generations(meta: Mapping[str, Any]) -> list[int]:
+    """The command generations of a window's or segment's windows (a window: its own)."""
+    return list(meta.get("generations") or [meta.get("generation") or 0])

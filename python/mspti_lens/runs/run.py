@@ -153,6 +153,8 @@ FILE_SCHEMA = {
     "period": pl.Int64,
     "generation": pl.Int64,
     "final": pl.Boolean,
+    # The window ended its on period (a stop, a `--for` running out, the process's exit).
+    "period_end": pl.Boolean,
     "window_start": pl.Float64,
     "window_end": pl.Float64,
     "written": pl.Float64,
@@ -212,6 +214,7 @@ def _file_row(path: str) -> dict[str, Any] | Exception:
             "period": int(m.get("period") or 1),
             "generation": int(m.get("generation") or 0),
             "final": bool(m.get("final")),
+            "period_end": bool(m.get("period_end") or m.get("final")),
             "window_start": float(m.get("window_start") or 0.0),
             "window_end": float(m.get("window_end") or 0.0),
             "written": float(m.get("written") or m.get("window_end") or 0.0),
@@ -227,6 +230,8 @@ def _file_row(path: str) -> dict[str, Any] | Exception:
             **{c: int(counters.get(c, 0)) for c in FILE_COUNTERS},
             "_periods": m.get("periods")
             or [[int(m.get("period") or 1), m.get("window_start"), m.get("window_end"), m.get("enable")]],
+            # The command generations of its windows (a merged segment's may be several).
+            "_generations": [int(g) for g in m.get("generations") or [m.get("generation") or 0]],
         }
     except Exception as e:  # noqa: BLE001 - any unreadable file is skipped, named
         return e
@@ -257,9 +262,10 @@ class Run:
         for _ in range(RELIST_TRIES):
             if not self._relist():
                 break
-        rows = [{k: v for k, v in r.items() if k != "_periods"} for r in self._rows.values()]
+        rows = [{k: v for k, v in r.items() if not k.startswith("_")} for r in self._rows.values()]
         self._files = pl.DataFrame(rows, schema=FILE_SCHEMA).sort("path")
         self._snapshot: Snapshot | None = None
+        self._current_snapshot: Snapshot | None = None
         self._collectives: pl.DataFrame | None = None
         self._arrivals: pl.DataFrame | None = None
         return self
@@ -309,31 +315,35 @@ class Run:
         a window (``late_exits``, ``stop_unsettled``)."""
         return self._files
 
-    def _scan(self) -> pl.LazyFrame:
-        paths = self._files["path"].to_list()
+    def _scan(self, files: pl.DataFrame | None = None) -> pl.LazyFrame:
+        files = self._files if files is None else files
+        paths = files["path"].to_list()
         if not paths:
             raise EmptyRunError(f"the run at {self.root} has no readable windows yet")
         # Host and rank come from each file's metadata (checked against its folders when read),
         # not from hive partitioning, which would guess a type from the folder names (host=7).
-        ids = self._files.lazy().select("path", "host", "rank")
+        ids = files.lazy().select("path", "host", "rank")
         rows = runfiles.scan_parquet(paths, hive_partitioning=False, include_file_paths="path")
         return rows.join(ids, on="path", how="inner")
 
-    def _collect(self, query: Callable[[pl.LazyFrame], Any]) -> Any:
-        """Run ``query`` on the scan. A file gone since the listing (merged by compaction): list
-        again and run it again. A file unreadable past its footer: skip it (checking each file)
-        and run it again."""
+    def _collect(
+        self, query: Callable[[pl.LazyFrame], Any], pick: Callable[[], pl.DataFrame] | None = None
+    ) -> Any:
+        """Run ``query`` on the scan (of the files ``pick()`` gives, default every file). A file
+        gone since the listing (merged by compaction): list again and run it again. A file
+        unreadable past its footer: skip it (checking each file) and run it again."""
+        pick = pick or (lambda: self._files)
         for _ in range(RELIST_TRIES):
             listed = self._files["path"].to_list()
             try:
-                return query(self._scan())
+                return query(self._scan(pick()))
             except (pl.exceptions.PolarsError, OSError):
                 pass
             self.refresh()
             if self._files["path"].to_list() == listed:
                 break  # the same files: one of them is unreadable, not replaced
         try:
-            return query(self._scan())
+            return query(self._scan(pick()))
         except (pl.exceptions.PolarsError, OSError) as e:
             if isinstance(e, pl.exceptions.SchemaError):
                 odd = _odd_schemas(self._files["path"].to_list())
@@ -352,7 +362,7 @@ class Run:
             if gone:
                 self.refresh()
             self._files = self._files.filter(~pl.col("path").is_in(list(self.skipped)))
-            return query(self._scan())
+            return query(self._scan(pick()))
 
     # -- merged --------------------------------------------------------------------------------
     def _meta(self, files: pl.DataFrame) -> dict[str, Any]:
@@ -374,22 +384,123 @@ class Run:
         out.update({c: int(last[c].sum() or 0) for c in MOMENT_COUNTERS})
         return out
 
-    def snapshot(self) -> Snapshot:
-        """Every window of every rank merged exactly into one Snapshot."""
-        if self._snapshot is None and not self._files.height:
-            self._snapshot = Snapshot(_empty_native(), self._meta(self._files))
+    def snapshot(self, *, current: bool = False) -> Snapshot:
+        """Every window of every rank merged exactly into one Snapshot. With ``current=True``,
+        only the windows of what is on now (:meth:`current`: each process's since its on period
+        began or a command last retargeted it), its metadata saying since when (``since``, s since
+        the epoch, None when nothing is on) and after which commands (``generations``)."""
+        if not isinstance(current, bool):
+            raise ValueError(f"current is True (what is on now) or False (the whole run), not {current!r}")
+        if current:
+            if self._current_snapshot is None:
+                self._current_snapshot = self._merged_current()
+            return self._current_snapshot
         if self._snapshot is None:
+            self._snapshot = self._merged(lambda: self._files)
+        return self._snapshot
+
+    def _merged_current(self) -> Snapshot:
+        """:meth:`snapshot` of what is on now; the whole run's merge when every window is of it
+        (a job on from its start and never retargeted: one merge per refresh, not two)."""
+        if self._current_files().height == self._files.height:
+            whole = self.snapshot()  # it may list the run again: compared again below
+            files = self._current_files()
+            if files.height == self._files.height:
+                return Snapshot(whole._native, {**whole.meta, **_since(files)})
+        return self._merged(self._current_files)
+
+    def _merged(self, pick: Callable[[], pl.DataFrame]) -> Snapshot:
+        """The files ``pick()`` gives merged exactly into one Snapshot."""
+        if pick().height:
 
             def q(lf: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-                state, buckets = pl.collect_all(
-                    merge_saved(lf), engine="streaming"
-                )  # one pass over the files
+                state, buckets = pl.collect_all(merge_saved(lf), engine="streaming")  # one pass
                 return state, buckets
 
-            state, buckets = self._collect(q)
-            native = native_from_state(state, buckets, self._counters(self._files))
-            self._snapshot = Snapshot(native, self._meta(self._files))
-        return self._snapshot
+            state, buckets = self._collect(q, pick)
+            files = pick()  # as the scan read them (a file merged meanwhile made it list again)
+            native = native_from_state(state, buckets, self._counters(files))
+        else:
+            files = pick()
+            native = _empty_native()
+        meta = self._meta(files)
+        if "_since" in files.columns:
+            meta.update(_since(files))
+        return Snapshot(native, meta)
+
+    def current(self) -> pl.DataFrame:
+        """What is on now: one row per process with profiling on and a window of it written:
+        host, rank, pid, its on ``period``, the ``generation`` of the command that set what it
+        traces, ``since`` (the start of the first of those windows, s since the epoch),
+        ``windows`` and ``enable``. Its windows are those since its on period began or a command
+        last retargeted it, whichever is later (a segment compaction merged across that moment is
+        left out: it holds older windows too). A process is on as its control file says (a run
+        recorded with control), else when its newest window neither ended a period nor was its
+        last. :meth:`snapshot` with ``current=True`` merges those windows."""
+        files = self._current_files()
+        schema = {
+            "host": pl.String,
+            "rank": pl.Int64,
+            "pid": pl.Int64,
+            "period": pl.Int64,
+            "generation": pl.Int64,
+            "since": pl.Float64,
+            "windows": pl.Int64,
+            "enable": pl.String,
+        }
+        if not files.height:
+            return pl.DataFrame(schema=schema)
+        out = (
+            files.sort("window")
+            .group_by("host", "rank", "pid", maintain_order=True)
+            .agg(
+                pl.col("period").last(),
+                pl.col("generation").last(),
+                pl.col("_since").min().alias("since"),
+                _windows().alias("windows"),
+                pl.col("_enable").last().alias("enable"),
+            )
+        )
+        return out.select(list(schema)).cast(schema).sort("rank", "host", "pid")  # type: ignore[arg-type]
+
+    def _current_files(self) -> pl.DataFrame:
+        """The rows of :meth:`files` that :meth:`current` covers, with ``_since`` (window_start)
+        and ``_enable`` (the on period's enable set, comma-joined)."""
+        by_pid: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+        for r in self._rows.values():
+            by_pid.setdefault((r["host"], r["rank"], r["pid"]), []).append(r)
+        procs = self.processes()
+        on: dict[tuple[str, int, int], int | None] = {}
+        if procs.height:  # the control files say who is on, and in which period
+            for h, rk, pid, period in (
+                procs.filter(pl.col("state") == "on").select("host", "rank", "pid", "period").iter_rows()
+            ):
+                on[(h, rk, pid)] = period
+        else:  # no control files: the newest window says whether its period goes on
+            for key, rows in by_pid.items():
+                newest = max(rows, key=lambda r: r["window"])
+                if not newest["period_end"]:
+                    on[key] = None
+        chosen: list[dict[str, Any]] = []
+        for key, period in on.items():
+            rows = by_pid.get(key) or []
+            if not rows:
+                continue  # on, no window yet
+            if period is None:
+                period = max(rows, key=lambda r: r["window"])["period"]
+            mine = [r for r in rows if {int(p[0]) for p in r["_periods"]} == {period}]
+            if not mine:
+                continue  # turned on, its period's first window not written yet
+            gen = max(r["generation"] for r in mine)
+            mine = [r for r in mine if set(r["_generations"]) == {gen}]
+            newest = max(mine, key=lambda r: r["window"])
+            enable = ",".join(next((p[3] or [] for p in newest["_periods"] if int(p[0]) == period), []))
+            chosen += [{**r, "_enable": enable} for r in mine]
+        paths = {r["path"]: r["_enable"] for r in chosen}
+        return self._files.filter(pl.col("path").is_in(list(paths))).with_columns(
+            pl.col("window_start").alias("_since"),
+            pl.col("path").replace_strict(paths, default="", return_dtype=pl.String).alias("_enable"),
+        )
 
     def summary(self) -> pl.DataFrame:
         """Every rank merged exactly, with the columns of :meth:`Snapshot.summary`."""
@@ -566,6 +677,7 @@ class Run:
             "heartbeat": pl.Float64,
             "rank_source": pl.String,
             "launcher": pl.Boolean,
+            "period": pl.Int64,  # the process's on period (its windows' ``period``)
         }
         if _is_url(self.root):
             return pl.DataFrame(schema=schema)
@@ -802,6 +914,16 @@ class Run:
 
     def _repr_html_(self) -> str:
         return _view("run_html")(self)
+
+
+def _since(files: pl.DataFrame) -> dict[str, Any]:
+    """A current snapshot's metadata: since when (``since``, the first window's start, None for
+    no window) and after which commands (``generations``) its windows were written."""
+    since = files["_since"].min() if files.height else None
+    return {
+        "since": None if since is None else float(cast(float, since)),
+        "generations": sorted(set(files["generation"].to_list())),
+    }
 
 
 def _windows() -> pl.Expr:
