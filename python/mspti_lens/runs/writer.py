@@ -280,6 +280,9 @@ class WindowWriter:
             self.write_window(final=False, reason="retarget")
             change()
             self.period_meta = dict(meta)
+            # The new set's first window comes soon too, as after begin: a view shows it at once.
+            self._due = min(self._due, time.monotonic() + min(self.interval, FIRST_WINDOW_S))
+            self._wake.set()
 
     def set_interval(self, seconds: float) -> None:
         """Windows every ``seconds`` from now on (runs/fine_windows.py): the next one is due at
