@@ -41,10 +41,11 @@ export MSPTI_LENS_STRESS := $(STRESS)
 # - the aarch64 tests beside pytest, whose browser module waits on JupyterLab and Chromium;
 #   they end about when pytest does (the quick benchmarks after them made that step 39 s longer
 #   than pytest);
-# - the aarch64 wheel beside the sdist's install check and the host wheel, which wait on pip, and
-#   the quick benchmarks, which use one core.
-TEST_STEPS ?= system-deps dev+test-loom lint+test-rust-native test-python+test-rust-aarch64 memcheck \
-	wheels-host,bench-quick+wheels-cross
+# - the aarch64 wheel, then valgrind, beside the sdist's install check and the host wheel, which
+#   wait on pip, and the quick benchmarks, which use one core (that side took 81 s of the other's
+#   120 s; valgrind alone on its own step was 18 s more of the total).
+TEST_STEPS ?= system-deps dev+test-loom lint+test-rust-native test-python+test-rust-aarch64 \
+	wheels-host,bench-quick+wheels-cross,memcheck
 # The extension is rebuilt when a Rust source, a manifest or pyproject.toml changes (the Python
 # sources are installed editable); every step that needs it depends on this stamp, not on a rebuild.
 BUILT := $(VENV)/.built
