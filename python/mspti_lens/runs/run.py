@@ -266,6 +266,7 @@ class Run:
         self._files = pl.DataFrame(rows, schema=FILE_SCHEMA).sort("path")
         self._snapshot: Snapshot | None = None
         self._current_snapshot: Snapshot | None = None
+        self._current_paths: dict[str, str] | None = None  # _current_files' choice, per listing
         self._collectives: pl.DataFrame | None = None
         self._arrivals: pl.DataFrame | None = None
         return self
@@ -465,7 +466,19 @@ class Run:
 
     def _current_files(self) -> pl.DataFrame:
         """The rows of :meth:`files` that :meth:`current` covers, with ``_since`` (window_start)
-        and ``_enable`` (the on period's enable set, comma-joined)."""
+        and ``_enable`` (the on period's enable set, comma-joined). The choice reads the control
+        files once per listing; the rows follow :meth:`files` (a file skipped as unreadable
+        since leaves them)."""
+        if self._current_paths is None:
+            self._current_paths = self._choose_current()
+        paths = self._current_paths
+        return self._files.filter(pl.col("path").is_in(list(paths))).with_columns(
+            pl.col("window_start").alias("_since"),
+            pl.col("path").replace_strict(paths, default="", return_dtype=pl.String).alias("_enable"),
+        )
+
+    def _choose_current(self) -> dict[str, str]:
+        """The paths of :meth:`_current_files`, each with its on period's enable set."""
         by_pid: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
         for r in self._rows.values():
             by_pid.setdefault((r["host"], r["rank"], r["pid"]), []).append(r)
@@ -496,11 +509,7 @@ class Run:
             newest = max(mine, key=lambda r: r["window"])
             enable = ",".join(next((p[3] or [] for p in newest["_periods"] if int(p[0]) == period), []))
             chosen += [{**r, "_enable": enable} for r in mine]
-        paths = {r["path"]: r["_enable"] for r in chosen}
-        return self._files.filter(pl.col("path").is_in(list(paths))).with_columns(
-            pl.col("window_start").alias("_since"),
-            pl.col("path").replace_strict(paths, default="", return_dtype=pl.String).alias("_enable"),
-        )
+        return {r["path"]: r["_enable"] for r in chosen}
 
     def summary(self) -> pl.DataFrame:
         """Every rank merged exactly, with the columns of :meth:`Snapshot.summary`."""
