@@ -37,6 +37,36 @@ def _checked_target(path: object, verb: str, method: str) -> None:
     )
 
 
+# The file's columns, in order: as polars builds them and as the file stores them (pyarrow).
+_POLARS_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "domain": pl.UInt32,
+    "cbid": pl.UInt32,
+    "name": pl.String,
+    "count": pl.UInt64,
+    "sum": pl.UInt64,
+    "sum_sq_hi": pl.UInt64,
+    "sum_sq_lo": pl.UInt64,
+    "min": pl.UInt64,
+    "max": pl.UInt64,
+    "zero": pl.UInt64,
+    "overflow": pl.UInt64,
+    "index": pl.List(pl.Int32),
+    "counts": pl.List(pl.UInt64),
+}
+
+
+def _arrow_schema(pa: Any) -> Any:
+    """_POLARS_COLUMNS as the file's pyarrow types (strings and lists of 32-bit offsets)."""
+    types = {
+        "domain": pa.uint32(),
+        "cbid": pa.uint32(),
+        "name": pa.string(),
+        "index": pa.list_(pa.int32()),
+        "counts": pa.list_(pa.uint64()),
+    }
+    return pa.schema([(c, types.get(c, pa.uint64())) for c in _POLARS_COLUMNS])
+
+
 def save(snap: Any, path: str | os.PathLike | IO[bytes], event_log: bool = True) -> None:
     """Write ``snap`` (a Snapshot) to ``path``: see :meth:`Snapshot.save`."""
     _checked_target(path, "write", "save")
@@ -53,24 +83,27 @@ def save(snap: Any, path: str | os.PathLike | IO[bytes], event_log: bool = True)
             indices[key].append(index)
             counts[key].append(count)
     mask = (1 << 64) - 1
-    table = pa.table(
-        {
-            "domain": pa.array(k["domain"], pa.uint32()),
-            "cbid": pa.array(k["cbid"], pa.uint32()),
-            "name": pa.array(k["name"], pa.string()),
-            "count": pa.array(k["count"], pa.uint64()),
-            "sum": pa.array(k["sum"], pa.uint64()),
-            # The exact u128 sum of squares as two u64 halves (Parquet has no 128-bit integer).
-            "sum_sq_hi": pa.array([v >> 64 for v in k["sum_sq"]], pa.uint64()),
-            "sum_sq_lo": pa.array([v & mask for v in k["sum_sq"]], pa.uint64()),
-            "min": pa.array(k["min"], pa.uint64()),
-            "max": pa.array(k["max"], pa.uint64()),
-            "zero": pa.array(k["zero"], pa.uint64()),
-            "overflow": pa.array(k["overflow"], pa.uint64()),
-            "index": pa.array(indices, pa.list_(pa.int32())),
-            "counts": pa.array(counts, pa.list_(pa.uint64())),
-        }
-    )
+    columns = {
+        "domain": k["domain"],
+        "cbid": k["cbid"],
+        "name": k["name"],
+        "count": k["count"],
+        "sum": k["sum"],
+        # The exact u128 sum of squares as two u64 halves (Parquet has no 128-bit integer).
+        "sum_sq_hi": [v >> 64 for v in k["sum_sq"]],
+        "sum_sq_lo": [v & mask for v in k["sum_sq"]],
+        "min": k["min"],
+        "max": k["max"],
+        "zero": k["zero"],
+        "overflow": k["overflow"],
+        "index": indices,
+        "counts": counts,
+    }
+    # The columns are built by polars and handed to pyarrow, not built by pa.array(): pyarrow asks
+    # whether a Python list is a pandas object by importing pandas, over a second of CPU in every
+    # process that saves a window (each rank of a recorded job). The cast gives the file the types
+    # it always had (polars makes large strings and lists).
+    table = pl.DataFrame(columns, schema=_POLARS_COLUMNS).to_arrow().cast(_arrow_schema(pa))
     meta = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
