@@ -88,6 +88,12 @@ pub fn rings() -> Vec<&'static Ring> {
     lock(&RINGS).clone()
 }
 
+/// How many rings `rings` would return now, without its lock (the registry only grows): a
+/// reader fetches the rings again only when this passed its copy.
+pub fn ring_count() -> usize {
+    RING_COUNT.load(Ordering::Acquire)
+}
+
 struct Mine {
     ring: Cell<Option<&'static Ring>>,
     index: Cell<u32>,
@@ -348,7 +354,7 @@ fn pop() {
 }
 
 /// A span read back from a ring.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Span {
     pub ring: u32,
     pub seq: u64,
@@ -360,9 +366,15 @@ pub struct Span {
     pub exit: u64,
 }
 
-/// Read a ring's spans from `*cursor` on; returns how many were overwritten before they could
-/// be read (they are lost, and counted).
-pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, out: &mut Vec<Span>) -> u64 {
+/// Spans read from a ring between two checks of its head (`read_ring`).
+const READ_BATCH: usize = 32;
+
+/// Read a ring's spans from `*cursor` on, handing each to `f` (in order) once it is known whole;
+/// returns how many were overwritten before they could be read (they are lost, and counted).
+/// Spans go straight to `f` from a small batch on the stack: no queue between the ring and the
+/// drain's per-thread queues.
+#[inline(always)]
+pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, mut f: impl FnMut(Span)) -> u64 {
     let head = ring.head.load(Ordering::Acquire);
     let mut lost = 0;
     let mut from = *cursor;
@@ -370,29 +382,37 @@ pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, out: &mut Vec<Span>)
         lost += head - RING as u64 - from;
         from = head - RING as u64;
     }
-    let first = out.len();
-    for i in from..head {
-        let s = &ring.slots[(i as usize) % RING];
-        let meta = s.meta.load(Ordering::Relaxed);
-        out.push(Span {
-            ring: index,
-            seq: i,
-            tid: (meta >> 32) as u32,
-            cbid: (meta & 0xff) as u32,
-            overlapped: meta & FLAG_OVERLAPPED != 0,
-            name: s.name.load(Ordering::Relaxed) as usize,
-            enter: s.enter.load(Ordering::Relaxed),
-            exit: s.exit.load(Ordering::Relaxed),
-        });
-    }
-    // Spans the writer may have overwritten while they were read are dropped (seqlock check).
-    fence(Ordering::Acquire);
-    let head2 = ring.head.load(Ordering::Relaxed);
-    let safe_from = head2.saturating_sub(RING as u64 - 1);
-    if safe_from > from {
-        let torn = (safe_from - from).min(head - from) as usize;
-        out.drain(first..first + torn);
-        lost += torn as u64;
+    let mut batch = [Span::default(); READ_BATCH];
+    let mut at = from;
+    while at < head {
+        let n = (head - at).min(READ_BATCH as u64) as usize;
+        for (k, b) in batch[..n].iter_mut().enumerate() {
+            let i = at + k as u64;
+            let s = &ring.slots[(i as usize) % RING];
+            let meta = s.meta.load(Ordering::Relaxed);
+            *b = Span {
+                ring: index,
+                seq: i,
+                tid: (meta >> 32) as u32,
+                cbid: (meta & 0xff) as u32,
+                overlapped: meta & FLAG_OVERLAPPED != 0,
+                name: s.name.load(Ordering::Relaxed) as usize,
+                enter: s.enter.load(Ordering::Relaxed),
+                exit: s.exit.load(Ordering::Relaxed),
+            };
+        }
+        // Seqlock check: spans whose slot the writer may have begun to reuse while they were
+        // read (its head reached their seq + RING) are dropped, never handed on torn.
+        fence(Ordering::Acquire);
+        let safe_from = ring.head.load(Ordering::Relaxed).saturating_sub(RING as u64 - 1);
+        for b in &batch[..n] {
+            if b.seq < safe_from {
+                lost += 1;
+            } else {
+                f(*b);
+            }
+        }
+        at += n as u64;
     }
     *cursor = head;
     lost
