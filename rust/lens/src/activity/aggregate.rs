@@ -128,6 +128,10 @@ pub struct State {
     /// Whether kernels and API records take part in the host-device join (KERNEL with spans or
     /// external correlation): without it they are only aggregated.
     pub join_active: bool,
+    /// API kinds (bit = kind) whose records fill the apis table: the kinds the user asked for.
+    /// The RUNTIME_API records asked for the join alone only join (a launch's host time is the
+    /// launches table's `api`, from its span); all kinds unless the collector says otherwise.
+    pub tabled_api_kinds: u64,
     // -- join ---------------------------------------------------------------------------
     cursors: Vec<u64>,
     /// Per thread id, its spans not yet passed by its API records, oldest first.
@@ -185,6 +189,7 @@ impl Default for State {
             span_name: (0, EMPTY),
             pair_launch_marks: false,
             join_active: false,
+            tabled_api_kinds: u64::MAX,
             cursors: Vec::new(),
             spans: Vec::new(),
             span_threads: HashMap::default(),
@@ -417,9 +422,15 @@ impl State {
                 }
             }
             Record::Api { kind, start, end, tid, correlation, name, .. } => {
-                let Some(d) = dur(start, end, c) else { return };
-                let (row, other) = self.api_row(kind, name);
-                self.apis.row_at(row, other).hist.record(d);
+                if self.tabled_api_kinds >> (kind & 63) & 1 != 0 {
+                    let Some(d) = dur(start, end, c) else { return };
+                    let (row, other) = self.api_row(kind, name);
+                    self.apis.row_at(row, other).hist.record(d);
+                } else if end < start {
+                    // A record no table takes still says its clock ran backwards, and joins nothing.
+                    c[D::Negative] += 1;
+                    return;
+                }
                 if self.join_active && (kind == abi::KIND_RUNTIME_API || kind == abi::KIND_ACL_API) {
                     self.api_join(tid, start, end, correlation, kind, true);
                 }
