@@ -40,11 +40,14 @@ pub fn traces_launches(runtime_mask: u64) -> bool {
     (LAUNCH_FIRST..=LAUNCH_LAST).any(|c| runtime_mask >> c & 1 != 0)
 }
 
-/// Spans a thread's ring holds before the oldest is overwritten (2 MiB). The drain reads them
-/// every few ms (sooner while a thread launches fast: `drain::next_poll`), so this only matters
-/// when the drain is starved: at two million launches per second (a simulated job on the
-/// virtual clock) a ring lasts 33 ms, time for the drain to get a core on a loaded machine.
-pub const RING: usize = 65536;
+/// Spans a thread's ring holds before the oldest is overwritten (8 MiB, its pages touched only
+/// as spans fill them, so a thread that launched less holds less; rings are reused by later
+/// threads). The drain reads them every few ms (sooner while a thread launches fast:
+/// `drain::next_poll`), so this only matters when the drain is starved: at 2.4 million launches
+/// per second (a simulated training step on the virtual clock) a ring lasts about 110 ms, time
+/// for the drain to get a core on a loaded 2-core machine. A quarter of that (27 ms) lost spans
+/// in 2 of 10 such processes there, each overwritten before the drain was scheduled.
+pub const RING: usize = 1 << 18;
 /// Threads with rings at once; more threads' launches are counted as not logged.
 pub const MAX_RINGS: usize = 4096;
 
@@ -144,26 +147,38 @@ fn claim() -> Option<(&'static Ring, u32)> {
     if all.len() >= MAX_RINGS {
         return None;
     }
-    let r: &'static Ring = new_ring();
+    let r: &'static Ring = new_ring()?;
     r.in_use.store(true, Ordering::Relaxed);
     all.push(r);
     RING_COUNT.store(all.len(), Ordering::Release);
     Some((r, all.len() as u32 - 1))
 }
 
-/// A zeroed ring on the heap, leaked: never built on the stack (it is 2 MiB, more than a
-/// thread's stack may hold), and its pages are only touched as spans fill them.
-fn new_ring() -> &'static Ring {
-    let layout = std::alloc::Layout::new::<Ring>();
-    // SAFETY: Ring is not zero-sized, so alloc_zeroed may be called with its layout.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Ring>();
-    if p.is_null() {
-        std::alloc::handle_alloc_error(layout);
+/// A zeroed ring, leaked: an anonymous mapping (never built on the stack: it is 8 MiB, more than
+/// a thread's stack may hold) with its pages populated at once: one call at a thread's first
+/// launch instead of a page fault every 128 spans on the launching thread as the ring fills
+/// (2,048 of them, about 5 ms of a simulated training step's 288,000 launches). None when the
+/// mapping cannot be had (that thread's launches are counted as not logged).
+fn new_ring() -> Option<&'static Ring> {
+    let size = std::mem::size_of::<Ring>();
+    // SAFETY: an anonymous private mapping (no file, no address hint), checked for failure.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
     }
-    // SAFETY: p is a non-null allocation of Ring's layout, and all-zero bytes are a valid Ring
-    // (it holds only atomics: AtomicU64 and AtomicBool of 0 / false); leaking it makes the
-    // reference 'static.
-    unsafe { &*p }
+    // SAFETY: the mapping is page-aligned (more than Ring's alignment), `size` bytes long,
+    // zero-filled, and never unmapped, so the reference is 'static; all-zero bytes are a valid
+    // Ring (it holds only atomics: AtomicU64 and AtomicBool of 0 / false).
+    Some(unsafe { &*p.cast::<Ring>() })
 }
 
 fn my_ring(m: &Mine) -> Option<(&'static Ring, u32)> {
