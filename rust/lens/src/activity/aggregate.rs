@@ -10,6 +10,7 @@ use super::launch_hooks::{self as hook, Span};
 use super::layout as abi;
 use super::names::{json_string, FastMap as HashMap, Names, EMPTY};
 use super::records::{Bad, Record, Records, Sizes};
+use super::span_queue::SpanQueue;
 use super::tables::*;
 
 /// Pending entries (ranges, marks, kernels waiting for their API, correlation links) kept at
@@ -26,7 +27,7 @@ pub const SPANS_PER_THREAD: usize = 1 << 18;
 /// speed (millions per second) to go round its ring (`launch_hooks::RING` spans) meanwhile.
 const RECORDS_PER_SPAN_READ: u32 = 4096;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct SpanEntry {
     enter: u64,
     exit: u64,
@@ -127,10 +128,14 @@ pub struct State {
     /// Whether kernels and API records take part in the host-device join (KERNEL with spans or
     /// external correlation): without it they are only aggregated.
     pub join_active: bool,
+    /// API kinds (bit = kind) whose records fill the apis table: the kinds the user asked for.
+    /// The RUNTIME_API records asked for the join alone only join (a launch's host time is the
+    /// launches table's `api`, from its span); all kinds unless the collector says otherwise.
+    pub tabled_api_kinds: u64,
     // -- join ---------------------------------------------------------------------------
     cursors: Vec<u64>,
     /// Per thread id, its spans not yet passed by its API records, oldest first.
-    spans: Vec<(u32, VecDeque<SpanEntry>)>,
+    spans: Vec<(u32, SpanQueue<SpanEntry>)>,
     span_threads: HashMap<u32, usize>,
     /// The entry of `spans` the last API record used (records come in runs of one thread).
     last_thread: usize,
@@ -146,8 +151,8 @@ pub struct State {
     awaiting: u64,
     awaiting_given_up: u64,
     retry_api: Vec<(u32, u64, u64, u64, u32)>,
-    /// Spans read back from the rings (kept: reused every read).
-    span_buf: Vec<Span>,
+    /// The span rings as last fetched (`hook::rings`, again only when more were made).
+    rings: Vec<&'static hook::Ring>,
     /// When the rings were last read, and the busiest ring's spans per second since the read
     /// before (the drain polls sooner while it is high: `drain::next_poll`).
     spans_read_at: Option<std::time::Instant>,
@@ -184,6 +189,7 @@ impl Default for State {
             span_name: (0, EMPTY),
             pair_launch_marks: false,
             join_active: false,
+            tabled_api_kinds: u64::MAX,
             cursors: Vec::new(),
             spans: Vec::new(),
             span_threads: HashMap::default(),
@@ -198,7 +204,7 @@ impl Default for State {
             awaiting: 0,
             awaiting_given_up: 0,
             retry_api: Vec::new(),
-            span_buf: Vec::new(),
+            rings: Vec::new(),
             spans_read_at: None,
             span_rate: 0.0,
             ranges_open: HashMap::default(),
@@ -234,6 +240,8 @@ impl State {
     /// Read the spans the callbacks logged since the last call (before a round of buffers, so
     /// the API records of finished launches find their span), then give the API records that
     /// found none last round their second chance.
+    // Out of line: one call per buffer or read (and callgrind then counts the drain apart).
+    #[inline(never)]
     pub fn ingest_spans(&mut self) {
         self.read_spans();
         // API records that found no span last round get one more chance.
@@ -244,61 +252,71 @@ impl State {
 
     /// The spans logged since the last read, into the per-thread queues (or the external ids).
     fn read_spans(&mut self) {
-        let rings = hook::rings();
-        if self.cursors.len() < rings.len() {
-            self.cursors.resize(rings.len(), 0);
+        if self.rings.len() < hook::ring_count() {
+            self.rings = hook::rings();
         }
-        let mut new = std::mem::take(&mut self.span_buf);
+        if self.cursors.len() < self.rings.len() {
+            self.cursors.resize(self.rings.len(), 0);
+        }
+        let rings = std::mem::take(&mut self.rings);
+        let external = hook::hooks() & hook::EXTERNAL != 0;
         let mut busiest = 0;
         for (i, r) in rings.iter().enumerate() {
             let from = self.cursors[i];
-            self.counters[D::SpansLost] += hook::read_ring(r, i as u32, &mut self.cursors[i], &mut new);
-            busiest = busiest.max(self.cursors[i].saturating_sub(from));
+            let mut cursor = from;
+            let lost = hook::read_ring(r, i as u32, &mut cursor, |s| self.take_span(s, external));
+            self.counters[D::SpansLost] += lost;
+            self.cursors[i] = cursor;
+            busiest = busiest.max(cursor.saturating_sub(from));
         }
+        self.rings = rings;
         let now = std::time::Instant::now();
         if let Some(at) = self.spans_read_at.replace(now) {
             self.span_rate = busiest as f64 / now.duration_since(at).as_secs_f64().max(1e-6);
         }
-        let external = hook::hooks() & hook::EXTERNAL != 0;
-        for s in new.drain(..) {
-            let name = if s.name == self.span_name.0 {
-                self.span_name.1
-            } else {
-                // SAFETY: span names are the callback's functionName pointers: static strings
-                // of the library, which is never unloaded.
-                let id = unsafe { self.names.at(s.name) };
-                self.span_name = (s.name, id);
-                id
-            };
-            let source = if external { JOIN_EXTERNAL } else { JOIN_RUNTIME_API };
-            let e = SpanEntry { enter: s.enter, exit: s.exit, name, source };
-            if let Some(d) = dur(s.enter, s.exit, &mut self.counters) {
-                self.launches.row(name, source).api.record(d);
-            }
-            if !external {
-                let t = self.thread_spans(s.tid, true).unwrap_or_default();
-                let q = &mut self.spans[t].1;
-                q.push_back(e);
-                if q.len() > SPANS_PER_THREAD {
-                    q.pop_front();
-                    self.counters[D::SpansLost] += 1;
-                }
-            }
-            if external {
-                let id = hook::external_id(s.ring, s.seq);
-                self.by_external.insert(id, (e, s.overlapped));
-                self.by_external_order.push_back(id);
-                if self.by_external_order.len() > CORRELATION_CAP {
-                    if let Some(old) = self.by_external_order.pop_front() {
-                        self.by_external.remove(&old);
-                    }
-                }
-            }
+    }
+
+    /// One span read back: its launch's API time, and its place in its thread's queue (or
+    /// under its external id).
+    #[inline(always)]
+    fn take_span(&mut self, s: Span, external: bool) {
+        let name = if s.name == self.span_name.0 {
+            self.span_name.1
+        } else {
+            // SAFETY: span names are the callback's functionName pointers: static strings
+            // of the library, which is never unloaded.
+            let id = unsafe { self.names.at(s.name) };
+            self.span_name = (s.name, id);
+            id
+        };
+        let source = if external { JOIN_EXTERNAL } else { JOIN_RUNTIME_API };
+        let e = SpanEntry { enter: s.enter, exit: s.exit, name, source };
+        if let Some(d) = dur(s.enter, s.exit, &mut self.counters) {
+            self.launches.row(name, source).api.record(d);
         }
-        self.span_buf = new;
+        if external {
+            let id = hook::external_id(s.ring, s.seq);
+            self.by_external.insert(id, (e, s.overlapped));
+            self.by_external_order.push_back(id);
+            if self.by_external_order.len() > CORRELATION_CAP {
+                if let Some(old) = self.by_external_order.pop_front() {
+                    self.by_external.remove(&old);
+                }
+            }
+            return;
+        }
+        let t = self.thread_spans(s.tid, true).unwrap_or_default();
+        let q = &mut self.spans[t].1;
+        q.push_back(e);
+        if q.len() > SPANS_PER_THREAD {
+            q.pop_front();
+            self.counters[D::SpansLost] += 1;
+        }
     }
 
     /// Every record of one completed buffer.
+    // Out of line: one call per buffer or read (and callgrind then counts the drain apart).
+    #[inline(never)]
     pub fn ingest_buffer(&mut self, bytes: &[u8]) {
         self.counters[D::Buffers] += 1;
         self.names.new_buffer();
@@ -404,9 +422,15 @@ impl State {
                 }
             }
             Record::Api { kind, start, end, tid, correlation, name, .. } => {
-                let Some(d) = dur(start, end, c) else { return };
-                let (row, other) = self.api_row(kind, name);
-                self.apis.row_at(row, other).hist.record(d);
+                if self.tabled_api_kinds >> (kind & 63) & 1 != 0 {
+                    let Some(d) = dur(start, end, c) else { return };
+                    let (row, other) = self.api_row(kind, name);
+                    self.apis.row_at(row, other).hist.record(d);
+                } else if end < start {
+                    // A record no table takes still says its clock ran backwards, and joins nothing.
+                    c[D::Negative] += 1;
+                    return;
+                }
                 if self.join_active && (kind == abi::KIND_RUNTIME_API || kind == abi::KIND_ACL_API) {
                     self.api_join(tid, start, end, correlation, kind, true);
                 }
@@ -509,7 +533,7 @@ impl State {
         let i = match self.span_threads.get(&tid) {
             Some(&i) => i,
             None if make => {
-                self.spans.push((tid, VecDeque::new()));
+                self.spans.push((tid, SpanQueue::default()));
                 self.span_threads.insert(tid, self.spans.len() - 1);
                 self.spans.len() - 1
             }

@@ -308,7 +308,11 @@ impl Collector {
         launch_hooks::configure(hooks, mark, self.shared.api.push_external, self.shared.api.pop_external);
         self.join = join;
         let active = matches!(self.join, JoinMode::RuntimeApi | JoinMode::External);
-        lock(&self.shared.state).join_active = active;
+        let tabled = self.wanted.iter().filter(|&&k| k < 64).fold(0u64, |m, &k| m | 1 << k);
+        let mut st = lock(&self.shared.state);
+        st.join_active = active;
+        st.tabled_api_kinds = tabled;
+        drop(st);
         self.shared.flushing.store(!self.active.is_empty(), Ordering::Release);
         first_err.map_or(Ok(()), Err)
     }

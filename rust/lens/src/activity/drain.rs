@@ -55,8 +55,8 @@ impl Shared {
 /// How often the drain wakes on its own (the complete callback wakes it sooner when the pool runs
 /// low, and snapshots drain at once). Each wake costs a context switch; 20 ms keeps the drain's
 /// share of a training job's CPU near 1 % while a thread's launch-span ring
-/// (`launch_hooks::RING` spans) would need over 800,000 launches per second to overflow between
-/// two wakes; above a quarter of that the drain wakes sooner (`next_poll`).
+/// (`launch_hooks::RING` spans) would need over 13 million launches per second to overflow
+/// between two wakes; above a quarter of that the drain wakes sooner (`next_poll`).
 pub const DRAIN_POLL: Duration = Duration::from_millis(20);
 /// The shortest sleep between rounds (while a thread launches faster than its ring allows at
 /// `DRAIN_POLL`).
@@ -64,8 +64,8 @@ pub const DRAIN_POLL_MIN: Duration = Duration::from_millis(1);
 
 /// How long the drain may sleep: `DRAIN_POLL`, or less while the busiest thread logs launch
 /// spans (`span_rate` per second) fast enough to fill a quarter of its ring sooner. A simulated
-/// job on the virtual clock launches millions per second; a ring lasts 7 ms at two million, a
-/// fraction of the poll, and the spans it loses leave their kernels unjoined.
+/// job on the virtual clock launches millions per second; a ring lasts about 110 ms at 2.4
+/// million, and the spans it loses leave their kernels unjoined.
 pub fn next_poll(span_rate: f64) -> Duration {
     let quarter = (launch_hooks::RING / 4) as f64;
     if span_rate * DRAIN_POLL.as_secs_f64() <= quarter {

@@ -40,11 +40,14 @@ pub fn traces_launches(runtime_mask: u64) -> bool {
     (LAUNCH_FIRST..=LAUNCH_LAST).any(|c| runtime_mask >> c & 1 != 0)
 }
 
-/// Spans a thread's ring holds before the oldest is overwritten (2 MiB). The drain reads them
-/// every few ms (sooner while a thread launches fast: `drain::next_poll`), so this only matters
-/// when the drain is starved: at two million launches per second (a simulated job on the
-/// virtual clock) a ring lasts 33 ms, time for the drain to get a core on a loaded machine.
-pub const RING: usize = 65536;
+/// Spans a thread's ring holds before the oldest is overwritten (8 MiB, its pages touched only
+/// as spans fill them, so a thread that launched less holds less; rings are reused by later
+/// threads). The drain reads them every few ms (sooner while a thread launches fast:
+/// `drain::next_poll`), so this only matters when the drain is starved: at 2.4 million launches
+/// per second (a simulated training step on the virtual clock) a ring lasts about 110 ms, time
+/// for the drain to get a core on a loaded 2-core machine. A quarter of that (27 ms) lost spans
+/// in 2 of 10 such processes there, each overwritten before the drain was scheduled.
+pub const RING: usize = 1 << 18;
 /// Threads with rings at once; more threads' launches are counted as not logged.
 pub const MAX_RINGS: usize = 4096;
 
@@ -86,6 +89,12 @@ static RING_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// The rings, in registry order (index = ring id in external correlation ids).
 pub fn rings() -> Vec<&'static Ring> {
     lock(&RINGS).clone()
+}
+
+/// How many rings `rings` would return now, without its lock (the registry only grows): a
+/// reader fetches the rings again only when this passed its copy.
+pub fn ring_count() -> usize {
+    RING_COUNT.load(Ordering::Acquire)
 }
 
 struct Mine {
@@ -138,26 +147,38 @@ fn claim() -> Option<(&'static Ring, u32)> {
     if all.len() >= MAX_RINGS {
         return None;
     }
-    let r: &'static Ring = new_ring();
+    let r: &'static Ring = new_ring()?;
     r.in_use.store(true, Ordering::Relaxed);
     all.push(r);
     RING_COUNT.store(all.len(), Ordering::Release);
     Some((r, all.len() as u32 - 1))
 }
 
-/// A zeroed ring on the heap, leaked: never built on the stack (it is 2 MiB, more than a
-/// thread's stack may hold), and its pages are only touched as spans fill them.
-fn new_ring() -> &'static Ring {
-    let layout = std::alloc::Layout::new::<Ring>();
-    // SAFETY: Ring is not zero-sized, so alloc_zeroed may be called with its layout.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Ring>();
-    if p.is_null() {
-        std::alloc::handle_alloc_error(layout);
+/// A zeroed ring, leaked: an anonymous mapping (never built on the stack: it is 8 MiB, more than
+/// a thread's stack may hold) with its pages populated at once: one call at a thread's first
+/// launch instead of a page fault every 128 spans on the launching thread as the ring fills
+/// (2,048 of them, about 5 ms of a simulated training step's 288,000 launches). None when the
+/// mapping cannot be had (that thread's launches are counted as not logged).
+fn new_ring() -> Option<&'static Ring> {
+    let size = std::mem::size_of::<Ring>();
+    // SAFETY: an anonymous private mapping (no file, no address hint), checked for failure.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
     }
-    // SAFETY: p is a non-null allocation of Ring's layout, and all-zero bytes are a valid Ring
-    // (it holds only atomics: AtomicU64 and AtomicBool of 0 / false); leaking it makes the
-    // reference 'static.
-    unsafe { &*p }
+    // SAFETY: the mapping is page-aligned (more than Ring's alignment), `size` bytes long,
+    // zero-filled, and never unmapped, so the reference is 'static; all-zero bytes are a valid
+    // Ring (it holds only atomics: AtomicU64 and AtomicBool of 0 / false).
+    Some(unsafe { &*p.cast::<Ring>() })
 }
 
 fn my_ring(m: &Mine) -> Option<(&'static Ring, u32)> {
@@ -348,7 +369,7 @@ fn pop() {
 }
 
 /// A span read back from a ring.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Span {
     pub ring: u32,
     pub seq: u64,
@@ -360,9 +381,15 @@ pub struct Span {
     pub exit: u64,
 }
 
-/// Read a ring's spans from `*cursor` on; returns how many were overwritten before they could
-/// be read (they are lost, and counted).
-pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, out: &mut Vec<Span>) -> u64 {
+/// Spans read from a ring between two checks of its head (`read_ring`).
+const READ_BATCH: usize = 32;
+
+/// Read a ring's spans from `*cursor` on, handing each to `f` (in order) once it is known whole;
+/// returns how many were overwritten before they could be read (they are lost, and counted).
+/// Spans go straight to `f` from a small batch on the stack: no queue between the ring and the
+/// drain's per-thread queues.
+#[inline(always)]
+pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, mut f: impl FnMut(Span)) -> u64 {
     let head = ring.head.load(Ordering::Acquire);
     let mut lost = 0;
     let mut from = *cursor;
@@ -370,29 +397,37 @@ pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, out: &mut Vec<Span>)
         lost += head - RING as u64 - from;
         from = head - RING as u64;
     }
-    let first = out.len();
-    for i in from..head {
-        let s = &ring.slots[(i as usize) % RING];
-        let meta = s.meta.load(Ordering::Relaxed);
-        out.push(Span {
-            ring: index,
-            seq: i,
-            tid: (meta >> 32) as u32,
-            cbid: (meta & 0xff) as u32,
-            overlapped: meta & FLAG_OVERLAPPED != 0,
-            name: s.name.load(Ordering::Relaxed) as usize,
-            enter: s.enter.load(Ordering::Relaxed),
-            exit: s.exit.load(Ordering::Relaxed),
-        });
-    }
-    // Spans the writer may have overwritten while they were read are dropped (seqlock check).
-    fence(Ordering::Acquire);
-    let head2 = ring.head.load(Ordering::Relaxed);
-    let safe_from = head2.saturating_sub(RING as u64 - 1);
-    if safe_from > from {
-        let torn = (safe_from - from).min(head - from) as usize;
-        out.drain(first..first + torn);
-        lost += torn as u64;
+    let mut batch = [Span::default(); READ_BATCH];
+    let mut at = from;
+    while at < head {
+        let n = (head - at).min(READ_BATCH as u64) as usize;
+        for (k, b) in batch[..n].iter_mut().enumerate() {
+            let i = at + k as u64;
+            let s = &ring.slots[(i as usize) % RING];
+            let meta = s.meta.load(Ordering::Relaxed);
+            *b = Span {
+                ring: index,
+                seq: i,
+                tid: (meta >> 32) as u32,
+                cbid: (meta & 0xff) as u32,
+                overlapped: meta & FLAG_OVERLAPPED != 0,
+                name: s.name.load(Ordering::Relaxed) as usize,
+                enter: s.enter.load(Ordering::Relaxed),
+                exit: s.exit.load(Ordering::Relaxed),
+            };
+        }
+        // Seqlock check: spans whose slot the writer may have begun to reuse while they were
+        // read (its head reached their seq + RING) are dropped, never handed on torn.
+        fence(Ordering::Acquire);
+        let safe_from = ring.head.load(Ordering::Relaxed).saturating_sub(RING as u64 - 1);
+        for b in &batch[..n] {
+            if b.seq < safe_from {
+                lost += 1;
+            } else {
+                f(*b);
+            }
+        }
+        at += n as u64;
     }
     *cursor = head;
     lost

@@ -18,7 +18,7 @@
 //! `config` (defaults and their reasons), `counters` (every activity counter, declared once),
 //! `collector` (enable, settle, windows), `drain` (the drain thread), `totals` (a window and its
 //! merge), `pool` (the buffers), `launch_hooks` (what the callback does for the join),
-//! `aggregate` (records into histograms), `records`/`layout` (the ABI's records),
+//! `aggregate` (records into histograms), `span_queue` (a thread's spans awaiting its API records), `records`/`layout` (the ABI's records),
 //! `loom_atomics` (std's atomics, or loom's in model tests).
 
 pub mod aggregate;
@@ -39,6 +39,7 @@ pub mod mstx;
 pub mod names;
 pub mod pool;
 pub mod records;
+mod span_queue;
 pub mod symbols;
 pub mod tables;
 pub mod totals;
