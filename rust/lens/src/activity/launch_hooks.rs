@@ -155,10 +155,11 @@ fn claim() -> Option<(&'static Ring, u32)> {
 }
 
 /// A zeroed ring, leaked: an anonymous mapping (never built on the stack: it is 8 MiB, more than
-/// a thread's stack may hold) with its pages populated at once: one call at a thread's first
-/// launch instead of a page fault every 128 spans on the launching thread as the ring fills
-/// (2,048 of them, about 5 ms of a simulated training step's 288,000 launches). None when the
-/// mapping cannot be had (that thread's launches are counted as not logged).
+/// a thread's stack may hold) whose pages are touched only as spans fill them, so a thread that
+/// launched a few times holds a few pages, not 8 MiB (a process may have many launching threads).
+/// Filling a whole ring costs its thread about 2,048 page faults once (~5 ms); after that the
+/// pages stay. None when the mapping cannot be had (that thread's launches are counted as not
+/// logged).
 fn new_ring() -> Option<&'static Ring> {
     let size = std::mem::size_of::<Ring>();
     // SAFETY: an anonymous private mapping (no file, no address hint), checked for failure.
@@ -167,7 +168,7 @@ fn new_ring() -> Option<&'static Ring> {
             std::ptr::null_mut(),
             size,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
             0,
         )
