@@ -316,6 +316,11 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
 fn write_span(r: &Ring, name: usize, meta: u64, enter: u64, exit: u64) {
     let h = r.head.load(Ordering::Relaxed);
     let s = &r.slots[(h as usize) % RING];
+    // The seqlock's write side: the head h (stored by the last span) must be seen before any of
+    // this slot's new fields, or a reader that loaded a new field could still load the old head
+    // and hand on a torn span. TSO keeps stores in order; aarch64 may not (a compiler barrier on
+    // x86, a dmb on aarch64).
+    fence(Ordering::Release);
     s.name.store(name as u64, Ordering::Relaxed);
     s.meta.store(meta, Ordering::Relaxed);
     s.enter.store(enter, Ordering::Relaxed);
