@@ -46,6 +46,10 @@ def test_merge_keeps_the_k_slowest_of_the_union_per_thread_and_api_on_the_simula
     m = a.merge(b)
     assert durations(m, LAUNCH) == [24, 23, 22, 21, 20, 20, 19, 19]
     assert durations(m, SYNC) == [9, 4, 2]  # fewer than K: all of both
+    # The native merge (a flight recorder's fine windows, added back with with_calls_of) keeps the
+    # same calls as the rule above.
+    native = Snapshot(a._native.merge(b._native), m.meta)
+    assert native.slowest().equals(m.slowest())
     # The same frame whether the parts were saved first or the sum was.
     a.save(tmp_path / "a.parquet")
     b.save(tmp_path / "b.parquet")

@@ -10,14 +10,23 @@ fstat on the control thread) and counts the run watched while the heartbeat is y
 :data:`~mspti_lens.runs.control.LOST_AFTER_S`: a watcher that is gone stops the recorder.
 
 How it stays cheap and exact: the writer's Session is wrapped in a :class:`Tap` (everything else
-passes through to the Session). While watched, every ``interval_s`` the control thread takes the
-Session's window (``reset()``: the native state is handed over, not copied) into the ring; the
-writer's next window on disk is the exact merge of the fine windows taken since its last one and
-the rest (``Snapshot.merge``: histograms add, slowest calls and device records merge), so every
-call is still in exactly one window on disk. The ring holds the last ``windows`` of them (the same
-objects, no copy), and they tile time: what the writer's own reset took since the last fine window
-begins the next one (one merge per window on disk). Not watched, the Tap hands ``reset()`` on and
-keeps nothing.
+passes through to the Session). While watched, every ``interval_s`` the control thread cuts the
+calls since the last fine window out of the Session's window: the callback histograms alone (the
+native ``reset()``: the native state is handed over, not copied), kept as a :class:`Fine` (the
+native snapshot, its times and moment reading; a Snapshot only when it is written). The Session's
+window itself goes on: its start, its activity records (device records settle once per window on
+disk, not once a second: a settle waits for the records still on their way, 0.2 s of wall time
+and about 1 ms of CPU a second here), its self cost. The writer's next window on disk is the
+Session's whole window with the cut calls added back (``Snapshot.with_calls_of``: histograms
+add, the slowest calls merge, natively), so every call is still in exactly one window on disk. The
+ring holds the last ``windows`` fine windows (the same objects, no copy), and they tile time: what
+the writer's own reset took since the last fine window begins the next one. Not watched, the Tap
+hands ``reset()`` on and keeps nothing.
+
+What a fine window holds: the calls' histograms, counters and slowest calls of its second. Not
+its device records: those stay in the window on disk they belong to, and a capture links the
+windows on disk before the trigger, with their device records, into its ``before/`` as well
+(watch/capture.py).
 
 The dump: a ``start`` command with ``recorder: true`` (a capture's, runs/control.py) makes each
 rank it names write its ring, oldest first, into its rank folder as
@@ -29,16 +38,15 @@ A rank serving ``/metrics`` (``record --prometheus``) keeps one as well: its ser
 :meth:`FlightRecorder.window_so_far` (the pending fine windows merged with the Session's window so
 far), so a scrape sees the writer's whole window, as without the recorder, not the last fine one.
 
-Cost (bench/watch.py, the simulator's 21 keys): a fine window is one ``reset()`` (about 0.15 ms
-of CPU) a second and one merge into the pending window (about 0.25 ms); in a recorded rank of a
-simulated job, measured by the recorder's own count, about 0.6 ms of CPU per second watched, 1.3
-ms with the default communication records (their share of each fine window): 0.13 % of a core.
-Memory is the ring's Snapshots plus the pending one, about 0.75 MiB each at 21 keys (a key's
-histogram is dense, about 36 KiB): 8 MiB or so for ten. Kept serialized they would take 21 KiB
-each, for about 1 ms of CPU each to write (``Snapshot.save``): memory was chosen over CPU. The
-recorder counts the CPU of all its work (its thread clock around each look, fine window, merge
-and dump), and the process file says it (``flight.cpu_s``): being watched is measured where it
-runs, not guessed.
+Cost (bench/watch.py's cost rounds, a simulated 4-rank job, its ranks' own counts): about 0.2 ms
+of CPU per second watched, against 1.3 to 1.9 ms when each fine window was a whole Session window
+(a ``reset()`` with its activity settle, two Python Snapshots and their merge): 0.3 % of the rank
+process's CPU recorded without rules (BENCHMARKS.md, "Watching a job"). What is left is the
+native cut and merge (dense histograms, about 36 KiB per key), one look at the marker every 5 s
+and the writer's merge once per window on disk. Memory is the ring's native snapshots plus the
+pending one, about 36 KiB per key each. The recorder counts the CPU of all its work (its thread
+clock around each look, fine window, merge and dump), and the process file says it
+(``flight.cpu_s``): being watched is measured where it runs, not guessed.
 """
 
 from __future__ import annotations
@@ -86,19 +94,46 @@ def read_marker(data: Any) -> tuple[int, float] | None:
         return None
 
 
+class Fine:
+    """One fine window in the ring: its calls (a NativeSnapshot), its times (wall clock) and the
+    session's moment reading when it was cut; a :class:`Snapshot` only when written."""
+
+    __slots__ = ("native", "start", "end", "moment", "facts")
+
+    def __init__(self, native: Any, start: float, end: float, moment: tuple[float, ...], facts: dict[str, Any]):
+        self.native, self.start, self.end, self.moment, self.facts = native, start, end, moment, facts
+
+    def snapshot(self, **facts: Any) -> Any:
+        """The fine window as a Snapshot: its session's facts, its times and moment, ``facts``."""
+        from ..snapshot import Snapshot
+
+        meta = {**self.facts, **facts, "window_start": self.start, "window_end": self.end}
+        meta["moments"] = {str(self.facts.get("source")): list(self.moment)}
+        return Snapshot(self.native, meta)
+
+
 class Tap:
-    """A Session as the writer sees it: ``reset()`` hands over, merged, the fine windows the
-    flight recorder took since the last one and the rest; anything else is the Session's."""
+    """A Session as the writer sees it: ``reset()`` hands over the Session's window with the
+    calls of the fine windows cut out of it since the writer's last one added back; anything
+    else is the Session's.
+
+    A fine window is a cut of the callback histograms alone (the native ``reset()``, under the
+    Session's lock): the Session's window itself (its start, activity records, self cost) goes on
+    until the writer's reset, so the window on disk is the Session's whole window, settled and
+    measured once, with every call in it exactly once."""
 
     def __init__(self, session: Any):
         self.session = session
-        # The fine windows not yet in a window on disk, merged as they come: one Snapshot however
-        # long the run's interval is.
+        # The fine windows not yet in a window on disk, merged as they come: one NativeSnapshot
+        # however long the run's interval is.
         self._pending: Any = None
-        # What the writer's reset took since the last fine window: it is on disk already, and
-        # the start of the next fine window, so that the fine windows tile time with no gap at
-        # the writer's windows' ends.
+        # What the writer's reset took since the last fine window: on disk already, and the start
+        # of the next fine window, so that the fine windows tile time with no gap at the writer's
+        # windows' ends.
         self._tail: Any = None
+        self._cut_at = float(getattr(session, "_window_start", time.time()))  # the fine window's start
+        # The facts every fine window of this Session carries (backend, clock, session id).
+        self.facts = dict(session._meta(self._cut_at))
         self._lock = threading.Lock()  # the writer's reset and the control thread's fine tick
         self.merge_ns = 0  # the writer thread's CPU merging the fine windows into its windows
 
@@ -106,32 +141,45 @@ class Tap:
         return getattr(self.session, name)
 
     def reset(self) -> Any:
+        from .. import self_cost
+
         with self._lock:
-            last = self.session.reset()
             pending, self._pending = self._pending, None
+            if pending is not None:  # the cut calls' drops join the process's, as a reset's do
+                self_cost.note_closed_window(self_cost.drops_of(pending.counters()), None)
+            last = self.session.reset()
             # Fine windows are being taken: the next one starts where the previous one ended.
-            self._tail = last if pending is not None else None
+            self._tail = last._native if pending is not None else None
         if pending is None:
             return last
         began = time.thread_time_ns()
-        merged = pending.merge(last)
+        merged = last.with_calls_of(pending)
         self.merge_ns += time.thread_time_ns() - began  # only the writer's thread adds here
         return merged
 
     def so_far(self) -> Any:
-        """The writer's window so far: the pending fine windows and the Session's window since."""
+        """The writer's window so far: the Session's window with the pending fine windows' calls."""
         with self._lock:
             now, pending = self.session.snapshot(), self._pending
-        return now if pending is None else pending.merge(now)
+        return now if pending is None else now.with_calls_of(pending)
 
-    def fine(self) -> Any:
-        """Take the Session's window now (it goes into the writer's next window as well); the
-        fine window since the last one (with what a writer's reset took meanwhile)."""
+    def fine(self) -> Fine:
+        """Cut the calls since the last fine window out of the Session's window (they go into the
+        writer's next window as well); the fine window since the last one (with what a writer's
+        reset took meanwhile)."""
+        from ..snapshot import MOMENT_COUNTERS
+
+        session = self.session
         with self._lock:
-            snap = self.session.reset()
-            self._pending = snap if self._pending is None else self._pending.merge(snap)
+            with session._lock:  # the Session's own: its reset and snapshot hold it
+                cut = session._native.reset()
+            start, end = self._cut_at, time.time()
+            self._cut_at = end
+            self._pending = cut if self._pending is None else self._pending.merge(cut)
             tail, self._tail = self._tail, None
-        return snap if tail is None else tail.merge(snap)
+        got = cut.counters()  # the moment's reading is the cut's own (a merge adds them)
+        moment = (end, *(int(got.get(c, 0)) for c in MOMENT_COUNTERS))
+        return Fine(cut if tail is None else tail.merge(cut), start, end, moment, self.facts)
 
 
 class FlightRecorder:
@@ -240,10 +288,10 @@ class FlightRecorder:
                 self._taps_ns += self._tap.merge_ns
             self._tap = session
         try:
-            snap = session.fine()
+            fine = session.fine()
         except Exception:  # noqa: BLE001 - closed meanwhile (turned off): nothing to keep
             return
-        self.ring.append(snap)
+        self.ring.append(fine)
         self.taken += 1
         while len(self.ring) > self.windows:
             self.ring.popleft()
@@ -264,9 +312,9 @@ class FlightRecorder:
     def _dump(self, generation: int) -> list[str]:
         w, names = self.writer, []
         facts = {"host": w.host, "rank": w.rank, "pid": os.getpid(), "flight": True, "generation": generation}
-        for i, snap in enumerate(list(self.ring)):
+        for i, fine in enumerate(list(self.ring)):
             name = flight_name(generation, i, os.getpid())
-            kept = snap.with_meta(**facts, interval_s=self.interval_s)
+            kept = fine.snapshot(**facts, interval_s=self.interval_s)
             w.folder.make()
             w.folder.write(name, lambda f, kept=kept: kept.save(f))
             names.append(name)

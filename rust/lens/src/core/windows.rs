@@ -159,14 +159,19 @@ fn window_of(st: &WindowState, mut now: Totals) -> Totals {
 /// in exactly one of the two, whole.
 pub fn snapshot_and_reset() -> Totals {
     let mut st = lock(&STATE);
-    let now = close_epoch(&mut st);
+    let mut now = close_epoch(&mut st);
     let cumulative = now.counters;
-    let closed = window_of(&st, now);
     timeline::before_reset(&st.open);
-    st.open.clear();
-    st.slowest.clear();
+    // The window's histograms are handed over, not copied (window_of's clone of each dense
+    // histogram was most of a reset): the next epoch's keys start anew, as after a clear.
+    now.keys = std::mem::take(&mut st.open).into_iter().filter(|(_, h)| h.count() > 0).collect();
+    now.counters.subtract(&st.counters_base);
+    now.slowest = std::mem::take(&mut st.slowest)
+        .into_iter()
+        .flat_map(|((_, k), v)| v.into_iter().map(move |e| (k.clone(), e)))
+        .collect();
     st.counters_base = cumulative;
-    closed
+    now
 }
 
 /// End the timeline's interval in progress with the current window's records.

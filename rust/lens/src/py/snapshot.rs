@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use crate::core::counters::{Counter, Counters};
 use crate::core::hist::{self, Histogram};
 use crate::core::shard::Key;
-use crate::core::slowest::SlowCall;
+use crate::core::slowest::{self, SlowCall};
 use crate::core::windows::Totals;
 
 type KeyRow = (u32, u32, String, Histogram);
@@ -224,13 +224,21 @@ impl PySnapshot {
         PySnapshot { keys, counters: Counters::default(), in_flight: 0, threads: 0, slowest: vec![] }
     }
 
-    /// The sum of two snapshots (threads, runs or ranks): histograms of equal keys add exactly.
-    /// Without slowest: the Python layer merges those (slowest.merged: the K slowest per
-    /// thread and key of both), as it also holds the ones a loaded file carries.
+    /// The sum of two snapshots (threads, runs or ranks): histograms of equal keys add exactly,
+    /// and the slowest calls are the K slowest per thread and key of both (ties: the earlier
+    /// start first), as one longer window would have kept them: the rule of the Python layer's
+    /// slowest.merged, which a snapshot loaded from a file (its calls held in Python) still uses.
+    /// A flight recorder's fine windows merge here alone (runs/flight_recorder.py).
     fn merge(&self, other: &PySnapshot) -> PySnapshot {
         let mut m: BTreeMap<(u32, u32, String), Histogram> = BTreeMap::new();
         for (d, c, n, h) in self.keys.iter().chain(&other.keys) {
-            m.entry((*d, *c, n.clone())).or_default().merge(h);
+            // A key's first histogram is copied, the second added: one pass over each.
+            match m.entry((*d, *c, n.clone())) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(h.clone());
+                }
+                std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().merge(h),
+            }
         }
         let mut counters = self.counters;
         counters.add(&other.counters);
@@ -239,7 +247,34 @@ impl PySnapshot {
             counters,
             in_flight: self.in_flight + other.in_flight,
             threads: self.threads + other.threads,
-            slowest: vec![],
+            slowest: merged_slowest(&self.slowest, &other.slowest),
         }
     }
+}
+
+/// The `slowest::K` slowest calls per (thread, key) of `a` and `b` together: slowest first, ties
+/// the earlier start first; grouped by key, then thread.
+fn merged_slowest(a: &[(Key, SlowCall)], b: &[(Key, SlowCall)]) -> Vec<(Key, SlowCall)> {
+    if a.is_empty() || b.is_empty() {
+        return if a.is_empty() { b.to_vec() } else { a.to_vec() };
+    }
+    let mut both: Vec<&(Key, SlowCall)> = a.iter().chain(b).collect();
+    both.sort_by(|(ka, x), (kb, y)| {
+        (ka, x.thread_id, std::cmp::Reverse(x.duration), x.start).cmp(&(
+            kb,
+            y.thread_id,
+            std::cmp::Reverse(y.duration),
+            y.start,
+        ))
+    });
+    let mut out: Vec<(Key, SlowCall)> = Vec::with_capacity(both.len());
+    let mut run = 0;
+    for (i, e) in both.iter().enumerate() {
+        let same = i > 0 && both[i - 1].0 == e.0 && both[i - 1].1.thread_id == e.1.thread_id;
+        run = if same { run + 1 } else { 0 };
+        if run < slowest::K {
+            out.push((*e).clone());
+        }
+    }
+    out
 }
