@@ -435,7 +435,8 @@ class Snapshot:
         cost), activity data and timeline stay this window's, which the session kept whole."""
         if self._slowest is not None:  # calls held in Python (a loaded file): not a session's window
             raise ValueError("with_calls_of() adds to a session's own window, not to a loaded one")
-        return Snapshot(native.merge(self._native), self._window, activity=self._activity, timeline=self._timeline)
+        merged = native.merge(self._native)
+        return Snapshot(merged, self._window, activity=self._activity, timeline=self._timeline)
 
     @classmethod
     def from_histogram(cls, frame: pl.DataFrame) -> Snapshot:
