@@ -110,11 +110,14 @@ class Fine:
 
     def snapshot(self, **facts: Any) -> Any:
         """The fine window as a Snapshot: its session's facts, its times and moment, ``facts``."""
+        from .. import _native
         from ..snapshot import Snapshot
 
         meta = {**self.facts, **facts, "window_start": self.start, "window_end": self.end}
         meta["moments"] = {str(self.facts.get("source")): list(self.moment)}
-        return Snapshot(self.native, meta)
+        # A cut (or, for the fine window after a writer's reset, that window with the cut added).
+        native = self.native.snapshot() if isinstance(self.native, _native.NativeCut) else self.native
+        return Snapshot(native, meta)
 
 
 class Tap:
@@ -136,9 +139,9 @@ class Tap:
         # of the next fine window, so that the fine windows tile time with no gap at the writer's
         # windows' ends.
         self._tail: Any = None
-        self._cut_at = float(getattr(session, "_window_start", time.time()))  # the fine window's start
         # The facts every fine window of this Session carries (backend, clock, session id).
-        self.facts = dict(session._meta(self._cut_at))
+        self.facts = session.window_facts()
+        self._cut_at = float(self.facts["window_start"])  # the fine window's start
         self._lock = threading.Lock()  # the writer's reset and the control thread's fine tick
         self.merge_ns = 0  # the writer thread's CPU merging the fine windows into its windows
 
@@ -174,17 +177,15 @@ class Tap:
         reset took meanwhile)."""
         from ..snapshot import MOMENT_COUNTERS
 
-        session = self.session
         with self._lock:
-            with session._lock:  # the Session's own: its reset and snapshot hold it
-                cut = session._native.reset()
+            cut = self.session.cut_calls()
             start, end = self._cut_at, time.time()
             self._cut_at = end
             self._pending = cut if self._pending is None else self._pending.merge(cut)
             tail, self._tail = self._tail, None
-        got = cut.counters()  # the moment's reading is the cut's own (a merge adds them)
+        got = cut.counters()  # the moment's reading is the cut's own (a merge keeps the later's)
         moment = (end, *(int(got.get(c, 0)) for c in MOMENT_COUNTERS))
-        return Fine(cut if tail is None else tail.merge(cut), start, end, moment, self.facts)
+        return Fine(cut if tail is None else tail.with_cut(cut), start, end, moment, self.facts)
 
 
 class FlightRecorder:

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use super::clock;
 use super::counters::Counters;
-use super::hist::Histogram;
+use super::hist::{Histogram, Sparse};
 use super::locks::lock;
 use super::seqlock;
 use super::shard::{self, Key};
@@ -172,6 +172,39 @@ pub fn snapshot_and_reset() -> Totals {
         .collect();
     st.counters_base = cumulative;
     now
+}
+
+/// The calls of a window cut out of it (`cut`): each key's values in its non-empty slots.
+#[derive(Clone, Debug, Default)]
+pub struct Cut {
+    pub keys: Vec<(Key, Sparse)>,
+    /// The counters' change since the last reset or cut.
+    pub counters: Counters,
+    /// Calls entered and not yet exited, and threads, at the cut (moments, not sums).
+    pub in_flight: u64,
+    pub threads: u64,
+    /// The slowest calls per (thread, key) since the last reset or cut.
+    pub slowest: Vec<(Key, SlowCall)>,
+}
+
+/// `snapshot_and_reset` for a flight recorder's fine window: the calls since the last reset or
+/// cut, every call in exactly one, whole, with the window's dense histograms drained in place
+/// (kept allocated for the next epochs) rather than handed over, so a cut of a second allocates
+/// and writes what it holds, not 36 KiB per key (runs/flight_recorder.py).
+pub fn cut() -> Cut {
+    let mut st = lock(&STATE);
+    let now = close_epoch(&mut st);
+    timeline::before_reset(&st.open);
+    let keys =
+        st.open.iter_mut().filter(|(_, h)| h.count() > 0).map(|(k, h)| (k.clone(), h.drain())).collect();
+    let mut counters = now.counters;
+    counters.subtract(&st.counters_base);
+    st.counters_base = now.counters;
+    let slowest = std::mem::take(&mut st.slowest)
+        .into_iter()
+        .flat_map(|((_, k), v)| v.into_iter().map(move |e| (k.clone(), e)))
+        .collect();
+    Cut { keys, counters, in_flight: now.in_flight, threads: now.threads, slowest }
 }
 
 /// End the timeline's interval in progress with the current window's records.
