@@ -873,13 +873,36 @@ impl AtomicHistogram {
     /// closes windows, after the window counter has moved past `window` and
     /// `seqlock::window_advanced()` has run; waits for an open write section to end.
     pub fn take_window(&self, window: u64, into: &mut Histogram) {
+        let Some(t) = self.take_with(window, |i, c| into.counts[i] += c) else {
+            return;
+        };
+        into.count += t.count;
+        into.sum = into.sum.wrapping_add(t.sum);
+        into.sum_sq = into.sum_sq.wrapping_add(t.sum_sq);
+        into.overflow += t.overflow;
+        into.min = lesser(into.min, t.min);
+        into.max = greater(into.max, t.max);
+    }
+
+    /// `take_window` as a `Sparse` (None when the bank is empty): the bank's written slots alone
+    /// are visited and nothing dense is touched (a flight recorder's cut, `windows::cut`).
+    pub fn take_sparse(&self, window: u64) -> Option<Sparse> {
+        let mut slots = Vec::new();
+        let t = self.take_with(window, |i, c| slots.push((i as u32, c)))?;
+        Some(Sparse { slots, ..t })
+    }
+
+    /// The bank of `window` settled, read and cleared: each written bucket slot (ascending,
+    /// count > 0) to `slot`, the rest returned (None: the bank was empty).
+    fn take_with(&self, window: u64, mut slot: impl FnMut(usize, u64)) -> Option<Sparse> {
         self.lock.settle();
         let b = (window & 1) as usize;
         let s = &self.scalars[b];
         let n = s.count.load(Ordering::Relaxed);
         if n == 0 {
-            return;
+            return None;
         }
+        let mut overflow = 0;
         for (w, word) in self.nonzero[b].iter().enumerate() {
             let mut bits = word.load(Ordering::Relaxed);
             if bits == 0 {
@@ -891,24 +914,28 @@ impl AtomicHistogram {
                 bits &= bits - 1;
                 let c = self.counts[b][i].swap(0, Ordering::Relaxed);
                 if i == OVERFLOW_SLOT {
-                    into.overflow += c;
-                } else {
-                    into.counts[i] += c;
+                    overflow += c;
+                } else if c > 0 {
+                    slot(i, c);
                 }
             }
         }
-        into.count += n;
-        into.sum = into.sum.wrapping_add(s.sum.load(Ordering::Relaxed));
         let sq = u128::from(s.sum_sq_lo.load(Ordering::Relaxed))
             | u128::from(s.sum_sq_hi.load(Ordering::Relaxed)) << 64;
-        into.sum_sq = into.sum_sq.wrapping_add(sq);
-        let (mn, mx) = (s.min.load(Ordering::Relaxed), s.max.load(Ordering::Relaxed));
-        into.min = Some(into.min.map_or(mn, |m| m.min(mn)));
-        into.max = Some(into.max.map_or(mx, |m| m.max(mx)));
+        let t = Sparse {
+            slots: Vec::new(),
+            count: n,
+            sum: s.sum.load(Ordering::Relaxed),
+            sum_sq: sq,
+            min: Some(s.min.load(Ordering::Relaxed)),
+            max: Some(s.max.load(Ordering::Relaxed)),
+            overflow,
+        };
         for a in [&s.count, &s.sum, &s.sum_sq_lo, &s.sum_sq_hi, &s.max, &s.gate] {
             a.store(0, Ordering::Relaxed);
         }
         s.min.store(u64::MAX, Ordering::Relaxed);
+        Some(t)
     }
 }
 

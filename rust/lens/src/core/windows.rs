@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use super::clock;
 use super::counters::Counters;
-use super::hist::{Histogram, Sparse};
+use super::hist::{AtomicHistogram, Histogram, Sparse};
 use super::locks::lock;
 use super::seqlock;
 use super::shard::{self, Key};
@@ -127,6 +127,17 @@ static STATE: Mutex<WindowState> = Mutex::new(WindowState {
 /// Close the current epoch into `st.open`; returns the shards' cumulative counters, in-flight
 /// calls and thread count now (no histograms).
 fn close_epoch(st: &mut WindowState) -> Totals {
+    close_epoch_with(st, |open, key, hist, closed| {
+        hist.take_window(closed, open.entry(key.clone()).or_default())
+    })
+}
+
+/// `close_epoch`, each (shard, key)'s closed bank taken by `take` (given the window's histograms,
+/// the key, the shard's histogram and the epoch closed), before its slowest calls are.
+fn close_epoch_with(
+    st: &mut WindowState,
+    mut take: impl FnMut(&mut BTreeMap<Key, Histogram>, &Key, &AtomicHistogram, u64),
+) -> Totals {
     // AcqRel: this close's clearing of banks (below) happens before any write section that reads
     // a later value, so a bank is empty when it is reused two epochs on.
     let closed = WINDOW.fetch_add(1, Ordering::AcqRel);
@@ -137,8 +148,8 @@ fn close_epoch(st: &mut WindowState) -> Totals {
         t.threads += 1;
         for kh in s.histograms() {
             let key = (kh.domain, kh.cbid, kh.name.clone());
-            // The slowest calls after take_window: it settles the write section that wrote both.
-            kh.hist.take_window(closed, st.open.entry(key.clone()).or_default());
+            // The slowest calls after the bank: taking it settles the write section that wrote both.
+            take(&mut st.open, &key, &kh.hist, closed);
             let kept = st.slowest.entry((s as *const shard::Shard as usize, key)).or_default();
             slowest::take(&kh.slowest, closed, kept);
         }
@@ -193,10 +204,26 @@ pub struct Cut {
 /// and writes what it holds, not 36 KiB per key (runs/flight_recorder.py).
 pub fn cut() -> Cut {
     let mut st = lock(&STATE);
-    let now = close_epoch(&mut st);
-    timeline::before_reset(&st.open);
-    let keys =
-        st.open.iter_mut().filter(|(_, h)| h.count() > 0).map(|(k, h)| (k.clone(), h.drain())).collect();
+    let mut keys: BTreeMap<Key, Sparse> = BTreeMap::new();
+    let now = if timeline::kept() {
+        // The timeline's delta is of the whole window, this epoch included: closed as a reset's.
+        let now = close_epoch(&mut st);
+        timeline::before_reset(&st.open);
+        now
+    } else {
+        // The shards' banks straight into the cut, their written slots alone.
+        close_epoch_with(&mut st, |_, key, hist, closed| {
+            if let Some(h) = hist.take_sparse(closed) {
+                add_sparse(&mut keys, key, h);
+            }
+        })
+    };
+    // Epochs closed into the window since the last cut (a snapshot(), a timeline tick).
+    for (key, h) in st.open.iter_mut().filter(|(_, h)| h.count() > 0) {
+        let h = h.drain();
+        add_sparse(&mut keys, key, h);
+    }
+    let keys = keys.into_iter().collect();
     let mut counters = now.counters;
     counters.subtract(&st.counters_base);
     st.counters_base = now.counters;
@@ -205,6 +232,15 @@ pub fn cut() -> Cut {
         .flat_map(|((_, k), v)| v.into_iter().map(move |e| (k.clone(), e)))
         .collect();
     Cut { keys, counters, in_flight: now.in_flight, threads: now.threads, slowest }
+}
+
+fn add_sparse(keys: &mut BTreeMap<Key, Sparse>, key: &Key, h: Sparse) {
+    match keys.get_mut(key) {
+        Some(had) => *had = had.merge(&h),
+        None => {
+            keys.insert(key.clone(), h);
+        }
+    }
 }
 
 /// End the timeline's interval in progress with the current window's records.
