@@ -218,8 +218,11 @@ def test_calls_cut_out_of_a_window_and_added_back_make_the_whole_window_on_the_s
         whole = s.snapshot()
     assert rest.total_calls == 7 and rest.meta["window_start"] == start  # the window went on
     back = rest.with_calls_of(cuts)
-    assert back.histogram().drop("index").sort("name", "lower_ns").equals(
-        whole.histogram().drop("index").sort("name", "lower_ns")
+    assert (
+        back.histogram()
+        .drop("index")
+        .sort("name", "lower_ns")
+        .equals(whole.histogram().drop("index").sort("name", "lower_ns"))
     )
     assert back.counters["threads"] == rest.counters["threads"]  # a moment, not added
     assert Snapshot(cuts.snapshot(), rest.meta).total_calls == back.total_calls - 7

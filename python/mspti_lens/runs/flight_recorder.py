@@ -5,20 +5,22 @@ starts some seconds before the rule fired, at a second's resolution.
 How a rank knows it is watched: the run's ``control/watched.json`` (:data:`WATCHED_FILE`), which a
 watcher writes (watch/capture.py) and touches while it watches: its modification time is the
 watcher's heartbeat. It says how many fine windows to keep and how fine (:func:`watched_marker`).
-Each rank looks at it every :data:`~mspti_lens.runs.control.HEARTBEAT_S` seconds (one open and
-fstat on the control thread) and counts the run watched while the heartbeat is younger than
+Each rank looks at it every :data:`~mspti_lens.runs.control.HEARTBEAT_S` seconds on the control
+thread (a stat through the checked control folder; the file is opened and read only when it is
+not the one read last time: a marker is written whole, then only touched) and counts the run watched while the heartbeat is younger than
 :data:`~mspti_lens.runs.control.LOST_AFTER_S`: a watcher that is gone stops the recorder.
 
 How it stays cheap and exact: the writer's Session is wrapped in a :class:`Tap` (everything else
 passes through to the Session). While watched, every ``interval_s`` the control thread cuts the
-calls since the last fine window out of the Session's window: the callback histograms alone (the
-native ``reset()``: the native state is handed over, not copied), kept as a :class:`Fine` (the
-native snapshot, its times and moment reading; a Snapshot only when it is written). The Session's
+calls since the last fine window out of the Session's window (``Session.cut_calls()``): the
+callback histograms alone, each key's non-empty buckets taken straight from the threads' banks
+(a ``NativeCut``: a few buckets where a dense histogram has 36 KiB), kept as a :class:`Fine` (the
+cut, its times and moment reading; a Snapshot only when it is written). The Session's
 window itself goes on: its start, its activity records (device records settle once per window on
 disk, not once a second: a settle waits for the records still on their way, 0.2 s of wall time
 and about 1 ms of CPU a second here), its self cost. The writer's next window on disk is the
-Session's whole window with the cut calls added back (``Snapshot.with_calls_of``: histograms
-add, the slowest calls merge, natively), so every call is still in exactly one window on disk. The
+Session's whole window with the cut calls added back (``Snapshot.with_calls_of``: the cuts'
+buckets add, the slowest calls merge, natively), so every call is still in exactly one window on disk. The
 ring holds the last ``windows`` fine windows (the same objects, no copy), and they tile time: what
 the writer's own reset took since the last fine window begins the next one. Not watched, the Tap
 hands ``reset()`` on and keeps nothing.
@@ -38,18 +40,17 @@ A rank serving ``/metrics`` (``record --prometheus``) keeps one as well: its ser
 :meth:`FlightRecorder.window_so_far` (the pending fine windows merged with the Session's window so
 far), so a scrape sees the writer's whole window, as without the recorder, not the last fine one.
 
-Cost (bench/watch.py's cost rounds, a simulated 4-rank job, each rank's own count): about 0.26 ms
-of CPU per second watched (0.24 to 0.27), against 1.1 to 1.3 ms in the same rounds when each fine
-window was a whole Session window (a ``reset()`` with its activity settle, two Python Snapshots
-and their merge in Python). Against the rank process's CPU recorded without rules in the same
-rounds (48 to 57 ms/s: an idle simulated rank) that is 0.46 to 0.55 %: at the goal of 0.5 %, not
-safely under it (BENCHMARKS.md, "Watching a job"). What is left, per second watched: the
-native cut and its merge into the pending window (dense histograms, about 36 KiB per key), about
-0.2 ms; the look at the marker every 5 s, about 0.05 ms; the writer's merge once per window on
-disk. Memory is the ring's native snapshots plus the
-pending one, about 36 KiB per key each. The recorder counts the CPU of all its work (its thread
-clock around each look, fine window, merge and dump), and the process file says it
-(``flight.cpu_s``): being watched is measured where it runs, not guessed.
+Cost (bench/watch.py's cost rounds, a simulated 4-rank job, each rank's own count): about
+0.15 ms of CPU per second watched (0.146 to 0.164), against 0.24 to 0.27 ms when a fine window was a
+dense native cut (36 KiB per key allocated, copied and merged every second) and 1.1 to 1.3 ms when
+it was a whole Session window: 0.12 to 0.14 % of the rank process's CPU recorded without rules, and
+0.22 to 0.25 % of its workload thread alone, under the goal of 0.5 % (BENCHMARKS.md, "Watching a
+job"). Most of what is left is the epoch's close in each cut (the membarrier that keeps the
+callback's own fence cheap) and the Python around it. Memory is the ring's cuts plus the pending
+one: a few buckets per key each (about 13 KiB a fine window of 21 keys).
+The recorder counts the CPU of all its work (its thread clock around each look, fine window, merge
+and dump), and the process file says it (``flight.cpu_s``): being watched is measured where it
+runs, not guessed.
 """
 
 from __future__ import annotations
