@@ -51,13 +51,14 @@ def test_merge_keeps_the_k_slowest_of_the_union_per_thread_and_api_on_the_simula
     native = Snapshot(a._native.merge(b._native), m.meta)
     assert native.slowest().equals(m.slowest())
     with Session(library="sim", clock="mspti") as s:  # the same calls cut twice, added back
+        cuts = []
         for launches, syncs in ((range(1, 21), (4,)), (range(15, 25), (9, 2))):
             for w in launches:
                 virtual.call(LAUNCH, work_ns=w)
             for w in syncs:
                 virtual.call(SYNC, work_ns=w)
-            cut = s.cut_calls() if launches.start == 1 else cut.merge(s.cut_calls())
-        back = s.reset().with_calls_of(cut)
+            cuts.append(s.cut_calls())
+        back = s.reset().with_calls_of(cuts[0].merge(cuts[1]))
     assert durations(back, LAUNCH) == durations(m, LAUNCH) and durations(back, SYNC) == [9, 4, 2]
     # The same frame whether the parts were saved first or the sum was.
     a.save(tmp_path / "a.parquet")

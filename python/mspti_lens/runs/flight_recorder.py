@@ -7,8 +7,9 @@ watcher writes (watch/capture.py) and touches while it watches: its modification
 watcher's heartbeat. It says how many fine windows to keep and how fine (:func:`watched_marker`).
 Each rank looks at it every :data:`~mspti_lens.runs.control.HEARTBEAT_S` seconds on the control
 thread (a stat through the checked control folder; the file is opened and read only when it is
-not the one read last time: a marker is written whole, then only touched) and counts the run watched while the heartbeat is younger than
-:data:`~mspti_lens.runs.control.LOST_AFTER_S`: a watcher that is gone stops the recorder.
+not the one read last time: a marker is written whole, then only touched) and counts the run
+watched while the heartbeat is younger than :data:`~mspti_lens.runs.control.LOST_AFTER_S`: a
+watcher that is gone stops the recorder.
 
 How it stays cheap and exact: the writer's Session is wrapped in a :class:`Tap` (everything else
 passes through to the Session). While watched, every ``interval_s`` the control thread cuts the
