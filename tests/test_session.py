@@ -199,6 +199,35 @@ def test_merge_of_windows_equals_the_whole_on_the_simulator(sim):
     )
 
 
+def test_calls_cut_out_of_a_window_and_added_back_make_the_whole_window_on_the_simulator(sim):
+    sim.set_clock("virtual")
+    with Session(library="sim", clock="mspti") as s:
+        start = s.window_facts()["window_start"]
+        sim.run_workload("training", steps=2, ranks=2, seed=3)
+        first = s.cut_calls()
+        sim.run_workload("training", steps=2, ranks=2, seed=4)
+        s.snapshot()  # an epoch closed into the window between cuts is cut as well
+        sim.run_workload("training", steps=1, ranks=2, seed=5)
+        cuts = first.merge(s.cut_calls())
+        sim.call("aclrtLaunchKernel", 1000, 7)
+        rest = s.reset()
+    with Session(library="sim", clock="mspti") as s:
+        for seed, steps in ((3, 2), (4, 2), (5, 1)):
+            sim.run_workload("training", steps=steps, ranks=2, seed=seed)
+        sim.call("aclrtLaunchKernel", 1000, 7)
+        whole = s.snapshot()
+    assert rest.total_calls == 7 and rest.meta["window_start"] == start  # the window went on
+    back = rest.with_calls_of(cuts)
+    assert (
+        back.histogram()
+        .drop("index")
+        .sort("name", "lower_ns")
+        .equals(whole.histogram().drop("index").sort("name", "lower_ns"))
+    )
+    assert back.counters["threads"] == rest.counters["threads"]  # a moment, not added
+    assert Snapshot(cuts.snapshot(), rest.meta).total_calls == back.total_calls - 7
+
+
 def test_status_reports_the_state_on_the_simulator(session, sim):
     session.start()
     sim.call("aclrtFree", 0, 3)

@@ -46,6 +46,20 @@ def test_merge_keeps_the_k_slowest_of_the_union_per_thread_and_api_on_the_simula
     m = a.merge(b)
     assert durations(m, LAUNCH) == [24, 23, 22, 21, 20, 20, 19, 19]
     assert durations(m, SYNC) == [9, 4, 2]  # fewer than K: all of both
+    # The native merge keeps the same calls as the rule above (its rule is also the one a flight
+    # recorder's cuts merge and are added back with: NativeCut.merge, with_calls_of).
+    native = Snapshot(a._native.merge(b._native), m.meta)
+    assert native.slowest().equals(m.slowest())
+    with Session(library="sim", clock="mspti") as s:  # the same calls cut twice, added back
+        cuts = []
+        for launches, syncs in ((range(1, 21), (4,)), (range(15, 25), (9, 2))):
+            for w in launches:
+                virtual.call(LAUNCH, work_ns=w)
+            for w in syncs:
+                virtual.call(SYNC, work_ns=w)
+            cuts.append(s.cut_calls())
+        back = s.reset().with_calls_of(cuts[0].merge(cuts[1]))
+    assert durations(back, LAUNCH) == durations(m, LAUNCH) and durations(back, SYNC) == [9, 4, 2]
     # The same frame whether the parts were saved first or the sum was.
     a.save(tmp_path / "a.parquet")
     b.save(tmp_path / "b.parquet")

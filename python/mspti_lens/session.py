@@ -399,6 +399,23 @@ class Session:
             start, self._window_start = self._window_start, now
             return self._window(self._native.reset(), start, end=now, reset=True)
 
+    def cut_calls(self) -> _native.NativeCut:
+        """Cut the calls since the last ``reset()`` or cut out of the current window and return
+        them (a ``NativeCut``: per API, the values of its non-empty buckets, the counters' change
+        and the slowest calls; ``.snapshot()`` makes them a NativeSnapshot). The window itself goes
+        on (its start, activity records, self cost), and its next ``reset()`` or ``snapshot()``
+        no longer holds the calls cut: whoever cuts adds them back
+        (``Snapshot.with_calls_of``), as a flight recorder does with its fine windows
+        (runs/flight_recorder.py). Every call is in exactly one cut or window, whole."""
+        with self._lock:
+            return self._native.cut()
+
+    def window_facts(self) -> dict:
+        """The facts of the current window's metadata known at its start (backend, clock, source,
+        ``window_start``): what a window cut out of it carries."""
+        with self._lock:
+            return self._meta(self._window_start)
+
     def timeline(self) -> pl.DataFrame:
         """Latency over time (``Session(interval=...)``): per interval and API, num_calls, p50_ns,
         p99_ns; older intervals are merged into longer ones, so memory stays bounded."""

@@ -428,6 +428,17 @@ class Snapshot:
             slowest=slowest.merged(self, other),
         )
 
+    def with_calls_of(self, cut: _native.NativeCut) -> Snapshot:
+        """This window with the calls of ``cut`` added: calls its session cut out of this window
+        earlier (``Session.cut_calls``: a flight recorder's fine windows, runs/flight_recorder.py).
+        Histograms and counters add and the slowest calls merge (natively); the metadata (times,
+        moments, self cost), activity data and timeline stay this window's, which the session kept
+        whole."""
+        if self._slowest is not None:  # calls held in Python (a loaded file): not a session's window
+            raise ValueError("with_calls_of() adds to a session's own window, not to a loaded one")
+        merged = self._native.with_cut(cut)
+        return Snapshot(merged, self._window, activity=self._activity, timeline=self._timeline)
+
     @classmethod
     def from_histogram(cls, frame: pl.DataFrame) -> Snapshot:
         """The Snapshot of a ``histogram()`` frame (perhaps filtered): one key per function name,

@@ -261,7 +261,7 @@ def test_a_rank_serving_metrics_keeps_a_flight_recorder_and_its_scrapes_see_the_
             calls(3)
             flight.take()
             calls(2)
-            assert [s.total_calls for s in flight.ring] == [5, 3]
+            assert [f.snapshot().total_calls for f in flight.ring] == [5, 3]
             assert served() == 10  # not the 2 since the last fine window
             assert writer.session.reset().total_calls == 10  # the writer's window: every call once
             assert served() == 0  # a new window

@@ -5,19 +5,31 @@ starts some seconds before the rule fired, at a second's resolution.
 How a rank knows it is watched: the run's ``control/watched.json`` (:data:`WATCHED_FILE`), which a
 watcher writes (watch/capture.py) and touches while it watches: its modification time is the
 watcher's heartbeat. It says how many fine windows to keep and how fine (:func:`watched_marker`).
-Each rank looks at it every :data:`~mspti_lens.runs.control.HEARTBEAT_S` seconds (one open and
-fstat on the control thread) and counts the run watched while the heartbeat is younger than
-:data:`~mspti_lens.runs.control.LOST_AFTER_S`: a watcher that is gone stops the recorder.
+Each rank looks at it every :data:`~mspti_lens.runs.control.HEARTBEAT_S` seconds on the control
+thread (a stat through the checked control folder; the file is opened and read only when it is
+not the one read last time: a marker is written whole, then only touched) and counts the run
+watched while the heartbeat is younger than :data:`~mspti_lens.runs.control.LOST_AFTER_S`: a
+watcher that is gone stops the recorder.
 
 How it stays cheap and exact: the writer's Session is wrapped in a :class:`Tap` (everything else
-passes through to the Session). While watched, every ``interval_s`` the control thread takes the
-Session's window (``reset()``: the native state is handed over, not copied) into the ring; the
-writer's next window on disk is the exact merge of the fine windows taken since its last one and
-the rest (``Snapshot.merge``: histograms add, slowest calls and device records merge), so every
-call is still in exactly one window on disk. The ring holds the last ``windows`` of them (the same
-objects, no copy), and they tile time: what the writer's own reset took since the last fine window
-begins the next one (one merge per window on disk). Not watched, the Tap hands ``reset()`` on and
-keeps nothing.
+passes through to the Session). While watched, every ``interval_s`` the control thread cuts the
+calls since the last fine window out of the Session's window (``Session.cut_calls()``): the
+callback histograms alone, each key's non-empty buckets taken straight from the threads' banks
+(a ``NativeCut``: a few buckets where a dense histogram has 36 KiB), kept as a :class:`Fine` (the
+cut, its times and moment reading; a Snapshot only when it is written). The Session's
+window itself goes on: its start, its activity records (device records settle once per window on
+disk, not once a second: a settle waits for the records still on their way, 0.2 s of wall time
+and about 1 ms of CPU a second here), its self cost. The writer's next window on disk is the
+Session's whole window with the cut calls added back (``Snapshot.with_calls_of``: the cuts'
+buckets add, the slowest calls merge, natively), so every call is still in exactly one window on disk. The
+ring holds the last ``windows`` fine windows (the same objects, no copy), and they tile time: what
+the writer's own reset took since the last fine window begins the next one. Not watched, the Tap
+hands ``reset()`` on and keeps nothing.
+
+What a fine window holds: the calls' histograms, counters and slowest calls of its second. Not
+its device records: those stay in the window on disk they belong to, and a capture links the
+windows on disk before the trigger, with their device records, into its ``before/`` as well
+(watch/capture.py).
 
 The dump: a ``start`` command with ``recorder: true`` (a capture's, runs/control.py) makes each
 rank it names write its ring, oldest first, into its rank folder as
@@ -29,14 +41,15 @@ A rank serving ``/metrics`` (``record --prometheus``) keeps one as well: its ser
 :meth:`FlightRecorder.window_so_far` (the pending fine windows merged with the Session's window so
 far), so a scrape sees the writer's whole window, as without the recorder, not the last fine one.
 
-Cost (bench/watch.py, the simulator's 21 keys): a fine window is one ``reset()`` (about 0.15 ms
-of CPU) a second and one merge into the pending window (about 0.25 ms); in a recorded rank of a
-simulated job, measured by the recorder's own count, about 0.6 ms of CPU per second watched, 1.3
-ms with the default communication records (their share of each fine window): 0.13 % of a core.
-Memory is the ring's Snapshots plus the pending one, about 0.75 MiB each at 21 keys (a key's
-histogram is dense, about 36 KiB): 8 MiB or so for ten. Kept serialized they would take 21 KiB
-each, for about 1 ms of CPU each to write (``Snapshot.save``): memory was chosen over CPU. The
-recorder counts the CPU of all its work (its thread clock around each look, fine window, merge
+Cost (bench/watch.py's cost rounds, a simulated 4-rank job, each rank's own count): about
+0.15 ms of CPU per second watched (0.146 to 0.164), against 0.24 to 0.27 ms when a fine window was a
+dense native cut (36 KiB per key allocated, copied and merged every second) and 1.1 to 1.3 ms when
+it was a whole Session window: 0.12 to 0.14 % of the rank process's CPU recorded without rules, and
+0.22 to 0.25 % of its workload thread alone, under the goal of 0.5 % (BENCHMARKS.md, "Watching a
+job"). Most of what is left is the epoch's close in each cut (the membarrier that keeps the
+callback's own fence cheap) and the Python around it. Memory is the ring's cuts plus the pending
+one: a few buckets per key each (about 13 KiB a fine window of 21 keys).
+The recorder counts the CPU of all its work (its thread clock around each look, fine window, merge
 and dump), and the process file says it (``flight.cpu_s``): being watched is measured where it
 runs, not guessed.
 """
@@ -46,6 +59,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 import threading
 import time
@@ -86,19 +100,51 @@ def read_marker(data: Any) -> tuple[int, float] | None:
         return None
 
 
+class Fine:
+    """One fine window in the ring: its calls (a NativeSnapshot), its times (wall clock) and the
+    session's moment reading when it was cut; a :class:`Snapshot` only when written."""
+
+    __slots__ = ("native", "start", "end", "moment", "facts")
+
+    def __init__(
+        self, native: Any, start: float, end: float, moment: tuple[float, ...], facts: dict[str, Any]
+    ):
+        self.native, self.start, self.end, self.moment, self.facts = native, start, end, moment, facts
+
+    def snapshot(self, **facts: Any) -> Any:
+        """The fine window as a Snapshot: its session's facts, its times and moment, ``facts``."""
+        from .. import _native
+        from ..snapshot import Snapshot
+
+        meta = {**self.facts, **facts, "window_start": self.start, "window_end": self.end}
+        meta["moments"] = {str(self.facts.get("source")): list(self.moment)}
+        # A cut (or, for the fine window after a writer's reset, that window with the cut added).
+        native = self.native.snapshot() if isinstance(self.native, _native.NativeCut) else self.native
+        return Snapshot(native, meta)
+
+
 class Tap:
-    """A Session as the writer sees it: ``reset()`` hands over, merged, the fine windows the
-    flight recorder took since the last one and the rest; anything else is the Session's."""
+    """A Session as the writer sees it: ``reset()`` hands over the Session's window with the
+    calls of the fine windows cut out of it since the writer's last one added back; anything
+    else is the Session's.
+
+    A fine window is a cut of the callback histograms alone (the native ``reset()``, under the
+    Session's lock): the Session's window itself (its start, activity records, self cost) goes on
+    until the writer's reset, so the window on disk is the Session's whole window, settled and
+    measured once, with every call in it exactly once."""
 
     def __init__(self, session: Any):
         self.session = session
-        # The fine windows not yet in a window on disk, merged as they come: one Snapshot however
-        # long the run's interval is.
+        # The fine windows not yet in a window on disk, merged as they come: one NativeSnapshot
+        # however long the run's interval is.
         self._pending: Any = None
-        # What the writer's reset took since the last fine window: it is on disk already, and
-        # the start of the next fine window, so that the fine windows tile time with no gap at
-        # the writer's windows' ends.
+        # What the writer's reset took since the last fine window: on disk already, and the start
+        # of the next fine window, so that the fine windows tile time with no gap at the writer's
+        # windows' ends.
         self._tail: Any = None
+        # The facts every fine window of this Session carries (backend, clock, session id).
+        self.facts = session.window_facts()
+        self._cut_at = float(self.facts["window_start"])  # the fine window's start
         self._lock = threading.Lock()  # the writer's reset and the control thread's fine tick
         self.merge_ns = 0  # the writer thread's CPU merging the fine windows into its windows
 
@@ -106,32 +152,43 @@ class Tap:
         return getattr(self.session, name)
 
     def reset(self) -> Any:
+        from .. import self_cost
+
         with self._lock:
-            last = self.session.reset()
             pending, self._pending = self._pending, None
+            if pending is not None:  # the cut calls' drops join the process's, as a reset's do
+                self_cost.note_closed_window(self_cost.drops_of(pending.counters()), None)
+            last = self.session.reset()
             # Fine windows are being taken: the next one starts where the previous one ended.
-            self._tail = last if pending is not None else None
+            self._tail = last._native if pending is not None else None
         if pending is None:
             return last
         began = time.thread_time_ns()
-        merged = pending.merge(last)
+        merged = last.with_calls_of(pending)
         self.merge_ns += time.thread_time_ns() - began  # only the writer's thread adds here
         return merged
 
     def so_far(self) -> Any:
-        """The writer's window so far: the pending fine windows and the Session's window since."""
+        """The writer's window so far: the Session's window with the pending fine windows' calls."""
         with self._lock:
             now, pending = self.session.snapshot(), self._pending
-        return now if pending is None else pending.merge(now)
+        return now if pending is None else now.with_calls_of(pending)
 
-    def fine(self) -> Any:
-        """Take the Session's window now (it goes into the writer's next window as well); the
-        fine window since the last one (with what a writer's reset took meanwhile)."""
+    def fine(self) -> Fine:
+        """Cut the calls since the last fine window out of the Session's window (they go into the
+        writer's next window as well); the fine window since the last one (with what a writer's
+        reset took meanwhile)."""
+        from ..snapshot import MOMENT_COUNTERS
+
         with self._lock:
-            snap = self.session.reset()
-            self._pending = snap if self._pending is None else self._pending.merge(snap)
+            cut = self.session.cut_calls()
+            start, end = self._cut_at, time.time()
+            self._cut_at = end
+            self._pending = cut if self._pending is None else self._pending.merge(cut)
             tail, self._tail = self._tail, None
-        return snap if tail is None else tail.merge(snap)
+        # The moment's reading is the cut's own (a merge keeps the later's).
+        moment = (end, *cut.counters_of(list(MOMENT_COUNTERS)))
+        return Fine(cut if tail is None else tail.with_cut(cut), start, end, moment, self.facts)
 
 
 class FlightRecorder:
@@ -155,6 +212,8 @@ class FlightRecorder:
         self.interval_s = DEFAULT_INTERVAL_S
         self.ring: deque[Any] = deque()
         self._looked = 0.0  # when the marker was last looked at (time.monotonic)
+        # The marker file last read, (device, inode, size), and what it said.
+        self._marker: tuple[tuple[int, int, int], tuple[int, float] | None] | None = None
         self._next = 0.0  # the next fine window is due (time.monotonic)
         self.taken = 0  # fine windows taken, ever
         self.dumped: list[str] = []  # the last dump's file names
@@ -196,11 +255,24 @@ class FlightRecorder:
 
         wanted = None
         try:
-            with self.control.open(WATCHED_FILE) as f:
-                beat = os.fstat(f.fileno()).st_mtime
-                data = json.loads(f.read(1 << 12))
+            # The marker is written whole (a new file renamed over it) and then only touched, so
+            # the same file (device, inode) of the same size says what it said when it was read:
+            # its stat alone (through the checked folder, no symlink followed) gives the heartbeat.
+            st = self.control.stat(WATCHED_FILE)
+            same = (st.st_dev, st.st_ino, st.st_size)
+            if self._marker is not None and self._marker[0] == same and stat.S_ISREG(st.st_mode):
+                if self.control.trust.why_not(st, WATCHED_FILE) is not None:
+                    raise runfiles.UntrustedError(WATCHED_FILE)
+                beat, said = st.st_mtime, self._marker[1]
+            else:
+                self._marker = None
+                with self.control.open(WATCHED_FILE) as f:
+                    st = os.fstat(f.fileno())
+                    said = read_marker(json.loads(f.read(1 << 12)))
+                self._marker = ((st.st_dev, st.st_ino, st.st_size), said)
+                beat = st.st_mtime
             if time.time() - beat < LOST_AFTER_S:
-                wanted = read_marker(data)
+                wanted = said
         except (OSError, ValueError):
             wanted = None  # none, being replaced, or not the run's own: not watched
         if wanted is None:
@@ -240,10 +312,10 @@ class FlightRecorder:
                 self._taps_ns += self._tap.merge_ns
             self._tap = session
         try:
-            snap = session.fine()
+            fine = session.fine()
         except Exception:  # noqa: BLE001 - closed meanwhile (turned off): nothing to keep
             return
-        self.ring.append(snap)
+        self.ring.append(fine)
         self.taken += 1
         while len(self.ring) > self.windows:
             self.ring.popleft()
@@ -264,9 +336,9 @@ class FlightRecorder:
     def _dump(self, generation: int) -> list[str]:
         w, names = self.writer, []
         facts = {"host": w.host, "rank": w.rank, "pid": os.getpid(), "flight": True, "generation": generation}
-        for i, snap in enumerate(list(self.ring)):
+        for i, fine in enumerate(list(self.ring)):
             name = flight_name(generation, i, os.getpid())
-            kept = snap.with_meta(**facts, interval_s=self.interval_s)
+            kept = fine.snapshot(**facts, interval_s=self.interval_s)
             w.folder.make()
             w.folder.write(name, lambda f, kept=kept: kept.save(f))
             names.append(name)

@@ -64,7 +64,7 @@ mod _native {
     #[pymodule_export]
     use crate::py::session::PySession;
     #[pymodule_export]
-    use crate::py::snapshot::PySnapshot;
+    use crate::py::snapshot::{PyCut, PySnapshot};
     /// Latency over time: the per-interval ring of windows.
     #[pymodule_export]
     use crate::py::timeline::{timeline_rows, timeline_start, timeline_stop, timeline_tick};

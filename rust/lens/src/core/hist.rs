@@ -541,6 +541,126 @@ impl Histogram {
     }
 }
 
+/// A histogram's values with its non-empty slots alone: a flight recorder's fine window
+/// (`windows::cut`). A cut of a second holds a few slots where a `Histogram` has `SLOTS` (36 KiB),
+/// so cutting, merging and keeping one costs what it holds, not the dense storage.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sparse {
+    /// (slot, count): slots ascending, counts > 0.
+    slots: Vec<(u32, u64)>,
+    count: u64,
+    sum: u64,
+    sum_sq: u128,
+    min: Option<u64>,
+    max: Option<u64>,
+    overflow: u64,
+}
+
+fn lesser(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn greater(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Histogram {
+    /// Move every value into a `Sparse` and leave this histogram empty, its storage kept for the
+    /// next values: a scan of the counts eight at a time, writing only the non-empty slots.
+    pub fn drain(&mut self) -> Sparse {
+        let mut slots = Vec::new();
+        for (c, chunk) in self.counts.chunks_mut(8).enumerate() {
+            if chunk.iter().fold(0, |a, &b| a | b) == 0 {
+                continue;
+            }
+            for (i, n) in chunk.iter_mut().enumerate() {
+                if *n > 0 {
+                    slots.push(((c * 8 + i) as u32, std::mem::take(n)));
+                }
+            }
+        }
+        let out = Sparse {
+            slots,
+            count: self.count,
+            sum: self.sum,
+            sum_sq: self.sum_sq,
+            min: self.min,
+            max: self.max,
+            overflow: self.overflow,
+        };
+        (self.count, self.sum, self.sum_sq, self.min, self.max, self.overflow) = (0, 0, 0, None, None, 0);
+        out
+    }
+
+    /// Add a sparse histogram's values: exact, touching its slots alone.
+    pub fn add_sparse(&mut self, o: &Sparse) {
+        for &(slot, c) in &o.slots {
+            self.counts[slot as usize] += c;
+        }
+        self.count += o.count;
+        self.sum = self.sum.wrapping_add(o.sum);
+        self.sum_sq = self.sum_sq.wrapping_add(o.sum_sq);
+        self.overflow += o.overflow;
+        self.min = lesser(self.min, o.min);
+        self.max = greater(self.max, o.max);
+    }
+}
+
+impl Sparse {
+    /// Every value, zero and overflow included.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The sum of two: exact (slots merged in order).
+    pub fn merge(&self, o: &Sparse) -> Sparse {
+        let (a, b) = (&self.slots, &o.slots);
+        let mut slots = Vec::with_capacity(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            match a[i].0.cmp(&b[j].0) {
+                std::cmp::Ordering::Less => {
+                    slots.push(a[i]);
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    slots.push(b[j]);
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    slots.push((a[i].0, a[i].1 + b[j].1));
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        slots.extend_from_slice(&a[i..]);
+        slots.extend_from_slice(&b[j..]);
+        Sparse {
+            slots,
+            count: self.count + o.count,
+            sum: self.sum.wrapping_add(o.sum),
+            sum_sq: self.sum_sq.wrapping_add(o.sum_sq),
+            min: lesser(self.min, o.min),
+            max: greater(self.max, o.max),
+            overflow: self.overflow + o.overflow,
+        }
+    }
+
+    /// The dense histogram of the same values.
+    pub fn to_histogram(&self) -> Histogram {
+        let mut h = Histogram::default();
+        h.add_sparse(self);
+        h
+    }
+}
+
 /// What a histogram's buckets do not say, as `set_totals` takes it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
@@ -753,13 +873,36 @@ impl AtomicHistogram {
     /// closes windows, after the window counter has moved past `window` and
     /// `seqlock::window_advanced()` has run; waits for an open write section to end.
     pub fn take_window(&self, window: u64, into: &mut Histogram) {
+        let Some(t) = self.take_with(window, |i, c| into.counts[i] += c) else {
+            return;
+        };
+        into.count += t.count;
+        into.sum = into.sum.wrapping_add(t.sum);
+        into.sum_sq = into.sum_sq.wrapping_add(t.sum_sq);
+        into.overflow += t.overflow;
+        into.min = lesser(into.min, t.min);
+        into.max = greater(into.max, t.max);
+    }
+
+    /// `take_window` as a `Sparse` (None when the bank is empty): the bank's written slots alone
+    /// are visited and nothing dense is touched (a flight recorder's cut, `windows::cut`).
+    pub fn take_sparse(&self, window: u64) -> Option<Sparse> {
+        let mut slots = Vec::new();
+        let t = self.take_with(window, |i, c| slots.push((i as u32, c)))?;
+        Some(Sparse { slots, ..t })
+    }
+
+    /// The bank of `window` settled, read and cleared: each written bucket slot (ascending,
+    /// count > 0) to `slot`, the rest returned (None: the bank was empty).
+    fn take_with(&self, window: u64, mut slot: impl FnMut(usize, u64)) -> Option<Sparse> {
         self.lock.settle();
         let b = (window & 1) as usize;
         let s = &self.scalars[b];
         let n = s.count.load(Ordering::Relaxed);
         if n == 0 {
-            return;
+            return None;
         }
+        let mut overflow = 0;
         for (w, word) in self.nonzero[b].iter().enumerate() {
             let mut bits = word.load(Ordering::Relaxed);
             if bits == 0 {
@@ -771,30 +914,60 @@ impl AtomicHistogram {
                 bits &= bits - 1;
                 let c = self.counts[b][i].swap(0, Ordering::Relaxed);
                 if i == OVERFLOW_SLOT {
-                    into.overflow += c;
-                } else {
-                    into.counts[i] += c;
+                    overflow += c;
+                } else if c > 0 {
+                    slot(i, c);
                 }
             }
         }
-        into.count += n;
-        into.sum = into.sum.wrapping_add(s.sum.load(Ordering::Relaxed));
         let sq = u128::from(s.sum_sq_lo.load(Ordering::Relaxed))
             | u128::from(s.sum_sq_hi.load(Ordering::Relaxed)) << 64;
-        into.sum_sq = into.sum_sq.wrapping_add(sq);
-        let (mn, mx) = (s.min.load(Ordering::Relaxed), s.max.load(Ordering::Relaxed));
-        into.min = Some(into.min.map_or(mn, |m| m.min(mn)));
-        into.max = Some(into.max.map_or(mx, |m| m.max(mx)));
+        let t = Sparse {
+            slots: Vec::new(),
+            count: n,
+            sum: s.sum.load(Ordering::Relaxed),
+            sum_sq: sq,
+            min: Some(s.min.load(Ordering::Relaxed)),
+            max: Some(s.max.load(Ordering::Relaxed)),
+            overflow,
+        };
         for a in [&s.count, &s.sum, &s.sum_sq_lo, &s.sum_sq_hi, &s.max, &s.gate] {
             a.store(0, Ordering::Relaxed);
         }
         s.min.store(u64::MAX, Ordering::Relaxed);
+        Some(t)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_drained_histogram_is_empty_and_its_sparse_values_add_back_exactly() {
+        let values = [0u64, 3, 3, 90, 1000, 1000, 5000, 123_456, RANGE_MAX_NS + 9];
+        let (mut a, mut b, mut both) = (Histogram::default(), Histogram::default(), Histogram::default());
+        for (i, &v) in values.iter().enumerate() {
+            if i % 2 == 0 {
+                a.record(v)
+            } else {
+                b.record(v)
+            }
+            both.record(v);
+        }
+        let (sa, sb) = (a.drain(), b.drain());
+        assert_eq!(a, Histogram::default());
+        assert_eq!(sa.count() + sb.count(), values.len() as u64);
+        assert_eq!(sa.merge(&sb).to_histogram(), both);
+        assert_eq!(sb.merge(&sa), sa.merge(&sb));
+        a.record(7); // the storage kept takes new values
+        let mut with = a.clone();
+        with.add_sparse(&sa.merge(&sb));
+        let mut want = both.clone();
+        want.record(7);
+        assert_eq!(with, want);
+        assert_eq!(Histogram::default().drain(), Sparse::default());
+    }
 
     #[test]
     fn a_sparse_quantile_is_the_quantile_of_its_histogram_with_bucket_extremes() {

@@ -268,6 +268,11 @@ pub fn before_reset(closing: &BTreeMap<Key, Histogram>) {
     }
 }
 
+/// Whether a timeline is kept (`Session(interval=...)`).
+pub fn kept() -> bool {
+    lock(&TIMELINE).is_some()
+}
+
 /// End the interval in progress, if a timeline is kept (the caller holds the lock that orders
 /// this with the window's writes).
 pub fn tick(open: &BTreeMap<Key, Histogram>) {

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use super::clock;
 use super::counters::Counters;
-use super::hist::Histogram;
+use super::hist::{AtomicHistogram, Histogram, Sparse};
 use super::locks::lock;
 use super::seqlock;
 use super::shard::{self, Key};
@@ -127,6 +127,17 @@ static STATE: Mutex<WindowState> = Mutex::new(WindowState {
 /// Close the current epoch into `st.open`; returns the shards' cumulative counters, in-flight
 /// calls and thread count now (no histograms).
 fn close_epoch(st: &mut WindowState) -> Totals {
+    close_epoch_with(st, |open, key, hist, closed| {
+        hist.take_window(closed, open.entry(key.clone()).or_default())
+    })
+}
+
+/// `close_epoch`, each (shard, key)'s closed bank taken by `take` (given the window's histograms,
+/// the key, the shard's histogram and the epoch closed), before its slowest calls are.
+fn close_epoch_with(
+    st: &mut WindowState,
+    mut take: impl FnMut(&mut BTreeMap<Key, Histogram>, &Key, &AtomicHistogram, u64),
+) -> Totals {
     // AcqRel: this close's clearing of banks (below) happens before any write section that reads
     // a later value, so a bank is empty when it is reused two epochs on.
     let closed = WINDOW.fetch_add(1, Ordering::AcqRel);
@@ -137,8 +148,8 @@ fn close_epoch(st: &mut WindowState) -> Totals {
         t.threads += 1;
         for kh in s.histograms() {
             let key = (kh.domain, kh.cbid, kh.name.clone());
-            // The slowest calls after take_window: it settles the write section that wrote both.
-            kh.hist.take_window(closed, st.open.entry(key.clone()).or_default());
+            // The slowest calls after the bank: taking it settles the write section that wrote both.
+            take(&mut st.open, &key, &kh.hist, closed);
             let kept = st.slowest.entry((s as *const shard::Shard as usize, key)).or_default();
             slowest::take(&kh.slowest, closed, kept);
         }
@@ -159,14 +170,77 @@ fn window_of(st: &WindowState, mut now: Totals) -> Totals {
 /// in exactly one of the two, whole.
 pub fn snapshot_and_reset() -> Totals {
     let mut st = lock(&STATE);
-    let now = close_epoch(&mut st);
+    let mut now = close_epoch(&mut st);
     let cumulative = now.counters;
-    let closed = window_of(&st, now);
     timeline::before_reset(&st.open);
-    st.open.clear();
-    st.slowest.clear();
+    // The window's histograms are handed over, not copied (window_of's clone of each dense
+    // histogram was most of a reset): the next epoch's keys start anew, as after a clear.
+    now.keys = std::mem::take(&mut st.open).into_iter().filter(|(_, h)| h.count() > 0).collect();
+    now.counters.subtract(&st.counters_base);
+    now.slowest = std::mem::take(&mut st.slowest)
+        .into_iter()
+        .flat_map(|((_, k), v)| v.into_iter().map(move |e| (k.clone(), e)))
+        .collect();
     st.counters_base = cumulative;
-    closed
+    now
+}
+
+/// The calls of a window cut out of it (`cut`): each key's values in its non-empty slots.
+#[derive(Clone, Debug, Default)]
+pub struct Cut {
+    pub keys: Vec<(Key, Sparse)>,
+    /// The counters' change since the last reset or cut.
+    pub counters: Counters,
+    /// Calls entered and not yet exited, and threads, at the cut (moments, not sums).
+    pub in_flight: u64,
+    pub threads: u64,
+    /// The slowest calls per (thread, key) since the last reset or cut.
+    pub slowest: Vec<(Key, SlowCall)>,
+}
+
+/// `snapshot_and_reset` for a flight recorder's fine window: the calls since the last reset or
+/// cut, every call in exactly one, whole, with the window's dense histograms drained in place
+/// (kept allocated for the next epochs) rather than handed over, so a cut of a second allocates
+/// and writes what it holds, not 36 KiB per key (runs/flight_recorder.py).
+pub fn cut() -> Cut {
+    let mut st = lock(&STATE);
+    let mut keys: BTreeMap<Key, Sparse> = BTreeMap::new();
+    let now = if timeline::kept() {
+        // The timeline's delta is of the whole window, this epoch included: closed as a reset's.
+        let now = close_epoch(&mut st);
+        timeline::before_reset(&st.open);
+        now
+    } else {
+        // The shards' banks straight into the cut, their written slots alone.
+        close_epoch_with(&mut st, |_, key, hist, closed| {
+            if let Some(h) = hist.take_sparse(closed) {
+                add_sparse(&mut keys, key, h);
+            }
+        })
+    };
+    // Epochs closed into the window since the last cut (a snapshot(), a timeline tick).
+    for (key, h) in st.open.iter_mut().filter(|(_, h)| h.count() > 0) {
+        let h = h.drain();
+        add_sparse(&mut keys, key, h);
+    }
+    let keys = keys.into_iter().collect();
+    let mut counters = now.counters;
+    counters.subtract(&st.counters_base);
+    st.counters_base = now.counters;
+    let slowest = std::mem::take(&mut st.slowest)
+        .into_iter()
+        .flat_map(|((_, k), v)| v.into_iter().map(move |e| (k.clone(), e)))
+        .collect();
+    Cut { keys, counters, in_flight: now.in_flight, threads: now.threads, slowest }
+}
+
+fn add_sparse(keys: &mut BTreeMap<Key, Sparse>, key: &Key, h: Sparse) {
+    match keys.get_mut(key) {
+        Some(had) => *had = had.merge(&h),
+        None => {
+            keys.insert(key.clone(), h);
+        }
+    }
 }
 
 /// End the timeline's interval in progress with the current window's records.

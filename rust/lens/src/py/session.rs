@@ -6,7 +6,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use super::library::PyLibrary;
-use super::snapshot::PySnapshot;
+use super::snapshot::{PyCut, PySnapshot};
 use crate::core::clock::ClockKind;
 use crate::core::locks::lock;
 use crate::core::windows;
@@ -139,6 +139,12 @@ impl PySession {
     /// The current window.
     fn snapshot(&self, py: Python<'_>) -> PyResult<PySnapshot> {
         self.with(py, |s| s.check_readable().map(|()| windows::snapshot())).map(PySnapshot::from_totals)
+    }
+
+    /// Cut the calls since the last reset or cut out of the current window (`windows::cut`);
+    /// the window goes on (a flight recorder's fine window).
+    fn cut(&self, py: Python<'_>) -> PyResult<PyCut> {
+        self.with(py, |s| s.check_readable().map(|()| windows::cut())).map(PyCut)
     }
 
     /// Close the current window and start a new one; returns the closed window.

@@ -7,10 +7,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::core::counters::{Counter, Counters};
-use crate::core::hist::{self, Histogram};
+use crate::core::hist::{self, Histogram, Sparse};
 use crate::core::shard::Key;
-use crate::core::slowest::SlowCall;
-use crate::core::windows::Totals;
+use crate::core::slowest::{self, SlowCall};
+use crate::core::windows::{Cut, Totals};
 
 type KeyRow = (u32, u32, String, Histogram);
 
@@ -224,13 +224,21 @@ impl PySnapshot {
         PySnapshot { keys, counters: Counters::default(), in_flight: 0, threads: 0, slowest: vec![] }
     }
 
-    /// The sum of two snapshots (threads, runs or ranks): histograms of equal keys add exactly.
-    /// Without slowest: the Python layer merges those (slowest.merged: the K slowest per
-    /// thread and key of both), as it also holds the ones a loaded file carries.
+    /// The sum of two snapshots (threads, runs or ranks): histograms of equal keys add exactly,
+    /// and the slowest calls are the K slowest per thread and key of both (ties: the earlier
+    /// start first), as one longer window would have kept them: the rule of the Python layer's
+    /// slowest.merged, which a snapshot loaded from a file (its calls held in Python) still uses.
+    /// A flight recorder's fine windows merge here alone (runs/flight_recorder.py).
     fn merge(&self, other: &PySnapshot) -> PySnapshot {
         let mut m: BTreeMap<(u32, u32, String), Histogram> = BTreeMap::new();
         for (d, c, n, h) in self.keys.iter().chain(&other.keys) {
-            m.entry((*d, *c, n.clone())).or_default().merge(h);
+            // A key's first histogram is copied, the second added: one pass over each.
+            match m.entry((*d, *c, n.clone())) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(h.clone());
+                }
+                std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().merge(h),
+            }
         }
         let mut counters = self.counters;
         counters.add(&other.counters);
@@ -239,7 +247,146 @@ impl PySnapshot {
             counters,
             in_flight: self.in_flight + other.in_flight,
             threads: self.threads + other.threads,
-            slowest: vec![],
+            slowest: merged_slowest(&self.slowest, &other.slowest),
         }
     }
+
+    /// This window with the calls of `cut` added (calls its session cut out of it earlier: a
+    /// flight recorder's fine windows): histograms and counters add, touching the cut's slots
+    /// alone, and the slowest calls merge as `merge`'s do; in_flight and threads stay this
+    /// window's (moments, not sums).
+    fn with_cut(&self, cut: &PyCut) -> PySnapshot {
+        let mut keys = self.keys.clone();
+        let mut added = false;
+        for ((d, c, n), h) in &cut.0.keys {
+            match keys.iter_mut().find(|k| k.0 == *d && k.1 == *c && k.2 == *n) {
+                Some(k) => k.3.add_sparse(h),
+                None => {
+                    keys.push((*d, *c, n.clone(), h.to_histogram()));
+                    added = true;
+                }
+            }
+        }
+        if added {
+            keys.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+        }
+        let mut counters = self.counters;
+        counters.add(&cut.0.counters);
+        PySnapshot {
+            keys,
+            counters,
+            in_flight: self.in_flight,
+            threads: self.threads,
+            slowest: merged_slowest(&self.slowest, &cut.0.slowest),
+        }
+    }
+}
+
+/// The calls a session cut out of its window (`NativeSession.cut()`: a flight recorder's fine
+/// window): per key, the values of its non-empty slots alone, its counters' change, its slowest
+/// calls. Cheap to make, merge and keep; `snapshot()` makes the dense NativeSnapshot when one is
+/// written.
+#[pyclass(name = "NativeCut", module = "mspti_lens._native", frozen)]
+pub struct PyCut(pub(crate) Cut);
+
+#[pymethods]
+impl PyCut {
+    /// The calls of both (`other` the later): values add, the slowest calls merge as
+    /// `NativeSnapshot.merge`'s do, in_flight and threads are the later cut's (moments).
+    fn merge(&self, other: &PyCut) -> PyCut {
+        let (a, b) = (&self.0, &other.0);
+        let mut m: BTreeMap<&Key, Sparse> = BTreeMap::new();
+        for (k, h) in a.keys.iter().chain(&b.keys) {
+            match m.entry(k) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(h.clone());
+                }
+                std::collections::btree_map::Entry::Occupied(mut e) => {
+                    let sum = e.get().merge(h);
+                    e.insert(sum);
+                }
+            }
+        }
+        let mut counters = a.counters;
+        counters.add(&b.counters);
+        PyCut(Cut {
+            keys: m.into_iter().map(|(k, h)| (k.clone(), h)).collect(),
+            counters,
+            in_flight: b.in_flight,
+            threads: b.threads,
+            slowest: merged_slowest(&a.slowest, &b.slowest),
+        })
+    }
+
+    /// Keys in the cut (as `NativeSnapshot`'s).
+    fn __len__(&self) -> usize {
+        self.0.keys.len()
+    }
+
+    /// As `NativeSnapshot.counters`: every counter of `Counter::ALL` by name, then in_flight
+    /// and threads.
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.snapshot_of_counters().counters(py)
+    }
+
+    /// The values of the counters named (as `counters` names them; 0 for a name it has not),
+    /// without building the dict: a fine window's moment reading.
+    fn counters_of(&self, names: Vec<String>) -> Vec<u64> {
+        let c = &self.0;
+        let of = |n: &str| match n {
+            "in_flight" => c.in_flight,
+            "threads" => c.threads,
+            _ => c.counters.iter().find(|(k, _)| k.name() == n).map_or(0, |(_, v)| v),
+        };
+        names.iter().map(|n| of(n)).collect()
+    }
+
+    /// The dense NativeSnapshot of the same calls.
+    fn snapshot(&self) -> PySnapshot {
+        let c = &self.0;
+        PySnapshot {
+            keys: c.keys.iter().map(|((d, cb, n), h)| (*d, *cb, n.clone(), h.to_histogram())).collect(),
+            ..self.snapshot_of_counters()
+        }
+    }
+}
+
+impl PyCut {
+    fn snapshot_of_counters(&self) -> PySnapshot {
+        let c = &self.0;
+        PySnapshot {
+            keys: vec![],
+            counters: c.counters,
+            in_flight: c.in_flight,
+            threads: c.threads,
+            slowest: c.slowest.clone(),
+        }
+    }
+}
+
+/// The `slowest::K` slowest calls per (thread, key) of `a` and `b` together: slowest first, ties
+/// the earlier start first; grouped by key, then thread.
+fn merged_slowest(a: &[(Key, SlowCall)], b: &[(Key, SlowCall)]) -> Vec<(Key, SlowCall)> {
+    if a.is_empty() || b.is_empty() {
+        return if a.is_empty() { b.to_vec() } else { a.to_vec() };
+    }
+    let mut both: Vec<&(Key, SlowCall)> = a.iter().chain(b).collect();
+    both.sort_by(|(ka, x), (kb, y)| {
+        (ka, x.thread_id, std::cmp::Reverse(x.duration), x.start).cmp(&(
+            kb,
+            y.thread_id,
+            std::cmp::Reverse(y.duration),
+            y.start,
+        ))
+    });
+    let mut out: Vec<(Key, SlowCall)> = Vec::with_capacity(both.len());
+    let mut run = 0;
+    for (i, e) in both.iter().enumerate() {
+        let same = i > 0 && both[i - 1].0 == e.0 && both[i - 1].1.thread_id == e.1.thread_id;
+        run = if same { run + 1 } else { 0 };
+        if run < slowest::K {
+            out.push((*e).clone());
+        }
+    }
+    out
 }
