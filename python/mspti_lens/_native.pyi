@@ -24,6 +24,7 @@ __all__ = [
     "Library",
     "NativeSession",
     "NativeSnapshot",
+    "NativeCut",
     "load_library",
     "find_library",
     "search_order",
