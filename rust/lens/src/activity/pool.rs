@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use std::thread::Thread;
 
 use super::loom_atomics::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
-// Statistics and hints: std's atomics in model builds too, so the model explores the protocol
+// Statistics: std's atomics in model builds too, so the model explores the protocol
 // (slot states, chunk publication, growth), not every order of two counter increments.
 use std::sync::atomic::{AtomicU64 as StatU64, AtomicUsize as StatUsize};
 
@@ -189,7 +189,6 @@ pub struct Pool {
     /// One request grows the pool at a time.
     growing: AtomicBool,
     next_seq: AtomicU64,
-    hint: StatUsize,
     /// Buffers out now (LENT, READY or DRAINING), so `complete` knows the pressure without a scan.
     /// Raised after a slot is taken and lowered before it is freed: never above the true count.
     out: StatUsize,
@@ -233,7 +232,6 @@ impl Pool {
             total: AtomicUsize::new(buffers),
             growing: AtomicBool::new(false),
             next_seq: AtomicU64::new(0),
-            hint: StatUsize::new(0),
             out: StatUsize::new(0),
             peak_in_use: StatU64::new(0),
             requested: StatU64::new(0),
@@ -296,29 +294,20 @@ impl Pool {
         None
     }
 
-    /// A free buffer taken (FREE -> LENT), scanning from the hint; None when every one is out.
+    /// A free buffer taken (FREE -> LENT): the first free one, in slot order. First fit, not a
+    /// rotation: the buffers the drain handed back last are lent again while their pages are
+    /// resident (and warm in cache), so a job whose records fit a few buffers at a time touches
+    /// only those few; a rotation over the whole pool made the library fault in every page of
+    /// every buffer once (64 MiB of 8 MiB buffers), on whichever thread wrote the record: the
+    /// workload thread, for the API and marker records.
     #[inline]
     fn take_free(&self) -> Option<*mut u8> {
-        let n = self.total.load(Ordering::Acquire);
-        let start = self.hint.load(Ordering::Relaxed) % n.max(1);
-        // The chunks from the one holding the hint on, then the ones before it.
         // No allocation: a request allocates only to grow.
-        let mut all: [Option<&Chunk>; MAX_CHUNKS] = [None; MAX_CHUNKS];
-        let mut count = 0;
-        for (slot, c) in all.iter_mut().zip(self.chunks()) {
-            *slot = Some(c);
-            count += 1;
-        }
-        let chunks = &all[..count];
-        let first = chunks.iter().flatten().position(|c| start < c.first + c.slots.len()).unwrap_or(0);
-        for (k, c) in chunks[first..].iter().chain(&chunks[..first]).flatten().enumerate() {
-            let from = if k == 0 { start - c.first.min(start) } else { 0 };
-            for j in (from..c.slots.len()).chain(0..if k == 0 { from } else { 0 }) {
-                let s = &c.slots[j];
+        for c in self.chunks() {
+            for (j, s) in c.slots.iter().enumerate() {
                 if s.state.load(Ordering::Relaxed) == FREE
                     && s.state.compare_exchange(FREE, LENT, Ordering::Acquire, Ordering::Relaxed).is_ok()
                 {
-                    self.hint.store(c.first + j + 1, Ordering::Relaxed);
                     self.took();
                     // SAFETY: j < the chunk's length, so the offset stays inside its allocation.
                     return Some(unsafe { c.base.add(j * self.buffer_size) });
@@ -356,7 +345,6 @@ impl Pool {
             self.chunks[k].store(Box::into_raw(Box::new(c)), Ordering::Release);
             self.chunk_count.store(k + 1, Ordering::Release);
             self.total.store(total + add, Ordering::Release);
-            self.hint.store(total + 1, Ordering::Relaxed);
             self.grown.fetch_add(1, Ordering::Relaxed);
             self.took();
             base
@@ -626,6 +614,28 @@ mod tests {
         assert_eq!((p.lent(), p.free_count()), (0, 5));
         assert!(p.lend().is_some(), "released buffers are lent again, without growing");
         assert_eq!(p.counters().grown, 2);
+    }
+
+    #[test]
+    fn the_buffer_handed_back_last_is_lent_again_before_one_never_written() {
+        // First fit: records that need two buffers at a time keep reusing those two, so the
+        // pages of the others are never faulted in.
+        static KEPT: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+        let p: &'static Pool = Box::leak(Box::new(Pool::new(1024, 8, 8 * 1024).expect("pool")));
+        KEPT.lock().unwrap().push(p as *const Pool as usize);
+        let mut used = std::collections::BTreeSet::new();
+        let mut a = p.lend().expect("a buffer");
+        for i in 0..20 {
+            let b = p.lend().expect("a second buffer");
+            used.extend([p.slot_of(a).expect("ours"), p.slot_of(b).expect("ours")]);
+            assert!(p.give_back_buffer(a, i + 1));
+            for (slot, _) in p.take_ready() {
+                p.release(slot);
+            }
+            a = b;
+        }
+        assert_eq!(used.into_iter().collect::<Vec<_>>(), vec![0, 1], "two slots served all 21 buffers");
+        assert_eq!(p.counters().grown, 0);
     }
 
     #[test]
