@@ -132,6 +132,14 @@ pub struct State {
     /// The RUNTIME_API records asked for the join alone only join (a launch's host time is the
     /// launches table's `api`, from its span); all kinds unless the collector says otherwise.
     pub tabled_api_kinds: u64,
+    /// The RUNTIME_API join is sampled (`join_sample` < 1): launches log spans only inside the
+    /// drain's sample windows, so a kernel with no link is unsampled unless a window that could
+    /// still link it is unsettled.
+    pub join_sampled: bool,
+    /// When the unsettled sample window opened (activity clock): open, or closed and not yet
+    /// drained. A kernel cannot start before its launch's ENTER, so one with no link that started
+    /// before this (or with no such window) will never be linked.
+    unsettled_since: Option<u64>,
     // -- join ---------------------------------------------------------------------------
     cursors: Vec<u64>,
     /// Per thread id, its spans not yet passed by its API records, oldest first.
@@ -190,6 +198,8 @@ impl Default for State {
             pair_launch_marks: false,
             join_active: false,
             tabled_api_kinds: u64::MAX,
+            join_sampled: false,
+            unsettled_since: None,
             cursors: Vec::new(),
             spans: Vec::new(),
             span_threads: HashMap::default(),
@@ -665,7 +675,11 @@ impl State {
         }
         let round = self.wait_round;
         let Some(l) = self.links.get_mut(corr) else {
-            self.kernel_waits(corr, start, end);
+            if self.join_sampled && self.unsettled_since.is_none_or(|t| start < t) {
+                self.counters[D::KernelsUnsampled] += 1;
+            } else {
+                self.kernel_waits(corr, start, end);
+            }
             return;
         };
         if l.ambiguous {
@@ -704,6 +718,22 @@ impl State {
                 self.counters[D::UnjoinedKernels] += ks.len() as u64;
             }
         }
+    }
+
+    /// A sample window opened at `at` (activity clock): kernels with no link that start from
+    /// then on may belong to its launches, and wait for them until it settles.
+    pub fn open_sample_window(&mut self, at: u64) {
+        self.unsettled_since = Some(at);
+    }
+
+    /// The sample window is settled (closed, and every record it handed over ingested): the
+    /// kernels still waiting for a launch will not get one; they are unsampled.
+    pub fn settle_sample_window(&mut self) {
+        self.unsettled_since = None;
+        self.counters[D::KernelsUnsampled] += self.pending_kernel_count as u64;
+        self.pending_kernels.clear();
+        self.pending_order.clear();
+        self.pending_kernel_count = 0;
     }
 
     /// Kernels still waiting for their launch.

@@ -16,7 +16,7 @@
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_void};
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::core::locks::lock;
@@ -24,11 +24,94 @@ use crate::core::locks::lock;
 use mspti_abi::MSPTI_CB_DOMAIN_RUNTIME;
 
 use super::layout::{FnPopExternal, FnPushExternal, EXTERNAL_CUSTOM2};
+use super::loom_atomics::{AtomicU64 as GateU64, AtomicU8 as GateU8};
 
 pub const SPANS: u8 = 1;
 pub const MARKS: u8 = 2;
 pub const EXTERNAL: u8 = 4;
-static HOOKS: AtomicU8 = AtomicU8::new(0);
+
+/// The hooks that are on, and the sampled join's window generation: what `around` reads and the
+/// collector (`configure`) and the drain's sample windows (`open_window`, `close_window`) write.
+///
+/// The window protocol (a sampled RUNTIME_API join): the drain opens a window by incrementing
+/// `gen`, then setting SPANS (Release); it closes it by clearing SPANS (Release). An ENTER that
+/// sees SPANS (Acquire) notes `gen` in its thread's `Mine`; its EXIT logs the span only if it
+/// still sees SPANS and the same `gen`. An EXIT that saw the SPANS of window g (Acquire, after
+/// g's increment in the writer's order) reads a `gen` of at least g, so an ENTER noted in an
+/// earlier window never pairs with a later window's EXIT (a span of two different launches).
+/// A stale read can only lose a span (an older `gen` than the current one never matches it).
+pub(crate) struct Gate {
+    hooks: GateU8,
+    gen: GateU64,
+}
+
+impl Gate {
+    #[cfg(not(loom))]
+    const fn new() -> Gate {
+        Gate { hooks: GateU8::new(0), gen: GateU64::new(0) }
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn new() -> Gate {
+        Gate { hooks: GateU8::new(0), gen: GateU64::new(0) }
+    }
+
+    /// Open a sample window: a new generation, then SPANS on.
+    pub(crate) fn open(&self) {
+        self.gen.fetch_add(1, Ordering::Relaxed);
+        // Release: whoever sees this SPANS sees the generation it opened.
+        self.hooks.fetch_or(SPANS, Ordering::Release);
+    }
+
+    /// Close the window: SPANS off (the generation stays until the next open).
+    pub(crate) fn close(&self) {
+        self.hooks.fetch_and(!SPANS, Ordering::Release);
+    }
+
+    /// The hooks as `around` reads them (Acquire: a window's SPANS with its generation).
+    #[inline(always)]
+    pub(crate) fn hooks(&self) -> u8 {
+        self.hooks.load(Ordering::Acquire)
+    }
+
+    /// The generation an ENTER notes, or an EXIT compares (read after `hooks`).
+    #[inline(always)]
+    pub(crate) fn generation(&self) -> u64 {
+        self.gen.load(Ordering::Relaxed)
+    }
+
+    fn set_hooks(&self, hooks: u8) {
+        self.hooks.store(hooks, Ordering::Release);
+    }
+}
+
+#[cfg(not(loom))]
+static GATE: Gate = Gate::new();
+
+#[cfg(not(loom))]
+#[inline(always)]
+fn gate() -> &'static Gate {
+    &GATE
+}
+
+/// In model builds the gate's atomics are loom's (not const): made on first use; the model tests
+/// make their own.
+#[cfg(loom)]
+fn gate() -> &'static Gate {
+    static G: std::sync::OnceLock<Gate> = std::sync::OnceLock::new();
+    G.get_or_init(Gate::new)
+}
+
+/// Open a sample window of the sampled join (the drain, after enabling RUNTIME_API): launches
+/// whose ENTER and EXIT both fall in it log their span.
+pub fn open_window() {
+    gate().open();
+}
+
+/// Close the sample window (the drain, before disabling RUNTIME_API).
+pub fn close_window() {
+    gate().close();
+}
 
 /// Callback ids whose spans are logged: the launch family (LAUNCH .. FFTS_LAUNCH).
 pub const LAUNCH_FIRST: u32 = 10;
@@ -106,6 +189,8 @@ struct Mine {
     pushed: Cell<bool>,
     /// An ENTER was logged and its EXIT not yet (a timestamp of 0 is a valid reading).
     open: Cell<bool>,
+    /// The window generation the logged ENTER saw (`Gate`).
+    gen: Cell<u64>,
 }
 
 struct Release;
@@ -122,7 +207,8 @@ impl Drop for Release {
 thread_local! {
     static MINE: Mine = const {
         Mine { ring: Cell::new(None), index: Cell::new(0), tid: Cell::new(0), enter: Cell::new(0),
-               overlap: Cell::new(0), pushed: Cell::new(false), open: Cell::new(false) }
+               overlap: Cell::new(0), pushed: Cell::new(false), open: Cell::new(false),
+               gen: Cell::new(0) }
     };
     static RELEASE: Release = const { Release };
 }
@@ -221,11 +307,11 @@ pub fn configure(hooks: u8, mark: Option<FnMark>, push: Option<FnPushExternal>, 
     MARK_FN.store(mark.map_or(0, |f| f as usize), Ordering::Relaxed);
     PUSH_FN.store(push.map_or(0, |f| f as usize), Ordering::Relaxed);
     POP_FN.store(pop.map_or(0, |f| f as usize), Ordering::Relaxed);
-    HOOKS.store(hooks, Ordering::Release);
+    gate().set_hooks(hooks);
 }
 
 pub fn hooks() -> u8 {
-    HOOKS.load(Ordering::Acquire)
+    gate().hooks()
 }
 
 /// The external id of the span a ring will write next.
@@ -237,7 +323,7 @@ pub fn external_id(ring: u32, seq: u64) -> u64 {
 /// Whether this callback has hooks to run (`around`): one relaxed load and a branch when off.
 #[inline(always)]
 pub fn wanted(domain: u32, cbid: u32) -> bool {
-    HOOKS.load(Ordering::Relaxed) != 0
+    gate().hooks.load(Ordering::Relaxed) != 0
         && domain == MSPTI_CB_DOMAIN_RUNTIME
         && (LAUNCH_FIRST..=LAUNCH_LAST).contains(&cbid)
 }
@@ -251,7 +337,8 @@ pub type Work = fn(u32, u32, u32, usize);
 // the hooks' own cost stays outside the window the histograms measure; the span brackets it.
 #[inline(never)]
 pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f: Work) {
-    let hooks = HOOKS.load(Ordering::Relaxed);
+    let g = gate();
+    let hooks = g.hooks();
     let f = || f(domain, cbid, site, name);
     match site {
         mspti_abi::MSPTI_API_ENTER => {
@@ -269,6 +356,7 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
                         m.overlap.set(OVERLAP_EPOCH.load(Ordering::Acquire) | u64::from(before > 0) << 63);
                         push(external_id(idx, r.head.load(Ordering::Relaxed)));
                     }
+                    m.gen.set(g.generation());
                     m.enter.set(activity_now());
                     m.open.set(true);
                 });
@@ -284,8 +372,10 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
                         UNLOGGED.fetch_add(1, Ordering::Relaxed);
                         return;
                     };
-                    // An EXIT whose ENTER this thread did not log (enabled mid-call): no span.
-                    let logged = m.open.replace(false);
+                    // An EXIT whose ENTER this thread did not log (enabled mid-call), or logged
+                    // in an earlier sample window (its own EXIT came while none was open): no
+                    // span (`Gate`).
+                    let logged = m.open.replace(false) && m.gen.get() == g.generation();
                     let enter = m.enter.get();
                     let mut meta = (u64::from(m.tid.get()) << 32) | u64::from(cbid & 0xff);
                     if m.pushed.replace(false) {
@@ -437,4 +527,99 @@ pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, mut f: impl FnMut(Sp
     }
     *cursor = head;
     lost
+}
+
+/// Model test of the sample window protocol (`Gate`; `make test-loom`): the drain opens, closes
+/// and reopens a window while a launching thread makes calls, each ENTER/EXIT as `wanted` and
+/// `around` do them (a relaxed look first, then the Acquire read). In every interleaving, a span
+/// logged pairs the ENTER and the EXIT of one call.
+#[cfg(loom)]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// A thread's `Mine` as the protocol uses it: the logged ENTER's call and generation.
+    #[derive(Default)]
+    struct Thread {
+        open: bool,
+        gen: u64,
+        call: u32,
+    }
+
+    fn enter(g: &Gate, t: &mut Thread, call: u32) {
+        if g.hooks.load(Ordering::Relaxed) == 0 {
+            return; // wanted(): nothing to run
+        }
+        if g.hooks() & SPANS != 0 {
+            t.gen = g.generation();
+            t.call = call;
+            t.open = true;
+        }
+    }
+
+    /// The span an EXIT logs: (ENTER's call, EXIT's call).
+    fn exit(g: &Gate, t: &mut Thread, call: u32) -> Option<(u32, u32)> {
+        if g.hooks.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        if g.hooks() & SPANS == 0 {
+            return None;
+        }
+        let logged = std::mem::take(&mut t.open) && t.gen == g.generation();
+        logged.then_some((t.call, call))
+    }
+
+    #[test]
+    fn a_span_never_pairs_an_enter_of_one_window_with_a_later_exit() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let g = Arc::new(Gate::new());
+            let g2 = g.clone();
+            let drain = loom::thread::spawn(move || {
+                g2.open();
+                g2.close();
+                g2.open();
+            });
+            let mut t = Thread::default();
+            let mut spans = Vec::new();
+            for call in 0..3 {
+                enter(&g, &mut t, call);
+                spans.extend(exit(&g, &mut t, call));
+            }
+            drain.join().unwrap();
+            for (e, x) in spans {
+                assert_eq!(e, x, "a span paired call {e}'s ENTER with call {x}'s EXIT");
+            }
+        });
+    }
+
+    #[test]
+    fn without_the_generation_a_stale_enter_would_pair_with_a_later_exit() {
+        // The check the generation adds is needed: with it left out, some interleaving logs a
+        // wrong span (the model finds it), so the test above is not vacuous.
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        let wrong = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let w = wrong.clone();
+        b.check(move || {
+            let g = Arc::new(Gate::new());
+            let g2 = g.clone();
+            let drain = loom::thread::spawn(move || {
+                g2.open();
+                g2.close();
+                g2.open();
+            });
+            let mut t = Thread::default();
+            for call in 0..3 {
+                enter(&g, &mut t, call);
+                // The EXIT without the generation check, and without its relaxed look.
+                if g.hooks() & SPANS != 0 && std::mem::take(&mut t.open) && t.call != call {
+                    w.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            drain.join().unwrap();
+        });
+        assert!(wrong.load(std::sync::atomic::Ordering::Relaxed));
+    }
 }
