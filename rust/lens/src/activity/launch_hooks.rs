@@ -24,65 +24,84 @@ use crate::core::locks::lock;
 use mspti_abi::MSPTI_CB_DOMAIN_RUNTIME;
 
 use super::layout::{FnPopExternal, FnPushExternal, EXTERNAL_CUSTOM2};
-use super::loom_atomics::{AtomicU64 as GateU64, AtomicU8 as GateU8};
+use super::loom_atomics::AtomicU64 as GateU64;
 
 pub const SPANS: u8 = 1;
 pub const MARKS: u8 = 2;
 pub const EXTERNAL: u8 = 4;
 
-/// The hooks that are on, and the sampled join's window generation: what `around` reads and the
-/// collector (`configure`) and the drain's sample windows (`open_window`, `close_window`) write.
+/// The hooks that are on, and the sampled join's window generation, in one word (hooks in the
+/// low 8 bits, the generation above): what `around` reads and the collector (`configure`) and
+/// the drain's sample windows (`open_window`, `close_window`) write.
 ///
-/// The window protocol (a sampled RUNTIME_API join): the drain opens a window by incrementing
-/// `gen`, then setting SPANS (Release); it closes it by clearing SPANS (Release). An ENTER that
-/// sees SPANS (Acquire) notes `gen` in its thread's `Mine`; its EXIT logs the span only if it
-/// still sees SPANS and the same `gen`. An EXIT that saw the SPANS of window g (Acquire, after
-/// g's increment in the writer's order) reads a `gen` of at least g, so an ENTER noted in an
-/// earlier window never pairs with a later window's EXIT (a span of two different launches).
-/// A stale read can only lose a span (an older `gen` than the current one never matches it).
+/// The window protocol (a sampled RUNTIME_API join): the drain opens a window by adding one
+/// generation and SPANS in one step, and closes it by clearing SPANS. An ENTER that sees SPANS
+/// notes the generation read with it in its thread's `Mine`; its EXIT logs the span only if it
+/// still sees SPANS with the same generation. One word, because two would let an ENTER read
+/// window 1's SPANS with window 2's generation (the drain closing and reopening between its two
+/// loads: a preemption does it on any CPU), and then pair with a later launch's EXIT in window
+/// 2 (the loom model found it). In one word, reads of one thread follow the word's order: an
+/// EXIT that saw the window closed can only see SPANS again with a newer generation.
 pub(crate) struct Gate {
-    hooks: GateU8,
-    gen: GateU64,
+    word: GateU64,
 }
+
+const HOOK_BITS: u64 = 0xff;
+const GENERATION: u64 = 1 << 8;
 
 impl Gate {
     #[cfg(not(loom))]
     const fn new() -> Gate {
-        Gate { hooks: GateU8::new(0), gen: GateU64::new(0) }
+        Gate { word: GateU64::new(0) }
     }
 
     #[cfg(loom)]
     pub(crate) fn new() -> Gate {
-        Gate { hooks: GateU8::new(0), gen: GateU64::new(0) }
+        Gate { word: GateU64::new(0) }
     }
 
-    /// Open a sample window: a new generation, then SPANS on.
+    /// Open a sample window: a new generation and SPANS on, in one step (SPANS is off: the
+    /// drain opens only a closed window, and the sampled join's hooks never hold SPANS).
     pub(crate) fn open(&self) {
-        self.gen.fetch_add(1, Ordering::Relaxed);
-        // Release: whoever sees this SPANS sees the generation it opened.
-        self.hooks.fetch_or(SPANS, Ordering::Release);
+        let was = self.word.fetch_add(GENERATION | u64::from(SPANS), Ordering::AcqRel);
+        debug_assert_eq!(hooks_of(was) & SPANS, 0, "a window opened twice");
     }
 
     /// Close the window: SPANS off (the generation stays until the next open).
     pub(crate) fn close(&self) {
-        self.hooks.fetch_and(!SPANS, Ordering::Release);
+        self.word.fetch_and(!u64::from(SPANS), Ordering::AcqRel);
     }
 
-    /// The hooks as `around` reads them (Acquire: a window's SPANS with its generation).
+    /// The word as `around` reads it: hooks (`hooks_of`) and generation together.
     #[inline(always)]
-    pub(crate) fn hooks(&self) -> u8 {
-        self.hooks.load(Ordering::Acquire)
+    pub(crate) fn read(&self) -> u64 {
+        self.word.load(Ordering::Acquire)
     }
 
-    /// The generation an ENTER notes, or an EXIT compares (read after `hooks`).
+    /// The hooks with one relaxed load (`wanted`).
     #[inline(always)]
-    pub(crate) fn generation(&self) -> u64 {
-        self.gen.load(Ordering::Relaxed)
+    fn hooks_relaxed(&self) -> u8 {
+        (self.word.load(Ordering::Relaxed) & HOOK_BITS) as u8
     }
 
+    /// Set the hooks, keeping the generation.
     fn set_hooks(&self, hooks: u8) {
-        self.hooks.store(hooks, Ordering::Release);
+        let _ = self.word.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |w| {
+            Some((w & !HOOK_BITS) | u64::from(hooks))
+        });
     }
+}
+
+/// The hooks of a gate word.
+#[inline(always)]
+pub(crate) fn hooks_of(word: u64) -> u8 {
+    (word & HOOK_BITS) as u8
+}
+
+/// The generation of a gate word.
+#[inline(always)]
+pub(crate) fn generation_of(word: u64) -> u64 {
+    word >> 8
 }
 
 #[cfg(not(loom))]
@@ -311,7 +330,7 @@ pub fn configure(hooks: u8, mark: Option<FnMark>, push: Option<FnPushExternal>, 
 }
 
 pub fn hooks() -> u8 {
-    gate().hooks()
+    hooks_of(gate().read())
 }
 
 /// The external id of the span a ring will write next.
@@ -323,7 +342,7 @@ pub fn external_id(ring: u32, seq: u64) -> u64 {
 /// Whether this callback has hooks to run (`around`): one relaxed load and a branch when off.
 #[inline(always)]
 pub fn wanted(domain: u32, cbid: u32) -> bool {
-    gate().hooks.load(Ordering::Relaxed) != 0
+    gate().hooks_relaxed() != 0
         && domain == MSPTI_CB_DOMAIN_RUNTIME
         && (LAUNCH_FIRST..=LAUNCH_LAST).contains(&cbid)
 }
@@ -337,8 +356,8 @@ pub type Work = fn(u32, u32, u32, usize);
 // the hooks' own cost stays outside the window the histograms measure; the span brackets it.
 #[inline(never)]
 pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f: Work) {
-    let g = gate();
-    let hooks = g.hooks();
+    let word = gate().read();
+    let hooks = hooks_of(word);
     let f = || f(domain, cbid, site, name);
     match site {
         mspti_abi::MSPTI_API_ENTER => {
@@ -356,7 +375,7 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
                         m.overlap.set(OVERLAP_EPOCH.load(Ordering::Acquire) | u64::from(before > 0) << 63);
                         push(external_id(idx, r.head.load(Ordering::Relaxed)));
                     }
-                    m.gen.set(g.generation());
+                    m.gen.set(generation_of(word));
                     m.enter.set(activity_now());
                     m.open.set(true);
                 });
@@ -375,7 +394,7 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
                     // An EXIT whose ENTER this thread did not log (enabled mid-call), or logged
                     // in an earlier sample window (its own EXIT came while none was open): no
                     // span (`Gate`).
-                    let logged = m.open.replace(false) && m.gen.get() == g.generation();
+                    let logged = m.open.replace(false) && m.gen.get() == generation_of(word);
                     let enter = m.enter.get();
                     let mut meta = (u64::from(m.tid.get()) << 32) | u64::from(cbid & 0xff);
                     if m.pushed.replace(false) {
@@ -529,6 +548,42 @@ pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, mut f: impl FnMut(Sp
     lost
 }
 
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn head() -> Option<u64> {
+        MINE.with(|m| m.ring.get().map(|r| r.head.load(Ordering::Acquire)))
+    }
+
+    #[test]
+    fn an_enter_logged_in_an_earlier_window_never_pairs_with_a_later_windows_exit() {
+        // A name of its own: tests run at once, and every State reads every thread's ring.
+        let name = c"aclrtLaunchKernelWithHostArgs".as_ptr() as usize;
+        let work: Work = |_, _, _, _| {};
+        let (rt, cb) = (MSPTI_CB_DOMAIN_RUNTIME, LAUNCH_FIRST);
+        let call = |site| around(0, rt, cb, site, name, work);
+        configure(0, None, None, None);
+        // Launch 1's ENTER is logged in window 1; its EXIT comes after the close, when the
+        // callback runs no hooks (not `wanted`), so its ENTER stays noted.
+        open_window();
+        call(mspti_abi::MSPTI_API_ENTER);
+        close_window();
+        assert!(!wanted(rt, cb));
+        // Launch 2's ENTER comes while no window is open; window 2 opens before its EXIT.
+        open_window();
+        let before = head().expect("the ENTER claimed a ring");
+        call(mspti_abi::MSPTI_API_EXIT);
+        assert_eq!(head(), Some(before), "launch 1's ENTER paired with launch 2's EXIT");
+        // Launch 3, wholly in window 2, logs its span.
+        call(mspti_abi::MSPTI_API_ENTER);
+        call(mspti_abi::MSPTI_API_EXIT);
+        assert_eq!(head(), Some(before + 1));
+        close_window();
+        assert_eq!(hooks() & SPANS, 0);
+    }
+}
+
 /// Model test of the sample window protocol (`Gate`; `make test-loom`): the drain opens, closes
 /// and reopens a window while a launching thread makes calls, each ENTER/EXIT as `wanted` and
 /// `around` do them (a relaxed look first, then the Acquire read). In every interleaving, a span
@@ -547,11 +602,12 @@ mod loom_tests {
     }
 
     fn enter(g: &Gate, t: &mut Thread, call: u32) {
-        if g.hooks.load(Ordering::Relaxed) == 0 {
+        if g.hooks_relaxed() == 0 {
             return; // wanted(): nothing to run
         }
-        if g.hooks() & SPANS != 0 {
-            t.gen = g.generation();
+        let word = g.read();
+        if hooks_of(word) & SPANS != 0 {
+            t.gen = generation_of(word);
             t.call = call;
             t.open = true;
         }
@@ -559,20 +615,22 @@ mod loom_tests {
 
     /// The span an EXIT logs: (ENTER's call, EXIT's call).
     fn exit(g: &Gate, t: &mut Thread, call: u32) -> Option<(u32, u32)> {
-        if g.hooks.load(Ordering::Relaxed) == 0 {
+        if g.hooks_relaxed() == 0 {
             return None;
         }
-        if g.hooks() & SPANS == 0 {
+        let word = g.read();
+        if hooks_of(word) & SPANS == 0 {
             return None;
         }
-        let logged = std::mem::take(&mut t.open) && t.gen == g.generation();
+        let logged = std::mem::take(&mut t.open) && t.gen == generation_of(word);
         logged.then_some((t.call, call))
     }
 
     #[test]
     fn a_span_never_pairs_an_enter_of_one_window_with_a_later_exit() {
         let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(3);
+        // Every interleaving (the model is small).
+        b.preemption_bound = None;
         b.check(|| {
             let g = Arc::new(Gate::new());
             let g2 = g.clone();
@@ -599,8 +657,9 @@ mod loom_tests {
         // The check the generation adds is needed: with it left out, some interleaving logs a
         // wrong span (the model finds it), so the test above is not vacuous.
         let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(3);
-        let wrong = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Every interleaving (the model is small).
+        b.preemption_bound = None;
+        let wrong = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let w = wrong.clone();
         b.check(move || {
             let g = Arc::new(Gate::new());
@@ -614,7 +673,7 @@ mod loom_tests {
             for call in 0..3 {
                 enter(&g, &mut t, call);
                 // The EXIT without the generation check, and without its relaxed look.
-                if g.hooks() & SPANS != 0 && std::mem::take(&mut t.open) && t.call != call {
+                if hooks_of(g.read()) & SPANS != 0 && std::mem::take(&mut t.open) && t.call != call {
                     w.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
             }
