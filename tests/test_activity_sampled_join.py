@@ -76,6 +76,11 @@ def test_the_default_session_samples_the_join_and_reports_its_measured_fraction_
     # What was joined is exact per launch: the split is the model's.
     assert (la["api_med_ns"], la["queue_med_ns"], la["kernel_med_ns"]) == (5000, 7000, 3000)
     assert la["api_num"] == la["kernel_num"] == joined
+    # Where the launch split is shown, one label says it was sampled and its bound.
+    from mspti_lens.notebook.snapshot_repr import device_tables
+
+    label = f"join sampled {fraction:.1%} of the time, quantiles within ±{la['rank_error_95']:.1%} of ranks"
+    assert label in device_tables(snap)[0].text()
 
 
 def test_join_sample_one_joins_every_launch_as_before_on_the_simulator(virtual):
@@ -93,6 +98,9 @@ def test_join_sample_one_joins_every_launch_as_before_on_the_simulator(virtual):
     la = snap.launches().row(0, named=True)
     assert (la["sampled_fraction"], la["rank_error_95"]) == (1.0, 0.0)
     assert snap.activity.info["join"] == "runtime_api"
+    from mspti_lens.notebook.snapshot_repr import device_tables
+
+    assert "sampled" not in device_tables(snap)[0].text()
 
 
 def test_the_runtime_api_kind_asked_for_keeps_the_join_exact_and_says_so_on_the_simulator(virtual):
