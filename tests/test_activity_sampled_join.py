@@ -61,7 +61,13 @@ def test_the_default_session_samples_the_join_and_reports_its_measured_fraction_
     c = snap.activity.counters
     kernels, joined, unsampled, unjoined, rest = fates(snap)
     # Every kernel record ends in exactly one fate.
-    assert kernels == made == joined + unsampled + unjoined + rest, (kernels, joined, unsampled, unjoined, rest)
+    assert kernels == made == joined + unsampled + unjoined + rest, (
+        kernels,
+        joined,
+        unsampled,
+        unjoined,
+        rest,
+    )
     assert joined > 0 and unsampled > 0 and unjoined == 0
     assert c["join_windows"] >= 2 and 0 < c["join_sampled_ns"] < c["join_active_ns"]
     # The library wrote a RUNTIME_API record for the sampled launches only.

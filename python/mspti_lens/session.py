@@ -88,8 +88,8 @@ class Session:
     per call they cost (``exemplars=`` is its old name, still accepted).
 
     ``join_sample`` is the fraction of time the launch join (KERNEL with LAUNCH traced, on MSPTI
-    26.x's RUNTIME_API records) records launches: in windows at random offsets of each 0.5 s
-    flush period, so the library writes a RUNTIME_API record for that share of launches only.
+    26.x's RUNTIME_API records) records launches: in windows at random offsets of every 50 ms, so
+    the library writes a RUNTIME_API record for about that share of launches only.
     ``Snapshot.launches()`` reports the measured fraction and each row's rank error; ``1.0`` joins
     every launch (exact), as does asking for the ``runtime_api`` kind yourself.
 

@@ -157,9 +157,9 @@ def sampled_label(la: pl.DataFrame) -> str:
     measured fraction of time, and the largest rank error of its rows (95 %); empty when exact."""
     if "sampled_fraction" not in la.columns or not len(la) or la["sampled_fraction"][0] >= 1.0:
         return ""
-    worst = la["rank_error_95"].max()
-    bound = f", quantiles within ±{worst:.1%} of ranks (95 %)" if worst is not None else ""
-    return f" · join sampled {la['sampled_fraction'][0]:.1%} of the time{bound}"
+    errors = [e for e in la["rank_error_95"].to_list() if e is not None]
+    bound = f", quantiles within ±{max(errors):.1%} of ranks (95 %)" if errors else ""
+    return f" · join sampled {float(la['sampled_fraction'][0]):.1%} of the time{bound}"
 
 
 def _cut(df: pl.DataFrame, caption: str, unit: str | None, top: int | None) -> Table:

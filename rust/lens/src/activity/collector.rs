@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::aggregate::State;
-use super::config::{check_join_sample, Config, MAX_SETTLE_TIMEOUT};
+use super::config::{check_join_sample, Config, DEFAULT_JOIN_PERIOD, MAX_SETTLE_TIMEOUT};
 use super::counters::{ActivityCounter as D, ActivityCounts};
 use super::drain::{account_active, drain_loop, Sampler, Shared};
 use super::join::JoinMode;
@@ -105,7 +105,7 @@ impl Collector {
             flushing: AtomicBool::new(false),
             pool,
             api,
-            sampler: Mutex::new(Sampler::new(config.flush_interval)),
+            sampler: Mutex::new(Sampler::new(DEFAULT_JOIN_PERIOD)),
         });
         let s2 = shared.clone();
         let interval = config.flush_interval;

@@ -27,10 +27,10 @@ pub(super) struct Shared {
     pub sampler: Mutex<Sampler>,
 }
 
-/// The sampled RUNTIME_API join's windows: once per flush period, a window of `fraction` of it
-/// at a random offset (so it does not alias a training step's period). The drain thread opens
-/// and closes them (`Shared::sample_tick`); the collector settles an open one before a snapshot,
-/// a stop or a change of what is enabled.
+/// The sampled RUNTIME_API join's windows: once per period (`config::DEFAULT_JOIN_PERIOD`), a
+/// window of `fraction` of it at a random offset (so it does not alias a training step's
+/// period). The drain thread opens and closes them (`Shared::sample_tick`); the collector settles
+/// an open one before a snapshot, a stop or a change of what is enabled.
 pub(super) struct Sampler {
     /// The join is sampled and the collector running: windows open.
     pub on: bool,
@@ -55,10 +55,8 @@ impl Sampler {
     pub fn new(period: Duration) -> Sampler {
         let now = Instant::now();
         // A seed that differs per process and per collector (ranks must not share offsets).
-        let seed = now.elapsed().as_nanos() as u64
-            ^ u64::from(std::process::id()).rotate_left(32)
-            ^ (std::ptr::addr_of!(now) as u64)
-            ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let seed = wall.map_or(0, |d| d.as_nanos() as u64) ^ u64::from(std::process::id()).rotate_left(32);
         Sampler {
             on: false,
             fraction: 1.0,

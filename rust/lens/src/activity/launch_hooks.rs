@@ -86,9 +86,9 @@ impl Gate {
 
     /// Set the hooks, keeping the generation.
     fn set_hooks(&self, hooks: u8) {
-        let _ = self.word.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |w| {
-            Some((w & !HOOK_BITS) | u64::from(hooks))
-        });
+        let _ = self
+            .word
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |w| Some((w & !HOOK_BITS) | u64::from(hooks)));
     }
 }
 
