@@ -563,11 +563,6 @@ impl Collector {
         let (events, dropped) = if reset { st.events.take_window() } else { (Vec::new(), st.events.dropped) };
         let window = if reset { &events } else { &st.events.events };
         values[D::DeviceEventsDropped] = dropped;
-        if matches!(self.join, JoinMode::RuntimeApiSampled(_)) && values[D::JoinActiveNs] > 0 {
-            // The measured fraction, not the one asked for.
-            let f = values[D::JoinSampledNs] as f64 / values[D::JoinActiveNs] as f64;
-            t.join = format!("runtime_api, sampled ({f:.4} of the time)");
-        }
         t.events = events::EventLog::resolve(window, |id| st.name(id));
         self.windows += 1;
         t.set_counters(self.id, self.windows, values);
