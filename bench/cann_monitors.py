@@ -521,7 +521,14 @@ def delivered_of(per: dict) -> dict[str, int]:
 
 
 def child(
-    side: str, workload: str, clock: str, n: int, workload_so: str, buffers: int | None, stats: int
+    side: str,
+    workload: str,
+    clock: str,
+    n: int,
+    workload_so: str,
+    buffers: int | None,
+    stats: int,
+    join_sample: float | None = None,
 ) -> dict:
     g = ctypes.CDLL(None)
     g.msimSetClock(CLOCKS[clock])
@@ -621,6 +628,8 @@ def child(
         import mspti_lens  # noqa: PLC0415
 
         kw: dict = {} if buffers is None else {"activity_buffers": (8 << 20, buffers)}
+        if join_sample is not None:
+            kw["join_sample"] = join_sample
         if mixed:
             s = mspti_lens.Session(activity=["kernel", "communication", "marker"], **kw).start()
         else:
@@ -656,7 +665,9 @@ def child(
         snap = s.snapshot()
         dev = snap.activity
         extra["records_parsed"] = int(dev.counters["records"])
-        extra["join"] = s.join
+        # The join as the snapshot says it: its mode, and when sampled the measured fraction.
+        extra["join"] = dev.info.get("join") or s.join
+        extra["sampled_fraction"] = dev.sampled_fraction()
         extra["counters"] = {k: int(v) for k, v in dev.counters.items() if v}
         extra["losses"] = {k: int(v) for k, v in dev.losses().items() if v}
         s.close()
@@ -703,6 +714,7 @@ def run(
     steps: int | None = None,
     real_steps: int | None = None,
     lens_buffers: int | None = None,
+    lens_join_sample: float | None = None,
     cases: tuple[tuple[str, str], ...] = CASES,
     peer_path: dict[str, str | None] | None = None,
 ) -> dict:
@@ -722,6 +734,7 @@ def run(
         "cores": os.cpu_count(),
         "rounds": rounds,
         "lens_buffers": lens_buffers,
+        "lens_join_sample": lens_join_sample,
         "cases": {},
     }
     with tempfile.TemporaryDirectory(prefix="cann-monitors-") as tmp:
@@ -746,7 +759,7 @@ def run(
             for r in range(rounds):
                 order = sides if r % 2 == 0 else sides[::-1]
                 for side in order:
-                    res = run_child(side, wl, clock, n, so, envs[side], lens_buffers)
+                    res = run_child(side, wl, clock, n, so, envs[side], lens_buffers, lens_join_sample)
                     runs[side].append(res)
                     log(
                         f"{wl}/{clock} round {r + 1}/{rounds} {side:9s}: "
@@ -765,7 +778,16 @@ def run(
     return out
 
 
-def run_child(side: str, wl: str, clock: str, n: int, so: Path, env: dict, lens_buffers: int | None) -> dict:
+def run_child(
+    side: str,
+    wl: str,
+    clock: str,
+    n: int,
+    so: Path,
+    env: dict,
+    lens_buffers: int | None,
+    lens_join_sample: float | None = None,
+) -> dict:
     me = str(Path(__file__).resolve())
     cmd = [sys.executable, me, "--child", side, "--workload-kind", wl, "--clock", clock]
     from mspti_lens.sim.activity import STATS  # noqa: PLC0415
@@ -773,6 +795,8 @@ def run_child(side: str, wl: str, clock: str, n: int, so: Path, env: dict, lens_
     cmd += ["--n", str(n), "--workload", str(so), "--stats", str(len(STATS))]
     if lens_buffers is not None:
         cmd += ["--lens-buffers", str(lens_buffers)]
+    if lens_join_sample is not None:
+        cmd += ["--lens-join-sample", repr(lens_join_sample)]
     # In the run's directory: msMonitor writes its log (msmonitor_log/) where it runs.
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=so.parent)
     if out.returncode != 0:
@@ -857,6 +881,20 @@ def records_of(res: dict) -> int:
     return sum(res["expected"].values())
 
 
+def side_label(side: str, rs: list[dict]) -> str:
+    """A side's row label; mspti-lens's says its launch join's mode where it joins: exact, or
+    sampled with the median measured fraction of time."""
+    if side != "lens":
+        return LABEL[side]
+    joins = {x.get("join", "") for x in rs}
+    fractions = [x["sampled_fraction"] for x in rs if "sampled_fraction" in x]
+    if any("sampled" in j for j in joins) and fractions:
+        return f"{LABEL[side]}, launch join sampled ({med(fractions):.3f} of the time, measured)"
+    if any(j.startswith("runtime_api") or j.startswith("external") for j in joins):
+        return f"{LABEL[side]}, launch join exact"
+    return LABEL[side]
+
+
 def render(r: dict) -> list[str]:
     """The section's Markdown lines (bench/run.py joins its modules' lines)."""
     L: list[str] = []
@@ -933,7 +971,7 @@ def render(r: dict) -> list[str]:
             losses = [lost(x) for x in rs]
             own = f"{med(shared):.3f}" if shared else "not measured"
             w(
-                f"| {LABEL[side]} | {med(cpu):.3f} | {spread(cpu)} | {med(chg):.3f} | {spread(chg)} "
+                f"| {side_label(side, rs)} | {med(cpu):.3f} | {spread(cpu)} | {med(chg):.3f} | {spread(chg)} "
                 f"| {own} | {med(net):.3f} | {spread(net)} "
                 f"| {med(wall):+.1f} % | {spread(wall, '{:+.1f}')} % | {max(losses):,} |"
             )
@@ -1021,12 +1059,19 @@ def render(r: dict) -> list[str]:
         )
         if "lens" in runs:
             parsed = [x.get("records_parsed", 0) for x in runs["lens"]]
-            joins = sorted({x.get("join", "") for x in runs["lens"]})
+            # The join's mode without the per-process measured fraction, which follows as a median.
+            joins = sorted({x.get("join", "").split(" (")[0] for x in runs["lens"]})
+            fractions = [x["sampled_fraction"] for x in runs["lens"] if "sampled_fraction" in x]
+            sampled = (
+                f", measured fraction {med(fractions):.3f} ({spread(fractions)})"
+                if fractions and min(fractions) < 1
+                else ""
+            )
             pool = sorted({x.get("counters", {}).get("pool_buffers", 0) for x in runs["lens"]})
             w(
                 f"- mspti-lens parsed {med(parsed):,.0f} records per process (the records above plus any "
-                f"it asks for to join kernels to launches; join: {', '.join(joins)}); its pool held "
-                f"{', '.join(str(p) for p in pool)} buffers of 8 MiB at the end."
+                f"it asks for to join kernels to launches; join: {', '.join(joins)}{sampled}); its pool "
+                f"held {', '.join(str(p) for p in pool)} buffers of 8 MiB at the end."
             )
         ag = d["agreement"]
         verdict = "**identical**" if ag["exact"] else f"**DIFFERENT** ({len(ag['mismatches'])} mismatches)"
@@ -1137,6 +1182,13 @@ def main() -> None:
         default=None,
         help="mspti-lens's pool: this many 8 MiB buffers at the start (default: its own default)",
     )
+    p.add_argument(
+        "--lens-join-sample",
+        type=float,
+        default=None,
+        help="mspti-lens's Session(join_sample=...): the fraction of time its launch join records "
+        "(default: its own default, sampled; 1.0 joins every launch)",
+    )
     for side, (package, _, option, var) in PEERS.items():
         p.add_argument(
             option,
@@ -1153,7 +1205,9 @@ def main() -> None:
     p.add_argument("--workload", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
-        res = child(a.child, a.workload_kind, a.clock, a.n, a.workload, a.lens_buffers, a.stats)
+        res = child(
+            a.child, a.workload_kind, a.clock, a.n, a.workload, a.lens_buffers, a.stats, a.lens_join_sample
+        )
         print(json.dumps(res))
         return
     valid = {f"{w}/{c}": (w, c) for w, c in CASES}
@@ -1172,6 +1226,7 @@ def main() -> None:
             log=lambda s: print(s, file=sys.stderr),
             real_steps=a.real_steps,
             lens_buffers=a.lens_buffers,
+            lens_join_sample=a.lens_join_sample,
             cases=tuple(valid[x] for x in names),
             peer_path={"official": a.official_path, "msmonitor": a.msmonitor_path},
         )

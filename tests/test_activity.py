@@ -65,6 +65,8 @@ def session(path, **kw):
 
     kw.setdefault("enable", ["LAUNCH", "MEMCPY"])
     kw.setdefault("clock", "mspti")
+    # These tests are about the join's exactness: every launch joins (the default samples).
+    kw.setdefault("join_sample", 1.0)
     return Session(str(path), **kw)
 
 
@@ -391,7 +393,7 @@ fa.fa_launch.argtypes = [
     ctypes.c_uint64,
     ctypes.c_uint64,
 ]
-s = Session(path, enable=["LAUNCH"], activity=["kernel", "marker"]).start()
+s = Session(path, enable=["LAUNCH"], activity=["kernel", "marker"], join_sample=1.0).start()
 for _ in range(500):
     fa.fa_launch(0, 1, b"K", 1, 1000, 0)
 {action}

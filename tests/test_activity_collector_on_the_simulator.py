@@ -36,7 +36,7 @@ def test_the_join_is_exact_with_four_threads_on_separate_streams_on_the_simulato
     from mspti_lens import Session
 
     api = sim.api("aclrtLaunchKernel")
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"]) as s:
+    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], join_sample=1.0) as s:
         assert s.join == "runtime_api"
         # Kernels shorter than the host time between launches: nothing queues behind another, so
         # every queue delay (ENTER to kernel start) is the 5 us call plus the 2 us launch latency.
@@ -54,7 +54,7 @@ def test_the_join_counts_every_kernel_on_a_shared_stream_and_in_graph_replay_on_
     from mspti_lens import Session
 
     api = sim.api("aclrtLaunchKernelV2")
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"]) as s:
+    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], join_sample=1.0) as s:
         launch_all(L, api, 4, 50, lambda i: 1, host_ns=5000, kernel_ns=3000)
         launch_all(L, api, 2, 10, lambda i: 2 + i, host_ns=5000, kernel_ns=1000, kernels=6, graph=1)
         snap = s.snapshot()
@@ -70,7 +70,7 @@ def test_cann8_joins_through_external_correlation_on_the_simulator(sim, L):
 
     L.msimSetActivityEra(ERAS["cann8"])
     api = sim.api("aclrtLaunchKernel")
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"]) as s:
+    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], join_sample=1.0) as s:
         assert s.join == "external_correlation"
         launch_all(L, api, 1, 50, lambda i: 1, host_ns=5000, kernel_ns=3000)
         snap = s.snapshot()
@@ -84,7 +84,7 @@ def test_mark_launches_brackets_each_launch_on_the_simulator(sim, L):
 
     api = sim.api("aclrtLaunchKernel")
     stream = L.msimStreamHandle(1)
-    with Session(library="sim", clock="mspti", mark_launches=stream) as s:
+    with Session(library="sim", clock="mspti", mark_launches=stream, join_sample=1.0) as s:
         launch_all(L, api, 1, 20, lambda i: 1, host_ns=5000, kernel_ns=3000)
         snap = s.snapshot()
     m = snap.launches().filter(snap.launches()["join"] == "mstx_marks").row(0, named=True)
@@ -113,7 +113,7 @@ def test_a_training_job_with_kernel_and_marker_on_joins_every_kernel_on_the_simu
     from mspti_lens import Session
 
     sim.set_clock("real")
-    with Session(library="sim", activity=["kernel", "marker", "communication"]) as s:
+    with Session(library="sim", activity=["kernel", "marker", "communication"], join_sample=1.0) as s:
         sim.run_workload("training", steps=3, seed=7, time_scale=0.05)
         snap = s.snapshot()
     assert snap.kernels()["num_calls"].sum() > 0
@@ -129,7 +129,7 @@ def test_device_plots_show_the_split_the_kernels_and_the_collectives_on_the_simu
     from mspti_lens import Session, plots
 
     sim.set_clock("real")
-    with Session(library="sim", activity=["kernel", "communication"]) as s:
+    with Session(library="sim", activity=["kernel", "communication"], join_sample=1.0) as s:
         sim.run_workload("training", steps=2, seed=3, time_scale=0.05)
         snap = s.snapshot()
     split = plots.launch_split(snap)
@@ -167,7 +167,7 @@ def test_a_thread_with_thousands_of_launches_per_buffer_joins_them_all_on_the_si
     from mspti_lens import Session
 
     api = sim.api("aclrtLaunchKernel")
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"]) as s:
+    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], join_sample=1.0) as s:
         launch_all(L, api, 1, 20_000, lambda i: 1, host_ns=5000, kernel_ns=3000)
         snap = s.snapshot()
     la = snap.launches().row(0, named=True)
@@ -195,7 +195,7 @@ def test_kernels_whose_records_trail_by_300_ms_are_in_the_window_after_the_with_
     lib.msimSetDeviceModel(2000, 300_000_000, 1000)
     api = sim.api("aclrtLaunchKernel")
     enable = ["LAUNCH"] if launch_callbacks else ["MEMCPY"]
-    with Session(library="sim", enable=enable, activity=["kernel"]) as s:
+    with Session(library="sim", enable=enable, activity=["kernel"], join_sample=1.0) as s:
         s._activity.settle_timeout = 120.0
         launch_all(lib, api, 1, 500, lambda i: 1, host_ns=1000, kernel_ns=1000)
     snap = s.snapshot()

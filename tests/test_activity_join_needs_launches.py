@@ -53,7 +53,7 @@ def test_tracing_launches_turns_the_join_and_its_records_on_and_off_while_runnin
     from mspti_lens import Session
 
     sim = virtual
-    with Session(library="sim", enable=[], clock="mspti", activity=["kernel"]) as s:
+    with Session(library="sim", enable=[], clock="mspti", activity=["kernel"], join_sample=1.0) as s:
         launch(sim)
         s.enable("LAUNCH")
         assert s.join == "runtime_api"
@@ -93,12 +93,14 @@ def test_the_default_session_and_mark_launches_keep_the_join_on_the_simulator(vi
 
     sim = virtual
     with Session(library="sim", clock="mspti", activity=["kernel"]) as s:  # runtime and hccl traced
+        assert s.join == "runtime_api, sampled (join_sample=0.1)"
+    with Session(library="sim", clock="mspti", activity=["kernel"], join_sample=1.0) as s:
         assert s.join == "runtime_api"
         launch(sim, 20)
         snap = s.snapshot()
     assert snap.launches().row(0, named=True)["kernel_num"] == 20
     with Session(library="sim", clock="mspti", mark_launches=sim.activity.stream_handle(1)) as s:
-        assert s.join == "runtime_api"
+        assert s.join.startswith("runtime_api, sampled"), s.join
 
 
 def test_unknown_activity_kinds_name_the_valid_ones():

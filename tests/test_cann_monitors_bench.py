@@ -70,9 +70,12 @@ def test_the_mixed_step_runs_as_a_default_session_joining_kernels_to_launches(qu
     want = bench_module().expected("mixed", case["n"])
     assert all(want.values())
     for r in case["runs"]["lens"]:
-        assert r["join"] == "runtime_api", r["join"]
-        # Its own RUNTIME_API records beside the workload's kernels, collectives and markers.
-        assert r["records_parsed"] > sum(want.values())
+        # The default session's join is sampled: the snapshot says so with the measured fraction.
+        assert r["join"].startswith("runtime_api, sampled"), r["join"]
+        assert 0 <= r["sampled_fraction"] <= 1
+        # Its own RUNTIME_API records (those of its sample windows) beside the workload's kernels,
+        # collectives and markers.
+        assert r["records_parsed"] >= sum(want.values())
 
 
 def measured(quick: dict) -> list[str]:

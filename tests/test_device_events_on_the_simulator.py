@@ -56,7 +56,7 @@ KINDS = ["kernel", "communication", "hccl"]
 
 
 def test_the_event_log_has_the_contracts_schema_and_every_records_values_on_the_simulator(sim, L):
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=KINDS) as s:
+    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=KINDS, join_sample=1.0) as s:
         kernels(sim, L, 3)
         collectives(sim, L, [("HcclAllReduce", b"tp0", 64 << 20), ("HcclAllGather", b"tp0", 4 << 20)])
         snap = s.snapshot()
@@ -87,7 +87,9 @@ def test_the_event_log_has_the_contracts_schema_and_every_records_values_on_the_
 
 def test_sequences_count_since_the_session_started_across_window_resets_on_the_simulator(sim, L):
     ops = [("HcclAllReduce", b"dp", 1 << 20), ("HcclAllReduce", b"tp", 1 << 20)]
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["communication"]) as s:
+    with Session(
+        library="sim", enable=["LAUNCH"], clock="mspti", activity=["communication"], join_sample=1.0
+    ) as s:
         collectives(sim, L, ops * 2)
         first = s.reset()
         collectives(sim, L, ops)
@@ -99,12 +101,16 @@ def test_sequences_count_since_the_session_started_across_window_resets_on_the_s
 
 
 def test_the_cap_per_window_counts_what_it_drops_and_zero_turns_the_log_off_on_the_simulator(sim, L):
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], device_events=5) as s:
+    with Session(
+        library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], device_events=5, join_sample=1.0
+    ) as s:
         kernels(sim, L, 8)
         snap = s.snapshot()
     assert len(snap.device_events()) == 5 and snap.activity.counters["device_events_dropped"] == 3
     assert snap.kernels()["num_calls"].sum() == 8  # the histograms keep everything
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], device_events=0) as s:
+    with Session(
+        library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], device_events=0, join_sample=1.0
+    ) as s:
         kernels(sim, L, 4)
         snap = s.snapshot()
     assert len(snap.device_events()) == 0 and snap.activity.counters["device_events_dropped"] == 0
@@ -125,7 +131,7 @@ def test_no_activity_gives_an_empty_frame_with_the_schema_on_the_simulator(sim):
 
 
 def test_events_save_and_load_with_the_snapshot_file_on_the_simulator(sim, L, tmp_path):
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=KINDS) as s:
+    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=KINDS, join_sample=1.0) as s:
         kernels(sim, L, 2)
         collectives(sim, L, [("HcclBroadcast", b"pp", 1 << 16)])
         snap = s.snapshot()
@@ -139,7 +145,7 @@ def test_a_file_with_a_bad_event_kind_is_refused_and_an_older_file_loads_on_the_
 
     import pyarrow.parquet as pq
 
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"]) as s:
+    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], join_sample=1.0) as s:
         kernels(sim, L, 1)
         snap = s.snapshot()
     p = tmp_path / "s.parquet"
@@ -160,7 +166,9 @@ def test_a_file_with_a_bad_event_kind_is_refused_and_an_older_file_loads_on_the_
 def run_windows(sim, L, split: bool) -> list[Snapshot]:
     """The same work as one window or two, each from the simulator's defaults (exact durations)."""
     fresh(sim)
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=KINDS + ["marker"]) as s:
+    with Session(
+        library="sim", enable=["LAUNCH"], clock="mspti", activity=KINDS + ["marker"], join_sample=1.0
+    ) as s:
         kernels(sim, L, 5, kernel_ns=3000)
         collectives(sim, L, [("HcclAllReduce", b"tp0", 8 << 20)])
         out = [s.reset()] if split else []
@@ -204,7 +212,9 @@ def test_the_timestamp_callback_puts_records_on_the_sessions_clock_on_the_simula
     # callback (the session's clock on the CLOCK_REALTIME scale), not from its own clock, which
     # here is the simulator's virtual clock (set far ahead of real time).
     L.msimSetActivityEra(ERAS["newest"])
-    with Session(library="sim", enable=["LAUNCH"], clock="monotonic", activity=["kernel"]) as s:
+    with Session(
+        library="sim", enable=["LAUNCH"], clock="monotonic", activity=["kernel"], join_sample=1.0
+    ) as s:
         assert s.snapshot().meta["clock_bridge"] == "timestamp_callback"
         kernels(sim, L, 3)
         snap = s.snapshot()
@@ -218,7 +228,9 @@ def test_the_timestamp_callback_puts_records_on_the_sessions_clock_on_the_simula
 
 def test_without_the_timestamp_callback_records_keep_msptis_clock_on_the_simulator(sim, L):
     L.msimSetActivityEra(ERAS["cann26"])  # no msptiActivityRegisterTimestampCallback
-    with Session(library="sim", enable=["LAUNCH"], clock="monotonic", activity=["kernel"]) as s:
+    with Session(
+        library="sim", enable=["LAUNCH"], clock="monotonic", activity=["kernel"], join_sample=1.0
+    ) as s:
         kernels(sim, L, 3)
         snap = s.snapshot()
     assert snap.meta["clock_bridge"] != "timestamp_callback"  # both clocks sampled, as before
@@ -229,7 +241,7 @@ def test_without_the_timestamp_callback_records_keep_msptis_clock_on_the_simulat
 def test_the_bridge_stays_off_when_the_session_runs_on_msptis_clock_on_the_simulator(sim, L):
     # clock="mspti" already is MSPTI's clock: no callback (the virtual clock keeps exact numbers).
     L.msimSetActivityEra(ERAS["newest"])
-    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"]) as s:
+    with Session(library="sim", enable=["LAUNCH"], clock="mspti", activity=["kernel"], join_sample=1.0) as s:
         kernels(sim, L, 4)
         snap = s.snapshot()
     assert snap.meta["clock_bridge"] == "msptiGetTimestamp"

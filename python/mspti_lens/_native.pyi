@@ -55,6 +55,7 @@ __all__ = [
     "ACTIVITY_BUFFERS_DEFAULT",
     "ACTIVITY_POOL_CAP",
     "ACTIVITY_SETTLE_TIMEOUT_S",
+    "ACTIVITY_JOIN_SAMPLE_DEFAULT",
     "ACTIVITY_COUNTERS",
     "mstx_library",
     "mstx_mark",
@@ -248,6 +249,7 @@ class NativeActivity:
         device_events: int = ...,
         pool_cap: int | None = None,
         settle_timeout_s: float | None = None,
+        join_sample: float = ...,
     ) -> NativeActivity: ...
     def enable(self, kinds: list[str]) -> None: ...
     def disable(self, kinds: list[str]) -> None: ...
@@ -315,6 +317,8 @@ DEVICE_EVENTS_MAX: int
 ACTIVITY_BUFFERS_DEFAULT: tuple[int, int]
 ACTIVITY_POOL_CAP: int
 ACTIVITY_SETTLE_TIMEOUT_S: float
+# The fraction of time the RUNTIME_API launch join records, by default (1.0: exact).
+ACTIVITY_JOIN_SAMPLE_DEFAULT: float
 # (name, combine: sum | moment | peak | flag, counts a loss, meaning) of every activity counter.
 ACTIVITY_COUNTERS: list[tuple[str, str, bool, str]]
 

@@ -7,6 +7,7 @@ data); "device" is the NPU itself (device ids, device time, the device event log
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import polars as pl
@@ -49,6 +50,11 @@ ACTIVITY_POOL_CAP: int = _native.ACTIVITY_POOL_CAP
 # The longest a settle (snapshot, stop, close, flush_activity) waits for device records known to
 # be missing (Session.flush_activity says on what evidence).
 SETTLE_TIMEOUT_S: float = _native.ACTIVITY_SETTLE_TIMEOUT_S
+# Session(join_sample=...): the fraction of time the RUNTIME_API launch join records launches, by
+# default (its reason: rust/lens/src/activity/config.rs); 1.0 joins every launch.
+JOIN_SAMPLE: float = _native.ACTIVITY_JOIN_SAMPLE_DEFAULT
+# Snapshot.launches()' rank_error_95: the Dvoretzky-Kiefer-Wolfowitz bound at this confidence.
+RANK_ERROR_CONFIDENCE = 0.95
 # Every activity counter, declared once in rust/lens/src/activity/counters.rs: name -> meaning; how
 # windows of it combine (sum: windows add; moment: each collector's latest reading, collectors add;
 # peak: each collector's highest, collectors add; flag: the highest); and which count a loss.
@@ -115,9 +121,21 @@ class ActivityData:
             pl.lit(source).alias("source"),
         ).sort(["total_ns", "name"], descending=[True, False])
 
+    def sampled_fraction(self) -> float:
+        """The measured fraction of the time the launch join recorded launches
+        (``join_sampled_ns / join_active_ns``; 1.0 when exact or never on)."""
+        active = self.counters.get("join_active_ns", 0)
+        sampled = self.counters.get("join_sampled_ns", 0)
+        return min(1.0, sampled / active) if active and sampled < active else 1.0
+
     def launches(self, source: str) -> pl.DataFrame:
         """Per launch function and join: API time, queue delay, kernel time (nsys
-        cuda_kern_exec_sum)."""
+        cuda_kern_exec_sum). Under a sampled join (``Session(join_sample=...)`` below 1),
+        ``sampled_fraction`` is the measured share of time whose launches were joined, and
+        ``rank_error_95`` each row's Dvoretzky-Kiefer-Wolfowitz bound: with 95 % confidence every
+        quantile of its queue and kernel columns is within that fraction of ranks of the quantile
+        over all its launches, sqrt(ln(2 / 0.05) / (2 n)) for n joined launches, assuming the
+        sampled launches represent the others (windows at random offsets); 0 where exact."""
         df = self._table("launches")
         parts = []
         for metric in ("api", "queue", "kernel"):
@@ -134,7 +152,20 @@ class ActivityData:
         out = parts[0]
         for p in parts[1:]:
             out = out.join(p, on=["name", "join"], how="full", coalesce=True)
-        return out.with_columns(pl.lit(source).alias("source")).sort(["name", "join"])
+        fraction = self.sampled_fraction()
+        n = pl.col("kernel_num").cast(pl.Float64)
+        bound = math.log(2.0 / (1.0 - RANK_ERROR_CONFIDENCE)) / 2.0
+        sampled = (pl.col("join") == "runtime_api") & pl.lit(fraction < 1.0)
+        return out.with_columns(
+            pl.lit(fraction, dtype=pl.Float64).alias("sampled_fraction"),
+            pl.when(~sampled)
+            .then(pl.lit(0.0))
+            .when(n > 0)
+            .then((pl.lit(bound) / n).sqrt())
+            .otherwise(pl.lit(None, dtype=pl.Float64))
+            .alias("rank_error_95"),
+            pl.lit(source).alias("source"),
+        ).sort(["name", "join"])
 
     def ranges(self, source: str) -> pl.DataFrame:
         df = self._table("ranges", "duration").select(
@@ -267,6 +298,16 @@ class ActivityData:
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise ValueError(f"malformed activity data: {e}") from None
         return cls(native)
+
+
+def check_join_sample(f: Any) -> float:
+    """``join_sample`` as a float in (0, 1]; anything else raises ValueError in one line."""
+    if isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 < f <= 1.0:
+        return float(f)
+    raise ValueError(
+        "join_sample is the fraction of time the launch join records launches: a number in (0, 1] "
+        f"(1.0 joins every launch), not {f!r}"
+    )
 
 
 def check_device_events(n: Any) -> int:

@@ -18,8 +18,10 @@ from .activity import (
     ACTIVITY_POOL_CAP,
     DEFAULT_ACTIVITY_BUFFERS,
     DEFAULT_DEVICE_EVENTS,
+    JOIN_SAMPLE,
     ActivityData,
     check_device_events,
+    check_join_sample,
     check_kinds,
 )
 from .backend import BackendInfo, info_of, load_library
@@ -85,6 +87,12 @@ class Session:
     thread, API and window (``Snapshot.slowest()``); ``slowest=False`` saves the one compare
     per call they cost (``exemplars=`` is its old name, still accepted).
 
+    ``join_sample`` is the fraction of time the launch join (KERNEL with LAUNCH traced, on MSPTI
+    26.x's RUNTIME_API records) records launches: in windows at random offsets of every 50 ms, so
+    the library writes a RUNTIME_API record for about that share of launches only.
+    ``Snapshot.launches()`` reports the measured fraction and each row's rank error; ``1.0`` joins
+    every launch (exact), as does asking for the ``runtime_api`` kind yourself.
+
     ``device_events`` caps the device event log (``Snapshot.device_events()``: timed KERNEL and
     collective records) per window; 0 turns it off; records past the cap are counted as
     ``device_events_dropped`` in the snapshot's activity counters.
@@ -107,6 +115,7 @@ class Session:
         device_events: int = DEFAULT_DEVICE_EVENTS,
         slowest: bool = True,
         exemplars: bool | None = None,
+        join_sample: float = JOIN_SAMPLE,
     ):
         if clock not in CLOCKS:
             raise ValueError(f"unknown clock {clock!r}; valid clocks are {', '.join(CLOCKS)}")
@@ -139,6 +148,7 @@ class Session:
         resolved = [resolve(t) for t in targets]  # validate before subscribing
         kinds = check_kinds(activity)
         self._device_events = check_device_events(device_events)
+        self._join_sample = check_join_sample(join_sample)
         if mark_launches is not None:
             # The guide's scenario 2: LAUNCH only, the stream as subscription data, MARKER and KERNEL.
             if not isinstance(mark_launches, int) or isinstance(mark_launches, bool) or mark_launches < 0:
@@ -184,6 +194,7 @@ class Session:
                     pool_cap=cap,
                     mark_stream=mark_launches,
                     device_events=self._device_events,
+                    join_sample=self._join_sample,
                 )
                 self._activity.enable(kinds)
             for d, c in resolved:
@@ -220,7 +231,9 @@ class Session:
         """Collect these activity kinds too (at once if running). Returns self."""
         names = check_kinds(list(kinds))
         if self._activity is None:
-            self._activity = _native.NativeActivity(self._native, device_events=self._device_events)
+            self._activity = _native.NativeActivity(
+                self._native, device_events=self._device_events, join_sample=self._join_sample
+            )
         self._activity.enable(names)
         return self
 
@@ -253,7 +266,8 @@ class Session:
 
     @property
     def join(self) -> str:
-        """How launches are joined to kernels: runtime_api, external_correlation, or why not."""
+        """How launches are joined to kernels: runtime_api (", sampled" below ``join_sample=1.0``),
+        external_correlation, or why not."""
         return self._activity.join if self._activity is not None else "off (no activity kinds)"
 
     @property

@@ -112,7 +112,7 @@ def device_snap():
 
     s = Simulator()
     s.reset()
-    with Session(library="sim", activity=["kernel", "communication"]) as session:
+    with Session(library="sim", activity=["kernel", "communication"], join_sample=1.0) as session:
         s.run_workload("training", steps=3, ranks=8, threads=1, seed=5)
         return session.snapshot()
 

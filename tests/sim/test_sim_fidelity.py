@@ -173,7 +173,7 @@ def test_queue_delays_are_those_of_a_real_loop_and_differ_by_launch_function_on_
     from mspti_lens import Session
 
     sim.set_clock("virtual")
-    with Session(library="sim", activity=["kernel"], clock="mspti") as s:
+    with Session(library="sim", activity=["kernel"], clock="mspti", join_sample=1.0) as s:
         sim.run_workload("training", steps=20, ranks=8, threads=1, seed=2)
         snap = s.snapshot()
     q = {r["name"]: r["queue_med_ns"] for r in snap.launches().iter_rows(named=True)}

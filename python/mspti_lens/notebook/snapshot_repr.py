@@ -130,9 +130,10 @@ def device_tables(snap: Any, unit: str | None = None, top: int | None = None) ->
     out = []
     la = snap.launches()
     if len(la):
+        caption = "launch split per launch function · by total device time" + sampled_label(la)
         la = la.sort("kernel_total_ns", descending=True, nulls_last=True)
         la = la.select([pl.col(c).alias(n) for c, n in _LAUNCH_COLUMNS.items() if c in la.columns])
-        out.append(_cut(la, "launch split per launch function · by total device time", unit, top))
+        out.append(_cut(la, caption, unit, top))
     k = snap.kernels()
     if len(k):
         k = k.sort("total_ns", descending=True).select([c for c in _KERNEL_COLUMNS if c in k.columns])
@@ -149,6 +150,16 @@ def device_tables(snap: Any, unit: str | None = None, top: int | None = None) ->
         rg = rg.select([c for c in _RANGE_COLUMNS if c in rg.columns])
         out.append(_cut(rg, "MSTX ranges (host and device side) and marks · by total time", unit, top))
     return out
+
+
+def sampled_label(la: pl.DataFrame) -> str:
+    """The launch split's label when its join was sampled (``Session(join_sample=...)``): the
+    measured fraction of time, and the largest rank error of its rows (95 %); empty when exact."""
+    if "sampled_fraction" not in la.columns or not len(la) or la["sampled_fraction"][0] >= 1.0:
+        return ""
+    errors = [e for e in la["rank_error_95"].to_list() if e is not None]
+    bound = f", quantiles within ±{max(errors):.1%} of ranks (95 %)" if errors else ""
+    return f" · join sampled {float(la['sampled_fraction'][0]):.1%} of the time{bound}"
 
 
 def _cut(df: pl.DataFrame, caption: str, unit: str | None, top: int | None) -> Table:

@@ -111,6 +111,7 @@ mod _native {
         m.add("COUNTERS", Counter::ALL.map(|c| (c.name(), c.meaning())).to_vec())?;
         m.add("ACTIVITY_BUFFERS_DEFAULT", (config::DEFAULT_BUFFER_SIZE, config::DEFAULT_BUFFERS))?;
         m.add("ACTIVITY_SETTLE_TIMEOUT_S", config::DEFAULT_SETTLE_TIMEOUT.as_secs_f64())?;
+        m.add("ACTIVITY_JOIN_SAMPLE_DEFAULT", config::DEFAULT_JOIN_SAMPLE)?;
         m.add(
             "ACTIVITY_COUNTERS",
             ActivityCounter::ALL

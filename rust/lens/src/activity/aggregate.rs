@@ -132,6 +132,14 @@ pub struct State {
     /// The RUNTIME_API records asked for the join alone only join (a launch's host time is the
     /// launches table's `api`, from its span); all kinds unless the collector says otherwise.
     pub tabled_api_kinds: u64,
+    /// The RUNTIME_API join is sampled (`join_sample` < 1): launches log spans only inside the
+    /// drain's sample windows, so a kernel with no link is unsampled unless a window that could
+    /// still link it is unsettled.
+    pub join_sampled: bool,
+    /// When the unsettled sample window opened (activity clock): open, or closed and not yet
+    /// drained. A kernel cannot start before its launch's ENTER, so one with no link that started
+    /// before this (or with no such window) will never be linked.
+    unsettled_since: Option<u64>,
     // -- join ---------------------------------------------------------------------------
     cursors: Vec<u64>,
     /// Per thread id, its spans not yet passed by its API records, oldest first.
@@ -190,6 +198,8 @@ impl Default for State {
             pair_launch_marks: false,
             join_active: false,
             tabled_api_kinds: u64::MAX,
+            join_sampled: false,
+            unsettled_since: None,
             cursors: Vec::new(),
             spans: Vec::new(),
             span_threads: HashMap::default(),
@@ -665,7 +675,11 @@ impl State {
         }
         let round = self.wait_round;
         let Some(l) = self.links.get_mut(corr) else {
-            self.kernel_waits(corr, start, end);
+            if self.join_sampled && self.unsettled_since.is_none_or(|t| start < t) {
+                self.counters[D::KernelsUnsampled] += 1;
+            } else {
+                self.kernel_waits(corr, start, end);
+            }
             return;
         };
         if l.ambiguous {
@@ -704,6 +718,22 @@ impl State {
                 self.counters[D::UnjoinedKernels] += ks.len() as u64;
             }
         }
+    }
+
+    /// A sample window opened at `at` (activity clock): kernels with no link that start from
+    /// then on may belong to its launches, and wait for them until it settles.
+    pub fn open_sample_window(&mut self, at: u64) {
+        self.unsettled_since = Some(at);
+    }
+
+    /// The sample window is settled (closed, and every record it handed over ingested): the
+    /// kernels still waiting for a launch will not get one; they are unsampled.
+    pub fn settle_sample_window(&mut self) {
+        self.unsettled_since = None;
+        self.counters[D::KernelsUnsampled] += self.pending_kernel_count as u64;
+        self.pending_kernels.clear();
+        self.pending_order.clear();
+        self.pending_kernel_count = 0;
     }
 
     /// Kernels still waiting for their launch.
@@ -936,6 +966,112 @@ mod tests {
     fn bytes<T>(v: &T) -> Vec<u8> {
         // SAFETY: the record structs are packed plain data; viewing them as bytes is sound.
         unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }.to_vec()
+    }
+
+    fn api(name: &CString, tid: u32, corr: u64, start: u64) -> MsptiActivityApi {
+        MsptiActivityApi {
+            kind: abi::KIND_RUNTIME_API,
+            start,
+            end: start + 900,
+            pt: MsptiIdPair::pt(1, tid),
+            correlation_id: corr,
+            name: name.as_ptr(),
+            _pad: [0; 4],
+        }
+    }
+
+    fn kernel(name: &CString, corr: u64, start: u64) -> MsptiActivityKernel {
+        MsptiActivityKernel {
+            kind: abi::KIND_KERNEL,
+            start,
+            end: start + 500,
+            ds: MsptiIdPair::ds(0, 3),
+            correlation_id: corr,
+            type_: name.as_ptr(),
+            name: name.as_ptr(),
+            _pad: [0; 4],
+        }
+    }
+
+    /// Kernels joined (the launches table), and the counters every other kernel ends in.
+    fn kernel_fates(st: &mut State, launch: &str) -> (u64, u64, u64, u64) {
+        let row = st.launches.row(st.names.intern(launch), JOIN_RUNTIME_API).kernel.count();
+        let c = st.all_counters();
+        (row, c[D::KernelsUnsampled], c[D::UnjoinedKernels], c[D::KernelsPending])
+    }
+
+    #[test]
+    fn a_sampled_join_counts_kernels_outside_a_window_as_unsampled_without_waiting() {
+        let kname = CString::new("MatMul").unwrap();
+        let mut st = State { join_active: true, join_sampled: true, ..State::default() };
+        st.skip_old_spans();
+        // No window unsettled: a kernel with no link never enters the pending map.
+        let mut buf = Vec::new();
+        for i in 0..100 {
+            buf.extend(bytes(&kernel(&kname, 1 + i, 10_000 + i * 1000)));
+        }
+        st.ingest_buffer(&buf);
+        assert_eq!(st.pending_kernels(), 0);
+        assert!(st.pending_kernels.is_empty() && st.pending_order.is_empty());
+        assert_eq!(st.all_counters()[D::KernelsUnsampled], 100);
+        // A window opened at 500,000: a kernel that started before it cannot be its launches'
+        // (unsampled at once); one that started after waits until the window settles.
+        st.open_sample_window(500_000);
+        let mut buf = bytes(&kernel(&kname, 200, 499_999));
+        buf.extend(bytes(&kernel(&kname, 201, 500_000)));
+        st.ingest_buffer(&buf);
+        assert_eq!((st.pending_kernels(), st.all_counters()[D::KernelsUnsampled]), (1, 101));
+        st.settle_sample_window();
+        assert_eq!((st.pending_kernels(), st.all_counters()[D::KernelsUnsampled]), (0, 102));
+        assert_eq!(st.all_counters()[D::UnjoinedKernels], 0);
+    }
+
+    #[test]
+    fn every_kernel_of_a_sampled_join_is_joined_unsampled_unjoined_or_pending() {
+        // A name of its own: tests run at once, and every State reads every thread's ring.
+        let name = CString::new("aclrtLaunchKernelWithConfig").unwrap();
+        let kname = CString::new("MatMul").unwrap();
+        let tid = hook::os_tid();
+        let n = name.as_ptr() as usize;
+        let mut st = State { join_active: true, join_sampled: true, ..State::default() };
+        st.skip_old_spans();
+        let mut kernels = 0;
+        // Before the window: launches 1..=10 (no spans, no API records): unsampled.
+        let mut buf = Vec::new();
+        for c in 1..=10u64 {
+            buf.extend(bytes(&kernel(&kname, c, c * 10_000 + 2000)));
+            kernels += 1;
+        }
+        st.ingest_buffer(&buf);
+        // The window: launches 11..=20 logged with their API records; 21 logged, its kernel
+        // comes before its API record; 22's kernel has correlation 0 (unjoined); 23's kernel
+        // comes but neither its span nor its API record (its launch straddled the close).
+        let t0 = 200_000;
+        st.open_sample_window(t0);
+        let mut buf = Vec::new();
+        for c in 11..=21u64 {
+            let enter = t0 + c * 10_000;
+            assert!(hook::log_span(n, hook::LAUNCH_FIRST, enter, enter + 1000));
+        }
+        st.ingest_spans();
+        for c in 11..=20u64 {
+            let enter = t0 + c * 10_000;
+            buf.extend(bytes(&kernel(&kname, c, enter + 3000)));
+            buf.extend(bytes(&api(&name, tid, c, enter + 50)));
+        }
+        buf.extend(bytes(&kernel(&kname, 21, t0 + 21 * 10_000 + 3000)));
+        buf.extend(bytes(&kernel(&kname, 0, t0 + 22 * 10_000 + 3000)));
+        buf.extend(bytes(&kernel(&kname, 23, t0 + 23 * 10_000 + 3000)));
+        kernels += 13;
+        st.ingest_buffer(&buf);
+        let launch = "aclrtLaunchKernelWithConfig";
+        assert_eq!(kernel_fates(&mut st, launch), (10, 10, 1, 2));
+        st.ingest_buffer(&bytes(&api(&name, tid, 21, t0 + 21 * 10_000 + 50)));
+        assert_eq!(kernel_fates(&mut st, launch), (11, 10, 1, 1));
+        st.settle_sample_window();
+        let (joined, unsampled, unjoined, pending) = kernel_fates(&mut st, launch);
+        assert_eq!((joined, unsampled, unjoined, pending), (11, 11, 1, 0));
+        assert_eq!(joined + unsampled + unjoined + pending, kernels);
     }
 
     #[test]

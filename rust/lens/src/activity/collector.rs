@@ -9,9 +9,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::aggregate::State;
-use super::config::{Config, MAX_SETTLE_TIMEOUT};
+use super::config::{check_join_sample, Config, DEFAULT_JOIN_PERIOD, MAX_SETTLE_TIMEOUT};
 use super::counters::{ActivityCounter as D, ActivityCounts};
-use super::drain::{drain_loop, Shared};
+use super::drain::{account_active, drain_loop, Sampler, Shared};
 use super::join::JoinMode;
 use super::kinds::kind_name;
 use super::layout::*;
@@ -54,6 +54,8 @@ pub struct Collector {
     /// This collector in merged windows, and its snapshot number.
     id: u64,
     windows: u64,
+    /// The fraction of time the RUNTIME_API join records (`config::DEFAULT_JOIN_SAMPLE`).
+    join_sample: f64,
 }
 
 impl Collector {
@@ -70,6 +72,7 @@ impl Collector {
             )));
         }
         check_settle_timeout(config.settle_timeout)?;
+        let join_sample = check_join_sample(config.join_sample).map_err(Error::InvalidArgument)?;
         let api = symbols::bind(path)?;
         mstx::offer(path);
         let pool = pool::pool(config.buffer_size, config.buffers, config.pool_cap)
@@ -102,6 +105,7 @@ impl Collector {
             flushing: AtomicBool::new(false),
             pool,
             api,
+            sampler: Mutex::new(Sampler::new(DEFAULT_JOIN_PERIOD)),
         });
         let s2 = shared.clone();
         let interval = config.flush_interval;
@@ -130,6 +134,7 @@ impl Collector {
             drops_explained: 0,
             id: new_collector_id(),
             windows: 0,
+            join_sample,
         };
         // A pool reused from an earlier session keeps its cumulative counts: start from them.
         c.baseline = c.read_counters(&lock(&c.shared.state));
@@ -238,6 +243,10 @@ impl Collector {
 
     /// Bring the library's enabled kinds to `wanted` plus what the join needs.
     fn apply(&mut self) -> Result<()> {
+        // An open sample window is settled first, and none opens until the join is set again.
+        let shared = self.shared.clone();
+        let mut sm = lock(&shared.sampler);
+        shared.settle_window(&mut sm);
         let api_enable = self.shared.api.enable;
         let api_disable = self.shared.api.disable;
         let mut target = self.wanted.clone();
@@ -250,9 +259,19 @@ impl Collector {
                 || self.call(api_enable, "msptiActivityEnable", KIND_RUNTIME_API).is_ok()
             {
                 self.active.insert(KIND_RUNTIME_API);
-                target.insert(KIND_RUNTIME_API);
-                join = JoinMode::RuntimeApi;
-                hooks |= launch_hooks::SPANS;
+                if self.wanted.contains(&KIND_RUNTIME_API) {
+                    // Its records come anyway (the apis table): every launch joins.
+                    join = JoinMode::RuntimeApiAsked;
+                    hooks |= launch_hooks::SPANS;
+                } else if self.join_sample >= 1.0 {
+                    target.insert(KIND_RUNTIME_API);
+                    join = JoinMode::RuntimeApi;
+                    hooks |= launch_hooks::SPANS;
+                } else {
+                    // Sampled: the drain's windows enable the kind and the spans; it is disabled
+                    // below until the first window (the enable above only asked if it can be).
+                    join = JoinMode::RuntimeApiSampled(self.join_sample);
+                }
             } else if self.shared.api.push_external.is_some() && self.shared.api.pop_external.is_some() {
                 if self.active.contains(&KIND_EXTERNAL_CORRELATION)
                     || self.call(api_enable, "msptiActivityEnable", KIND_EXTERNAL_CORRELATION).is_ok()
@@ -307,12 +326,25 @@ impl Collector {
         }
         launch_hooks::configure(hooks, mark, self.shared.api.push_external, self.shared.api.pop_external);
         self.join = join;
-        let active = matches!(self.join, JoinMode::RuntimeApi | JoinMode::External);
+        let active = self.join.active();
+        let sampled = matches!(self.join, JoinMode::RuntimeApiSampled(_));
         let tabled = self.wanted.iter().filter(|&&k| k < 64).fold(0u64, |m, &k| m | 1 << k);
+        let now = Instant::now();
         let mut st = lock(&self.shared.state);
         st.join_active = active;
+        st.join_sampled = sampled;
         st.tabled_api_kinds = tabled;
+        // The join's active time so far counts as it was (sampled or exact); from now, as it is.
+        account_active(&mut sm, &mut st, now);
         drop(st);
+        sm.active_since = active.then_some(now);
+        sm.exact = active && !sampled;
+        if !sampled {
+            sm.on = false;
+        } else if !sm.on || sm.fraction != self.join_sample {
+            sm.begin(self.join_sample);
+        }
+        drop(sm);
         self.shared.flushing.store(!self.active.is_empty(), Ordering::Release);
         first_err.map_or(Ok(()), Err)
     }
@@ -450,6 +482,12 @@ impl Collector {
         if !self.running {
             return;
         }
+        {
+            let mut sm = lock(&self.shared.sampler);
+            self.shared.settle_window(&mut sm);
+            sm.on = false;
+            sm.active_since = None;
+        }
         self.flush(true);
         let api_disable = self.shared.api.disable;
         for k in std::mem::take(&mut self.active) {
@@ -507,6 +545,8 @@ impl Collector {
     /// The current window (settled first while running); `reset` starts a new one.
     pub fn snapshot(&mut self, reset: bool) -> ActivityTotals {
         if self.running {
+            // An open sample window is closed and settled first (the next opens a period on).
+            self.shared.settle_window(&mut lock(&self.shared.sampler));
             self.flush(true);
         }
         let mut st = lock(&self.shared.state);

@@ -119,6 +119,13 @@ declare! {
     MarkFailures => "mark_failures", Sum, true, "launch marks that could not be made (no mstxMarkA)";
     DeviceEventsDropped => "device_events_dropped", Sum, true,
         "device events beyond the event log's cap per window (counted in the tables, not logged)";
+    KernelsUnsampled => "kernels_unsampled", Sum, false,
+        "kernels whose launch the sampled join did not record (launched outside its windows: join_sample < 1)";
+    JoinSampledNs => "join_sampled_ns", Sum, false,
+        "ns the launch join recorded launches (its sample windows, CLOCK_MONOTONIC; all of join_active_ns when exact)";
+    JoinActiveNs => "join_active_ns", Sum, false,
+        "ns the launch join was on (CLOCK_MONOTONIC; the sampled fraction is join_sampled_ns / join_active_ns)";
+    JoinWindows => "join_windows", Sum, false, "sample windows of the sampled launch join, settled";
 }
 
 impl ActivityCounter {

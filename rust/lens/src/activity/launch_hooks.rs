@@ -16,7 +16,7 @@
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_void};
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::core::locks::lock;
@@ -24,11 +24,113 @@ use crate::core::locks::lock;
 use mspti_abi::MSPTI_CB_DOMAIN_RUNTIME;
 
 use super::layout::{FnPopExternal, FnPushExternal, EXTERNAL_CUSTOM2};
+use super::loom_atomics::AtomicU64 as GateU64;
 
 pub const SPANS: u8 = 1;
 pub const MARKS: u8 = 2;
 pub const EXTERNAL: u8 = 4;
-static HOOKS: AtomicU8 = AtomicU8::new(0);
+
+/// The hooks that are on, and the sampled join's window generation, in one word (hooks in the
+/// low 8 bits, the generation above): what `around` reads and the collector (`configure`) and
+/// the drain's sample windows (`open_window`, `close_window`) write.
+///
+/// The window protocol (a sampled RUNTIME_API join): the drain opens a window by adding one
+/// generation and SPANS in one step, and closes it by clearing SPANS. An ENTER that sees SPANS
+/// notes the generation read with it in its thread's `Mine`; its EXIT logs the span only if it
+/// still sees SPANS with the same generation. One word, because two would let an ENTER read
+/// window 1's SPANS with window 2's generation (the drain closing and reopening between its two
+/// loads: a preemption does it on any CPU), and then pair with a later launch's EXIT in window
+/// 2 (the loom model found it). In one word, reads of one thread follow the word's order: an
+/// EXIT that saw the window closed can only see SPANS again with a newer generation.
+pub(crate) struct Gate {
+    word: GateU64,
+}
+
+const HOOK_BITS: u64 = 0xff;
+const GENERATION: u64 = 1 << 8;
+
+impl Gate {
+    #[cfg(not(loom))]
+    const fn new() -> Gate {
+        Gate { word: GateU64::new(0) }
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn new() -> Gate {
+        Gate { word: GateU64::new(0) }
+    }
+
+    /// Open a sample window: a new generation and SPANS on, in one step (SPANS is off: the
+    /// drain opens only a closed window, and the sampled join's hooks never hold SPANS).
+    pub(crate) fn open(&self) {
+        let was = self.word.fetch_add(GENERATION | u64::from(SPANS), Ordering::AcqRel);
+        debug_assert_eq!(hooks_of(was) & SPANS, 0, "a window opened twice");
+    }
+
+    /// Close the window: SPANS off (the generation stays until the next open).
+    pub(crate) fn close(&self) {
+        self.word.fetch_and(!u64::from(SPANS), Ordering::AcqRel);
+    }
+
+    /// The word as `around` reads it: hooks (`hooks_of`) and generation together.
+    #[inline(always)]
+    pub(crate) fn read(&self) -> u64 {
+        self.word.load(Ordering::Acquire)
+    }
+
+    /// The hooks with one relaxed load (`wanted`).
+    #[inline(always)]
+    fn hooks_relaxed(&self) -> u8 {
+        (self.word.load(Ordering::Relaxed) & HOOK_BITS) as u8
+    }
+
+    /// Set the hooks, keeping the generation.
+    fn set_hooks(&self, hooks: u8) {
+        let _ = self
+            .word
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |w| Some((w & !HOOK_BITS) | u64::from(hooks)));
+    }
+}
+
+/// The hooks of a gate word.
+#[inline(always)]
+pub(crate) fn hooks_of(word: u64) -> u8 {
+    (word & HOOK_BITS) as u8
+}
+
+/// The generation of a gate word.
+#[inline(always)]
+pub(crate) fn generation_of(word: u64) -> u64 {
+    word >> 8
+}
+
+#[cfg(not(loom))]
+static GATE: Gate = Gate::new();
+
+#[cfg(not(loom))]
+#[inline(always)]
+fn gate() -> &'static Gate {
+    &GATE
+}
+
+/// In model builds the gate's atomics are loom's (not const): made on first use; the model tests
+/// make their own.
+#[cfg(loom)]
+fn gate() -> &'static Gate {
+    static G: std::sync::OnceLock<Gate> = std::sync::OnceLock::new();
+    G.get_or_init(Gate::new)
+}
+
+/// Open a sample window of the sampled join (the drain, after enabling RUNTIME_API): launches
+/// whose ENTER and EXIT both fall in it log their span.
+pub fn open_window() {
+    gate().open();
+}
+
+/// Close the sample window (the drain, before disabling RUNTIME_API).
+pub fn close_window() {
+    gate().close();
+}
 
 /// Callback ids whose spans are logged: the launch family (LAUNCH .. FFTS_LAUNCH).
 pub const LAUNCH_FIRST: u32 = 10;
@@ -106,6 +208,8 @@ struct Mine {
     pushed: Cell<bool>,
     /// An ENTER was logged and its EXIT not yet (a timestamp of 0 is a valid reading).
     open: Cell<bool>,
+    /// The window generation the logged ENTER saw (`Gate`).
+    gen: Cell<u64>,
 }
 
 struct Release;
@@ -122,7 +226,8 @@ impl Drop for Release {
 thread_local! {
     static MINE: Mine = const {
         Mine { ring: Cell::new(None), index: Cell::new(0), tid: Cell::new(0), enter: Cell::new(0),
-               overlap: Cell::new(0), pushed: Cell::new(false), open: Cell::new(false) }
+               overlap: Cell::new(0), pushed: Cell::new(false), open: Cell::new(false),
+               gen: Cell::new(0) }
     };
     static RELEASE: Release = const { Release };
 }
@@ -221,11 +326,11 @@ pub fn configure(hooks: u8, mark: Option<FnMark>, push: Option<FnPushExternal>, 
     MARK_FN.store(mark.map_or(0, |f| f as usize), Ordering::Relaxed);
     PUSH_FN.store(push.map_or(0, |f| f as usize), Ordering::Relaxed);
     POP_FN.store(pop.map_or(0, |f| f as usize), Ordering::Relaxed);
-    HOOKS.store(hooks, Ordering::Release);
+    gate().set_hooks(hooks);
 }
 
 pub fn hooks() -> u8 {
-    HOOKS.load(Ordering::Acquire)
+    hooks_of(gate().read())
 }
 
 /// The external id of the span a ring will write next.
@@ -237,7 +342,7 @@ pub fn external_id(ring: u32, seq: u64) -> u64 {
 /// Whether this callback has hooks to run (`around`): one relaxed load and a branch when off.
 #[inline(always)]
 pub fn wanted(domain: u32, cbid: u32) -> bool {
-    HOOKS.load(Ordering::Relaxed) != 0
+    gate().hooks_relaxed() != 0
         && domain == MSPTI_CB_DOMAIN_RUNTIME
         && (LAUNCH_FIRST..=LAUNCH_LAST).contains(&cbid)
 }
@@ -251,7 +356,8 @@ pub type Work = fn(u32, u32, u32, usize);
 // the hooks' own cost stays outside the window the histograms measure; the span brackets it.
 #[inline(never)]
 pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f: Work) {
-    let hooks = HOOKS.load(Ordering::Relaxed);
+    let word = gate().read();
+    let hooks = hooks_of(word);
     let f = || f(domain, cbid, site, name);
     match site {
         mspti_abi::MSPTI_API_ENTER => {
@@ -269,6 +375,7 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
                         m.overlap.set(OVERLAP_EPOCH.load(Ordering::Acquire) | u64::from(before > 0) << 63);
                         push(external_id(idx, r.head.load(Ordering::Relaxed)));
                     }
+                    m.gen.set(generation_of(word));
                     m.enter.set(activity_now());
                     m.open.set(true);
                 });
@@ -284,8 +391,10 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
                         UNLOGGED.fetch_add(1, Ordering::Relaxed);
                         return;
                     };
-                    // An EXIT whose ENTER this thread did not log (enabled mid-call): no span.
-                    let logged = m.open.replace(false);
+                    // An EXIT whose ENTER this thread did not log (enabled mid-call), or logged
+                    // in an earlier sample window (its own EXIT came while none was open): no
+                    // span (`Gate`).
+                    let logged = m.open.replace(false) && m.gen.get() == generation_of(word);
                     let enter = m.enter.get();
                     let mut meta = (u64::from(m.tid.get()) << 32) | u64::from(cbid & 0xff);
                     if m.pushed.replace(false) {
@@ -437,4 +546,139 @@ pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, mut f: impl FnMut(Sp
     }
     *cursor = head;
     lost
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn head() -> Option<u64> {
+        MINE.with(|m| m.ring.get().map(|r| r.head.load(Ordering::Acquire)))
+    }
+
+    #[test]
+    fn an_enter_logged_in_an_earlier_window_never_pairs_with_a_later_windows_exit() {
+        // A name of its own: tests run at once, and every State reads every thread's ring.
+        let name = c"aclrtLaunchKernelWithHostArgs".as_ptr() as usize;
+        let work: Work = |_, _, _, _| {};
+        let (rt, cb) = (MSPTI_CB_DOMAIN_RUNTIME, LAUNCH_FIRST);
+        let call = |site| around(0, rt, cb, site, name, work);
+        configure(0, None, None, None);
+        // Launch 1's ENTER is logged in window 1; its EXIT comes after the close, when the
+        // callback runs no hooks (not `wanted`), so its ENTER stays noted.
+        open_window();
+        call(mspti_abi::MSPTI_API_ENTER);
+        close_window();
+        assert!(!wanted(rt, cb));
+        // Launch 2's ENTER comes while no window is open; window 2 opens before its EXIT.
+        open_window();
+        let before = head().expect("the ENTER claimed a ring");
+        call(mspti_abi::MSPTI_API_EXIT);
+        assert_eq!(head(), Some(before), "launch 1's ENTER paired with launch 2's EXIT");
+        // Launch 3, wholly in window 2, logs its span.
+        call(mspti_abi::MSPTI_API_ENTER);
+        call(mspti_abi::MSPTI_API_EXIT);
+        assert_eq!(head(), Some(before + 1));
+        close_window();
+        assert_eq!(hooks() & SPANS, 0);
+    }
+}
+
+/// Model test of the sample window protocol (`Gate`; `make test-loom`): the drain opens, closes
+/// and reopens a window while a launching thread makes calls, each ENTER/EXIT as `wanted` and
+/// `around` do them (a relaxed look first, then the Acquire read). In every interleaving, a span
+/// logged pairs the ENTER and the EXIT of one call.
+#[cfg(loom)]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// A thread's `Mine` as the protocol uses it: the logged ENTER's call and generation.
+    #[derive(Default)]
+    struct Thread {
+        open: bool,
+        gen: u64,
+        call: u32,
+    }
+
+    fn enter(g: &Gate, t: &mut Thread, call: u32) {
+        if g.hooks_relaxed() == 0 {
+            return; // wanted(): nothing to run
+        }
+        let word = g.read();
+        if hooks_of(word) & SPANS != 0 {
+            t.gen = generation_of(word);
+            t.call = call;
+            t.open = true;
+        }
+    }
+
+    /// The span an EXIT logs: (ENTER's call, EXIT's call).
+    fn exit(g: &Gate, t: &mut Thread, call: u32) -> Option<(u32, u32)> {
+        if g.hooks_relaxed() == 0 {
+            return None;
+        }
+        let word = g.read();
+        if hooks_of(word) & SPANS == 0 {
+            return None;
+        }
+        let logged = std::mem::take(&mut t.open) && t.gen == generation_of(word);
+        logged.then_some((t.call, call))
+    }
+
+    #[test]
+    fn a_span_never_pairs_an_enter_of_one_window_with_a_later_exit() {
+        let mut b = loom::model::Builder::new();
+        // Every interleaving (the model is small).
+        b.preemption_bound = None;
+        b.check(|| {
+            let g = Arc::new(Gate::new());
+            let g2 = g.clone();
+            let drain = loom::thread::spawn(move || {
+                g2.open();
+                g2.close();
+                g2.open();
+            });
+            let mut t = Thread::default();
+            let mut spans = Vec::new();
+            for call in 0..3 {
+                enter(&g, &mut t, call);
+                spans.extend(exit(&g, &mut t, call));
+            }
+            drain.join().unwrap();
+            for (e, x) in spans {
+                assert_eq!(e, x, "a span paired call {e}'s ENTER with call {x}'s EXIT");
+            }
+        });
+    }
+
+    #[test]
+    fn without_the_generation_a_stale_enter_would_pair_with_a_later_exit() {
+        // The check the generation adds is needed: with it left out, some interleaving logs a
+        // wrong span (the model finds it), so the test above is not vacuous.
+        let mut b = loom::model::Builder::new();
+        // Every interleaving (the model is small).
+        b.preemption_bound = None;
+        let wrong = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let w = wrong.clone();
+        b.check(move || {
+            let g = Arc::new(Gate::new());
+            let g2 = g.clone();
+            let drain = loom::thread::spawn(move || {
+                g2.open();
+                g2.close();
+                g2.open();
+            });
+            let mut t = Thread::default();
+            for call in 0..3 {
+                enter(&g, &mut t, call);
+                // The EXIT without the generation check, and without its relaxed look.
+                if hooks_of(g.read()) & SPANS != 0 && std::mem::take(&mut t.open) && t.call != call {
+                    w.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            drain.join().unwrap();
+        });
+        assert!(wrong.load(std::sync::atomic::Ordering::Relaxed));
+    }
 }

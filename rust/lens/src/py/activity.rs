@@ -48,7 +48,7 @@ impl PyActivity {
     #[new]
     #[pyo3(signature = (session, buffer_size=DEFAULT_BUFFER_SIZE, buffers=DEFAULT_BUFFERS, flush_interval_ms=500,
                         mark_stream=None, device_events=activity::events::DEFAULT_CAP, pool_cap=None,
-                        settle_timeout_s=None))]
+                        settle_timeout_s=None, join_sample=config::DEFAULT_JOIN_SAMPLE))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -60,6 +60,7 @@ impl PyActivity {
         device_events: usize,
         pool_cap: Option<usize>,
         settle_timeout_s: Option<f64>,
+        join_sample: f64,
     ) -> PyResult<PyActivity> {
         let path = lock(&session.inner).library().path.clone();
         let config = Config {
@@ -71,6 +72,7 @@ impl PyActivity {
             mark_stream,
             device_events,
             settle_timeout: settle_timeout_s.map_or(Ok(config::DEFAULT_SETTLE_TIMEOUT), settle_timeout)?,
+            join_sample: config::check_join_sample(join_sample).map_err(PyValueError::new_err)?,
         };
         let c = py.detach(move || Collector::new(&path, config)).map_err(to_py)?;
         let inner = Arc::new(Mutex::new(c));
