@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT, MSPTI_CB_DOMAIN_HCCL};
 
 use crate::activity::launch_hooks as hook;
-use crate::core::shard::{self, RawKey};
+use crate::core::shard::{self, RawKey, Shard};
 use crate::core::windows::{self, POISONED, RECORDING, RUN, SLOWEST, WINDOW};
 use crate::core::{arrivals, clock};
 
@@ -29,19 +29,20 @@ pub unsafe extern "C" fn on_callback(
     cbid: u32,
     cbdata: *const MsptiCallbackData,
 ) {
-    // One callback in 256 per thread is timed, for the live self cost: out of line, the timed
-    // call runs this function again (core/self_cost.rs).
-    if crate::core::self_cost::due() {
-        // SAFETY: the caller's promise, passed on.
-        return unsafe { crate::core::self_cost::timed(on_callback, userdata, domain, cbid, cbdata) };
-    }
     // After a caught panic recording is halted, so the callback does no more than pop an open
     // call; POISONED is checked where recording would start again.
     if cbdata.is_null() {
         return;
     }
-    // Open before the run word is read, closed after the last write: a stop waits for it.
-    let _inside = crate::core::sections::Section::enter();
+    // Open before the run word is read, closed after the last write: a stop waits for it. It
+    // finds this thread's shard, the one lookup of the callback.
+    let inside = crate::core::sections::Section::enter();
+    // One callback in 256 per thread is timed, for the live self cost: out of line, the timed
+    // call runs this function again, inside this section (core/self_cost.rs).
+    if inside.due() {
+        // SAFETY: the caller's promise, passed on.
+        return unsafe { crate::core::self_cost::timed(on_callback, userdata, domain, cbid, cbdata) };
+    }
     // SAFETY: MSPTI writes callbackSite (offset 0) and functionName (offset 8) before every
     // call; these two reads touch nothing else of the struct.
     let (site, name) = unsafe {
@@ -52,21 +53,30 @@ pub unsafe extern "C" fn on_callback(
     };
     // The activity hooks (device time) wrap the pairing, out of line; off by default (one load and a
     // branch), and then the pairing is inlined here.
-    let r = std::panic::catch_unwind(|| {
+    // AssertUnwindSafe: the shard passed in is the one the pairing would look up itself; a panic
+    // halts recording for good (below), after which a shard is only popped from.
+    let own = inside.shard();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if hook::wanted(domain, cbid) {
             hook::around(userdata as usize, domain, cbid, site, name as usize, handle);
         } else {
-            handle(domain, cbid, site, name as usize);
+            handle_on(own, domain, cbid, site, name as usize);
         }
-    });
+    }));
     if r.is_err() {
         POISONED.store(true, Ordering::Relaxed);
         windows::halt();
     }
 }
 
-#[inline(always)]
+/// The pairing as the activity hooks call it (`launch_hooks::around`): finds the shard itself.
 fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
+    handle_on(shard::existing(), domain, cbid, site, name);
+}
+
+/// The pairing, given this thread's shard if it has one (`shard::existing`).
+#[inline(always)]
+fn handle_on(own: Option<&'static Shard>, domain: u32, cbid: u32, site: u32, name: usize) {
     // Acquire pairs with start/stop's AcqRel update: the clock (kind, rate, function) chosen
     // before the run began is seen by every callback of that run (clock.rs reads it Relaxed).
     let run = RUN.load(Ordering::Acquire);
@@ -78,7 +88,7 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             if !recording {
                 return;
             }
-            let Some(s) = shard::current() else { return };
+            let Some(s) = own.or_else(shard::current_slow) else { return };
             let toggles = windows::toggles_of(run);
             // Clock last on ENTER, so bookkeeping is not inside the measured interval (but for an
             // HCCL call's arrival: a few stores, out of line, against a collective's microseconds).
@@ -93,7 +103,7 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             let end = clock::now();
             // Not recording (stopped, or a forked child): only a thread that has a shard pops a
             // matching open call, counting nothing; claiming one is for recording threads.
-            let shard = if recording { shard::current() } else { shard::existing() };
+            let shard = if recording { own.or_else(shard::current_slow) } else { own };
             let Some(s) = shard else { return };
             if !recording {
                 crate::core::sections::exit_while_stopped(s);
@@ -121,7 +131,7 @@ fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
             }
         }
         _ => {
-            if let Some(s) = shard::existing() {
+            if let Some(s) = own {
                 s.count_bad_site();
             }
         }

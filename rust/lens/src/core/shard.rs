@@ -576,8 +576,10 @@ fn remember(tp: usize, s: &'static Shard) {
     by_thread(tp).store(s as *const Shard as *mut Shard, Ordering::Release);
 }
 
+/// Claim a shard for this thread, which has none (`existing` found none): `current`'s slow path,
+/// and the callback's on a thread's first call.
 #[cold]
-fn current_slow() -> Option<&'static Shard> {
+pub fn current_slow() -> Option<&'static Shard> {
     let Some(key) = owner_key() else {
         LATE_THREADS.fetch_add(1, Ordering::Relaxed);
         return None;
