@@ -113,9 +113,9 @@ fn handle_on(own: Option<&'static Shard>, domain: u32, cbid: u32, site: u32, nam
             if !recording {
                 return;
             }
-            // A failed reading, or a clock stepped backwards (end < start): dropped, never 0 ns.
-            let ns =
-                if start == clock::FAILED || end == clock::FAILED { None } else { clock::to_ns(start, end) };
+            // A failed reading, or a clock stepped backwards (end < start): dropped, never 0 ns. A
+            // failed start (FAILED is u64::MAX) is past every end but a failed one: to_ns drops it.
+            let ns = if end == clock::FAILED { None } else { clock::to_ns(start, end) };
             let Some(ns) = ns else {
                 s.count_dropped();
                 return;

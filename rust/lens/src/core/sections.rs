@@ -44,7 +44,9 @@ impl Section {
 impl Drop for Section {
     #[inline(always)]
     fn drop(&mut self) {
-        if let Some(s) = self.shard {
+        if self.found & 1 == 0 {
+            // SAFETY: `found` is even only when `enter` found a shard (it is 1 otherwise).
+            let s = unsafe { self.shard.unwrap_unchecked() };
             s.quiescence.leave(self.found);
         }
     }

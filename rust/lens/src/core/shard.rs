@@ -33,11 +33,19 @@ pub type Key = (u32, u32, String);
 
 /// Identity of an API as the callback sees it: the name pointer is a static string in the
 /// library, so its address is a cheap key (docs/reference.md, "Callback data").
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, Eq, Debug)]
 pub struct RawKey {
     pub domain: u32,
     pub cbid: u32,
     pub name: usize,
+}
+
+impl PartialEq for RawKey {
+    /// Two words compared, (domain, cbid) as one (the EXIT's match against its stack's top).
+    #[inline(always)]
+    fn eq(&self, other: &RawKey) -> bool {
+        self.tag() == other.tag() && self.name == other.name
+    }
 }
 
 impl RawKey {
@@ -201,8 +209,10 @@ impl Shard {
             }
             return None;
         }
-        // SAFETY: only the owner thread reaches here, and 0 < d <= STACK_DEPTH.
-        let mut top = unsafe { (*self.stack.get())[d - 1] };
+        // SAFETY: only the owner thread reaches here, and 0 < d <= STACK_DEPTH: the depth is
+        // written only by `enter` (at most STACK_DEPTH), this function and `find_below` (lower),
+        // and `claim` (0).
+        let mut top = unsafe { *(*self.stack.get()).get_unchecked(d - 1) };
         let mut d = d;
         if top.key != key {
             // Strict nesting: an EXIT that matches no open call had its ENTER missed (the id was
@@ -546,7 +556,9 @@ pub fn existing() -> Option<&'static Shard> {
     // Acquire pairs with the Release of `remember`: the shard it points to is seen whole.
     let p = by_thread(tp).load(Ordering::Acquire);
     // SAFETY: the cache only holds pointers to leaked, process-lifetime shards.
-    if !p.is_null() && tp != 0 && unsafe { (*p).owner.load(Ordering::Relaxed) } == tp {
+    // No test of tp against 0: where `thread_pointer` is 0 (no cache), `remember` never fills an
+    // entry, so p is null.
+    if !p.is_null() && unsafe { (*p).owner.load(Ordering::Relaxed) } == tp {
         // SAFETY: as above.
         return Some(unsafe { &*p });
     }
