@@ -15,7 +15,7 @@ use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT, MSPTI_CB_DOM
 
 use crate::activity::launch_hooks as hook;
 use crate::core::shard::{self, RawKey, Shard};
-use crate::core::windows::{self, POISONED, RECORDING, RUN, SLOWEST, WINDOW};
+use crate::core::windows::{self, Stamp, POISONED, RECORDING, RUN, SLOWEST, WINDOW};
 use crate::core::{arrivals, clock};
 
 /// The subscriber callback.
@@ -81,22 +81,21 @@ fn handle_on(own: Option<&'static Shard>, domain: u32, cbid: u32, site: u32, nam
     // before the run began is seen by every callback of that run (clock.rs reads it Relaxed).
     let run = RUN.load(Ordering::Acquire);
     let recording = run & RECORDING != 0;
-    let epoch = windows::epoch_of(run);
-    let key = RawKey { domain, cbid, name };
+    let key = RawKey::new(domain, cbid, name);
+    let stamp = Stamp::of(run);
     match site {
         MSPTI_API_ENTER => {
             if !recording {
                 return;
             }
             let Some(s) = own.or_else(shard::current_slow) else { return };
-            let toggles = windows::toggles_of(run);
             // Clock last on ENTER, so bookkeeping is not inside the measured interval (but for an
             // HCCL call's arrival: a few stores, out of line, against a collective's microseconds).
             let start = clock::now();
             if domain == MSPTI_CB_DOMAIN_HCCL {
-                arrivals::keep(s, cbid, name, start, epoch);
+                arrivals::keep(s, cbid, name, start, stamp.epoch());
             }
-            s.enter(key, start, epoch, toggles);
+            s.enter(key, start, stamp);
         }
         MSPTI_API_EXIT => {
             // Clock first on EXIT, for the same reason.
@@ -108,8 +107,7 @@ fn handle_on(own: Option<&'static Shard>, domain: u32, cbid: u32, site: u32, nam
             if !recording {
                 crate::core::sections::exit_while_stopped(s);
             }
-            let toggles = windows::toggles_of(run);
-            let Some(start) = s.exit(key, epoch, toggles, recording) else { return };
+            let Some(start) = s.exit(key, stamp, recording) else { return };
             if !recording {
                 return;
             }
