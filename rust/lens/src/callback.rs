@@ -16,14 +16,39 @@ use mspti_abi::{MsptiCallbackData, MSPTI_API_ENTER, MSPTI_API_EXIT, MSPTI_CB_DOM
 use crate::activity::launch_hooks as hook;
 use crate::core::shard::{self, RawKey, Shard};
 use crate::core::windows::{self, Stamp, POISONED, RECORDING, RUN, SLOWEST, WINDOW};
-use crate::core::{arrivals, clock};
+use crate::core::{arrivals, clock, seqlock};
 
-/// The subscriber callback.
+/// The callback to subscribe: `on_callback` with the write sections' fences this process uses,
+/// chosen once, after `seqlock::prepare_fences` (the choice never changes afterwards), so the
+/// callback reads no flag for them.
+pub fn subscriber() -> unsafe extern "C" fn(*mut c_void, u32, u32, *const MsptiCallbackData) {
+    match seqlock::fences_in_use() {
+        seqlock::ASYMMETRIC => on_callback_in::<{ seqlock::ASYMMETRIC }>,
+        _ => on_callback_in::<{ seqlock::SYMMETRIC }>,
+    }
+}
+
+/// The subscriber callback, reading which fences the process uses at each write section (for
+/// callers that did not take it from `subscriber`).
+///
+/// # Safety
+/// As `on_callback_in`.
+pub unsafe extern "C" fn on_callback(
+    userdata: *mut c_void,
+    domain: u32,
+    cbid: u32,
+    cbdata: *const MsptiCallbackData,
+) {
+    // SAFETY: the caller's promise, passed on.
+    unsafe { on_callback_in::<{ seqlock::RUNTIME }>(userdata, domain, cbid, cbdata) }
+}
+
+/// The subscriber callback, its store-load fences of kind `F` (seqlock.rs `light_fence_in`).
 ///
 /// # Safety
 /// `cbdata` is NULL or points to a `msptiCallbackData` whose first two fields are valid for the
 /// duration of the call (the MSPTI contract; the other fields are never read).
-pub unsafe extern "C" fn on_callback(
+pub unsafe extern "C" fn on_callback_in<const F: u8>(
     userdata: *mut c_void,
     domain: u32,
     cbid: u32,
@@ -36,12 +61,12 @@ pub unsafe extern "C" fn on_callback(
     }
     // Open before the run word is read, closed after the last write: a stop waits for it. It
     // finds this thread's shard, the one lookup of the callback.
-    let inside = crate::core::sections::Section::enter();
+    let inside = crate::core::sections::Section::enter_in::<F>();
     // One callback in 256 per thread is timed, for the live self cost: out of line, the timed
     // call runs this function again, inside this section (core/self_cost.rs).
     if inside.due() {
         // SAFETY: the caller's promise, passed on.
-        return unsafe { crate::core::self_cost::timed(on_callback, userdata, domain, cbid, cbdata) };
+        return unsafe { crate::core::self_cost::timed(on_callback_in::<F>, userdata, domain, cbid, cbdata) };
     }
     // SAFETY: MSPTI writes callbackSite (offset 0) and functionName (offset 8) before every
     // call; these two reads touch nothing else of the struct.
@@ -60,7 +85,7 @@ pub unsafe extern "C" fn on_callback(
         if hook::wanted(domain, cbid) {
             hook::around(userdata as usize, domain, cbid, site, name as usize, handle);
         } else {
-            handle_on(own, domain, cbid, site, name as usize);
+            handle_on::<F>(own, domain, cbid, site, name as usize);
         }
     }));
     if r.is_err() {
@@ -71,12 +96,12 @@ pub unsafe extern "C" fn on_callback(
 
 /// The pairing as the activity hooks call it (`launch_hooks::around`): finds the shard itself.
 fn handle(domain: u32, cbid: u32, site: u32, name: usize) {
-    handle_on(shard::existing(), domain, cbid, site, name);
+    handle_on::<{ seqlock::RUNTIME }>(shard::existing(), domain, cbid, site, name);
 }
 
 /// The pairing, given this thread's shard if it has one (`shard::existing`).
 #[inline(always)]
-fn handle_on(own: Option<&'static Shard>, domain: u32, cbid: u32, site: u32, name: usize) {
+fn handle_on<const F: u8>(own: Option<&'static Shard>, domain: u32, cbid: u32, site: u32, name: usize) {
     // Acquire pairs with start/stop's AcqRel update: the clock (kind, rate, function) chosen
     // before the run began is seen by every callback of that run (clock.rs reads it Relaxed).
     let run = RUN.load(Ordering::Acquire);
@@ -123,9 +148,9 @@ fn handle_on(own: Option<&'static Shard>, domain: u32, cbid: u32, site: u32, nam
             let window = || WINDOW.load(Ordering::Acquire);
             if run & SLOWEST != 0 {
                 // A call past the slowest-call gate (one of the slowest) is kept in the same write section.
-                h.hist.record_and(ns, window, |w| h.slowest.keep(ns, start, w));
+                h.hist.record_and_in::<F>(ns, window, |w| h.slowest.keep(ns, start, w));
             } else {
-                h.hist.record(ns, window);
+                h.hist.record_in::<F>(ns, window);
             }
         }
         _ => {

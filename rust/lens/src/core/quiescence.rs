@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(loom)]
 use super::seqlock::heavy_fence;
-use super::seqlock::light_fence;
+use super::seqlock::{light_fence_in, RUNTIME};
 
 /// Threads a stop stopped waiting for (each may have one call in no window): process-wide,
 /// cumulative.
@@ -66,6 +66,12 @@ impl Quiescence {
     /// Only the owner calls it.
     #[inline(always)]
     pub fn enter(&self) -> u64 {
+        self.enter_in::<RUNTIME>()
+    }
+
+    /// `enter` with its store-load fence of kind `F` (seqlock.rs `light_fence_in`).
+    #[inline(always)]
+    pub fn enter_in<const F: u8>(&self) -> u64 {
         let s = self.seq.load(Ordering::Relaxed);
         if s & 1 != 0 {
             return s;
@@ -73,7 +79,7 @@ impl Quiescence {
         self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
         // Store-load order: the odd word is visible before the run word is read (pairs with the
         // stop's heavy fence after it ends the run).
-        light_fence();
+        light_fence_in::<F>();
         s
     }
 

@@ -4,7 +4,7 @@
 
 use super::quiescence::{LATE, UNSETTLED};
 use super::self_cost::SAMPLE_EVERY;
-use super::seqlock::heavy_fence;
+use super::seqlock::{heavy_fence, RUNTIME};
 use super::shard::{self, Shard};
 use super::windows;
 
@@ -20,8 +20,14 @@ pub struct Section {
 impl Section {
     #[inline(always)]
     pub fn enter() -> Section {
+        Section::enter_in::<RUNTIME>()
+    }
+
+    /// `enter` with the store-load fence of kind `F` (seqlock.rs `light_fence_in`).
+    #[inline(always)]
+    pub fn enter_in<const F: u8>() -> Section {
         match shard::existing() {
-            Some(s) => Section { shard: Some(s), found: s.quiescence.enter() },
+            Some(s) => Section { shard: Some(s), found: s.quiescence.enter_in::<F>() },
             None => Section { shard: None, found: 1 },
         }
     }
