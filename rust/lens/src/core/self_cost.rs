@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 /// One callback in this many is timed, per thread. A timed callback costs about 90 ns more (two
 /// counter reads, two shared atomics, the call again), about 0.7 ns per ENTER/EXIT pair at 1 in
 /// 256 (1 in 64 measured 2.7 ns against a build without the hook; 1 in 1024 measured no better
-/// than 1 in 256 on a shared machine, so the rest is the countdown's and the layout's). A thread
-/// making 10,000 calls a second still gives 80 samples a second.
+/// than 1 in 256 on a shared machine, so the rest was the thread-local countdown's and the
+/// layout's, before the pick moved to the section word). A thread making 10,000 calls a second
+/// still gives 80 samples a second.
 pub const SAMPLE_EVERY: u32 = 256;
 /// A sample longer than this was interrupted (descheduled, a page fault): not the callback's own
 /// CPU; counted in `skipped`, not in the sum. No callback path takes a tenth of it.
