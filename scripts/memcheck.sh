@@ -276,8 +276,9 @@ RULES = [
     ("published_once", r"(collect|close_epoch) \(windows\.rs"),
     # the same for a KeyHistogram's fields (its Box pointer), read by its owner thread when
     # recording: the block is one Shard::insert made (checked on the whole report); the line table
-    # names callback.rs, or shard.rs line 0 where the key table's probe is inlined into handle
-    ("published_once", r"^\S+\s+at 0x[0-9A-F]+: handle \((callback\.rs|shard\.rs:0\))",
+    # names callback.rs, or shard.rs line 0 where the key table's probe is inlined into handle (or
+    # handle_on<F>, the pairing of the callback subscribed with fences F)
+    ("published_once", r"^\S+\s+at 0x[0-9A-F]+: handle(_on<\d+>)? \((callback\.rs|shard\.rs:0\))",
      r"new<_native::core::shard::KeyHistogram>"),
     # Rust std's own structures (the thread registry for stack-overflow reports, channels)
     ("rust_std", r"std::sys::pal::unix::stack_overflow|std::sync::mpmc|test::event"),

@@ -15,7 +15,6 @@ use crate::activity::Collector;
 
 use mspti_abi::*;
 
-use crate::callback::on_callback;
 use crate::core::clock::{self, ClockKind};
 use crate::core::locks::lock;
 use crate::core::{arrivals, sections, windows};
@@ -98,7 +97,7 @@ impl Session {
         let ud = userdata as *mut std::ffi::c_void;
         // SAFETY: msptiSubscribe with a valid out pointer and our callback, which is safe to call
         // from any thread at any time, also after unsubscribe (it only touches static state).
-        let rc = unsafe { (lib.subscribe)(&mut handle, Some(on_callback), ud) };
+        let rc = unsafe { (lib.subscribe)(&mut handle, Some(crate::callback::subscriber()), ud) };
         if let Err(e) = lib.check("msptiSubscribe", rc) {
             ACTIVE.store(false, Ordering::Release);
             return Err(e);

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use _native::callback::on_callback;
+use _native::callback::subscriber;
 use _native::core::clock::{self, ClockKind};
 use _native::core::counters::Counter;
 use _native::core::windows;
@@ -28,6 +28,9 @@ fn data(site: u32, name: &'static std::ffi::CStr) -> MsptiCallbackData {
 
 fn call(domain: u32, cbid: u32, name: &'static std::ffi::CStr, inner: impl FnOnce()) {
     let (enter, exit) = (data(MSPTI_API_ENTER, name), data(MSPTI_API_EXIT, name));
+    // The callback a session subscribes, its fences chosen for this process as a session does.
+    _native::core::seqlock::prepare_fences();
+    let on_callback = subscriber();
     // SAFETY: valid callback data whose first two fields are set, as MSPTI passes them.
     unsafe { on_callback(std::ptr::null_mut(), domain, cbid, &enter) };
     inner();

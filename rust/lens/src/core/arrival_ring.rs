@@ -105,8 +105,11 @@ pub struct Ring {
     head: Line,
     /// Arrivals ever taken (only the reader, under `take`'s lock, writes).
     tail: Line,
-    /// Arrivals dropped for a full ring since the last take.
+    /// Arrivals ever dropped for a full ring (owner only writes: a plain increment, no locked
+    /// instruction on the callback's path, where a ring no one takes drops every arrival).
     dropped: Line,
+    /// Of those, the ones a drain has counted (only the reader, under `take`'s lock, writes).
+    dropped_counted: Line,
     slots: Box<[Slot]>,
 }
 
@@ -130,6 +133,7 @@ impl Ring {
             head: Line(AtomicU64::new(0)),
             tail: Line(AtomicU64::new(0)),
             dropped: Line(AtomicU64::new(0)),
+            dropped_counted: Line(AtomicU64::new(0)),
             slots,
         }
     }
@@ -142,7 +146,8 @@ impl Ring {
         // slot is written again.
         let t = self.tail.0.load(Ordering::Acquire);
         if h.wrapping_sub(t) >= RING as u64 {
-            self.dropped.0.fetch_add(1, Ordering::Relaxed);
+            let d = self.dropped.0.load(Ordering::Relaxed);
+            self.dropped.0.store(d.wrapping_add(1), Ordering::Relaxed);
             return false;
         }
         let s = &self.slots[(h % RING as u64) as usize];
@@ -176,7 +181,11 @@ impl Ring {
         }
         // Release: the reads above happen before the writer reuses these slots.
         self.tail.0.store(h, Ordering::Release);
-        self.dropped.0.swap(0, Ordering::Relaxed)
+        // A drop after this read is counted by the next drain.
+        let dropped = self.dropped.0.load(Ordering::Relaxed);
+        let counted = self.dropped_counted.0.load(Ordering::Relaxed);
+        self.dropped_counted.0.store(dropped, Ordering::Relaxed);
+        dropped.wrapping_sub(counted)
     }
 }
 

@@ -16,7 +16,7 @@
 //! the buckets from index 896 (values 129..) up. Histograms merge by adding slots, so threads,
 //! windows, runs and ranks all merge exactly.
 
-use super::seqlock::SeqLock;
+use super::seqlock::{SeqLock, RUNTIME};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// log2 of the log2 of the bucket base's inverse: base = 2^(2^-SCALE).
@@ -814,7 +814,13 @@ impl AtomicHistogram {
     /// with Acquire). Only the owning thread may call this.
     #[inline(always)]
     pub fn record(&self, v: u64, window: impl FnOnce() -> u64) {
-        self.write::<false>(v, window, |_| 0);
+        self.write::<false, RUNTIME>(v, window, |_| 0);
+    }
+
+    /// `record` with the write section's fence of kind `F` (seqlock.rs `light_fence_in`).
+    #[inline(always)]
+    pub fn record_in<const F: u8>(&self, v: u64, window: impl FnOnce() -> u64) {
+        self.write::<false, F>(v, window, |_| 0);
     }
 
     /// `record`, and when `v` is at or past the bank's gate (0 when its window began),
@@ -823,11 +829,22 @@ impl AtomicHistogram {
     /// compare, and the window's closer settles and clears both at once.
     #[inline(always)]
     pub fn record_and(&self, v: u64, window: impl FnOnce() -> u64, past_gate: impl FnOnce(u64) -> u64) {
-        self.write::<true>(v, window, past_gate);
+        self.write::<true, RUNTIME>(v, window, past_gate);
+    }
+
+    /// `record_and` with the write section's fence of kind `F` (seqlock.rs `light_fence_in`).
+    #[inline(always)]
+    pub fn record_and_in<const F: u8>(
+        &self,
+        v: u64,
+        window: impl FnOnce() -> u64,
+        past_gate: impl FnOnce(u64) -> u64,
+    ) {
+        self.write::<true, F>(v, window, past_gate);
     }
 
     #[inline(always)]
-    fn write<const GATED: bool>(
+    fn write<const GATED: bool, const F: u8>(
         &self,
         v: u64,
         window: impl FnOnce() -> u64,
@@ -836,7 +853,7 @@ impl AtomicHistogram {
         // At most OVERFLOW_SLOT, the last slot of a bank (clamped so the index below is in bounds).
         let slot = slot_of(v).min(OVERFLOW_SLOT);
         let sq = u128::from(v) * u128::from(v);
-        self.lock.write(
+        self.lock.write_in::<F, _>(
             window,
             #[inline(always)]
             |w| {

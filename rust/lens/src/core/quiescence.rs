@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(loom)]
 use super::seqlock::heavy_fence;
-use super::seqlock::light_fence;
+use super::seqlock::{light_fence_in, RUNTIME};
 
 /// Threads a stop stopped waiting for (each may have one call in no window): process-wide,
 /// cumulative.
@@ -60,28 +60,36 @@ impl Quiescence {
         Quiescence { seq: AtomicU64::new(0) }
     }
 
-    /// Open the section, before the callback reads the run word; returns whether it opened one
-    /// (false inside an open one: a nested callback is already covered). Only the owner calls it.
+    /// Open the section, before the callback reads the run word; returns the word as found: even
+    /// when this opened the section, odd inside an open one (a nested callback is already
+    /// covered). Even words count the thread's sections, two apart (self_cost.rs samples by it).
+    /// Only the owner calls it.
     #[inline(always)]
-    pub fn enter(&self) -> bool {
+    pub fn enter(&self) -> u64 {
+        self.enter_in::<RUNTIME>()
+    }
+
+    /// `enter` with its store-load fence of kind `F` (seqlock.rs `light_fence_in`).
+    #[inline(always)]
+    pub fn enter_in<const F: u8>(&self) -> u64 {
         let s = self.seq.load(Ordering::Relaxed);
         if s & 1 != 0 {
-            return false;
+            return s;
         }
         self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
         // Store-load order: the odd word is visible before the run word is read (pairs with the
         // stop's heavy fence after it ends the run).
-        light_fence();
-        true
+        light_fence_in::<F>();
+        s
     }
 
-    /// Close the section `enter` opened (`opened` is what it returned).
+    /// Close the section `enter` opened (`found` is what it returned). The word is still
+    /// `found + 1`: only the owner writes it, and a nested section leaves it alone.
     #[inline(always)]
-    pub fn leave(&self, opened: bool) {
-        if opened {
-            let s = self.seq.load(Ordering::Relaxed);
+    pub fn leave(&self, found: u64) {
+        if found & 1 == 0 {
             // Release: the callback's records happen before a stop that sees the even word.
-            self.seq.store(s.wrapping_add(1), Ordering::Release);
+            self.seq.store(found.wrapping_add(2), Ordering::Release);
         }
     }
 
@@ -122,7 +130,7 @@ mod tests {
         let q = Quiescence::new();
         let outer = q.enter();
         let inner = q.enter();
-        assert!(outer && !inner);
+        assert_eq!((outer, inner), (0, 1));
         q.leave(inner);
         assert!(!q.settle(|| false), "the outer section is still open");
         q.leave(outer);
@@ -133,6 +141,7 @@ mod tests {
     fn a_section_that_stays_open_is_waited_for_only_while_asked() {
         let q = Quiescence::new();
         let opened = q.enter();
+        assert_eq!(opened, 0);
         let mut asked = 0;
         assert!(!q.settle(|| {
             asked += 1;
@@ -181,7 +190,8 @@ mod loom_tests {
 
         /// One EXIT callback: `covered` false leaves out the section (the broken protocol).
         fn callback(&self, covered: bool) {
-            let opened = covered && self.quiescence.enter();
+            // Not covered: as if inside an open section (an odd word), so nothing opens or closes.
+            let found = if covered { self.quiescence.enter() } else { 1 };
             if self.run.load(Ordering::Acquire) & RECORDING != 0 {
                 self.saw_recording.fetch_add(1, Ordering::Relaxed);
                 self.lock.write(
@@ -192,7 +202,7 @@ mod loom_tests {
                     },
                 );
             }
-            self.quiescence.leave(opened);
+            self.quiescence.leave(found);
         }
 
         /// The stop: end the run, settle, take the last window (its count).

@@ -1,28 +1,22 @@
 //! What mspti-lens itself costs, measured while it runs: the CPU its callbacks add and the drain
 //! thread's CPU. The callback's share is sampled so that measuring it costs almost nothing: each
-//! thread counts its callbacks down from `SAMPLE_EVERY` (one thread-local decrement and a branch
-//! per callback) and times only the callback that reaches zero, called again out of line, with
-//! the cheapest clock there is; the clock read's own cost, measured at `calibrate`, is taken
+//! thread times one callback in `SAMPLE_EVERY`, picked by its callback section word
+//! (sections.rs: the word counts the thread's callbacks anyway, so the pick is one test and a
+//! branch per callback), called again out of line, with the cheapest clock there is; the clock read's own cost, measured at `calibrate`, is taken
 //! off each sample. The total is the sampled time times `SAMPLE_EVERY`.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// One callback in this many is timed, per thread. A timed callback costs about 90 ns more (two
 /// counter reads, two shared atomics, the call again), about 0.7 ns per ENTER/EXIT pair at 1 in
 /// 256 (1 in 64 measured 2.7 ns against a build without the hook; 1 in 1024 measured no better
-/// than 1 in 256 on a shared machine, so the rest is the countdown's and the layout's). A thread
-/// making 10,000 calls a second still gives 80 samples a second.
+/// than 1 in 256 on a shared machine, so the rest was the thread-local countdown's and the
+/// layout's, before the pick moved to the section word). A thread making 10,000 calls a second
+/// still gives 80 samples a second.
 pub const SAMPLE_EVERY: u32 = 256;
 /// A sample longer than this was interrupted (descheduled, a page fault): not the callback's own
 /// CPU; counted in `skipped`, not in the sum. No callback path takes a tenth of it.
 pub const MAX_SAMPLE_NS: u64 = 200_000;
-
-thread_local! {
-    /// Callbacks left until this thread times one. A plain `Cell` with no destructor: readable at
-    /// any time, even while the thread's destructors run.
-    static COUNTDOWN: Cell<u32> = const { Cell::new(SAMPLE_EVERY) };
-}
 
 const STAMP_MONOTONIC: u8 = 0;
 const STAMP_TSC: u8 = 1;
@@ -108,16 +102,6 @@ pub fn calibrate() {
     });
 }
 
-/// Whether this callback is the one in `SAMPLE_EVERY` on this thread to time (with `timed`).
-#[inline(always)]
-pub fn due() -> bool {
-    COUNTDOWN.with(|c| {
-        let left = c.get().wrapping_sub(1);
-        c.set(left);
-        left == 0
-    })
-}
-
 /// Run `callback(a, b, c, d)` (the callback itself, called again) timed, and add its time to the
 /// samples. The arguments travel by value, in registers: the hot path builds nothing for this.
 ///
@@ -126,8 +110,6 @@ pub fn due() -> bool {
 #[cold]
 #[inline(never)]
 pub unsafe fn timed<A, B, C, D>(callback: unsafe extern "C" fn(A, B, C, D), a: A, b: B, c: C, d: D) {
-    // One more than the period: the call below counts itself down once.
-    COUNTDOWN.with(|c| c.set(SAMPLE_EVERY + 1));
     // SAFETY: the caller's promise that `callback(a, b, c, d)` is sound to call.
     let call = || unsafe { callback(a, b, c, d) };
     let ticks = time(call).saturating_sub(OVERHEAD_TICKS.load(Ordering::Relaxed));
@@ -224,34 +206,6 @@ pub fn read() -> SelfCost {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn one_callback_in_sample_every_is_timed_per_thread() {
-        // A fresh thread has its own countdown, so other tests' callbacks do not shift it.
-        std::thread::spawn(|| {
-            calibrate();
-            let every = SAMPLE_EVERY as usize;
-            let before = read();
-            let mut timed_at = Vec::new();
-            extern "C" fn work(n: u64, _: u32, _: u32, _: u64) {
-                // As the callback: the timed call counts itself down once.
-                assert!(!due());
-                std::hint::black_box((0..n).sum::<u64>());
-            }
-            for i in 0..3 * every {
-                if due() {
-                    timed_at.push(i);
-                    // SAFETY: `work` is a plain function.
-                    unsafe { timed(work, 1000, 0, 0, 0) };
-                }
-            }
-            assert_eq!(timed_at, vec![every - 1, 2 * every - 1, 3 * every - 1]);
-            let after = read();
-            assert_eq!(after.samples + after.skipped, before.samples + before.skipped + 3);
-        })
-        .join()
-        .unwrap();
-    }
 
     #[test]
     fn a_thread_cpu_total_grows_with_the_work_and_keeps_it_after_the_thread_ends() {

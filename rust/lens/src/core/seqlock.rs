@@ -15,12 +15,14 @@
 //! the closer calls `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, which runs a full barrier on
 //! every CPU running a thread of this process, so the writer needs only a compiler fence. Where
 //! membarrier is unavailable (old kernels, valgrind, qemu-user) both sides use SeqCst fences. The
-//! loom model uses SeqCst fences on both sides: what the asymmetric pair implements.
+//! callback is chosen for one or the other once the process has tried to register
+//! (`callback::subscriber`, `light_fence_in`), so it reads no flag for it. The loom model uses
+//! SeqCst fences on both sides: what the asymmetric pair implements.
 
 #[cfg(loom)]
 use loom::sync::atomic::{fence, AtomicU64, Ordering};
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// One writer's sequence word: odd while a write section is open.
 pub struct SeqLock {
@@ -49,6 +51,12 @@ impl SeqLock {
     /// bank happens before this section writes into it again).
     #[inline(always)]
     pub fn write<R>(&self, window: impl FnOnce() -> u64, record: impl FnOnce(u64) -> R) -> R {
+        self.write_in::<RUNTIME, R>(window, record)
+    }
+
+    /// `write` with its store-load fence of kind `F` (`light_fence_in`).
+    #[inline(always)]
+    pub fn write_in<const F: u8, R>(&self, window: impl FnOnce() -> u64, record: impl FnOnce(u64) -> R) -> R {
         let s = self.seq.load(Ordering::Relaxed);
         // Release: a closer that sees this odd word (the next section's) also sees the writes of
         // the section before it (a plain store after a release store does not extend its release
@@ -57,7 +65,7 @@ impl SeqLock {
         // SeqCst: the odd word is visible before the window is read (store-load order), so a
         // closer that saw an even word knows this section will read its new window (pairs with
         // the fence in `window_advanced`).
-        light_fence();
+        light_fence_in::<F>();
         let r = record(window());
         // Release: the section's writes happen before any closer that sees the even word.
         self.seq.store(s.wrapping_add(2), Ordering::Release);
@@ -84,6 +92,47 @@ impl SeqLock {
 /// read-modify-write) and before `settle`.
 pub fn window_advanced() {
     heavy_fence();
+}
+
+/// Which store-load fence a writer uses (`light_fence_in`): `RUNTIME` reads whether the process
+/// is registered for the asymmetric fences; a callback that knows (it was chosen after the
+/// registration, which never changes afterwards: `fences_in_use`) passes `ASYMMETRIC` or
+/// `SYMMETRIC` and reads nothing.
+pub const RUNTIME: u8 = 0;
+pub const ASYMMETRIC: u8 = 1;
+pub const SYMMETRIC: u8 = 2;
+
+/// The writer's half of the store-load pattern, of kind `F`.
+#[inline(always)]
+pub(crate) fn light_fence_in<const F: u8>() {
+    match F {
+        RUNTIME => light_fence(),
+        // The closer's membarrier upgrades this to a full barrier where it matters (loom models
+        // what the pair implements: SeqCst fences on both sides).
+        ASYMMETRIC if !cfg!(loom) => compiler_fence_seqcst(),
+        _ => fence(Ordering::SeqCst),
+    }
+}
+
+#[inline(always)]
+fn compiler_fence_seqcst() {
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The fences a writer needs in this process now (`ASYMMETRIC` once registered, else
+/// `SYMMETRIC`): call after `prepare_fences`; the answer never changes afterwards.
+#[cfg(not(loom))]
+pub fn fences_in_use() -> u8 {
+    if asymmetric::registered() {
+        ASYMMETRIC
+    } else {
+        SYMMETRIC
+    }
+}
+
+#[cfg(loom)]
+pub fn fences_in_use() -> u8 {
+    SYMMETRIC
 }
 
 #[cfg(loom)]
@@ -146,6 +195,11 @@ mod asymmetric {
                 EXPEDITED.store(true, Ordering::Release);
             }
         });
+    }
+
+    /// Whether `register` succeeded (it has run, and the process uses the asymmetric fences).
+    pub fn registered() -> bool {
+        EXPEDITED.load(Ordering::Acquire)
     }
 
     #[inline(always)]

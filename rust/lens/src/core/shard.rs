@@ -17,6 +17,7 @@ use super::counters::{AtomicCounters, Counter, Counters};
 use super::hist::AtomicHistogram;
 use super::quiescence::Quiescence;
 use super::slowest::SlowestCalls;
+use super::windows::Stamp;
 
 /// Open calls a thread may nest; deeper ENTERs are counted as stack_full.
 pub const STACK_DEPTH: usize = 64;
@@ -35,15 +36,30 @@ pub type Key = (u32, u32, String);
 /// library, so its address is a cheap key (docs/reference.md, "Callback data").
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct RawKey {
-    pub domain: u32,
-    pub cbid: u32,
+    /// (domain, cbid) as one word, so a key is compared in two.
+    tag: u64,
     pub name: usize,
 }
 
 impl RawKey {
     #[inline(always)]
+    pub fn new(domain: u32, cbid: u32, name: usize) -> RawKey {
+        RawKey { tag: (u64::from(domain) << 32) | u64::from(cbid), name }
+    }
+
+    #[inline(always)]
+    pub fn domain(&self) -> u32 {
+        (self.tag >> 32) as u32
+    }
+
+    #[inline(always)]
+    pub fn cbid(&self) -> u32 {
+        self.tag as u32
+    }
+
+    #[inline(always)]
     fn tag(&self) -> u64 {
-        (u64::from(self.domain) << 32) | u64::from(self.cbid)
+        self.tag
     }
     /// A slot index < KEY_SLOTS: one multiply of the name's address (Fibonacci hashing; the top
     /// bits of the product depend on every bit of it). The name alone: each API passes its own
@@ -77,12 +93,11 @@ struct KeySlot {
 struct Open {
     key: RawKey,
     start: u64,
-    epoch: u32,
-    /// The toggle generation at ENTER (windows::toggles_of).
-    toggles: u32,
+    /// The run's epoch and toggle generation at ENTER.
+    stamp: Stamp,
 }
 
-const NO_CALL: Open = Open { key: RawKey { domain: 0, cbid: 0, name: 0 }, start: 0, epoch: 0, toggles: 0 };
+const NO_CALL: Open = Open { key: RawKey { tag: 0, name: 0 }, start: 0, stamp: Stamp::ZERO };
 
 /// Aligned to 128 bytes (and so a multiple of 128 long): no cache line of a shard, which its
 /// owner writes on every call, is shared with another thread's data. In declaration order, so the
@@ -143,10 +158,11 @@ impl Shard {
 
     /// ENTER: remember when this call began.
     #[inline(always)]
-    pub fn enter(&self, key: RawKey, start: u64, epoch: u32, toggles: u32) {
+    pub fn enter(&self, key: RawKey, start: u64, stamp: Stamp) {
+        let epoch = stamp.epoch();
         let mut d = self.depth.load(Ordering::Relaxed) as usize;
         // SAFETY: only the owner thread reaches here; d - 1 < STACK_DEPTH when d > 0.
-        if d > 0 && unsafe { (*self.stack.get())[d - 1].epoch } != epoch {
+        if d > 0 && unsafe { (*self.stack.get())[d - 1].stamp.epoch() } != epoch {
             // Epochs only grow and the stack is pushed in order, so a stale top means every open
             // call here began in an earlier run: their EXITs will never be recorded.
             self.counters.add(Counter::Abandoned, d as u64);
@@ -165,7 +181,7 @@ impl Shard {
             self.open_epoch.store(epoch, Ordering::Relaxed);
         }
         // SAFETY: only the owner thread reaches here, and d < STACK_DEPTH.
-        unsafe { (*self.stack.get())[d] = Open { key, start, epoch, toggles } };
+        unsafe { (*self.stack.get())[d] = Open { key, start, stamp } };
         self.depth.store(d as u32 + 1, Ordering::Relaxed);
     }
 
@@ -188,12 +204,12 @@ impl Shard {
     }
 
     /// EXIT: pop the matching ENTER and return its start, or None (counted) when there is none.
-    /// An ENTER of an earlier run (`epoch` differs) is popped and counted as abandoned; one from
-    /// before a toggle of its id or domain (some toggle since, `toggles` differs, and toggles.rs
-    /// says it was this id's: it may be an earlier call's ENTER, whose EXIT was never delivered) is
-    /// popped and counted as toggled.
+    /// An ENTER of an earlier run (the stamp's epoch differs) is popped and counted as abandoned;
+    /// one from before a toggle of its id or domain (some toggle since, the toggle generation
+    /// differs, and toggles.rs says it was this id's: it may be an earlier call's ENTER, whose EXIT
+    /// was never delivered) is popped and counted as toggled.
     #[inline(always)]
-    pub fn exit(&self, key: RawKey, epoch: u32, toggles: u32, count_unmatched: bool) -> Option<u64> {
+    pub fn exit(&self, key: RawKey, stamp: Stamp, count_unmatched: bool) -> Option<u64> {
         let d = self.depth.load(Ordering::Relaxed) as usize;
         if d == 0 {
             if count_unmatched {
@@ -201,8 +217,10 @@ impl Shard {
             }
             return None;
         }
-        // SAFETY: only the owner thread reaches here, and 0 < d <= STACK_DEPTH.
-        let mut top = unsafe { (*self.stack.get())[d - 1] };
+        // SAFETY: only the owner thread reaches here, and 0 < d <= STACK_DEPTH: the depth is
+        // written only by `enter` (at most STACK_DEPTH), this function and `find_below` (lower),
+        // and `claim` (0).
+        let mut top = unsafe { *(*self.stack.get()).get_unchecked(d - 1) };
         let mut d = d;
         if top.key != key {
             // Strict nesting: an EXIT that matches no open call had its ENTER missed (the id was
@@ -223,17 +241,28 @@ impl Shard {
             }
         }
         self.depth.store(d as u32 - 1, Ordering::Relaxed);
-        if top.epoch != epoch {
-            self.counters.bump(Counter::Abandoned);
-            return None;
-        }
-        if top.toggles != toggles && super::toggles::since(key.domain, key.cbid, top.toggles) {
-            if count_unmatched {
-                self.counters.bump(Counter::Toggled);
-            }
+        // One comparison for the common case: the same run, no toggle since the ENTER.
+        if top.stamp != stamp && !self.still_paired(key, top.stamp, stamp, count_unmatched) {
             return None;
         }
         Some(top.start)
+    }
+
+    /// An EXIT whose ENTER's stamp differs: whether the pairing stands (a toggle of another id);
+    /// counted when not.
+    #[cold]
+    fn still_paired(&self, key: RawKey, entered: Stamp, now: Stamp, count_unmatched: bool) -> bool {
+        if entered.epoch() != now.epoch() {
+            self.counters.bump(Counter::Abandoned);
+            return false;
+        }
+        if super::toggles::since(key.domain(), key.cbid(), entered.toggles()) {
+            if count_unmatched {
+                self.counters.bump(Counter::Toggled);
+            }
+            return false;
+        }
+        true
     }
 
     /// The histogram of `key` on this thread, created on first sight (the only allocation).
@@ -269,8 +298,8 @@ impl Shard {
         }
         self.keys_used.store(used + 1, Ordering::Relaxed);
         let kh = Box::new(KeyHistogram {
-            domain: key.domain,
-            cbid: key.cbid,
+            domain: key.domain(),
+            cbid: key.cbid(),
             name: name_of(key.name as *const c_char),
             hist: AtomicHistogram::new(),
             slowest: SlowestCalls::new(),
@@ -546,7 +575,9 @@ pub fn existing() -> Option<&'static Shard> {
     // Acquire pairs with the Release of `remember`: the shard it points to is seen whole.
     let p = by_thread(tp).load(Ordering::Acquire);
     // SAFETY: the cache only holds pointers to leaked, process-lifetime shards.
-    if !p.is_null() && tp != 0 && unsafe { (*p).owner.load(Ordering::Relaxed) } == tp {
+    // No test of tp against 0: where `thread_pointer` is 0 (no cache), `remember` never fills an
+    // entry, so p is null.
+    if !p.is_null() && unsafe { (*p).owner.load(Ordering::Relaxed) } == tp {
         // SAFETY: as above.
         return Some(unsafe { &*p });
     }
@@ -576,8 +607,10 @@ fn remember(tp: usize, s: &'static Shard) {
     by_thread(tp).store(s as *const Shard as *mut Shard, Ordering::Release);
 }
 
+/// Claim a shard for this thread, which has none (`existing` found none): `current`'s slow path,
+/// and the callback's on a thread's first call.
 #[cold]
-fn current_slow() -> Option<&'static Shard> {
+pub fn current_slow() -> Option<&'static Shard> {
     let Some(key) = owner_key() else {
         LATE_THREADS.fetch_add(1, Ordering::Relaxed);
         return None;
@@ -599,25 +632,25 @@ mod tests {
     use super::*;
 
     fn key(cbid: u32) -> RawKey {
-        RawKey { domain: 1, cbid, name: c"aclrtLaunchKernel".as_ptr() as usize }
+        RawKey::new(1, cbid, c"aclrtLaunchKernel".as_ptr() as usize)
     }
 
     #[test]
     fn nested_calls_pair_innermost_first() {
         let s = Shard::new();
-        s.enter(key(10), 100, 1, 0);
-        s.enter(key(22), 150, 1, 0);
-        assert_eq!(s.exit(key(22), 1, 0, true), Some(150));
-        assert_eq!(s.exit(key(10), 1, 0, true), Some(100));
+        s.enter(key(10), 100, Stamp::new(1, 0));
+        s.enter(key(22), 150, Stamp::new(1, 0));
+        assert_eq!(s.exit(key(22), Stamp::new(1, 0), true), Some(150));
+        assert_eq!(s.exit(key(10), Stamp::new(1, 0), true), Some(100));
         assert_eq!(s.counters(), Counters::default());
     }
 
     #[test]
     fn exit_without_enter_is_counted_not_guessed() {
         let s = Shard::new();
-        assert_eq!(s.exit(key(10), 1, 0, true), None);
-        s.enter(key(10), 5, 1, 0);
-        assert_eq!(s.exit(key(22), 1, 0, true), None);
+        assert_eq!(s.exit(key(10), Stamp::new(1, 0), true), None);
+        s.enter(key(10), 5, Stamp::new(1, 0));
+        assert_eq!(s.exit(key(22), Stamp::new(1, 0), true), None);
         assert_eq!(s.in_flight(1), 1);
         assert_eq!(s.counters()[Counter::Unmatched], 2);
     }
@@ -625,8 +658,8 @@ mod tests {
     #[test]
     fn an_enter_of_an_earlier_run_is_abandoned() {
         let s = Shard::new();
-        s.enter(key(10), 5, 1, 0);
-        assert_eq!(s.exit(key(10), 2, 0, true), None);
+        s.enter(key(10), 5, Stamp::new(1, 0));
+        assert_eq!(s.exit(key(10), Stamp::new(2, 0), true), None);
         assert_eq!(s.counters()[Counter::Abandoned], 1);
         assert_eq!(s.in_flight(1), 0);
     }
@@ -634,12 +667,12 @@ mod tests {
     #[test]
     fn a_new_run_abandons_the_open_calls_of_the_last() {
         let s = Shard::new();
-        s.enter(key(10), 5, 1, 0);
-        s.enter(key(22), 6, 1, 0);
-        s.enter(key(10), 7, 2, 0);
+        s.enter(key(10), 5, Stamp::new(1, 0));
+        s.enter(key(22), 6, Stamp::new(1, 0));
+        s.enter(key(10), 7, Stamp::new(2, 0));
         assert_eq!(s.counters()[Counter::Abandoned], 2);
         assert_eq!((s.in_flight(1), s.in_flight(2)), (0, 1));
-        assert_eq!(s.exit(key(10), 2, 0, true), Some(7));
+        assert_eq!(s.exit(key(10), Stamp::new(2, 0), true), Some(7));
     }
 
     #[test]
@@ -647,18 +680,18 @@ mod tests {
         // Their thread ended, or their EXITs were never delivered: a later run never sees them
         // close, so counting them as in flight there would be a lie.
         let s = Shard::new();
-        s.enter(key(10), 5, 1, 0);
-        s.enter(key(22), 6, 1, 0);
+        s.enter(key(10), 5, Stamp::new(1, 0));
+        s.enter(key(22), 6, Stamp::new(1, 0));
         assert_eq!((s.in_flight(1), s.in_flight(3)), (2, 0));
     }
 
     #[test]
     fn an_exit_below_the_top_abandons_the_calls_above_it() {
         let s = Shard::new();
-        s.enter(key(10), 100, 1, 0);
-        s.enter(key(22), 150, 1, 0); // its EXIT is lost
-        s.enter(key(24), 160, 1, 0); // and this one's
-        assert_eq!(s.exit(key(10), 1, 0, true), Some(100));
+        s.enter(key(10), 100, Stamp::new(1, 0));
+        s.enter(key(22), 150, Stamp::new(1, 0)); // its EXIT is lost
+        s.enter(key(24), 160, Stamp::new(1, 0)); // and this one's
+        assert_eq!(s.exit(key(10), Stamp::new(1, 0), true), Some(100));
         assert_eq!(s.counters()[Counter::Orphaned], 2);
         assert_eq!(s.in_flight(1), 0);
         assert_eq!(s.counters()[Counter::Unmatched], 0);
@@ -668,7 +701,7 @@ mod tests {
     fn overflowing_the_stack_is_counted() {
         let s = Shard::new();
         for i in 0..(STACK_DEPTH + 3) {
-            s.enter(key(10), i as u64, 1, 0);
+            s.enter(key(10), i as u64, Stamp::new(1, 0));
         }
         assert_eq!(s.counters()[Counter::StackFull], 3);
         assert_eq!(s.in_flight(1), STACK_DEPTH as u64);
@@ -716,12 +749,12 @@ mod tests {
         let names: Vec<std::ffi::CString> =
             (0..KEY_LIMIT + 10).map(|i| std::ffi::CString::new(format!("f{i}")).unwrap()).collect();
         for (i, n) in names.iter().enumerate() {
-            let k = RawKey { domain: 2, cbid: 1, name: n.as_ptr() as usize };
+            let k = RawKey::new(2, 1, n.as_ptr() as usize);
             assert_eq!(s.histogram(k).is_some(), i < KEY_LIMIT, "key {i}");
         }
         assert_eq!(s.histograms().count(), KEY_LIMIT);
         assert_eq!(s.counters()[Counter::Dropped], 10);
-        let k = RawKey { domain: 2, cbid: 1, name: names[7].as_ptr() as usize };
+        let k = RawKey::new(2, 1, names[7].as_ptr() as usize);
         assert_eq!(s.histogram(k).unwrap().name, "f7");
     }
 
@@ -733,7 +766,7 @@ mod tests {
         let names: Vec<std::ffi::CString> =
             (0..KEY_LIMIT).map(|i| std::ffi::CString::new(format!("api{i}")).unwrap()).collect();
         for n in &names {
-            s.histogram(RawKey { domain: 1, cbid: 3, name: n.as_ptr() as usize }).unwrap();
+            s.histogram(RawKey::new(1, 3, n.as_ptr() as usize)).unwrap();
         }
         let used: Vec<bool> = s.keys.iter().map(|k| !k.hist.load(Ordering::Relaxed).is_null()).collect();
         let (mut run, mut longest) = (0, 0);
@@ -748,23 +781,23 @@ mod tests {
     fn a_pairing_across_a_toggle_of_its_id_is_discarded_and_counted() {
         let s = Shard::new();
         let k = key(10);
-        s.enter(k, 100, 1, 7); // its EXIT is never delivered: the id is disabled and re-enabled
-        crate::core::toggles::mark(k.domain, Some(k.cbid), 9);
+        s.enter(k, 100, Stamp::new(1, 7)); // its EXIT is never delivered: the id is disabled and re-enabled
+        crate::core::toggles::mark(k.domain(), Some(k.cbid()), 9);
         // ... and the EXIT of a later call arrives (generation 7 -> 9).
-        assert_eq!(s.exit(k, 1, 9, true), None);
+        assert_eq!(s.exit(k, Stamp::new(1, 9), true), None);
         assert_eq!(s.counters()[Counter::Toggled], 1);
         assert_eq!(s.in_flight(1), 0);
-        s.enter(key(10), 200, 1, 9);
-        assert_eq!(s.exit(key(10), 1, 9, true), Some(200));
+        s.enter(key(10), 200, Stamp::new(1, 9));
+        assert_eq!(s.exit(key(10), Stamp::new(1, 9), true), Some(200));
     }
 
     #[test]
     fn a_toggle_of_another_id_keeps_the_pairing() {
         let s = Shard::new();
         let k = key(11);
-        s.enter(k, 100, 1, 19);
-        crate::core::toggles::mark(k.domain, Some(12), 20);
-        assert_eq!(s.exit(k, 1, 20, true), Some(100));
+        s.enter(k, 100, Stamp::new(1, 19));
+        crate::core::toggles::mark(k.domain(), Some(12), 20);
+        assert_eq!(s.exit(k, Stamp::new(1, 20), true), Some(100));
         assert_eq!(s.counters()[Counter::Toggled], 0);
     }
 }

@@ -47,6 +47,37 @@ pub fn toggles_of(run: u64) -> u32 {
     (run >> TOGGLES_SHIFT) as u32
 }
 
+/// A RUN value's epoch and toggle generation as one word (the value shifted past its flags): what
+/// an ENTER keeps on its thread's stack, and its EXIT compares with one comparison.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Stamp(u64);
+
+impl Stamp {
+    pub const ZERO: Stamp = Stamp(0);
+
+    /// The stamp of a RUN value.
+    #[inline(always)]
+    pub fn of(run: u64) -> Stamp {
+        Stamp(run >> EPOCH_SHIFT)
+    }
+
+    pub fn new(epoch: u32, toggles: u32) -> Stamp {
+        Stamp(u64::from(epoch) & EPOCH_MASK | u64::from(toggles) << (TOGGLES_SHIFT - EPOCH_SHIFT))
+    }
+
+    /// `epoch_of` the RUN value.
+    #[inline(always)]
+    pub fn epoch(self) -> u32 {
+        (self.0 & EPOCH_MASK) as u32
+    }
+
+    /// `toggles_of` the RUN value.
+    #[inline(always)]
+    pub fn toggles(self) -> u32 {
+        (self.0 >> (TOGGLES_SHIFT - EPOCH_SHIFT)) as u32
+    }
+}
+
 /// The RUN value of the run after `run`, with `flags` (the toggle generation carries over).
 fn next_run(run: u64, flags: u64) -> u64 {
     let epoch = (u64::from(epoch_of(run)) + 1) & EPOCH_MASK;
@@ -318,6 +349,9 @@ mod tests {
         let n = next_run(r, RECORDING);
         assert_eq!((epoch_of(n), toggles_of(n), n & (RECORDING | SLOWEST)), (8, 5, RECORDING));
         // The epoch wraps within its field, never into the toggle generation.
+        let st = Stamp::of(r);
+        assert_eq!((st.epoch(), st.toggles()), (epoch_of(r), toggles_of(r)));
+        assert_eq!(Stamp::new(7, 5), st);
         let top = 9u64 << TOGGLES_SHIFT | EPOCH_MASK << EPOCH_SHIFT;
         assert_eq!((epoch_of(next_run(top, 0)), toggles_of(next_run(top, 0))), (0, 9));
     }
