@@ -253,3 +253,32 @@ def test_sigterms_a_few_ms_apart_end_the_recorded_process_with_its_last_window_o
     assert child.returncode == -signal.SIGTERM, (sent, err)
     assert err.count("rank=5: 7 calls") == 1, err
     _one_final_window_of(out, 7)
+
+
+def test_a_sigterm_to_record_alone_ends_the_job_with_its_last_window_on_the_simulator(tmp_path):
+    # `kill <record's pid>` (or a scheduler's SIGTERM to the launcher only): record passes it on,
+    # so the job does not run on unowned, and it writes its last window as with its own SIGTERM.
+    prog = tmp_path / "prog.py"
+    pid_file = tmp_path / "job.pid"
+    prog.write_text(
+        "import os, time, mspti_lens.sim as s\n"
+        "s.Simulator().call('aclrtMalloc', 1000, 7)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    out = tmp_path / "run"
+    rec = _record(out, prog, env={"RANK": "5"})
+    try:
+        deadline = time.monotonic() + WATCHDOG_S
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        job = int(pid_file.read_text())
+        rec.send_signal(signal.SIGTERM)
+        _, err = rec.communicate(timeout=WATCHDOG_S)
+    finally:
+        _end_group(rec)
+    assert rec.returncode == 128 + signal.SIGTERM, err
+    with pytest.raises(ProcessLookupError):
+        os.kill(job, 0)  # the job ended (record waited for it: not even a zombie is left)
+    assert err.count("rank=5: 7 calls") == 1, err
+    _one_final_window_of(out, 7)

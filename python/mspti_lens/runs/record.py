@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -149,13 +150,44 @@ def main(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        rc = subprocess.call(cmd, env=env)
+        rc = _run_forwarding(cmd, env)
     except FileNotFoundError:
         raise ValueError(f"command not found: {cmd[0]}") from None
     except KeyboardInterrupt:
         rc = 130
     _report(env[hook.RECORD_VARIABLE], started)
     return 128 - rc if rc < 0 else rc  # a command killed by signal N: the shell's 128 + N
+
+
+# Signals a launcher passes on to the command it runs (as torchrun and nsys do): a `kill` of
+# record, or a scheduler's SIGTERM to it alone, must end the job too, not leave it running
+# unrecorded and unowned. SIGINT is not among them: Ctrl-C reaches the whole foreground group.
+FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _run_forwarding(cmd: list[str], env: dict[str, str]) -> int:
+    """Run the command to its end, passing FORWARDED signals on to it (its handlers write the last
+    window; record then reports the run as usual)."""
+    p = subprocess.Popen(cmd, env=env)
+
+    def forward(sig: int, _frame: object) -> None:
+        p.send_signal(sig)
+
+    before = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        return p.wait()
+    except KeyboardInterrupt:
+        # Ctrl-C reached the command too: its own handlers end it (and write its last window);
+        # one that outlives a bound is killed, as subprocess.call did at once.
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        raise
+    finally:
+        for sig, h in before.items():
+            signal.signal(sig, h)
 
 
 def forked_children(out: str | os.PathLike) -> int:
