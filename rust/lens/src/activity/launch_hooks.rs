@@ -160,7 +160,7 @@ static POP_FN: AtomicUsize = AtomicUsize::new(0);
 /// Launch spans with an external id pushed now, and a count of ENTERs that found one open.
 static PUSHED_OPEN: AtomicU32 = AtomicU32::new(0);
 static OVERLAP_EPOCH: AtomicU64 = AtomicU64::new(0);
-/// Launches not logged: no ring could be had for the thread.
+/// Launches not logged: no ring could be had for the thread (counted at their ENTER).
 pub static UNLOGGED: AtomicU64 = AtomicU64::new(0);
 /// Marks that could not be made (no `mstxMarkA`).
 pub static MARK_FAILURES: AtomicU64 = AtomicU64::new(0);
@@ -366,7 +366,10 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
             }
             if hooks & (SPANS | EXTERNAL) != 0 {
                 let _ = MINE.try_with(|m| {
-                    let Some((r, idx)) = my_ring(m) else { return };
+                    let Some((r, idx)) = my_ring(m) else {
+                        UNLOGGED.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    };
                     if hooks & EXTERNAL != 0 && !m.pushed.replace(true) {
                         let before = PUSHED_OPEN.fetch_add(1, Ordering::AcqRel);
                         if before > 0 {
@@ -387,10 +390,9 @@ pub fn around(userdata: usize, domain: u32, cbid: u32, site: u32, name: usize, f
             if hooks & (SPANS | EXTERNAL) != 0 {
                 let exit = activity_now();
                 let _ = MINE.try_with(|m| {
-                    let Some(r) = m.ring.get() else {
-                        UNLOGGED.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    };
+                    // No ring: its ENTER, if it ran the hooks, counted the launch unlogged; one
+                    // that did not (a sample window opened during the call) is no loss.
+                    let Some(r) = m.ring.get() else { return };
                     // An EXIT whose ENTER this thread did not log (enabled mid-call), or logged
                     // in an earlier sample window (its own EXIT came while none was open): no
                     // span (`Gate`).
@@ -552,12 +554,16 @@ pub fn read_ring(ring: &Ring, index: u32, cursor: &mut u64, mut f: impl FnMut(Sp
 mod tests {
     use super::*;
 
+    /// The gate is process-wide: tests that open windows take turns.
+    static GATE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn head() -> Option<u64> {
         MINE.with(|m| m.ring.get().map(|r| r.head.load(Ordering::Acquire)))
     }
 
     #[test]
     fn an_enter_logged_in_an_earlier_window_never_pairs_with_a_later_windows_exit() {
+        let _turn = GATE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // A name of its own: tests run at once, and every State reads every thread's ring.
         let name = c"aclrtLaunchKernelWithHostArgs".as_ptr() as usize;
         let work: Work = |_, _, _, _| {};
@@ -581,6 +587,28 @@ mod tests {
         assert_eq!(head(), Some(before + 1));
         close_window();
         assert_eq!(hooks() & SPANS, 0);
+    }
+
+    #[test]
+    fn a_launch_whose_window_opened_during_it_is_not_counted_unlogged() {
+        let _turn = GATE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A thread's first launch began before a window opened (its ENTER ran no hooks, so it has
+        // no ring yet) and ends inside it: that is no span lost, and no ring was refused.
+        let name = c"aclrtLaunchKernelV2".as_ptr() as usize;
+        let before = UNLOGGED.load(Ordering::Relaxed);
+        std::thread::spawn(move || {
+            let work: Work = |_, _, _, _| {};
+            let (rt, cb) = (MSPTI_CB_DOMAIN_RUNTIME, LAUNCH_FIRST);
+            configure(0, None, None, None);
+            assert!(!wanted(rt, cb), "no window open: the ENTER runs no hooks");
+            open_window();
+            around(0, rt, cb, mspti_abi::MSPTI_API_EXIT, name, work);
+            close_window();
+            assert!(head().is_none(), "no ring was claimed");
+        })
+        .join()
+        .expect("the launching thread");
+        assert_eq!(UNLOGGED.load(Ordering::Relaxed), before);
     }
 }
 
