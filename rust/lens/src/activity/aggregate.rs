@@ -1087,15 +1087,7 @@ mod tests {
         st.skip_old_spans();
         assert!(hook::log_span(n, hook::LAUNCH_FIRST, 1000, 2000));
         st.ingest_spans();
-        let api = |corr: u64, start: u64| MsptiActivityApi {
-            kind: abi::KIND_RUNTIME_API,
-            start,
-            end: start + 900,
-            pt: MsptiIdPair::pt(1, tid),
-            correlation_id: corr,
-            name: name.as_ptr(),
-            _pad: [0; 4],
-        };
+        let api_at = |corr: u64, start: u64| api(&name, tid, corr, start);
         let kernel = |corr: u64, start: u64| MsptiActivityKernel {
             kind: abi::KIND_KERNEL,
             start,
@@ -1106,8 +1098,8 @@ mod tests {
             name: k,
             _pad: [0; 4],
         };
-        let mut buf = bytes(&api(1, 1000));
-        buf.extend(bytes(&api(2, 2000)));
+        let mut buf = bytes(&api_at(1, 1000));
+        buf.extend(bytes(&api_at(2, 2000)));
         buf.extend(bytes(&kernel(1, 5000)));
         buf.extend(bytes(&kernel(2, 6000)));
         st.ingest_buffer(&buf);

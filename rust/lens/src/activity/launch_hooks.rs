@@ -641,6 +641,18 @@ mod loom_tests {
         }
     }
 
+    /// A gate, and the drain's thread opening, closing and reopening a window on it.
+    fn drain_opens_closes_reopens() -> (Arc<Gate>, loom::thread::JoinHandle<()>) {
+        let g = Arc::new(Gate::new());
+        let g2 = g.clone();
+        let drain = loom::thread::spawn(move || {
+            g2.open();
+            g2.close();
+            g2.open();
+        });
+        (g, drain)
+    }
+
     /// The span an EXIT logs: (ENTER's call, EXIT's call).
     fn exit(g: &Gate, t: &mut Thread, call: u32) -> Option<(u32, u32)> {
         if g.hooks_relaxed() == 0 {
@@ -660,13 +672,7 @@ mod loom_tests {
         // Every interleaving (the model is small).
         b.preemption_bound = None;
         b.check(|| {
-            let g = Arc::new(Gate::new());
-            let g2 = g.clone();
-            let drain = loom::thread::spawn(move || {
-                g2.open();
-                g2.close();
-                g2.open();
-            });
+            let (g, drain) = drain_opens_closes_reopens();
             let mut t = Thread::default();
             let mut spans = Vec::new();
             for call in 0..3 {
@@ -690,13 +696,7 @@ mod loom_tests {
         let wrong = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let w = wrong.clone();
         b.check(move || {
-            let g = Arc::new(Gate::new());
-            let g2 = g.clone();
-            let drain = loom::thread::spawn(move || {
-                g2.open();
-                g2.close();
-                g2.open();
-            });
+            let (g, drain) = drain_opens_closes_reopens();
             let mut t = Thread::default();
             for call in 0..3 {
                 enter(&g, &mut t, call);
