@@ -9,6 +9,7 @@ pub mod counters;
 pub mod hist;
 pub mod locks;
 pub mod quiescence; // a stop waits for the callbacks that may still record
+pub mod run_word; // the RUN word's bits: flags, epoch, toggle generation, the ENTER's stamp
 pub mod sections; // the callback's quiescence section, the stop's wait over every shard
 pub mod self_cost; // what mspti-lens itself costs, measured live
 pub mod seqlock;

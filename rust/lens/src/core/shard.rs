@@ -16,8 +16,8 @@ use super::arrival_ring::Ring;
 use super::counters::{AtomicCounters, Counter, Counters};
 use super::hist::AtomicHistogram;
 use super::quiescence::Quiescence;
+use super::run_word::Stamp;
 use super::slowest::SlowestCalls;
-use super::windows::Stamp;
 
 /// Open calls a thread may nest; deeper ENTERs are counted as stack_full.
 pub const STACK_DEPTH: usize = 64;

@@ -17,6 +17,8 @@ use super::clock;
 use super::counters::Counters;
 use super::hist::{AtomicHistogram, Histogram, Sparse};
 use super::locks::lock;
+pub use super::run_word::{epoch_of, toggles_of, Stamp, RECORDING, SLOWEST};
+use super::run_word::{EPOCH_MASK, EPOCH_SHIFT, TOGGLES_SHIFT};
 use super::seqlock;
 use super::shard::{self, Key};
 use super::slowest::{self, SlowCall};
@@ -29,54 +31,6 @@ use super::toggles;
 /// earlier run never pairs with a later EXIT; bits 32.. the generation of toggles (toggles.rs),
 /// bumped whenever an id or domain is enabled or disabled while recording.
 pub static RUN: AtomicU64 = AtomicU64::new(1 << EPOCH_SHIFT);
-pub const RECORDING: u64 = 1;
-pub const SLOWEST: u64 = 2;
-const EPOCH_SHIFT: u32 = 2;
-const EPOCH_MASK: u64 = (1 << (TOGGLES_SHIFT - EPOCH_SHIFT)) - 1;
-const TOGGLES_SHIFT: u32 = 32;
-
-/// The epoch of a RUN value.
-#[inline(always)]
-pub fn epoch_of(run: u64) -> u32 {
-    ((run >> EPOCH_SHIFT) & EPOCH_MASK) as u32
-}
-
-/// The toggle generation of a RUN value.
-#[inline(always)]
-pub fn toggles_of(run: u64) -> u32 {
-    (run >> TOGGLES_SHIFT) as u32
-}
-
-/// A RUN value's epoch and toggle generation as one word (the value shifted past its flags): what
-/// an ENTER keeps on its thread's stack, and its EXIT compares with one comparison.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Stamp(u64);
-
-impl Stamp {
-    pub const ZERO: Stamp = Stamp(0);
-
-    /// The stamp of a RUN value.
-    #[inline(always)]
-    pub fn of(run: u64) -> Stamp {
-        Stamp(run >> EPOCH_SHIFT)
-    }
-
-    pub fn new(epoch: u32, toggles: u32) -> Stamp {
-        Stamp(u64::from(epoch) & EPOCH_MASK | u64::from(toggles) << (TOGGLES_SHIFT - EPOCH_SHIFT))
-    }
-
-    /// `epoch_of` the RUN value.
-    #[inline(always)]
-    pub fn epoch(self) -> u32 {
-        (self.0 & EPOCH_MASK) as u32
-    }
-
-    /// `toggles_of` the RUN value.
-    #[inline(always)]
-    pub fn toggles(self) -> u32 {
-        (self.0 >> (TOGGLES_SHIFT - EPOCH_SHIFT)) as u32
-    }
-}
 
 /// The RUN value of the run after `run`, with `flags` (the toggle generation carries over).
 fn next_run(run: u64, flags: u64) -> u64 {
