@@ -83,7 +83,10 @@ def test_the_default_session_samples_the_join_and_reports_its_measured_fraction_
     assert la["rank_error_95"] == pytest.approx(math.sqrt(math.log(2 / 0.05) / (2 * la["kernel_num"])))
     # What was joined is exact per launch: the split is the model's.
     assert (la["api_med_ns"], la["queue_med_ns"], la["kernel_med_ns"]) == (5000, 7000, 3000)
-    assert la["api_num"] == la["kernel_num"] == joined
+    # A span is logged when its EXIT sees the window open; a window that closes before the
+    # library writes that launch's record leaves it unjoined: at most one launch per window on
+    # this one launching thread.
+    assert la["kernel_num"] == joined <= la["api_num"] <= joined + c["join_windows"]
     # Where the launch split is shown, one label says it was sampled and its bound.
     from mspti_lens.notebook.snapshot_repr import device_tables
 
