@@ -154,7 +154,12 @@ def test_without_activity_records_stragglers_vote_per_window_and_say_so_on_the_s
     run = mspti_lens.open_run(out)
     assert not list(out.glob("host=*/rank=*/events-*.parquet"))
     s = run.stragglers().filter(pl.col("name") == "HcclAllReduce")
-    assert s.height and s["basis"].str.contains("--activity communication").all()
+    seen = (
+        sorted(str(f.relative_to(out)) for f in out.glob("host=*/rank=*/*.parquet")),
+        run.ranks(),
+        p.stderr[-2000:],
+    )
+    assert s.height and s["basis"].str.contains("--activity communication").all(), seen
     assert (s["slow_rank"] == 2).all() and s["late_rank"].is_null().all()
     # Device event files written beside the windows (the writer's layout, rows built by hand in
     # the device-event-log schema) turn the votes per instance, read from the directory names.
