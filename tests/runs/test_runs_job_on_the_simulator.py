@@ -146,9 +146,13 @@ def test_without_activity_records_stragglers_vote_per_window_and_say_so_on_the_s
         sys.executable, "-m", "mspti_lens", "record", "--out", str(out), "--library", "sim",
         "--clock", "mspti", "--activity", "none", "--interval", "3600", "--",
         sys.executable, "-m", job.RANK_MODULE, "job", "--steps", "4", "--ranks", "4", "--slow-rank", "2",
+        "--step-delay", "0.6",
     ]  # fmt: skip
-    # One window per rank whatever the machine's load: with the default 10 s interval a slow
-    # machine gave some ranks a second window and the per-window votes no longer lined up.
+    # Two windows per rank whatever the machine's load: each rank's first comes at most
+    # FIRST_WINDOW_S (1 s) after it begins, and its 2.4 s of steps outlive it; the long interval
+    # leaves only the final one after it. (Without the delay a rank that began first on a slow
+    # machine, rank 0 at the barrier, wrote an early window the others did not, and the
+    # per-window votes no longer lined up.)
     p = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=WATCHDOG_S)
     assert p.returncode == 0, p.stderr
     run = mspti_lens.open_run(out)
