@@ -163,6 +163,31 @@ def test_a_sigterm_the_main_thread_sleeps_through_still_ends_the_process_on_the_
     assert _ends_of_sigterm_with_one_final_window(tmp_path, prog) == ""
 
 
+# The same sleep and the same signal, in a child the recorded process forked after it routed
+# SIGTERM (a fork pool's worker told to terminate as it begins to wait for its next task): the
+# child inherits the router, not the relay thread that interrupts the wait.
+IN_A_FORKED_CHILD = (
+    "import os, signal, sys\n"
+    "pid = os.fork()\n"
+    "if pid:\n"
+    "    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)\n"
+    "    sys.exit(0)\n"
+)
+
+
+def test_a_sigterm_a_forked_child_sleeps_through_still_ends_the_child_on_the_simulator(tmp_path):
+    code = IN_A_FORKED_CHILD + SIGNAL_JUST_BEFORE_THE_WAIT
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(tmp_path, RANK="5"),
+        capture_output=True,
+        text=True,
+        timeout=WATCHDOG_S,
+    )
+    # The child ends of the signal (its handler leaves the files to the parent, which made no call).
+    assert (p.returncode, p.stdout) == (0, f"{-signal.SIGTERM}\n"), p.stderr
+
+
 def _record(out: Path, prog: Path, **popen: object) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "mspti_lens", "record", "--out", str(out), "--interval", "3600",
            "--library", "sim", "--", sys.executable, str(prog)]  # fmt: skip

@@ -537,3 +537,13 @@ def install_signal_handlers(writer: WindowWriter) -> None:
     # read, would never run it, and a pool worker told to terminate would never end. The native
     # router sends it on to the main thread and interrupts its wait until on_term says it runs.
     _native.route_signal_to_main_thread(signal.SIGTERM)
+    # A forked child (a fork pool's worker) inherits the router but not its relay thread: start
+    # its own while on_term is still the handler, or a terminate() that lands as the worker begins
+    # to wait for its next task leaves it asleep for ever, and the pool's parent waiting for it.
+    os.register_at_fork(after_in_child=lambda: _reroute_in_child(on_term))
+
+
+def _reroute_in_child(on_term: Any) -> None:
+    if signal.getsignal(signal.SIGTERM) is on_term:
+        with contextlib.suppress(ValueError):  # no relay: as before, the child still runs
+            _native.route_signal_to_main_thread(signal.SIGTERM)

@@ -12,12 +12,13 @@
 //! thread it sends the signal on to the main thread. On the main thread it calls Python's and
 //! marks the signal pending until the Python handler says it ran ([`handled`]); meanwhile a relay
 //! thread sends the main thread a kick every few milliseconds, which does nothing but make a wait
-//! return EINTR, so the interpreter runs the handler. A process forked after the relay started has
-//! no relay: there it is as without one.
+//! return EINTR, so the interpreter runs the handler. A forked child inherits the router but not
+//! the relay thread: the next [`route_to_main_thread`] in the child starts one of its own (a pool
+//! worker told to terminate right as it begins to wait for its next task needs it as much).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::sync::Once;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use libc::{c_int, siginfo_t};
@@ -37,7 +38,11 @@ static PENDING: [AtomicBool; SIGNALS] = [const { AtomicBool::new(false) }; SIGNA
 static KICK: [AtomicBool; SIGNALS] = [const { AtomicBool::new(false) }; SIGNALS];
 /// The write end of the pipe that wakes the relay (-1 before it starts).
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
-static RELAY: Once = Once::new();
+/// The relay's process and the read end of its pipe; pid 0 before any relay started. A forked
+/// child sees its parent's pid here: its relay is still to start, and the descriptors are copies
+/// of the parent's pipe. Taken only by route_to_main_thread, which Python calls holding the GIL, so
+/// no other thread holds it when Python forks.
+static RELAY: Mutex<(libc::pid_t, c_int)> = Mutex::new((0, -1));
 
 /// Route `signum` to the main thread, in front of the handler installed now (Python's, after
 /// `signal.signal`). A later `signal.signal` for the same signal replaces the router, as it
@@ -153,16 +158,32 @@ fn wake_relay() {
     }
 }
 
-/// The relay thread, started once: it blocks every signal (the kernel never picks it for one) and
-/// sleeps on its pipe until the router wakes it, then kicks the main thread until no routed signal
-/// is pending.
+/// The relay thread, started once per process: it blocks every signal (the kernel never picks it
+/// for one) and sleeps on its pipe until the router wakes it, then kicks the main thread until no
+/// routed signal is pending.
 fn start_relay() -> Result<(), String> {
-    let mut result = Ok(());
-    RELAY.call_once(|| result = spawn_relay());
-    result
+    let mut relay = RELAY.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // SAFETY: getpid has no arguments.
+    let pid = unsafe { libc::getpid() };
+    if relay.0 == pid {
+        return Ok(());
+    }
+    if relay.0 != 0 {
+        // Forked: the pipe is the parent's (a wake-up written to it would wake the parent's relay).
+        // SAFETY: closing this process's copies of descriptors it owns and no one else uses: the
+        // router reads WAKE_FD only to write, and a write to a closed descriptor fails harmlessly.
+        unsafe {
+            libc::close(WAKE_FD.swap(-1, Ordering::AcqRel));
+            libc::close(relay.1);
+        }
+    }
+    let read_fd = spawn_relay()?;
+    *relay = (pid, read_fd);
+    Ok(())
 }
 
-fn spawn_relay() -> Result<(), String> {
+/// Start the relay thread; returns the read end of its pipe.
+fn spawn_relay() -> Result<c_int, String> {
     let mut fds = [0 as c_int; 2];
     // SAFETY: pipe2 writes two descriptors into the array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -187,7 +208,7 @@ fn spawn_relay() -> Result<(), String> {
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut()) };
     spawned.map_err(|e| format!("the signal relay thread: {e}"))?;
     WAKE_FD.store(write_fd, Ordering::Release);
-    Ok(())
+    Ok(read_fd)
 }
 
 fn relay(read_fd: c_int) {
