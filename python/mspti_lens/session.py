@@ -265,6 +265,11 @@ class Session:
         return list(self._activity.wanted) if self._activity is not None else []
 
     @property
+    def join_sample(self) -> float:
+        """The fraction of time the launch join records launches (1.0: every launch)."""
+        return self._join_sample
+
+    @property
     def join(self) -> str:
         """How launches are joined to kernels: runtime_api (", sampled" below ``join_sample=1.0``),
         external_correlation, or why not."""

@@ -657,6 +657,29 @@ def test_a_cell_that_asks_for_activity_shows_device_time_under_the_host_table(ip
     assert "Device time" not in plain._repr_html_() and "launch split" not in repr(plain)
 
 
+def test_a_cell_joins_every_launch_when_asked_and_says_sampled_otherwise(ip):
+    from IPython.core.error import UsageError
+
+    body = "s.run_workload('training', steps=1, seed=1)"
+    with capture_output():
+        exact = ip.run_cell_magic("mspti", "-a kernel --join-sample 1 --display summary", body)
+    assert magics(ip).session.join_sample == 1.0
+    assert "sampled" not in magics(ip).session.join, magics(ip).session.join
+    split = exact.launches()
+    assert split.height and split["sampled_fraction"].to_list() == [1.0] * split.height, split
+    open_one = r"over 1 of its time; run `%mspti close` first .* --join-sample 0.5"
+    with pytest.raises(UsageError, match=open_one):
+        ip.run_cell_magic("mspti", "-a kernel --join-sample 0.5", body)
+    with capture_output():
+        ip.run_line_magic("mspti", "close")
+        ip.run_line_magic("mspti", "start --join-sample 0.5 -a kernel")
+    assert magics(ip).session.join_sample == 0.5 and "sampled" in magics(ip).session.join
+    said = run_usage_error(ip, "%mspti close\n%mspti start --join-sample 2")
+    assert said.startswith("join_sample is the fraction"), said
+    said = run_usage_error(ip, "%mspti start --join-sample half")
+    assert said.startswith("argument --join-sample: invalid float"), said
+
+
 def test_a_second_session_while_the_magics_one_is_open_names_mspti_close(ip):
     from mspti_lens import Session, SessionError
 

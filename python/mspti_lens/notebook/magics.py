@@ -23,6 +23,7 @@ from IPython.display import display
 from traitlets import Enum, Float, Int, Unicode
 
 from .. import plots
+from ..activity import JOIN_SAMPLE
 from ..catalog import DOMAINS, enableable, resolve, suggest
 from ..errors import MsptiError, SessionError, SimulatedBackendWarning
 from ..plots.figure import figure_bundle
@@ -233,12 +234,19 @@ class MsptiMagics(Magics):
                     f"the open session keeps {self._interval_text()}; run `%mspti close` first to start "
                     f"one with --interval {args.interval:g}"
                 )
+            sample = getattr(args, "join_sample", None)
+            if sample is not None and self.session.join_sample != sample:
+                raise UsageError(
+                    f"the open session joins launches over {self.session.join_sample:g} of its time; "
+                    f"run `%mspti close` first to start one with --join-sample {sample:g}"
+                )
             if getattr(args, "library", None):
                 raise UsageError(
                     f"a session is already open on {self.session.backend.label} "
                     f"({self.session.backend.path}); run `%mspti close` first to switch libraries"
                 )
             return self.session
+        sample = getattr(args, "join_sample", None)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SimulatedBackendWarning)
@@ -246,6 +254,7 @@ class MsptiMagics(Magics):
                     self._library(args),
                     enable=targets or DEFAULT_TARGETS,
                     interval=getattr(args, "interval", None),
+                    **({} if sample is None else {"join_sample": sample}),
                 )
             self.session.close_hint = ("the %mspti magics' session", "run `%mspti close`")
         except SessionError as e:
@@ -362,6 +371,14 @@ class MsptiMagics(Magics):
         default=None,
         help="start, %%%%mspti: a new session keeps latency over time, one histogram per SECONDS "
         "(for -k timeline)",
+    )
+    @argument(
+        "--join-sample",
+        type=float,
+        metavar="FRACTION",
+        default=None,
+        help="start, %%%%mspti: a new session joins launches to kernels (-a kernel) over this fraction "
+        f"of its time, in (0, 1]; 1 joins every launch (default {JOIN_SAMPLE:g}, labelled sampled)",
     )
     @argument("--all", action="store_true", help="summary/plot/save: every window of the session")
     @argument(
